@@ -1,0 +1,159 @@
+// The Ampere-path FlashAttention forward kernel (mma.sync + ldmatrix + cp.async). One CTA owns
+// kBlockM query rows of one (batch, head) and walks the key blocks it may see, keeping O in
+// registers. Composition only: tiles in traits.h, masking in mask.h, softmax in softmax.h.
+#pragma once
+
+#include "ampere/block_info.h"
+#include "ampere/mask.h"
+#include "ampere/softmax.h"
+#include "ampere/traits.h"
+
+namespace flashbuild::ampere {
+
+template <class Traits, bool kIsCausal>
+__global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = Traits::kHeadDim;
+
+  extern __shared__ char smem[];
+  const int tidx = threadIdx.x;
+  // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+
+  const FwdBlockInfo info(params, batch, head);
+  const FwdMask<kIsCausal> mask{info.seqlen_q, info.seqlen_k};
+  const int n_block_max = mask.n_block_max(m_block, kBlockM, kBlockN);
+
+  // Global tiles of this (batch, head).
+  Tensor mQ = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + info.q_offset),
+                          make_shape(info.seqlen_q, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}));
+  Tensor mK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + info.k_offset),
+                          make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}));
+  Tensor mV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + info.v_offset),
+                          make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.v_row_stride, _1{}));
+  Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o) + info.o_offset),
+                          make_shape(info.seqlen_q, Int<kHeadDim>{}), make_stride(params.o_row_stride, _1{}));
+  Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (M, D)
+  Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));        // (N, D, nb)
+  Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));        // (N, D, nb)
+  Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (M, D)
+
+  // Shared tiles: Q, then single-buffered K and V. The output reuses Q's space at the end.
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
+  Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
+  Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});
+
+  // Global -> shared copies and their row coordinates (for the seqlen edge).
+  typename Traits::GmemTiledCopyQKV gmem_copy;
+  auto gmem_thr_copy = gmem_copy.get_thread_slice(tidx);
+  Tensor tQgQ = gmem_thr_copy.partition_S(gQ);
+  Tensor tQsQ = gmem_thr_copy.partition_D(sQ);
+  Tensor tKgK = gmem_thr_copy.partition_S(gK);
+  Tensor tKsK = gmem_thr_copy.partition_D(sK);
+  Tensor tVgV = gmem_thr_copy.partition_S(gV);
+  Tensor tVsV = gmem_thr_copy.partition_D(sV);
+  Tensor tQcQ = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor tKVcKV = gmem_thr_copy.partition_S(make_identity_tensor(Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+
+  // MMA fragments and shared -> register copies (ldmatrix; transposed for V).
+  typename Traits::TiledMma tiled_mma;
+  auto thr_mma = tiled_mma.get_thread_slice(tidx);
+  Tensor tSrQ = thr_mma.partition_fragment_A(sQ);
+  Tensor tSrK = thr_mma.partition_fragment_B(sK);
+  Tensor tOrVt = thr_mma.partition_fragment_B(sVt);
+  Tensor acc_o = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+
+  auto smem_copy_q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto smem_thr_copy_q = smem_copy_q.get_thread_slice(tidx);
+  Tensor tSsQ = smem_thr_copy_q.partition_S(sQ);
+  auto smem_copy_k = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
+  auto smem_thr_copy_k = smem_copy_k.get_thread_slice(tidx);
+  Tensor tSsK = smem_thr_copy_k.partition_S(sK);
+  auto smem_copy_v = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
+  auto smem_thr_copy_v = smem_copy_v.get_thread_slice(tidx);
+  Tensor tOsVt = smem_thr_copy_v.partition_S(sVt);
+
+  // Each score element's (row, col) inside the tile, for masking.
+  Tensor tScS = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+
+  constexpr int kRows = decltype(size<0>(acc_to_rowcol(acc_o.layout())))::value;
+  OnlineSoftmax<kRows> softmax;
+  clear(acc_o);
+
+  const int q_rows = info.seqlen_q - m_block * kBlockM;
+  if (n_block_max > 0) {
+    // Key blocks run from the last to the first: only the first steps can need masking.
+    int n_block = n_block_max - 1;
+    copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
+    copy_rows(gmem_copy, tKgK(_, _, _, n_block), tKsK, tKVcKV, info.seqlen_k - n_block * kBlockN);
+    cp_async_fence();
+
+    for (; n_block >= 0; --n_block) {
+      Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+      clear(acc_s);
+      cp_async_wait<0>();
+      __syncthreads();  // K[n_block] landed; every warp is done with V[n_block + 1]
+
+      // V streams in while the tensor cores compute S = Q·K^T.
+      copy_rows(gmem_copy, tVgV(_, _, _, n_block), tVsV, tKVcKV, info.seqlen_k - n_block * kBlockN);
+      cp_async_fence();
+      gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_copy_q,
+                     smem_thr_copy_k);
+      if (mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
+        mask.apply(acc_s, tScS, m_block * kBlockM, n_block * kBlockN);
+      }
+
+      cp_async_wait<0>();
+      __syncthreads();  // V[n_block] landed; every warp is done with K[n_block]
+      // The next K streams in while we do the softmax and P·V.
+      if (n_block > 0) {
+        copy_rows(gmem_copy, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV, info.seqlen_k - (n_block - 1) * kBlockN);
+        cp_async_fence();
+      }
+
+      softmax.update(acc_s, acc_o, params.softmax_scale_log2);
+      Tensor rP = convert_type<Element>(acc_s);
+      Tensor tOrP = make_tensor(rP.data(), acc_to_a_operand(rP.layout()));
+      gemm_reg_smem(acc_o, tOrP, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_copy_v);
+    }
+  }
+
+  // Epilogue: normalise, write the LSE, then O through shared memory for 16-byte global stores.
+  float lse[kRows];
+  softmax.finalize(acc_o, params.softmax_scale, lse);
+
+  Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  Tensor tOcO_rows = make_tensor(tOcO.data(), acc_to_rowcol(tOcO.layout()));
+  if (get<1>(tOcO_rows(0, 0)) == 0) {  // one thread of each quad writes the quad's rows
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int row = get<0>(tOcO_rows(r, 0));
+      if (row < q_rows) { params.lse[info.lse_offset + m_block * kBlockM + row] = lse[r]; }
+    }
+  }
+
+  Tensor rO = convert_type<Element>(acc_o);
+  auto smem_copy_o = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma);
+  auto smem_thr_copy_o = smem_copy_o.get_thread_slice(tidx);
+  Tensor taccOrO = smem_thr_copy_o.retile_S(rO);
+  Tensor taccOsO = smem_thr_copy_o.partition_D(sO);
+  __syncthreads();  // nobody reads Q from shared memory any more
+  copy(smem_copy_o, taccOrO, taccOsO);
+  __syncthreads();
+
+  typename Traits::GmemTiledCopyO gmem_copy_o;
+  auto gmem_thr_copy_o = gmem_copy_o.get_thread_slice(tidx);
+  Tensor tOsO = gmem_thr_copy_o.partition_S(sO);
+  Tensor tOgO = gmem_thr_copy_o.partition_D(gO);
+  Tensor tOrO = make_tensor<Element>(shape(tOgO));
+  copy(gmem_copy_o, tOsO, tOrO);
+  store_rows(gmem_copy_o, tOrO, tOgO, tQcQ, q_rows);
+}
+
+}  // namespace flashbuild::ampere

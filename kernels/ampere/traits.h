@@ -1,0 +1,78 @@
+// Tile shapes, shared-memory layouts and copy/MMA types of the Ampere-path forward kernel.
+#pragma once
+
+#include "ampere/utils.h"
+
+namespace flashbuild::ampere {
+
+struct FwdTile {
+  int block_m;  // query rows per CTA
+  int block_n;  // key rows per main-loop step
+  int warps;
+};
+
+// The tile heuristic in one place. Sizes keep the per-thread accumulators (O: block_m * head_dim /
+// threads, S: block_m * block_n / threads fp32 values) within the register file without spills, and
+// shared memory (Q + K + V tiles) well under the 164 KB of an A100 so two CTAs can share an SM.
+constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
+  (void)arch;
+  (void)causal;
+  if (head_dim <= 64) return {128, 128, 4};
+  if (head_dim <= 128) return {128, 64, 4};
+  return {128, 64, 8};
+}
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, class Element_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kNWarps = kNWarps_;
+  static constexpr int kNThreads = kNWarps * 32;
+
+  static_assert(kHeadDim % 32 == 0, "head dim must be a multiple of 32 (the binding pads to a kernel size)");
+  static_assert(kBlockM % (16 * kNWarps) == 0, "each warp owns whole 16-row MMA tiles of the query block");
+  static_assert(kBlockN % 16 == 0, "key block must be a multiple of the MMA k-size (16)");
+
+  // Warps split the query rows; every warp sees all key columns, so row reductions stay in a quad.
+  using MmaOp = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
+                                   SM80_16x8x16_F32F16F16F32_TN, SM80_16x8x16_F32BF16BF16F32_TN>;
+  using TiledMma = TiledMMA<MMA_Atom<MmaOp>, Layout<Shape<Int<kNWarps>, _1, _1>>,
+                            Tile<Int<16 * kNWarps>, _16, _16>>;
+
+  // Shared memory rows of 64 (or 32) elements, XOR-swizzled in 16-byte chunks so that ldmatrix
+  // reads of 8 consecutive rows hit 8 different bank groups.
+  static constexpr int kSmemRowElems = kHeadDim % 64 == 0 ? 64 : 32;
+  static constexpr int kSwizzleBits = kSmemRowElems == 64 ? 3 : 2;
+  using SmemLayoutAtom = decltype(composition(
+      Swizzle<kSwizzleBits, 3, 3>{},
+      Layout<Shape<_8, Int<kSmemRowElems>>, Stride<Int<kSmemRowElems>, _1>>{}));
+  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutKV = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  // V^T as the B operand of P·V: (head_dim, block_n) over the same bytes as V.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutKV{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
+
+  static constexpr int kSmemQBytes = int(size(SmemLayoutQ{})) * int(sizeof(Element));
+  static constexpr int kSmemKVBytes = int(size(SmemLayoutKV{})) * int(sizeof(Element));
+  static constexpr int kSmemBytes = kSmemQBytes + 2 * kSmemKVBytes;
+
+  using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
+  using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
+  using SmemCopyAtomO = Copy_Atom<UniversalCopy<uint32_t>, Element>;
+
+  // Global <-> shared: 16 bytes per thread per access, a warp covering whole 128-byte rows.
+  static constexpr int kGmemElemsPerAccess = 16 / int(sizeof(Element));
+  static constexpr int kGmemThreadsPerRow = kSmemRowElems / kGmemElemsPerAccess;
+  static_assert(kNThreads % kGmemThreadsPerRow == 0, "threads must tile whole rows");
+  using GmemThreadLayout = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
+                                  Stride<Int<kGmemThreadsPerRow>, _1>>;
+  using GmemValueLayout = Layout<Shape<_1, Int<kGmemElemsPerAccess>>>;
+  using GmemTiledCopyQKV = decltype(make_tiled_copy(
+      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemThreadLayout{}, GmemValueLayout{}));
+  using GmemTiledCopyO = decltype(make_tiled_copy(
+      Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemThreadLayout{}, GmemValueLayout{}));
+};
+
+}  // namespace flashbuild::ampere

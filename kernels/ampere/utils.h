@@ -1,0 +1,140 @@
+// Small device helpers shared by the Ampere-path kernels: element types, fragment layout views,
+// quad reductions, register-level GEMM loops and predicated tile copies.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/array.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "flash/params.h"
+
+namespace flashbuild::ampere {
+
+using namespace cute;
+
+template <DType> struct ElementOf;
+template <> struct ElementOf<DType::kFp16> { using type = cutlass::half_t; };
+template <> struct ElementOf<DType::kBf16> { using type = cutlass::bfloat16_t; };
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+#define FLASHBUILD_CUDA_CHECK(expr)                                                         \
+  do {                                                                                      \
+    cudaError_t status_ = (expr);                                                           \
+    if (status_ != cudaSuccess) {                                                           \
+      throw std::runtime_error(std::string("flashbuild: CUDA error in ") + #expr + ": " +  \
+                               cudaGetErrorString(status_));                                \
+    }                                                                                       \
+  } while (0)
+
+// An SM80 16x8 accumulator fragment has layout ((2 cols, 2 rows 8 apart), MMA_M, MMA_N).
+// Softmax works on rows, so view it as (rows = (2, MMA_M), cols = (2, MMA_N)).
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_to_rowcol(Layout const& acc) {
+  static_assert(decltype(size<0>(acc))::value == 4, "expects an SM80 16x8 accumulator fragment");
+  static_assert(decltype(rank(acc))::value == 3, "expects (MMA, MMA_M, MMA_N)");
+  auto l = logical_divide(acc, Shape<_2>{});
+  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<2>(l)));
+}
+
+// The accumulators of two neighbouring 16x8 tiles hold exactly the register A operand of one
+// 16x8x16 MMA: ((2,2),MMA_M,MMA_N) -> ((2,2,2),MMA_M,MMA_N/2). This lets P = softmax(S) feed the
+// P·V product straight from registers.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_to_a_operand(Layout const& acc) {
+  static_assert(decltype(size<0>(acc))::value == 4, "expects an SM80 16x8 accumulator fragment");
+  static_assert(decltype(size<2>(acc))::value % 2 == 0, "P·V needs an even number of 8-wide tiles");
+  auto l = logical_divide(acc, Shape<Underscore, Underscore, _2>{});
+  return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
+}
+
+// Element-wise conversion of a register fragment (e.g. fp32 accumulators to fp16), vectorised.
+template <typename To, class Engine, class Layout>
+CUTE_DEVICE auto convert_type(Tensor<Engine, Layout> const& src) {
+  using From = typename Engine::value_type;
+  constexpr int kN = decltype(size(src))::value;
+  Tensor dst = make_tensor<To>(src.layout());
+  cutlass::NumericArrayConverter<To, From, kN> convert;
+  *reinterpret_cast<cutlass::Array<To, kN>*>(dst.data()) =
+      convert(*reinterpret_cast<cutlass::Array<From, kN> const*>(src.data()));
+  return dst;
+}
+
+// The four threads of an MMA quad hold the same accumulator rows.
+CUTE_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+}
+CUTE_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 2);
+  return x + __shfl_xor_sync(0xffffffff, x, 1);
+}
+
+// acc += A·B^T with both operands in shared memory. The next k-slice is loaded into registers
+// (ldmatrix) while the tensor cores work on the current one.
+template <class Acc, class RegA, class RegB, class SmemA, class SmemB, class TiledMma,
+          class CopyA, class CopyB, class ThrCopyA, class ThrCopyB>
+CUTE_DEVICE void gemm_smem_smem(Acc& acc, RegA& tCrA, RegB& tCrB, SmemA const& tCsA, SmemB const& tCsB,
+                                TiledMma const& mma, CopyA const& copy_a, CopyB const& copy_b,
+                                ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b) {
+  Tensor tCrA_view = thr_copy_a.retile_D(tCrA);
+  Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+  CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(tCrA_view));
+  CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<1>(tCrB_view));
+  copy(copy_a, tCsA(_, _, _0{}), tCrA_view(_, _, _0{}));
+  copy(copy_b, tCsB(_, _, _0{}), tCrB_view(_, _, _0{}));
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(tCrA); ++k) {
+    if (k < size<2>(tCrA) - 1) {
+      copy(copy_a, tCsA(_, _, k + 1), tCrA_view(_, _, k + 1));
+      copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
+    }
+    gemm(mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+  }
+}
+
+// acc += A·B^T with A already in registers (the softmax probabilities) and B in shared memory.
+template <class Acc, class RegA, class RegB, class SmemB, class TiledMma, class CopyB, class ThrCopyB>
+CUTE_DEVICE void gemm_reg_smem(Acc& acc, RegA const& tCrA, RegB& tCrB, SmemB const& tCsB,
+                               TiledMma const& mma, CopyB const& copy_b, ThrCopyB const& thr_copy_b) {
+  Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+  CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<1>(tCrB_view));
+  copy(copy_b, tCsB(_, _, _0{}), tCrB_view(_, _, _0{}));
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(tCrA); ++k) {
+    if (k < size<2>(tCrA) - 1) { copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1)); }
+    gemm(mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+  }
+}
+
+// Copies a (CPY, rows, cols) partition row by row; rows at or past `row_limit` (as told by the
+// identity-tensor partition `coord`) are zero-filled instead, so that padding rows of a tile can
+// never inject NaN or Inf into the products.
+template <class TiledCopy, class Src, class Dst, class Coord>
+CUTE_DEVICE void copy_rows(TiledCopy const& tiled_copy, Src const& src, Dst& dst, Coord const& coord,
+                           int row_limit) {
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(dst); ++m) {
+    if (get<0>(coord(0, m, 0)) < row_limit) {
+      copy(tiled_copy, src(_, m, _), dst(_, m, _));
+    } else {
+      clear(dst(_, m, _));
+    }
+  }
+}
+
+// The same for stores to global memory: rows past the limit are skipped.
+template <class TiledCopy, class Src, class Dst, class Coord>
+CUTE_DEVICE void store_rows(TiledCopy const& tiled_copy, Src const& src, Dst& dst, Coord const& coord,
+                            int row_limit) {
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(dst); ++m) {
+    if (get<0>(coord(0, m, 0)) < row_limit) { copy(tiled_copy, src(_, m, _), dst(_, m, _)); }
+  }
+}
+
+}  // namespace flashbuild::ampere

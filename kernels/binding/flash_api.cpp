@@ -1,0 +1,233 @@
+// The torch binding: the only translation unit that includes torch. It validates the call, finds
+// the variant the call needs, checks that this build holds it (the compiled-in table), and launches
+// it through the narrowed dispatch switches.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flash/params.h"
+#include "flashbuild_dispatch.h"
+#include "flashbuild_table.h"
+
+namespace flashbuild {
+
+namespace table = build_table;
+
+constexpr int kKernelHeadDims[] = {32, 64, 96, 128, 192, 256};
+
+// Raised as flashbuild.errors.VariantNotBuiltError (a RuntimeError) in Python.
+class VariantNotBuilt : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void switch_miss(const char* axis, long value) {
+  std::ostringstream msg;
+  msg << "flashbuild: this build has no kernel for " << axis << " " << value
+      << " (its compiled-in table and its dispatch switches disagree: build " << table::kBuildKey
+      << " again with `flashbuild clean` and a fresh build)";
+  throw VariantNotBuilt(msg.str());
+}
+
+namespace {
+
+std::string variant_name(const char* direction, int hdim, const char* dtype, bool causal, int arch) {
+  std::ostringstream s;
+  s << direction << "_hdim" << hdim << "_" << dtype << (causal ? "_causal" : "") << "_sm" << arch;
+  return s.str();
+}
+
+bool holds(const std::string& name) {
+  for (const char* v : table::kVariants) {
+    if (name == v) return true;
+  }
+  return false;
+}
+
+template <class T, size_t N>
+std::string join_with(const T (&values)[N], T extra, const char* prefix = "") {
+  std::vector<T> all(values, values + N);
+  if (std::find(all.begin(), all.end(), extra) == all.end()) all.push_back(extra);
+  std::ostringstream s;
+  for (size_t i = 0; i < all.size(); ++i) s << (i ? "," : "") << prefix << all[i];
+  return s.str();
+}
+
+std::string join_strings(const char* const* values, int n, const std::string& extra) {
+  std::vector<std::string> all(values, values + n);
+  if (std::find(all.begin(), all.end(), extra) == all.end()) all.push_back(extra);
+  std::ostringstream s;
+  for (size_t i = 0; i < all.size(); ++i) s << (i ? "," : "") << all[i];
+  return s.str();
+}
+
+// The message for a call this build cannot serve: what was asked, what the build holds, and the
+// command that builds both.
+[[noreturn]] void variant_not_built(const std::string& asked, const char* direction, int hdim, int user_hdim,
+                                    const char* dtype, bool causal, int arch) {
+  std::ostringstream msg;
+  msg << "flashbuild: this build has no kernel " << asked << " (asked: " << direction << ", head dim " << user_hdim;
+  if (user_hdim != hdim) msg << " -> runs on the hdim-" << hdim << " kernel, padded";
+  msg << ", " << dtype << ", " << (causal ? "causal" : "non-causal") << ", sm" << arch << "). It holds: ";
+  for (int i = 0; i < table::kNumVariants; ++i) msg << (i ? ", " : "") << table::kVariants[i];
+  bool causal_both = causal;
+  for (bool c : table::kCausal) causal_both = causal_both || c;
+  bool noncausal = !causal;
+  for (bool c : table::kCausal) noncausal = noncausal || !c;
+  const char* causal_flag = causal_both && noncausal ? "both" : (causal_both ? "on" : "off");
+  msg << ". Build one that holds it with: flashbuild --hdim " << join_with(table::kHeadDims, hdim)
+      << " --dtype " << join_strings(table::kDTypes, table::kNumDTypes, dtype) << " --arch "
+      << join_with(table::kArchs, arch, "sm") << " --direction "
+      << join_strings(table::kDirections, table::kNumDirections, direction) << " --causal " << causal_flag;
+  throw VariantNotBuilt(msg.str());
+}
+
+int kernel_head_dim(int hdim) {
+  for (int k : kKernelHeadDims) {
+    if (hdim <= k) return k;
+  }
+  TORCH_CHECK(false, "flashbuild: head dim ", hdim, " is larger than the largest kernel head dim, 256");
+}
+
+// The built arch that runs on this device: the exact one, else an older one of the same major
+// (sm80 machine code runs on sm86 and sm89).
+int device_arch(const at::Tensor& t) {
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(t.get_device());
+  const int cc = prop->major * 10 + prop->minor;
+  int best = -1;
+  for (int a : table::kArchs) {
+    if (a == cc) return a;
+    if (a / 10 == cc / 10 && a < cc && a > best) best = a;
+  }
+  return best >= 0 ? best : cc;
+}
+
+void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(q.is_cuda() && k.is_cuda() && v.is_cuda(), "flashbuild: q, k and v must be CUDA tensors (got ",
+              q.device(), ", ", k.device(), ", ", v.device(), ")");
+  TORCH_CHECK(q.device() == k.device() && q.device() == v.device(),
+              "flashbuild: q, k and v must be on the same device");
+  const auto dt = q.scalar_type();
+  TORCH_CHECK(dt == at::kHalf || dt == at::kBFloat16, "flashbuild: q must be float16 or bfloat16, got ", dt,
+              "; convert with q.half() or q.bfloat16()");
+  TORCH_CHECK(k.scalar_type() == dt && v.scalar_type() == dt, "flashbuild: q, k and v must share one dtype (got ",
+              dt, ", ", k.scalar_type(), ", ", v.scalar_type(), ")");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+              "flashbuild: q, k, v must be 4-D (batch, seqlen, nheads, head_dim); got ", q.sizes(), ", ",
+              k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(q.size(0) == k.size(0) && k.sizes() == v.sizes(), "flashbuild: k and v must have the same shape and "
+              "the batch of q; got q ", q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
+  TORCH_CHECK(q.size(3) == k.size(3), "flashbuild: q and k must have the same head dim; got ", q.size(3), " and ",
+              k.size(3));
+  TORCH_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "flashbuild: the number of query heads (", q.size(2),
+              ") must be a multiple of the number of key/value heads (", k.size(2), ")");
+  TORCH_CHECK(q.size(3) > 0 && q.size(3) <= 256, "flashbuild: head dim must be in 1..256, got ", q.size(3));
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    TORCH_CHECK(t->stride(-1) == 1, "flashbuild: the last dimension of q, k and v must be contiguous; call "
+                ".contiguous() first (got strides ", t->strides(), ")");
+  }
+}
+
+// Pads the head dim with zeros up to the kernel size: Q·K^T and the first columns of P·V do not change.
+at::Tensor pad_head_dim(const at::Tensor& t, int kernel_hdim) {
+  if (t.size(3) == kernel_hdim) return t;
+  return at::constant_pad_nd(t, {0, kernel_hdim - t.size(3)}, 0);
+}
+
+}  // namespace
+
+std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool causal,
+                                std::optional<double> softmax_scale) {
+  check_qkv(q_in, k_in, v_in);
+  const int user_hdim = q_in.size(3);
+  const int hdim = kernel_head_dim(user_hdim);
+  const bool is_fp16 = q_in.scalar_type() == at::kHalf;
+  const char* dtype = is_fp16 ? "fp16" : "bf16";
+  const int arch = device_arch(q_in);
+  const std::string asked = variant_name("fwd", hdim, dtype, causal, arch);
+#if FLASHBUILD_HAS_FWD
+  if (!holds(asked)) variant_not_built(asked, "fwd", hdim, user_hdim, dtype, causal, arch);
+#else
+  variant_not_built(asked, "fwd", hdim, user_hdim, dtype, causal, arch);
+#endif
+
+  c10::cuda::CUDAGuard device_guard(q_in.device());
+  const at::Tensor q = pad_head_dim(q_in, hdim);
+  const at::Tensor k = pad_head_dim(k_in, hdim);
+  const at::Tensor v = pad_head_dim(v_in, hdim);
+  const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
+  const int seqlen_k = k.size(1), nheads_k = k.size(2);
+  at::Tensor out = at::empty({batch, seqlen_q, nheads, hdim}, q.options());
+  at::Tensor lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
+
+  FwdParams p{};
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.o = out.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  p.q_batch_stride = q.stride(0), p.q_row_stride = q.stride(1), p.q_head_stride = q.stride(2);
+  p.k_batch_stride = k.stride(0), p.k_row_stride = k.stride(1), p.k_head_stride = k.stride(2);
+  p.v_batch_stride = v.stride(0), p.v_row_stride = v.stride(1), p.v_head_stride = v.stride(2);
+  p.o_batch_stride = out.stride(0), p.o_row_stride = out.stride(1), p.o_head_stride = out.stride(2);
+  p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
+  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = hdim;
+  p.softmax_scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(user_hdim));
+  p.softmax_scale_log2 = p.softmax_scale * 1.4426950408889634f;
+
+#if FLASHBUILD_HAS_FWD
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  ARCH_SWITCH(arch, [&] {
+    HEADDIM_SWITCH(hdim, [&] {
+      FP16_SWITCH(is_fp16, [&] {
+        CAUSAL_SWITCH(causal, [&] { run_fwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream); });
+      });
+    });
+  });
+#endif
+  if (hdim != user_hdim) out = out.narrow(3, 0, user_hdim);
+  return {out, lse};
+}
+
+std::vector<std::string> variants() { return {std::begin(table::kVariants), std::end(table::kVariants)}; }
+
+}  // namespace flashbuild
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "flashbuild attention kernels (a selective build; see variants())";
+  static py::exception<flashbuild::VariantNotBuilt> fallback(m, "VariantNotBuiltError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr e) {
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const flashbuild::VariantNotBuilt& err) {
+      // Prefer the package's own class so `except flashbuild.VariantNotBuiltError` works.
+      PyObject* cls = nullptr;
+      try {
+        cls = py::module_::import("flashbuild.errors").attr("VariantNotBuiltError").ptr();
+      } catch (...) {
+        PyErr_Clear();
+        cls = fallback.ptr();
+      }
+      PyErr_SetString(cls, err.what());
+    }
+  });
+  m.def(
+      "flash_attn_func",
+      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+         std::optional<double> softmax_scale, bool return_lse) -> py::object {
+        auto r = flashbuild::mha_fwd(q, k, v, causal, softmax_scale);
+        if (return_lse) return py::make_tuple(r[0], r[1]);
+        return py::cast(r[0]);
+      },
+      "Attention over (batch, seqlen, nheads, head_dim) tensors, like flash_attn.flash_attn_func. Returns out, "
+      "or (out, lse) with return_lse=True; lse is (batch, nheads, seqlen_q) float32.",
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal") = false, py::arg("softmax_scale") = py::none(),
+      py::arg("return_lse") = false);
+  m.def("variants", &flashbuild::variants, "The variants this build holds, by canonical name.");
+  m.def("build_key", [] { return std::string(flashbuild::build_table::kBuildKey); });
+}
