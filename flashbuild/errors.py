@@ -1,0 +1,19 @@
+"""Errors a user can cause and fix. The CLI prints them as one line and exits with .exit_code."""
+
+
+class FlashbuildError(Exception):
+    """Base class: the message names what was asked, what exists, and the command that fixes it."""
+
+    exit_code = 1
+
+
+class SelectionError(FlashbuildError):
+    """A bad selection or flag: a usage error (exit 2)."""
+
+    exit_code = 2
+
+
+class BuildError(FlashbuildError):
+    """A build that could not finish: missing tools, compile errors, no CUDA torch (exit 1)."""
+
+    exit_code = 1

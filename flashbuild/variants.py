@@ -1,0 +1,336 @@
+"""The variant space and the selection: axes, the family table, validation, TOML presets.
+
+Listing the space never decides what is built: a Selection does, from a preset and CLI flags,
+and every value is checked here, so only known ints and enum names ever reach generated C++.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import env
+from .errors import SelectionError
+
+# ---------------------------------------------------------------- axes
+
+HEAD_DIMS = (32, 64, 96, 128, 192, 256)
+DTYPES = ("fp16", "bf16")
+ARCHS = ("sm80", "sm86", "sm89", "sm90")
+NATIVE = "native"
+DIRECTIONS = ("fwd", "bwd", "splitkv")
+CAUSAL_MODES = {"off": (False,), "on": (True,), "both": (False, True)}
+ARCH_NUMBER = {"sm80": 80, "sm86": 86, "sm89": 89, "sm90": 90}
+CONFIG_KEYS = ("hdim", "dtype", "arch", "direction", "causal")
+
+
+# ---------------------------------------------------------------- families
+
+@dataclass(frozen=True)
+class Family:
+    """A kernel family: one implementation strategy, with a launch header per direction."""
+
+    name: str
+    summary: str
+    launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
+
+
+FAMILIES = {
+    "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
+                     {"fwd": "ampere/fwd_launch.h"}),
+}
+
+# Which family serves (direction, arch). No Hopper family exists yet, so sm90 compiles the
+# Ampere path for sm_90a; FAMILY_NOTES says so in the plan. Issue 3 adds bwd and splitkv here.
+FAMILY_TABLE = {
+    ("fwd", "sm80"): "ampere",
+    ("fwd", "sm86"): "ampere",
+    ("fwd", "sm89"): "ampere",
+    ("fwd", "sm90"): "ampere",
+}
+FAMILY_NOTES = {
+    ("fwd", "sm90"): "no Hopper family yet: the Ampere-path kernel compiled for sm_90a",
+}
+
+
+def implemented_directions() -> tuple[str, ...]:
+    return tuple(d for d in DIRECTIONS if any(key[0] == d for key in FAMILY_TABLE))
+
+
+def family_for(direction: str, arch: str) -> Family:
+    name = FAMILY_TABLE.get((direction, arch))
+    if name is None:
+        archs = [a for (d, a) in FAMILY_TABLE if d == direction]
+        if not archs:
+            raise SelectionError(
+                f"direction {direction}: no kernel family implements it yet "
+                f"(implemented: {', '.join(implemented_directions())}); use --direction "
+                f"{','.join(implemented_directions())}")
+        raise SelectionError(
+            f"direction {direction} on {arch}: no kernel family implements it "
+            f"(implemented for: {', '.join(archs)}); use --arch {','.join(archs)}")
+    return FAMILIES[name]
+
+
+# ---------------------------------------------------------------- variants
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel instantiation. Its name is the TU file name, the object name, the key in the
+    compiled-in table and the text in errors; the C++ binding rebuilds the same names."""
+
+    direction: str
+    hdim: int
+    dtype: str
+    causal: bool
+    arch: str
+
+    @property
+    def name(self) -> str:
+        causal = "_causal" if self.causal else ""
+        return f"{self.direction}_hdim{self.hdim}_{self.dtype}{causal}_{self.arch}"
+
+    @property
+    def arch_number(self) -> int:
+        return ARCH_NUMBER[self.arch]
+
+    @property
+    def family(self) -> Family:
+        return family_for(self.direction, self.arch)
+
+    @property
+    def family_note(self) -> str | None:
+        return FAMILY_NOTES.get((self.direction, self.arch))
+
+    def describe(self) -> str:
+        return f"{self.direction}, hdim {self.hdim}, {self.dtype}, {'causal' if self.causal else 'not causal'}, {self.arch}"
+
+    def sort_key(self) -> tuple:
+        return (DIRECTIONS.index(self.direction), self.hdim, DTYPES.index(self.dtype),
+                self.causal, ARCHS.index(self.arch))
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The validated axis values; the variants are their cross product. Values are kept in the
+    canonical axis order, so the same selection given in another order is equal."""
+
+    hdims: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    causal: tuple[bool, ...]
+    directions: tuple[str, ...]
+    archs: tuple[str, ...]
+
+    @property
+    def variants(self) -> tuple[Variant, ...]:
+        product = itertools.product(self.directions, self.hdims, self.dtypes, self.causal, self.archs)
+        return tuple(sorted((Variant(*values) for values in product), key=Variant.sort_key))
+
+    @property
+    def causal_mode(self) -> str:
+        return {(False,): "off", (True,): "on"}.get(self.causal, "both")
+
+    def describe(self) -> str:
+        return (f"{','.join(self.directions)} x hdim {','.join(map(str, self.hdims))} x "
+                f"{','.join(self.dtypes)} x causal {self.causal_mode} x {','.join(self.archs)}")
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The arguments of flashbuild.load() that select exactly this."""
+        def one_or_list(values):
+            return values[0] if len(values) == 1 else list(values)
+        return {"hdim": one_or_list(self.hdims), "dtype": one_or_list(self.dtypes),
+                "arch": one_or_list(self.archs), "direction": one_or_list(self.directions),
+                "causal": self.causal_mode}
+
+    def as_cli(self) -> str:
+        return (f"--hdim {','.join(map(str, self.hdims))} --dtype {','.join(self.dtypes)} "
+                f"--arch {','.join(self.archs)} --direction {','.join(self.directions)} "
+                f"--causal {self.causal_mode}")
+
+
+@dataclass(frozen=True)
+class CompileFlags:
+    """Flags that change the compiled code (and so the cache key)."""
+
+    debug: bool = False      # -G -lineinfo, no -DNDEBUG
+    lineinfo: bool = False   # -lineinfo
+    nvcc_flags: tuple[str, ...] = ()  # extra flags appended to every nvcc command
+
+    def __post_init__(self):
+        if self.debug and self.lineinfo:
+            raise SelectionError("--debug and --lineinfo contradict: --debug already adds -lineinfo "
+                                 "(with -G); pass only one of them")
+
+    def label(self) -> str:
+        return "debug" if self.debug else "lineinfo" if self.lineinfo else ""
+
+
+# ---------------------------------------------------------------- parsing one axis
+
+def _use(source: str, value: Any) -> str:
+    """The fix, phrased for where the value came from: a flag, or a key in a preset file."""
+    if source.startswith("--"):
+        return f"use {source} {value}"
+    file, key = source.split(": ", 1)
+    text = str(value) if str(value).replace(",", "").isdigit() else f'"{value}"'
+    return f"set {key} = {text} in {file}"
+
+
+def _items(value: Any, source: str, valid: tuple) -> list[str]:
+    """'64,128' / 64 / [64, '128'] -> ['64', '128'], or an error for an empty list."""
+    if isinstance(value, (str, int)):
+        raw = str(value).split(",")
+    elif isinstance(value, Iterable):
+        raw = [str(v) for v in value]
+    else:
+        raise SelectionError(f"{source} {value!r}: expected a value or a list of values")
+    items = [item.strip().lower() for item in raw if item.strip()]
+    if not items:
+        raise SelectionError(f"{source}: empty list; give one or more of {', '.join(map(str, valid))}: "
+                             f"{_use(source, valid[0])}")
+    return list(dict.fromkeys(items))
+
+
+def _choices(value: Any, source: str, valid: tuple[str, ...]) -> tuple[str, ...]:
+    items = _items(value, source, valid)
+    for item in items:
+        if item not in valid:
+            raise SelectionError(f"{source} {item}: not a valid value (valid: {', '.join(valid)}); "
+                                 f"{_use(source, valid[0])}")
+    return tuple(v for v in valid if v in items)
+
+
+def parse_hdims(value: Any, source: str = "--hdim") -> tuple[int, ...]:
+    sizes = ", ".join(map(str, HEAD_DIMS))
+    hdims = []
+    for item in _items(value, source, HEAD_DIMS):
+        if not item.isdigit():
+            raise SelectionError(f"{source} {item}: not an integer head dim (kernel sizes: {sizes}); "
+                                 f"{_use(source, 64)}")
+        hdim = int(item)
+        if hdim not in HEAD_DIMS:
+            bigger = [h for h in HEAD_DIMS if h > hdim]
+            if hdim == 0 or not bigger:
+                raise SelectionError(f"{source} {hdim}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); "
+                                     f"head dims 1-{HEAD_DIMS[-1]} are supported: {_use(source, HEAD_DIMS[-1])}")
+            raise SelectionError(
+                f"{source} {hdim}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); calls with "
+                f"head dim {hdim} run on the hdim-{bigger[0]} kernel, padded: {_use(source, bigger[0])}")
+        hdims.append(hdim)
+    return tuple(h for h in HEAD_DIMS if h in hdims)
+
+
+def parse_dtypes(value: Any, source: str = "--dtype") -> tuple[str, ...]:
+    return _choices(value, source, DTYPES)
+
+
+def parse_directions(value: Any, source: str = "--direction") -> tuple[str, ...]:
+    directions = _choices(value, source, DIRECTIONS)
+    for direction in directions:
+        if direction not in implemented_directions():
+            family_for(direction, ARCHS[0])  # raises the "no family implements it yet" error
+    return directions
+
+
+def parse_causal(value: Any, source: str = "--causal") -> tuple[bool, ...]:
+    if isinstance(value, bool):
+        return (value,)
+    mode = str(value).strip().lower()
+    if mode not in CAUSAL_MODES:
+        raise SelectionError(f"{source} {mode or repr(value)}: not a valid value (valid: on, off, both); "
+                             f"{_use(source, 'both')}")
+    return CAUSAL_MODES[mode]
+
+
+def parse_archs(value: Any, source: str = "--arch",
+                detect: Callable[[], list[str]] | None = None) -> tuple[str, ...]:
+    """Arch names; `native` becomes the arch of each GPU nvidia-smi reports."""
+    valid = ARCHS + (NATIVE,)
+    archs = list(_choices(value, source, valid))
+    if NATIVE in archs:
+        archs.remove(NATIVE)
+        archs += native_archs(detect or env.gpu_compute_caps, source)
+    return tuple(a for a in ARCHS if a in archs)
+
+
+def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> list[str]:
+    pass_arch = f"pass {source} {'|'.join(ARCHS)}" if source.startswith("--") else _use(source, ARCHS[0])
+    caps = detect()
+    if not caps:
+        raise SelectionError(f"{source} native: no GPU found (nvidia-smi reports none); {pass_arch}")
+    archs = []
+    for cap in caps:
+        arch = "sm" + cap.replace(".", "")
+        if arch not in ARCHS:
+            raise SelectionError(f"{source} native: this GPU has compute capability {cap} ({arch}), which has "
+                                 f"no kernels (archs: {', '.join(ARCHS)}); {pass_arch}")
+        archs.append(arch)
+    return archs
+
+
+# ---------------------------------------------------------------- presets and the whole selection
+
+def find_config(name_or_path: str | Path) -> Path:
+    """A TOML file path, or a bare preset name that finds configs/<name>.toml."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    preset = env.configs_dir() / f"{path.name}.toml"
+    if path.suffix != ".toml" and path.name == str(name_or_path) and preset.is_file():
+        return preset
+    presets = sorted(p.stem for p in env.configs_dir().glob("*.toml"))
+    raise SelectionError(f"--config {name_or_path}: no such file and no preset {preset} "
+                         f"(presets: {', '.join(presets) or 'none'}); use --config {presets[0] if presets else 'FILE'}")
+
+
+def load_config(name_or_path: str | Path) -> dict[str, Any]:
+    """The [selection] table of a preset, with its keys checked."""
+    path = find_config(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SelectionError(f"--config {path}: not valid TOML ({exc}); fix the file") from None
+    extra = sorted(set(data) - {"selection", "description"})
+    if extra:
+        raise SelectionError(f"--config {path}: unknown table or key {', '.join(extra)} "
+                             f"(valid: [selection], description); remove it")
+    table = data.get("selection", {})
+    unknown = sorted(set(table) - set(CONFIG_KEYS))
+    if unknown:
+        raise SelectionError(f"--config {path}: unknown key {', '.join(unknown)} in [selection] "
+                             f"(valid keys: {', '.join(CONFIG_KEYS)}); remove or rename it")
+    return {key: (value, f"{path.name}: {key}") for key, value in table.items()}
+
+
+def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: Any = None,
+           causal: Any = None, config: str | Path | None = None,
+           detect: Callable[[], list[str]] | None = None) -> Selection:
+    """The Selection from explicit values (CLI flags or load() arguments), over a preset's values,
+    over the defaults: every head dim, fp16 and bf16, causal both, every implemented direction,
+    the native arch. None means "not given"."""
+    values: dict[str, tuple[Any, str]] = {
+        "hdim": (HEAD_DIMS, "--hdim"), "dtype": (DTYPES, "--dtype"), "arch": (NATIVE, "--arch"),
+        "direction": (implemented_directions(), "--direction"), "causal": ("both", "--causal"),
+    }
+    if config is not None:
+        values.update(load_config(config))
+    given = {"hdim": hdim, "dtype": dtype, "arch": arch, "direction": direction, "causal": causal}
+    values.update({key: (value, f"--{key}") for key, value in given.items() if value is not None})
+    selection = Selection(
+        hdims=parse_hdims(*values["hdim"]),
+        dtypes=parse_dtypes(*values["dtype"]),
+        causal=parse_causal(*values["causal"]),
+        directions=parse_directions(*values["direction"]),
+        archs=parse_archs(*values["arch"], detect=detect),
+    )
+    check_families(selection)
+    return selection
+
+
+def check_families(selection: Selection) -> None:
+    """Every variant has a family (raises the family error for the first that does not)."""
+    for variant in selection.variants:
+        variant.family  # noqa: B018 - raises SelectionError when no family serves it
