@@ -1,0 +1,27 @@
+"""flashbuild: selective builds of FlashAttention-style CUDA kernels.
+
+Importing flashbuild imports no torch: build() and load() pull in their stages when called.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import BuildError, FlashbuildError, SelectionError  # noqa: E402
+
+__all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", "BuildError"]
+
+
+def build(**kwargs):
+    """Build a selection; returns a BuildResult (build_dir, extension, manifest, timings, key,
+    module_name). Keywords: hdim, dtype, arch, direction, causal, config (the selection) and
+    debug, lineinfo, nvcc_flags, jobs, build_dir, launcher, verbose, compile_only (the build)."""
+    from . import builder as _build
+    return _build.build(*_build.parse_request(**kwargs))
+
+
+def load(**kwargs):
+    """Build the selection if needed, then import and return the extension module.
+    Same keywords as build(); e.g. load(hdim=64, dtype="fp16", arch="sm90")."""
+    from . import builder as _build
+    return _build.load(*_build.parse_request(**kwargs))

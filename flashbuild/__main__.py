@@ -1,0 +1,5 @@
+"""`python -m flashbuild ...` runs the same CLI as `flashbuild ...`."""
+
+from .cli import main
+
+main()
