@@ -14,9 +14,14 @@ struct FwdTile {
 // The tile heuristic in one place. Sizes keep the per-thread accumulators (O: block_m * head_dim /
 // threads, S: block_m * block_n / threads fp32 values) within the register file without spills, and
 // shared memory (Q + K + V tiles) well under the 164 KB of an A100 so two CTAs can share an SM.
+// Tuning sweeps can override it for a whole build: nvcc -DFLASHBUILD_FWD_TILE="{128, 64, 8}".
 constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
   (void)arch;
   (void)causal;
+#ifdef FLASHBUILD_FWD_TILE
+  (void)head_dim;
+  return FwdTile FLASHBUILD_FWD_TILE;
+#endif
   if (head_dim <= 64) return {128, 128, 4};
   if (head_dim <= 128) return {128, 64, 4};
   return {128, 64, 8};

@@ -6,8 +6,6 @@
 #include <torch/extension.h>
 
 #include <algorithm>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,25 +19,27 @@ namespace table = build_table;
 
 constexpr int kKernelHeadDims[] = {32, 64, 96, 128, 192, 256};
 
+inline std::string to_text(int v) { return std::to_string(v); }
+inline std::string to_text(const char* v) { return v; }
+
 // Raised as flashbuild.errors.VariantNotBuiltError (a RuntimeError) in Python.
 class VariantNotBuilt : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Messages are built with std::string alone: iostreams inside an extension .so can meet a second
+// libstdc++ (seen on the GPU host's toolchain, where ostringstream crashed in locale code).
 [[noreturn]] void switch_miss(const char* axis, long value) {
-  std::ostringstream msg;
-  msg << "flashbuild: this build has no kernel for " << axis << " " << value
-      << " (its compiled-in table and its dispatch switches disagree: build " << table::kBuildKey
-      << " again with `flashbuild clean` and a fresh build)";
-  throw VariantNotBuilt(msg.str());
+  throw VariantNotBuilt(std::string("flashbuild: this build has no kernel for ") + axis + " " + std::to_string(value) +
+                        " (its compiled-in table and its dispatch switches disagree: remove build " +
+                        build_table::kBuildKey + " with `flashbuild clean` and build again)");
 }
 
 namespace {
 
 std::string variant_name(const char* direction, int hdim, const char* dtype, bool causal, int arch) {
-  std::ostringstream s;
-  s << direction << "_hdim" << hdim << "_" << dtype << (causal ? "_causal" : "") << "_sm" << arch;
-  return s.str();
+  return std::string(direction) + "_hdim" + std::to_string(hdim) + "_" + dtype + (causal ? "_causal" : "") + "_sm" +
+         std::to_string(arch);
 }
 
 bool holds(const std::string& name) {
@@ -49,42 +49,40 @@ bool holds(const std::string& name) {
   return false;
 }
 
+// "a,b,c" of a table axis plus the asked value when the build lacks it.
 template <class T, size_t N>
-std::string join_with(const T (&values)[N], T extra, const char* prefix = "") {
-  std::vector<T> all(values, values + N);
+std::string axis_with(const T (&values)[N], const T& asked, const char* prefix = "") {
+  std::vector<std::string> all;
+  for (const T& v : values) all.push_back(prefix + std::string(to_text(v)));
+  const std::string extra = prefix + std::string(to_text(asked));
   if (std::find(all.begin(), all.end(), extra) == all.end()) all.push_back(extra);
-  std::ostringstream s;
-  for (size_t i = 0; i < all.size(); ++i) s << (i ? "," : "") << prefix << all[i];
-  return s.str();
-}
-
-std::string join_strings(const char* const* values, int n, const std::string& extra) {
-  std::vector<std::string> all(values, values + n);
-  if (std::find(all.begin(), all.end(), extra) == all.end()) all.push_back(extra);
-  std::ostringstream s;
-  for (size_t i = 0; i < all.size(); ++i) s << (i ? "," : "") << all[i];
-  return s.str();
+  std::string s;
+  for (size_t i = 0; i < all.size(); ++i) s += (i ? "," : "") + all[i];
+  return s;
 }
 
 // The message for a call this build cannot serve: what was asked, what the build holds, and the
 // command that builds both.
 [[noreturn]] void variant_not_built(const std::string& asked, const char* direction, int hdim, int user_hdim,
                                     const char* dtype, bool causal, int arch) {
-  std::ostringstream msg;
-  msg << "flashbuild: this build has no kernel " << asked << " (asked: " << direction << ", head dim " << user_hdim;
-  if (user_hdim != hdim) msg << " -> runs on the hdim-" << hdim << " kernel, padded";
-  msg << ", " << dtype << ", " << (causal ? "causal" : "non-causal") << ", sm" << arch << "). It holds: ";
-  for (int i = 0; i < table::kNumVariants; ++i) msg << (i ? ", " : "") << table::kVariants[i];
-  bool causal_both = causal;
-  for (bool c : table::kCausal) causal_both = causal_both || c;
-  bool noncausal = !causal;
-  for (bool c : table::kCausal) noncausal = noncausal || !c;
-  const char* causal_flag = causal_both && noncausal ? "both" : (causal_both ? "on" : "off");
-  msg << ". Build one that holds it with: flashbuild --hdim " << join_with(table::kHeadDims, hdim)
-      << " --dtype " << join_strings(table::kDTypes, table::kNumDTypes, dtype) << " --arch "
-      << join_with(table::kArchs, arch, "sm") << " --direction "
-      << join_strings(table::kDirections, table::kNumDirections, direction) << " --causal " << causal_flag;
-  throw VariantNotBuilt(msg.str());
+  std::string msg = "flashbuild: this build has no kernel " + asked + " (asked: " + direction + ", head dim " +
+                    std::to_string(user_hdim);
+  if (user_hdim != hdim) msg += " -> runs on the hdim-" + std::to_string(hdim) + " kernel, padded";
+  msg += std::string(", ") + dtype + ", " + (causal ? "causal" : "non-causal") + ", sm" + std::to_string(arch) +
+         "). It holds: ";
+  for (int i = 0; i < table::kNumVariants; ++i) msg += std::string(i ? ", " : "") + table::kVariants[i];
+  bool any_causal = causal, any_noncausal = !causal;
+  for (bool c : table::kCausal) {
+    any_causal = any_causal || c;
+    any_noncausal = any_noncausal || !c;
+  }
+  const char* causal_flag = any_causal && any_noncausal ? "both" : (any_causal ? "on" : "off");
+  const char* asked_dtype = dtype;
+  const char* asked_direction = direction;
+  msg += ". Build one that holds it with: flashbuild --hdim " + axis_with(table::kHeadDims, hdim) + " --dtype " +
+         axis_with(table::kDTypes, asked_dtype) + " --arch " + axis_with(table::kArchs, arch, "sm") +
+         " --direction " + axis_with(table::kDirections, asked_direction) + " --causal " + causal_flag;
+  throw VariantNotBuilt(msg);
 }
 
 int kernel_head_dim(int hdim) {
