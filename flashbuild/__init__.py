@@ -7,9 +7,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import BuildError, FlashbuildError, SelectionError  # noqa: E402
+from .errors import BuildError, FlashbuildError, SelectionError, VariantNotBuiltError  # noqa: E402
 
-__all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", "BuildError"]
+__all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", "BuildError", "VariantNotBuiltError"]
 
 
 def build(**kwargs):

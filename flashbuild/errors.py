@@ -17,3 +17,10 @@ class BuildError(FlashbuildError):
     """A build that could not finish: missing tools, compile errors, no CUDA torch (exit 1)."""
 
     exit_code = 1
+
+
+class VariantNotBuiltError(FlashbuildError, RuntimeError):
+    """Raised by a built extension (kernels/binding) when a call needs a variant the build does not
+    hold; the message names the variant, what the build holds, and the flashbuild command that adds it."""
+
+    exit_code = 1
