@@ -123,6 +123,7 @@ class Plan:
         flags = self.options.flags
         extra = (" --debug" if flags.debug else "") + (" --lineinfo" if flags.lineinfo else "")
         extra += "".join(f" --nvcc-flag={f}" for f in flags.nvcc_flags)
+        extra += " --compile-only" if self.options.compile_only else ""
         return f"flashbuild {self.selection.as_cli()}{extra}"
 
 
@@ -228,6 +229,7 @@ def torch_link_spec(plan: Plan) -> graph.LinkSpec:
     cuda_include = env.cuda_include_dir(plan.nvcc.path)
     if cuda_include:
         includes.append(str(cuda_include))
+    includes += [str(d) for d in env.nvidia_wheel_include_dirs()]
     defines = [f"-DTORCH_EXTENSION_NAME={plan.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H",
                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
     for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):  # the pybind11 ABI torch was built with
@@ -411,8 +413,9 @@ def load(selection: Selection, options: BuildOptions):
         return module
     with build_lock(plan.build_dir):  # 2
         module = _try_load(plan, tools, link)  # 3
-        if module is None:
-            _build_locked(plan, tools, link)  # 4
+        if module is not None:
+            return module
+        _build_locked(plan, tools, link)  # 4
     return loader.load_extension(plan.extension_path, plan.module_name)  # 5
 
 

@@ -122,14 +122,10 @@ def cuda_include_dir(nvcc: Path) -> Path | None:
     return next((c for c in candidates if (c / "cuda_runtime.h").is_file()), None)
 
 
-def cuda_lib_dir(nvcc: Path) -> Path | None:
-    include = cuda_include_dir(nvcc)
-    if include is None:
-        return None
-    for name in ("lib64", "lib"):
-        if (include.parent / name).is_dir():
-            return include.parent / name
-    return None
+def nvidia_wheel_include_dirs() -> list[Path]:
+    """Header dirs of the CUDA library wheels torch depends on (cuBLAS, cuSPARSE, ...): torch's
+    CUDA headers include them, and a machine with only nvcc from a wheel has them nowhere else."""
+    return sorted(d for base in _nvidia_wheel_dirs() for d in base.glob("*/include") if d.is_dir())
 
 
 # ---------------------------------------------------------------- CUTLASS, ninja, host compiler
