@@ -1,0 +1,52 @@
+"""Test helpers: a FLASHBUILD_ROOT holding a tiny synthetic kernel (compiles in seconds, so the
+build pipeline can be tested end to end), the in-process CLI, the nvcc skip marker."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from flashbuild import env
+from flashbuild.cli import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+# A stand-in for kernels/ampere/fwd_launch.h: the same run_fwd contract, a trivial kernel.
+FAKE_LAUNCH_H = """\
+#pragma once
+#include "flash/params.h"
+
+namespace flashbuild {
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+__global__ void fake_fwd_kernel(FwdParams params) {
+  if (threadIdx.x == 0) params.lse[0] = float(kArch * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType));
+}
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+void run_fwd(const FwdParams& params, cudaStream_t stream) {
+  fake_fwd_kernel<kArch, kHeadDim, kDType, kIsCausal><<<1, 32, 0, stream>>>(params);
+}
+}  // namespace flashbuild
+"""
+
+
+def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H) -> Path:
+    """A FLASHBUILD_ROOT: the real templates, configs and kernels/flash, and the given launch header."""
+    root = base / "root"
+    for sub in ("templates", "configs", "kernels/flash"):
+        shutil.copytree(REPO / sub, root / sub)
+    (root / "kernels" / "ampere").mkdir(parents=True)
+    (root / "kernels" / "ampere" / "fwd_launch.h").write_text(launch_header)
+    return root
+
+
+def run_cli(*args: str):
+    """Invoke the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
+    return CliRunner().invoke(cli, list(args))
+
+
+requires_nvcc = pytest.mark.skipif(env.find_nvcc() is None,
+                                   reason="nvcc not found (CUDA_HOME, PATH, /usr/local/cuda, nvidia-cuda-nvcc wheel)")

@@ -1,0 +1,394 @@
+"""The builder without a compiler: cache keys, the lock, dry runs, reading ninja's output and log,
+the load contract, the no-CUDA stop, and the list / clean / doctor commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from flashbuild import builder, env
+from flashbuild.errors import BuildError
+from flashbuild.ninja_output import NinjaOutput, first_error, new_log_entries, read_ninja_log
+from flashbuild.variants import CompileFlags, select
+from helpers import run_cli
+
+VERSIONS = {"flashbuild": "0.1.0", "nvcc": "13.0.88", "torch": "2.13.0", "python": "cpython-311-x86_64-linux-gnu"}
+
+
+def key(flags=CompileFlags(), versions=VERSIONS, **selection):
+    return builder.cache_key(select(**selection), flags, versions)[0]
+
+
+# ---------------------------------------------------------------- cache key
+
+def test_key_is_readable_and_ends_in_a_short_hash():
+    k = key(hdim=64, dtype="fp16", arch="sm90", causal="both")
+    assert re.fullmatch(r"sm90-fp16-h64-fwd-c01-[0-9a-f]{8}", k), k
+    assert re.fullmatch(r"sm80\+sm90-fp16\+bf16-h64\+128-fwd-c1-lineinfo-[0-9a-f]{8}",
+                        key(CompileFlags(lineinfo=True), hdim="64,128", dtype="fp16,bf16", arch="sm80,sm90",
+                            causal="on"))
+
+
+def test_key_ignores_the_order_values_are_given_in():
+    assert key(hdim="128,64", dtype="bf16,fp16", arch="sm90,sm80") == key(hdim=[64, 128], dtype=["fp16", "bf16"],
+                                                                         arch=["sm80", "sm90"])
+
+
+@pytest.mark.parametrize("change", [
+    dict(selection=dict(hdim="64,128")), dict(selection=dict(dtype="bf16")), dict(selection=dict(arch="sm80")),
+    dict(selection=dict(causal="on")),
+    dict(flags=CompileFlags(debug=True)), dict(flags=CompileFlags(lineinfo=True)),
+    dict(flags=CompileFlags(nvcc_flags=("-Xptxas=-v",))),
+    dict(versions={**VERSIONS, "flashbuild": "0.2.0"}), dict(versions={**VERSIONS, "nvcc": "12.8.93"}),
+    dict(versions={**VERSIONS, "torch": "2.11.0+cu130"}), dict(versions={**VERSIONS, "python": "cpython-312"}),
+])
+def test_key_changes_when_it_must(change):
+    base = dict(hdim=64, dtype="fp16", arch="sm90", causal="both")
+    changed = key(change.get("flags", CompileFlags()), change.get("versions", VERSIONS),
+                  **{**base, **change.get("selection", {})})
+    assert changed != key(**base)
+    assert changed.rsplit("-", 1)[1] != key(**base).rsplit("-", 1)[1]  # the hash itself differs
+
+
+def test_key_and_module_do_not_depend_on_jobs_build_dir_launcher_or_verbose(tmp_path):
+    selection = select(hdim=64, dtype="fp16", arch="sm90")
+    a = builder.make_plan(selection, builder.BuildOptions())
+    b = builder.make_plan(selection, builder.BuildOptions(jobs=7, build_dir=tmp_path, launcher="ccache", verbose=True))
+    assert a.key == b.key and a.module_name == b.module_name
+    assert a.module_name.isidentifier() and a.module_name == "_flashbuild_" + a.key.rsplit("-", 1)[1]
+    assert b.build_dir == tmp_path and b.jobs == 7
+
+
+# ---------------------------------------------------------------- lock
+
+def test_second_builder_of_a_key_waits_for_the_lock(tmp_path, capsys):
+    events = []
+    first_holds = threading.Event()
+    release = threading.Event()
+
+    def first():
+        with builder.build_lock(tmp_path / "k"):
+            events.append("first in")
+            first_holds.set()
+            release.wait(10)
+            events.append("first out")
+
+    def second():
+        first_holds.wait(10)
+        with builder.build_lock(tmp_path / "k"):
+            events.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    first_holds.wait(10)
+    time.sleep(0.5)
+    assert events == ["first in"]  # the second is still waiting
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert events == ["first in", "first out", "second in"]
+    assert "waiting for another flashbuild process building k" in capsys.readouterr().err
+
+
+def test_lock_is_held_across_processes(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from flashbuild import builder
+        with builder.build_lock(Path({str(tmp_path / 'k')!r})):
+            print("held", flush=True)
+            time.sleep(1.5)
+        """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    with builder.build_lock(tmp_path / "k"):
+        waited = time.monotonic() - started
+    holder.wait(10)
+    assert waited > 0.5, "the lock did not make this process wait for the other"
+
+
+# ---------------------------------------------------------------- dry run
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
+    result = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--dry-run",
+                     "--build-dir", str(tmp_path / "bd"))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "fwd_hdim64_fp16_sm90" in out and "fwd_hdim64_fp16_causal_sm90" in out
+    assert "ampere; no Hopper family yet" in out
+    assert "from templates/fwd_instantiate.cu.j2" in out and "flashbuild_dispatch.h" in out
+    assert "obj/fwd_hdim64_fp16_sm90.o" in out and "compute_90a" in out
+    assert re.search(r"key\s+sm90-fp16-h64-fwd-c01-[0-9a-f]{8}", out)
+    assert "jobs" in out
+    assert not (tmp_path / "bd").exists() and not cache.exists()
+
+
+def test_dry_run_into_the_cache_writes_nothing(cache):
+    result = run_cli("--config", "ci-compile", "--dry-run")
+    assert result.exit_code == 0
+    assert "fwd_hdim64_fp16_sm80" in result.stdout and "compute_80" in result.stdout
+    assert not cache.exists()
+
+
+# ---------------------------------------------------------------- ninja output and log
+
+NVCC_FAILURE = """\
+@@flashbuild 1/3 12.5@@ fwd_hdim64_fp16_sm80
+@@flashbuild 2/3 14.0@@ fwd_hdim64_fp16_sm90
+FAILED: [code=2] obj/fwd_hdim64_fp16_sm90.o
+/usr/local/bin/nvcc -std=c++17 -O3 -Werror=all-warnings -c /b/generated/fwd_hdim64_fp16_sm90.cu -o obj/fwd_hdim64_fp16_sm90.o
+/work/main/kernels/ampere/softmax.h(42): warning #177-D: variable "x" was declared but never referenced
+/work/main/kernels/ampere/softmax.h(57): error: identifier "kLog2e" is undefined
+/work/main/kernels/ampere/softmax.h(60): error: expected a ";"
+2 errors detected in the compilation of "/b/generated/fwd_hdim64_fp16_sm90.cu".
+@@flashbuild 3/3 20.1@@ binding
+FAILED: obj/flash_api.o
+c++ -O2 -std=c++17 -c /work/main/kernels/binding/flash_api.cpp -o obj/flash_api.o
+In file included from /work/main/kernels/binding/flash_api.cpp:14:
+/b/generated/flashbuild_dispatch.h:12:3: error: 'kArch' was not declared in this scope
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_failures_name_the_variant_and_the_first_error_with_file_and_line():
+    variants = select(hdim=64, dtype="fp16", arch="sm80,sm90", causal="off").variants
+    messages = []
+    out = NinjaOutput(variants, on_message=messages.append)
+    for line in NVCC_FAILURE.splitlines():
+        out.feed(line)
+    out.finish(1)
+    assert out.failed
+    assert [(f.target, f.output) for f in out.failures] == [("fwd_hdim64_fp16_sm90", "obj/fwd_hdim64_fp16_sm90.o"),
+                                                            ("binding", "obj/flash_api.o")]
+    assert out.failures[0].error == '/work/main/kernels/ampere/softmax.h:57: error: identifier "kLog2e" is undefined'
+    assert out.failures[1].error == "/b/generated/flashbuild_dispatch.h:12: error: 'kArch' was not declared in this scope"
+    assert "[1/3] fwd_hdim64_fp16_sm80 (elapsed 12.5s)" in messages
+    assert any(m.startswith("  FAILED fwd_hdim64_fp16_sm90 (fwd, hdim 64, fp16, not causal, sm90): "
+                            "/work/main/kernels/ampere/softmax.h:57") for m in messages)
+    summary = out.summary(Path("/b/build.log"), "flashbuild --hdim 64")
+    assert "\n" not in summary
+    assert summary.startswith("build failed: 2 targets failed: fwd_hdim64_fp16_sm90 (")
+    assert "binding: /b/generated/flashbuild_dispatch.h:12" in summary
+    assert "full log: /b/build.log" in summary and "`flashbuild --hdim 64`" in summary
+
+
+def test_link_failures_and_errors_without_a_location():
+    out = NinjaOutput()
+    for line in ["@@flashbuild 1/1 1.0@@ link", "FAILED: _flashbuild_0123abcd.so",
+                 "nvcc -shared obj/a.o -o _flashbuild_0123abcd.so.tmp && mv ...",
+                 "/usr/bin/ld: cannot find -lc10_cuda: No such file or directory",
+                 "collect2: error: ld returned 1 exit status"]:
+        out.feed(line)
+    out.finish(1)
+    assert out.failures[0].target == "link"
+    assert out.failures[0].error == "collect2: error: ld returned 1 exit status"
+
+
+def test_ninja_errors_outside_any_edge_fail_the_build():
+    out = NinjaOutput()
+    out.feed("ninja: error: '/src/kernels/binding/flash_api.cpp', needed by 'obj/flash_api.o', missing")
+    out.finish(1)
+    assert out.failed and not out.failures
+    assert "flash_api.cpp" in out.summary(Path("log"), "flashbuild")
+
+
+def test_first_error_reads_nvcc_and_gcc_styles():
+    assert first_error(["a.h(3): catastrophic error: cannot open source file \"x.h\""]) == \
+        'a.h:3: error: cannot open source file "x.h"'
+    assert first_error(["dir/b.cpp:7:12: fatal error: torch/extension.h: No such file"]) == \
+        "dir/b.cpp:7: error: torch/extension.h: No such file"
+    assert first_error(["c.cu(9): error #20: identifier \"q\" is undefined"]) == 'c.cu:9: error: identifier "q" is undefined'
+    assert first_error(["all fine"]) is None
+
+
+def test_timings_come_from_the_log_entries_this_run_added(tmp_path):
+    log = tmp_path / ".ninja_log"
+    log.write_text("# ninja log v7\n0\t41000\t111\tobj/a.o\tdeadbeef\n0\t2000\t112\tobj/b.o\tfeedface\n")
+    before = read_ninja_log(log)
+    assert len(before) == 2
+    # ninja may recompact the log at startup: the old entries are rewritten, new ones appended.
+    log.write_text("# ninja log v7\n0\t2000\t112\tobj/b.o\tfeedface\n0\t41000\t111\tobj/a.o\tdeadbeef\n"
+                   "5\t39005\t222\tobj/a.o\tdeadbeef\n100\t1300\t223\t_flashbuild_x.so\tcafe\n")
+    assert new_log_entries(before, log) == {"obj/a.o": 39.0, "_flashbuild_x.so": 1.2}
+    assert NinjaOutput.target_name("obj/a.o") == "a" and NinjaOutput.target_name("_flashbuild_x.so") == "link"
+
+
+def test_timings_table_lists_each_target():
+    table = builder.timings_table({"binding": 30.0, "fwd_hdim64_fp16_sm90": 95.5}, 126.0)
+    lines = table.splitlines()
+    assert lines[0] == "compiled 2 targets in 126.0s:"
+    assert [line.split() for line in lines[1:]] == [["fwd_hdim64_fp16_sm90", "95.5s"], ["binding", "30.0s"]]
+    assert "nothing to compile" in builder.timings_table({}, 0.1)
+
+
+# ---------------------------------------------------------------- no CUDA torch, and the load contract
+
+def fake_ninja_success(plan):
+    out = NinjaOutput(plan.selection.variants)
+    out.finish(0)
+    return out, {v.name: 1.0 for v in plan.selection.variants}
+
+
+def test_plain_build_without_cuda_torch_compiles_then_stops_with_the_reason(monkeypatch, cache, fake_root):
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
+    monkeypatch.setattr(builder, "run_ninja", fake_ninja_success)
+    monkeypatch.setattr(builder, "torch_link_spec", lambda plan: pytest.fail("must not touch torch"))
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", causal="off")
+    with pytest.raises(BuildError) as info:
+        builder.build(selection, options)
+    message = str(info.value)
+    assert "compiled 1 kernel object" in message
+    assert "torch 2.13.0+cpu has no CUDA" in message
+    assert "install a CUDA build of torch" in message and "--compile-only" in message
+    assert "`flashbuild --hdim 64 --dtype fp16 --arch sm90 --direction fwd --causal off`" in message
+    build_dir = next(cache.iterdir())
+    assert (build_dir / "generated" / "fwd_hdim64_fp16_sm90.cu").is_file()
+    assert json.loads((build_dir / "manifest.json").read_text())["extension"] is None
+    assert "flash_api" not in (build_dir / "build.ninja").read_text()
+
+
+def test_compile_only_needs_no_torch(monkeypatch, cache, fake_root):
+    monkeypatch.setattr(env, "torch_info", lambda: None)
+    monkeypatch.setattr(builder, "run_ninja", fake_ninja_success)
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", compile_only=True)
+    result = builder.build(selection, options)
+    assert result.extension is None and result.key.startswith("sm90-fp16-h64-fwd-c01-")
+    assert result.manifest["variants"] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90"]
+    assert json.loads((result.build_dir / "manifest.json").read_text()) == result.manifest
+
+
+def test_load_without_cuda_torch_says_why(monkeypatch, cache, fake_root):
+    monkeypatch.setattr(env, "torch_info", lambda: None)
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90")
+    with pytest.raises(BuildError, match="torch is not installed.*--compile-only"):
+        builder.load(selection, options)
+
+
+@pytest.mark.parametrize("ready_on_second_try", [False, True])
+def test_load_follows_try_lock_try_build_load(monkeypatch, tmp_path, fake_root, ready_on_second_try):
+    calls = []
+    tries = iter([None, "module" if ready_on_second_try else None])
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.11.0+cu130", "13.0", Path("/t")))
+    monkeypatch.setattr(builder, "torch_link_spec", lambda plan: "link-spec")
+
+    def try_load(plan, tools, link):
+        calls.append("try load")
+        return next(tries)
+
+    class Lock:
+        def __init__(self, path):
+            calls.append("lock")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            calls.append("unlock")
+
+    monkeypatch.setattr(builder, "_try_load", try_load)
+    monkeypatch.setattr(builder, "build_lock", Lock)
+    monkeypatch.setattr(builder, "_build_locked", lambda plan, tools, link: calls.append(f"build with {link}"))
+    monkeypatch.setattr(builder.loader, "load_extension", lambda path, name: calls.append(f"load {name}") or "built")
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", build_dir=tmp_path)
+    module = builder.load(selection, options)
+    if ready_on_second_try:
+        assert calls == ["try load", "lock", "try load", "unlock"] and module == "module"
+    else:
+        assert calls[:5] == ["try load", "lock", "try load", "build with link-spec", "unlock"]
+        assert calls[5].startswith("load _flashbuild_") and module == "built"
+
+
+def test_load_refuses_compile_only():
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", compile_only=True)
+    with pytest.raises(Exception, match="compile_only=True builds none"):
+        builder.load(selection, options)
+
+
+# ---------------------------------------------------------------- list, clean, doctor
+
+def fake_cached_build(cache: Path, key: str, extension: bool) -> Path:
+    path = cache / key
+    (path / "obj").mkdir(parents=True)
+    (path / "obj" / "a.o").write_bytes(b"x" * 1000)
+    (path / "build.ninja").write_text("")
+    manifest = {"key": key, "variants": ["fwd_hdim64_fp16_sm90"], "extension": "m.so" if extension else None}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    if extension:
+        (path / "m.so").write_bytes(b"y")
+    return path
+
+
+def test_list_shows_the_space_and_the_cache(cache):
+    fake_cached_build(cache, "sm90-fp16-h64-fwd-c01-aaaaaaaa", extension=True)
+    (cache / "not-a-build").mkdir()
+    text = run_cli("list")
+    assert text.exit_code == 0
+    assert "32, 64, 96, 128, 192, 256" in text.stdout and "sm80 ampere" in text.stdout
+    assert "bwd        no family yet" in text.stdout
+    assert "sm90-fp16-h64-fwd-c01-aaaaaaaa  1 variants" in text.stdout and "not-a-build" not in text.stdout
+    data = json.loads(run_cli("list", "--json").stdout)
+    assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
+    assert {"direction": "fwd", "arch": "sm90", "family": "ampere",
+            "note": "no Hopper family yet: the Ampere-path kernel compiled for sm_90a"} in data["families"]
+    assert [(b["key"], b["variants"], b["has_extension"]) for b in data["builds"]] == [
+        ("sm90-fp16-h64-fwd-c01-aaaaaaaa", 1, True)]
+
+
+def test_clean_removes_named_builds_or_all(cache):
+    a = fake_cached_build(cache, "k-aaaaaaaa", extension=True)
+    b = fake_cached_build(cache, "k-bbbbbbbb", extension=False)
+    c = fake_cached_build(cache, "k-cccccccc", extension=False)
+    result = run_cli("clean", "k-aaaaaaaa")
+    assert result.exit_code == 0 and f"removed {a}" in result.stdout
+    assert not a.exists() and b.exists()
+    unknown = run_cli("clean", "k-zzzzzzzz")
+    assert unknown.exit_code == 2
+    assert "no cached build k-zzzzzzzz" in unknown.stderr and "k-bbbbbbbb" in unknown.stderr
+    assert run_cli("clean").exit_code == 2
+    assert run_cli("clean", "--all").exit_code == 0
+    assert not b.exists() and not c.exists()
+
+
+def test_doctor_reports_each_tool_and_fails_without_nvcc(monkeypatch, cache):
+    ok = run_cli("doctor")
+    for name in ("nvcc", "CUTLASS", "kernels", "ninja", "host c++", "torch", "GPU", "cache"):
+        assert re.search(rf"^(OK|MISSING)\s+{re.escape(name)}\s", ok.stdout, re.M), name
+    monkeypatch.setattr(env, "find_nvcc", lambda: None)
+    missing = run_cli("doctor")
+    assert missing.exit_code == 1
+    assert re.search(r"^MISSING\s+nvcc .*fix: install the CUDA toolkit or `pip install nvidia-cuda-nvcc`",
+                     missing.stdout, re.M)
+    assert "cannot build: missing nvcc" in missing.stderr
+
+
+def test_nvcc_discovery_order(monkeypatch, tmp_path):
+    fake = tmp_path / "cuda" / "bin" / "nvcc"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    found = env.find_nvcc()
+    assert found.path == fake and found.source == "CUDA_HOME"
+    assert env.nvcc_version(fake) == "12.8.93"
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nothing"))
+    monkeypatch.setenv("PATH", str(fake.parent))
+    found = env.find_nvcc()
+    assert found.source == "PATH" and "has no bin/nvcc" in found.reason
+
+
+def test_torch_facts_come_from_its_version_file_without_importing_it():
+    info = env.torch_info()
+    assert info is not None and info.version
+    probe = subprocess.run([sys.executable, "-c", "import sys, flashbuild.builder, flashbuild.cli; "
+                            "from flashbuild import env; env.torch_info(); print('torch' in sys.modules)"],
+                           capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "False"

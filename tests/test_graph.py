@@ -1,0 +1,127 @@
+"""build.ninja: exactly the selected TUs, depfiles, binding and link edges only when linking, flags."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flashbuild import env, graph
+from flashbuild.variants import CompileFlags, select
+
+GEN = Path("/b/generated")
+TOOLS = graph.Toolchain(nvcc=Path("/cuda/bin/nvcc"), kernels_dir=Path("/src/kernels"),
+                        cutlass_include=Path("/site/cutlass/include"))
+LINK = graph.LinkSpec(module_name="_flashbuild_0123abcd", cxx=Path("/usr/bin/c++"), cxx_std="c++17",
+                      include_dirs=(Path("/torch/include"), Path("/py/include"), Path("/cuda/include")),
+                      defines=("-DTORCH_EXTENSION_NAME=_flashbuild_0123abcd", '-DPYBIND11_COMPILER_TYPE="_gcc"'),
+                      torch_lib=Path("/torch/lib"), binding_source=Path("/src/kernels/binding/flash_api.cpp"))
+
+
+def text_for(link=None, flags=CompileFlags(), tools=TOOLS, **selection):
+    variants = select(**selection).variants
+    return variants, graph.graph_text(variants, toolchain=tools, gen_dir=GEN, flags=flags, link=link)
+
+
+def edges(text: str) -> dict[str, str]:
+    """output -> rule, for every build statement."""
+    return dict(re.findall(r"^build (\S+): (\w+)", text, re.M))
+
+
+def variable(text: str, name: str) -> str:
+    """A top-level variable's value, with ninja's `$\\n` line continuations joined."""
+    joined = re.sub(r" \$\n\s+", " ", text)
+    return re.search(rf"^{name} = (.*)$", joined, re.M).group(1)
+
+
+def test_exactly_one_nvcc_edge_per_selected_tu():
+    variants, text = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", causal="off")
+    nvcc_edges = {out for out, rule in edges(text).items() if rule == "nvcc"}
+    assert nvcc_edges == {f"obj/{v.name}.o" for v in variants}
+    assert len(nvcc_edges) == 4
+    for v in variants:
+        assert f"build obj/{v.name}.o: nvcc {GEN}/{v.name}.cu\n" in text
+    assert "hdim32" not in text and "bf16" not in text
+
+
+def test_each_edge_compiles_for_its_own_arch_with_a_depfile():
+    _, text = text_for(hdim=64, dtype="fp16", arch="sm80,sm90", causal="off")
+    blocks = dict(re.findall(r"^build (obj/\S+): nvcc \S+\n((?:  .*\n)+)", text, re.M))
+    assert "gencode = -gencode arch=compute_80,code=sm_80" in blocks["obj/fwd_hdim64_fp16_sm80.o"]
+    assert "gencode = -gencode arch=compute_90a,code=sm_90a" in blocks["obj/fwd_hdim64_fp16_sm90.o"]
+    rule = re.search(r"^rule nvcc\n((?:  .*\n)+)", text, re.M).group(1)
+    assert "command = $nvcc $nvcc_flags $gencode -MD -MF $out.d -c $in -o $out" in rule
+    assert "depfile = $out.d" in rule and "deps = gcc" in rule
+
+
+def test_nvcc_flags_match_the_contract():
+    _, text = text_for(hdim=64, dtype="fp16", arch="sm90")
+    flags = shlex.split(variable(text, "nvcc_flags"))
+    for flag in ["-std=c++17", "-O3", "--use_fast_math", "--expt-relaxed-constexpr", "--expt-extended-lambda",
+                 "-fPIC", "-I/src/kernels", f"-I{GEN}", "-I/site/cutlass/include", "-DNDEBUG"]:
+        assert flag in flags
+    assert flags[flags.index("-fPIC") - 1] == "-Xcompiler"
+    assert "-G" not in flags and "-lineinfo" not in flags
+    assert variable(text, "nvcc") == "/cuda/bin/nvcc"
+
+
+def test_debug_and_lineinfo_flags():
+    _, debug = text_for(flags=CompileFlags(debug=True), hdim=64, dtype="fp16", arch="sm90")
+    flags = shlex.split(variable(debug, "nvcc_flags"))
+    assert "-G" in flags and "-lineinfo" in flags and "-DNDEBUG" not in flags
+    _, lineinfo = text_for(flags=CompileFlags(lineinfo=True, nvcc_flags=("-Xptxas=-v",)), hdim=64, dtype="fp16",
+                           arch="sm90")
+    flags = shlex.split(variable(lineinfo, "nvcc_flags"))
+    assert "-lineinfo" in flags and "-G" not in flags and "-DNDEBUG" in flags
+    assert flags[-1] == "-Xptxas=-v"
+
+
+def test_launcher_prefixes_the_compile_commands_not_the_link():
+    tools = graph.Toolchain(nvcc=TOOLS.nvcc, kernels_dir=TOOLS.kernels_dir, cutlass_include=TOOLS.cutlass_include,
+                            launcher="ccache")
+    _, text = text_for(link=LINK, tools=tools, hdim=64, dtype="fp16", arch="sm90")
+    assert variable(text, "nvcc") == "ccache /cuda/bin/nvcc"
+    assert variable(text, "cxx") == "ccache /usr/bin/c++"
+    link_rule = re.search(r"^rule link\n  command = (.*)$", text, re.M).group(1)
+    assert link_rule.startswith("/cuda/bin/nvcc -shared")
+
+
+def test_no_binding_or_link_edges_without_linking():
+    _, text = text_for(hdim=64, dtype="fp16", arch="sm90")
+    assert set(edges(text).values()) == {"nvcc"}
+    assert "rule link" not in text and "rule cxx" not in text and "flash_api" not in text
+
+
+def test_binding_and_link_edges_when_linking():
+    variants, text = text_for(link=LINK, hdim=64, dtype="fp16", arch="sm90", causal="both")
+    e = edges(text)
+    assert e["obj/flash_api.o"] == "cxx"
+    assert e["_flashbuild_0123abcd.so"] == "link"
+    link_inputs = re.search(r"^build _flashbuild_0123abcd\.so: link (.*)$", re.sub(r" \$\n\s+", " ", text), re.M)
+    assert sorted(link_inputs.group(1).split()) == sorted([f"obj/{v.name}.o" for v in variants] + ["obj/flash_api.o"])
+    cxx_flags = shlex.split(variable(text, "cxx_flags"))
+    assert "-std=c++17" in cxx_flags and "-fPIC" in cxx_flags
+    assert {"-I/torch/include", "-I/py/include", "-I/cuda/include", "-I/src/kernels", f"-I{GEN}"} <= set(cxx_flags)
+    assert '-DPYBIND11_COMPILER_TYPE="_gcc"' in cxx_flags  # survives shell quoting as a string literal
+    rule = re.search(r"^rule cxx\n((?:  .*\n)+)", text, re.M).group(1)
+    assert "depfile = $out.d" in rule and "-MD -MF $out.d" in rule
+    link_rule = re.search(r"^rule link\n  command = (.*)$", text, re.M).group(1)
+    assert "-shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out" in link_rule
+    link_flags = shlex.split(variable(text, "link_flags"))
+    for flag in ["-L/torch/lib", "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_python"]:
+        assert flag in link_flags
+    assert link_flags[link_flags.index("-rpath,/torch/lib") - 1] == "-Xlinker"
+
+
+@pytest.mark.skipif(env.find_ninja() is None, reason="ninja not installed")
+def test_ninja_accepts_the_file(tmp_path):
+    variants, text = text_for(link=LINK, hdim="64,128", dtype="fp16", arch="sm80,sm90", causal="both")
+    (tmp_path / "build.ninja").write_text(text)
+    out = subprocess.run([str(env.find_ninja()), "-C", str(tmp_path), "-t", "targets", "all"],
+                         capture_output=True, text=True, check=True).stdout
+    targets = {line.split(":")[0] for line in out.splitlines()}
+    assert {f"obj/{v.name}.o" for v in variants} <= targets
+    assert "_flashbuild_0123abcd.so" in targets
