@@ -1,0 +1,114 @@
+"""Real nvcc, no GPU: the whole pipeline on a tiny synthetic kernel (seconds), compile errors, two
+processes building one key, and the real forward kernel compiled for sm_80 and sm_90a."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flashbuild import env
+from helpers import REPO, make_root, requires_nvcc
+
+pytestmark = [requires_nvcc, pytest.mark.compile]
+
+SLICE = ["--hdim", "64", "--dtype", "fp16", "--direction", "fwd"]
+
+
+def flashbuild(*args: str, cache: Path, root: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m flashbuild ARGS` with its own cache dir (and kernel tree)."""
+    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
+    environ.pop("FLASHBUILD_ROOT", None)
+    if root is not None:
+        environ["FLASHBUILD_ROOT"] = str(root)
+    return subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
+                          cwd=REPO)
+
+
+def objects(cache: Path) -> dict[str, bytes]:
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    return {p.stem: p.read_bytes() for p in sorted((build_dir / "obj").glob("*.o"))}
+
+
+def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
+    root, cache = make_root(tmp_path), tmp_path / "cache"
+    args = [*SLICE, "--arch", "sm80,sm90", "--causal", "off", "--compile-only"]
+    first = flashbuild(*args, cache=cache, root=root)
+    assert first.returncode == 0, first.stderr
+    built = objects(cache)
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90"]
+    assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]    # ptxas options embedded with the cubin
+    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"]
+    assert "[1/2] fwd_hdim64_fp16_sm" in first.stderr and "[2/2] fwd_hdim64_fp16_sm" in first.stderr
+    assert "compiled 2 targets in" in first.stderr
+    assert "compiled 2 kernel objects in" in first.stdout
+
+    started = time.monotonic()
+    again = flashbuild(*args, cache=cache, root=root)
+    assert again.returncode == 0 and "nothing to compile: up to date" in again.stderr
+    assert time.monotonic() - started < 10
+
+    (root / "kernels" / "ampere" / "unrelated.h").write_text("#pragma once\n")
+    assert "nothing to compile" in flashbuild(*args, cache=cache, root=root).stderr
+    launch = root / "kernels" / "ampere" / "fwd_launch.h"
+    launch.write_text(launch.read_text() + "// edited\n")
+    edited = flashbuild(*args, cache=cache, root=root)
+    assert edited.returncode == 0 and "compiled 2 targets in" in edited.stderr  # the depfiles saw the edit
+
+
+def test_compile_error_names_every_failed_variant_and_file_line(tmp_path):
+    broken = "#pragma once\n#include \"flash/params.h\"\nnamespace flashbuild { this is not C++; }\n"
+    root, cache = make_root(tmp_path, broken), tmp_path / "cache"
+    result = flashbuild(*SLICE, "--arch", "sm90", "--causal", "both", "--compile-only", cache=cache, root=root)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("flashbuild: error: build failed: 2 targets failed: ")
+    for name, words in [("fwd_hdim64_fp16_sm90", "not causal"), ("fwd_hdim64_fp16_causal_sm90", "causal")]:
+        assert f"{name} (fwd, hdim 64, fp16, {words}, sm90): " in last
+        assert f"  FAILED {name} (" in result.stderr  # reported as it happened
+    assert f"{root}/kernels/ampere/fwd_launch.h:3: error:" in last
+    assert "build.log" in last
+
+
+def test_two_processes_building_one_key_build_it_once(tmp_path):
+    root, cache = make_root(tmp_path), tmp_path / "cache"
+    args = [sys.executable, "-m", "flashbuild", *SLICE, "--arch", "sm80", "--causal", "both", "--compile-only"]
+    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache), "FLASHBUILD_ROOT": str(root)}
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+             for _ in range(2)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    stderrs = sorted(err for _, err in results)
+    assert sum("compiled 2 targets" in err for err in stderrs) == 1  # one built ...
+    assert sum("nothing to compile" in err for err in stderrs) == 1  # ... the other waited, then found it done
+    assert len(objects(cache)) == 2
+
+
+@pytest.mark.skipif(env.torch_info() is None or env.torch_info().cuda is not None,
+                    reason="needs a torch without CUDA (the CI machine's)")
+def test_plain_build_with_cpu_torch_compiles_then_stops(tmp_path):
+    root, cache = make_root(tmp_path), tmp_path / "cache"
+    result = flashbuild(*SLICE, "--arch", "sm80", "--causal", "off", cache=cache, root=root)
+    assert result.returncode == 1
+    message = result.stderr.strip().splitlines()[-1]
+    assert "compiled 1 kernel object" in message and "has no CUDA" in message and "--compile-only" in message
+    assert list(objects(cache)) == ["fwd_hdim64_fp16_sm80"]
+
+
+def test_real_forward_kernel_compiles_for_sm80_and_sm90(tmp_path):
+    """The repo's own kernels/ (not a stand-in): one forward TU per arch, in parallel."""
+    if not (REPO / "kernels" / "ampere" / "fwd_launch.h").is_file():
+        pytest.fail("kernels/ampere/fwd_launch.h is missing: the forward kernel has not landed")
+    cache = tmp_path / "cache"
+    started = time.monotonic()
+    result = flashbuild(*SLICE, "--arch", "sm80,sm90", "--causal", "off", "--compile-only", cache=cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = objects(cache)
+    assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]
+    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"]
+    print(f"real forward TUs (sm80 + sm90, 2 jobs): {time.monotonic() - started:.1f}s\n{result.stderr}")
