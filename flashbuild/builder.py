@@ -35,6 +35,10 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 # ---------------------------------------------------------------- request and plan
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     width = max(len(v.name) for v in variants)
     memory = env.available_memory()
     lines = [
-        f"plan: {plan.selection.describe()} ({len(variants)} variants)",
+        f"plan: {plan.selection.describe()} ({plural(len(variants), 'variant')})",
         f"  key        {plan.key}",
         f"  build dir  {plan.build_dir}",
         f"  jobs       {plan.jobs}" + ("" if plan.options.jobs else
@@ -157,7 +161,7 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
         lines.append(f"  {v.name:<{width}}  {v.family.name}{note}")
     lines.append(f"render into {plan.gen_dir}:")
     lines += [f"  {name:<{width + 3}}  from templates/{template}" for name, template in render.planned_files(plan.selection)]
-    lines.append(f"compile {len(variants)} kernel TUs:")
+    lines.append(f"compile {plural(len(variants), 'kernel TU')}:")
     lines += [f"  {graph.object_path(v):<{width + 6}}  {graph.GENCODE[v.arch]}" for v in variants]
     if linking:
         lines.append(f"link: {graph.BINDING_OBJECT} (kernels/binding/flash_api.cpp) + kernel objects "
@@ -302,7 +306,7 @@ def timings_table(timings: dict[str, float], wall: float) -> str:
         return f"nothing to compile: up to date ({wall:.1f}s)"
     width = max(len(name) for name in timings)
     rows = [f"  {name:<{width}}  {seconds:7.1f}s" for name, seconds in sorted(timings.items(), key=lambda kv: -kv[1])]
-    return "\n".join([f"compiled {len(timings)} targets in {wall:.1f}s:"] + rows)
+    return "\n".join([f"compiled {plural(len(timings), 'target')} in {wall:.1f}s:"] + rows)
 
 
 def _manifest(plan: Plan, linked: bool) -> dict:
@@ -347,7 +351,7 @@ def build(selection: Selection, options: BuildOptions) -> BuildResult:
         result = _build_locked(plan, tools, link)
     if no_link and not options.compile_only:
         raise BuildError(
-            f"compiled {len(selection.variants)} kernel objects into {plan.build_dir / 'obj'}, but cannot link the "
+            f"compiled {plural(len(selection.variants), 'kernel object')} into {plan.build_dir / 'obj'}, but cannot link the "
             f"extension: {no_link}; install a CUDA build of torch ({TORCH_CUDA_HINT}) and rerun `{plan.command()}`, "
             f"or add --compile-only to stop after the kernel objects")
     return result

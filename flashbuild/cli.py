@@ -92,7 +92,7 @@ def build(dry_run, **kwargs):
         return
     result = builder.build(selection, options)
     if result.extension is None:
-        click.echo(f"compiled {len(result.manifest['variants'])} kernel objects in {result.build_dir / 'obj'} "
+        click.echo(f"compiled {builder.plural(len(result.manifest['variants']), 'kernel object')} in {result.build_dir / 'obj'} "
                    "(--compile-only: no binding, no link)")
         return
     load_args = {k: v for k, v in selection.as_kwargs().items()}
@@ -103,7 +103,7 @@ def build(dry_run, **kwargs):
     call = ", ".join(f"{k}={v!r}" for k, v in load_args.items())
     click.echo(f"extension  {result.extension}")
     click.echo(f"module     {result.module_name} (key {result.key})")
-    click.echo(f"holds      {len(result.manifest['variants'])} variants: {', '.join(result.manifest['variants'])}")
+    click.echo(f"holds      {builder.plural(len(result.manifest['variants']), 'variant')}: {', '.join(result.manifest['variants'])}")
     click.echo(f'load it    python3 -c "import flashbuild; m = flashbuild.load({call})"')
 
 
@@ -112,7 +112,7 @@ def build(dry_run, **kwargs):
 def list_(as_json):
     """The variant space, its kernel families, and the builds in the cache."""
     from . import variants as v
-    from .builder import cached_builds
+    from .builder import cached_builds, plural
 
     families = [{"direction": d, "arch": a, "family": name, "note": v.FAMILY_NOTES.get((d, a))}
                 for (d, a), name in v.FAMILY_TABLE.items()]
@@ -145,7 +145,7 @@ def list_(as_json):
     if not builds:
         click.echo("  none")
     for b in builds:
-        click.echo(f"  {b.key}  {b.variants} variants  {b.size_bytes / 2**20:.1f} MiB  "
+        click.echo(f"  {b.key}  {plural(b.variants, 'variant')}  {b.size_bytes / 2**20:.1f} MiB  "
                    f"{'extension' if b.has_extension else 'no extension'}")
 
 

@@ -313,6 +313,28 @@ def test_load_refuses_compile_only():
         builder.load(selection, options)
 
 
+def test_successful_build_prints_where_what_and_how_to_load(monkeypatch, cache):
+    import ast
+
+    def fake_build(selection, options):
+        names = [v.name for v in selection.variants]
+        return builder.BuildResult(build_dir=cache / "k", extension=cache / "k" / "_flashbuild_0123abcd.so",
+                                   manifest={"variants": names}, timings={}, key="k-0123abcd",
+                                   module_name="_flashbuild_0123abcd")
+
+    monkeypatch.setattr(builder, "build", fake_build)
+    result = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--lineinfo")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"extension  {cache / 'k' / '_flashbuild_0123abcd.so'}"
+    assert lines[2] == "holds      2 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_causal_sm90"
+    snippet = re.search(r'^load it    python3 -c "(.*)"$', lines[3]).group(1)
+    call = ast.parse(snippet).body[1].value  # m = flashbuild.load(...)
+    assert ast.unparse(call.func) == "flashbuild.load"
+    assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {
+        "hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": "fwd", "causal": "both", "lineinfo": True}
+
+
 # ---------------------------------------------------------------- list, clean, doctor
 
 def fake_cached_build(cache: Path, key: str, extension: bool) -> Path:
@@ -334,7 +356,7 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert text.exit_code == 0
     assert "32, 64, 96, 128, 192, 256" in text.stdout and "sm80 ampere" in text.stdout
     assert "bwd        no family yet" in text.stdout
-    assert "sm90-fp16-h64-fwd-c01-aaaaaaaa  1 variants" in text.stdout and "not-a-build" not in text.stdout
+    assert "sm90-fp16-h64-fwd-c01-aaaaaaaa  1 variant  " in text.stdout and "not-a-build" not in text.stdout
     data = json.loads(run_cli("list", "--json").stdout)
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert {"direction": "fwd", "arch": "sm90", "family": "ampere",
