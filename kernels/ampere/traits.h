@@ -11,19 +11,21 @@ struct FwdTile {
   int warps;
 };
 
-// The tile heuristic in one place. Sizes keep the per-thread accumulators (O: block_m * head_dim /
-// threads, S: block_m * block_n / threads fp32 values) within the register file without spills, and
-// shared memory (Q + K + V tiles) well under the 164 KB of an A100 so two CTAs can share an SM.
-// Tuning sweeps can override it for a whole build: nvcc -DFLASHBUILD_FWD_TILE="{128, 64, 8}".
+// The tile heuristic in one place. Measured on an H200 (fp16, 16k tokens, sweep table in
+// benchmarks/fwd_tile_sweep.md): at hdim 64, 128x64 with 4 warps fits in 250 registers without spills and beat
+// 128x128/4 (spills), 128x128/8 and 64x64/4; from hdim 96 up, 8 warps of 16 rows keep the O
+// accumulator small enough (hdim 128: 128x128/8 uses 234 registers, no spills, fastest of the four).
+// Tuning sweeps can override it for a whole build:
+//   nvcc -DFLASHBUILD_FWD_BLOCK_M=128 -DFLASHBUILD_FWD_BLOCK_N=64 -DFLASHBUILD_FWD_WARPS=8
 constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
   (void)arch;
   (void)causal;
-#ifdef FLASHBUILD_FWD_TILE
+#if defined(FLASHBUILD_FWD_BLOCK_M) && defined(FLASHBUILD_FWD_BLOCK_N) && defined(FLASHBUILD_FWD_WARPS)
   (void)head_dim;
-  return FwdTile FLASHBUILD_FWD_TILE;
+  return {FLASHBUILD_FWD_BLOCK_M, FLASHBUILD_FWD_BLOCK_N, FLASHBUILD_FWD_WARPS};
 #endif
-  if (head_dim <= 64) return {128, 128, 4};
-  if (head_dim <= 128) return {128, 64, 4};
+  if (head_dim <= 64) return {128, 64, 4};
+  if (head_dim <= 128) return {128, 128, 8};
   return {128, 64, 8};
 }
 
