@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   const int batch = blockIdx.z;
 
   const FwdBlockInfo info(params, batch, head);
-  const FwdMask<kIsCausal> mask{info.seqlen_q, info.seqlen_k};
+  const AttentionMask<kIsCausal> mask{info.seqlen_q, info.seqlen_k};
   const int n_block_max = mask.n_block_max(m_block, kBlockM, kBlockN);
 
   // Global tiles of this (batch, head).

@@ -8,7 +8,7 @@
 namespace flashbuild::ampere {
 
 template <bool kIsCausal>
-struct FwdMask {
+struct AttentionMask {
   int seqlen_q;
   int seqlen_k;
 
@@ -20,6 +20,13 @@ struct FwdMask {
       keys = min(keys, last_row + seqlen_k - seqlen_q);
     }
     return keys <= 0 ? 0 : (keys + block_n - 1) / block_n;
+  }
+
+  // Query blocks [m_block_min, ..) hold every row that may see some key of key block n_block.
+  CUTE_DEVICE int m_block_min(int n_block, int block_m, int block_n) const {
+    if constexpr (!kIsCausal) { return 0; }
+    const int first_row = n_block * block_n - (seqlen_k - seqlen_q);
+    return first_row <= 0 ? 0 : first_row / block_m;
   }
 
   // Only the blocks that cross the seqlen_k edge or the causal diagonal need element-wise masking.

@@ -192,6 +192,87 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, 
   return {out, lse};
 }
 
+// Gradients of flash_attn_func. out and lse are the forward's outputs for the same call.
+std::vector<at::Tensor> mha_bwd(const at::Tensor& dout_in, const at::Tensor& q_in, const at::Tensor& k_in,
+                                const at::Tensor& v_in, const at::Tensor& out_in, const at::Tensor& lse, bool causal,
+                                std::optional<double> softmax_scale) {
+  check_qkv(q_in, k_in, v_in);
+  TORCH_CHECK(dout_in.sizes() == q_in.sizes() && out_in.sizes() == q_in.sizes(),
+              "flashbuild: dout and out must have the shape of q ", q_in.sizes(), "; got ", dout_in.sizes(), " and ",
+              out_in.sizes());
+  TORCH_CHECK(dout_in.scalar_type() == q_in.scalar_type() && out_in.scalar_type() == q_in.scalar_type(),
+              "flashbuild: dout and out must have q's dtype");
+  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.dim() == 3 && lse.size(0) == q_in.size(0) &&
+                  lse.size(1) == q_in.size(2) && lse.size(2) == q_in.size(1),
+              "flashbuild: lse must be float32 (batch, nheads, seqlen_q) as the forward returns it; got ", lse.sizes());
+  const int user_hdim = q_in.size(3);
+  const int hdim = kernel_head_dim(user_hdim);
+  const bool is_fp16 = q_in.scalar_type() == at::kHalf;
+  const char* dtype = is_fp16 ? "fp16" : "bf16";
+  const int arch = device_arch(q_in);
+  const std::string asked = variant_name("bwd", hdim, dtype, causal, arch);
+#if FLASHBUILD_HAS_BWD
+  if (!holds(asked)) variant_not_built(asked, "bwd", hdim, user_hdim, dtype, causal, arch);
+#else
+  variant_not_built(asked, "bwd", hdim, user_hdim, dtype, causal, arch);
+#endif
+
+  c10::cuda::CUDAGuard device_guard(q_in.device());
+  const at::Tensor q = pad_head_dim(q_in, hdim);
+  const at::Tensor k = pad_head_dim(k_in, hdim);
+  const at::Tensor v = pad_head_dim(v_in, hdim);
+  const at::Tensor dout = pad_head_dim(dout_in.stride(-1) == 1 ? dout_in : dout_in.contiguous(), hdim);
+  const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
+  const int seqlen_k = k.size(1), nheads_k = k.size(2);
+  const float scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(user_hdim));
+
+  // rowsum(dO * O) in fp32, laid out like the LSE. Padding columns of dO are zero.
+  const at::Tensor dsum = (dout_in.to(at::kFloat) * out_in.to(at::kFloat)).sum(-1).transpose(1, 2).contiguous();
+  const at::Tensor lse_c = lse.contiguous();
+  at::Tensor dq_accum = at::zeros({batch, seqlen_q, nheads, hdim}, q.options().dtype(at::kFloat));
+  at::Tensor dk = at::empty({batch, seqlen_k, nheads, hdim}, q.options());
+  at::Tensor dv = at::empty({batch, seqlen_k, nheads, hdim}, q.options());
+
+  BwdParams p{};
+  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.dout = dout.data_ptr();
+  p.lse = lse_c.data_ptr<float>(), p.dsum = dsum.data_ptr<float>(), p.dq_accum = dq_accum.data_ptr<float>();
+  p.dk = dk.data_ptr(), p.dv = dv.data_ptr();
+  p.q_batch_stride = q.stride(0), p.q_row_stride = q.stride(1), p.q_head_stride = q.stride(2);
+  p.k_batch_stride = k.stride(0), p.k_row_stride = k.stride(1), p.k_head_stride = k.stride(2);
+  p.v_batch_stride = v.stride(0), p.v_row_stride = v.stride(1), p.v_head_stride = v.stride(2);
+  p.do_batch_stride = dout.stride(0), p.do_row_stride = dout.stride(1), p.do_head_stride = dout.stride(2);
+  p.dq_batch_stride = dq_accum.stride(0), p.dq_row_stride = dq_accum.stride(1), p.dq_head_stride = dq_accum.stride(2);
+  p.dk_batch_stride = dk.stride(0), p.dk_row_stride = dk.stride(1), p.dk_head_stride = dk.stride(2);
+  p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
+  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = hdim;
+  p.softmax_scale = scale;
+  p.softmax_scale_log2 = scale * 1.4426950408889634f;
+
+#if FLASHBUILD_HAS_BWD
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  ARCH_SWITCH(arch, [&] {
+    HEADDIM_SWITCH(hdim, [&] {
+      FP16_SWITCH(is_fp16, [&] {
+        CAUSAL_SWITCH(causal, [&] { run_bwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream); });
+      });
+    });
+  });
+#endif
+  at::Tensor dq = dq_accum.mul_(scale).to(q.scalar_type());
+  if (nheads != nheads_k) {
+    // dK and dV of a K/V head are the sums over the query heads that share it (in fp32).
+    const int group = nheads / nheads_k;
+    dk = dk.view({batch, seqlen_k, nheads_k, group, hdim}).to(at::kFloat).sum(3).to(q.scalar_type());
+    dv = dv.view({batch, seqlen_k, nheads_k, group, hdim}).to(at::kFloat).sum(3).to(q.scalar_type());
+  }
+  if (hdim != user_hdim) {
+    dq = dq.narrow(3, 0, user_hdim);
+    dk = dk.narrow(3, 0, user_hdim);
+    dv = dv.narrow(3, 0, user_hdim);
+  }
+  return {dq, dk, dv};
+}
+
 std::vector<std::string> variants() { return {std::begin(table::kVariants), std::end(table::kVariants)}; }
 
 }  // namespace flashbuild
@@ -226,6 +307,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "or (out, lse) with return_lse=True; lse is (batch, nheads, seqlen_q) float32.",
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal") = false, py::arg("softmax_scale") = py::none(),
       py::arg("return_lse") = false);
+  m.def("mha_bwd", &flashbuild::mha_bwd,
+        "Gradients (dq, dk, dv) of flash_attn_func given dout and the forward's out and lse.", py::arg("dout"),
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal") = false,
+        py::arg("softmax_scale") = py::none());
   m.def("variants", &flashbuild::variants, "The variants this build holds, by canonical name.");
   m.def("build_key", [] { return std::string(flashbuild::build_table::kBuildKey); });
 }

@@ -1,0 +1,226 @@
+// The Ampere-path FlashAttention backward kernel. One CTA owns kBlockN keys of one (batch, head)
+// and walks the query blocks that may see them, recomputing P from the forward LSE:
+//   S = Q K^T, P = exp(S * scale - LSE), dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
+//   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum).
+// P and dS go through shared memory because the dV/dK products read them transposed.
+#pragma once
+
+#include "ampere/bwd_traits.h"
+#include "ampere/mask.h"
+
+namespace flashbuild::ampere {
+
+template <class Traits, bool kIsCausal>
+__global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_constant__ BwdParams params) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using TileMN = Shape<Int<kBlockM>, Int<kBlockN>>;
+
+  extern __shared__ char smem[];
+  const int tidx = threadIdx.x;
+  const int n_block = blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int head_k = head / (params.nheads / params.nheads_k);
+  const int seqlen_q = params.seqlen_q;
+  const int seqlen_k = params.seqlen_k;
+  const AttentionMask<kIsCausal> mask{seqlen_q, seqlen_k};
+  const int64_t row_stat_offset = (int64_t(batch) * params.nheads + head) * seqlen_q;
+
+  // Global tiles.
+  auto rows_of = [](auto* ptr, int rows, int64_t row_stride) {
+    return make_tensor(make_gmem_ptr(ptr), make_shape(rows, Int<kHeadDim>{}), make_stride(row_stride, _1{}));
+  };
+  const auto* q = static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
+  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
+  const auto* k = static_cast<const Element*>(params.k) + batch * params.k_batch_stride + head_k * params.k_head_stride;
+  const auto* v = static_cast<const Element*>(params.v) + batch * params.v_batch_stride + head_k * params.v_head_stride;
+  auto* dk = static_cast<Element*>(params.dk) + batch * params.dk_batch_stride + head * params.dk_head_stride;
+  auto* dv = static_cast<Element*>(params.dv) + batch * params.dk_batch_stride + head * params.dk_head_stride;
+  float* dq = params.dq_accum + batch * params.dq_batch_stride + head * params.dq_head_stride;
+  Tensor gQ = local_tile(rows_of(q, seqlen_q, params.q_row_stride), TileMD{}, make_coord(_, 0));      // (M, D, mb)
+  Tensor gdO = local_tile(rows_of(d_o, seqlen_q, params.do_row_stride), TileMD{}, make_coord(_, 0));  // (M, D, mb)
+  Tensor gK = local_tile(rows_of(k, seqlen_k, params.k_row_stride), TileND{}, make_coord(n_block, 0));
+  Tensor gV = local_tile(rows_of(v, seqlen_k, params.v_row_stride), TileND{}, make_coord(n_block, 0));
+  Tensor gdK = local_tile(rows_of(dk, seqlen_k, params.dk_row_stride), TileND{}, make_coord(n_block, 0));
+  Tensor gdV = local_tile(rows_of(dv, seqlen_k, params.dk_row_stride), TileND{}, make_coord(n_block, 0));
+
+  // Shared tiles, and the transposed views the dK/dV/dQ products read.
+  Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
+  Tensor sQ = make_tensor(sV.data() + size(sV), typename Traits::SmemLayoutQdO{});
+  Tensor sdO = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutQdO{});
+  Tensor sP = make_tensor(sdO.data() + size(sdO), typename Traits::SmemLayoutPdS{});
+  Tensor sdS = make_tensor(sP.data() + size(sP), typename Traits::SmemLayoutPdS{});
+  float* s_lse = reinterpret_cast<float*>(smem + 2 * Traits::kSmemKVBytes + 2 * Traits::kSmemQdOBytes +
+                                          2 * Traits::kSmemPdSBytes);
+  float* s_dsum = s_lse + kBlockM;
+  Tensor sQt = make_tensor(sQ.data(), typename Traits::SmemLayoutQdOt{});
+  Tensor sdOt = make_tensor(sdO.data(), typename Traits::SmemLayoutQdOt{});
+  Tensor sKt = make_tensor(sK.data(), typename Traits::SmemLayoutKt{});
+  Tensor sPt = make_tensor(sP.data(), typename Traits::SmemLayoutPdSt{});
+  Tensor sdSt = make_tensor(sdS.data(), typename Traits::SmemLayoutPdSt{});
+
+  // Global -> shared.
+  typename Traits::GmemTiledCopy gmem_copy;
+  auto gmem_thr_copy = gmem_copy.get_thread_slice(tidx);
+  Tensor tQgQ = gmem_thr_copy.partition_S(gQ);
+  Tensor tQsQ = gmem_thr_copy.partition_D(sQ);
+  Tensor tdOgdO = gmem_thr_copy.partition_S(gdO);
+  Tensor tdOsdO = gmem_thr_copy.partition_D(sdO);
+  Tensor tKgK = gmem_thr_copy.partition_S(gK);
+  Tensor tKsK = gmem_thr_copy.partition_D(sK);
+  Tensor tVgV = gmem_thr_copy.partition_S(gV);
+  Tensor tVsV = gmem_thr_copy.partition_D(sV);
+  Tensor tQcQ = gmem_thr_copy.partition_S(make_identity_tensor(TileMD{}));
+  Tensor tKcK = gmem_thr_copy.partition_S(make_identity_tensor(TileND{}));
+
+  // S and dP.
+  typename Traits::TiledMmaSdP mma_sdp;
+  auto thr_sdp = mma_sdp.get_thread_slice(tidx);
+  Tensor tSrQ = thr_sdp.partition_fragment_A(sQ);
+  Tensor tSrK = thr_sdp.partition_fragment_B(sK);
+  Tensor tdPrdO = thr_sdp.partition_fragment_A(sdO);
+  Tensor tdPrV = thr_sdp.partition_fragment_B(sV);
+  auto copy_sdp_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_sdp);
+  auto thr_copy_sdp_a = copy_sdp_a.get_thread_slice(tidx);
+  Tensor tSsQ = thr_copy_sdp_a.partition_S(sQ);
+  Tensor tdPsdO = thr_copy_sdp_a.partition_S(sdO);
+  auto copy_sdp_b = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, mma_sdp);
+  auto thr_copy_sdp_b = copy_sdp_b.get_thread_slice(tidx);
+  Tensor tSsK = thr_copy_sdp_b.partition_S(sK);
+  Tensor tdPsV = thr_copy_sdp_b.partition_S(sV);
+  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileMN{}));
+  auto copy_pds = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_sdp);
+  auto thr_copy_pds = copy_pds.get_thread_slice(tidx);
+  Tensor tPsP = thr_copy_pds.partition_D(sP);
+  Tensor tdSsdS = thr_copy_pds.partition_D(sdS);
+
+  // dV and dK: both operands read transposed.
+  typename Traits::TiledMmadKV mma_dkv;
+  auto thr_dkv = mma_dkv.get_thread_slice(tidx);
+  Tensor tdVrPt = thr_dkv.partition_fragment_A(sPt);
+  Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
+  Tensor tdKrdSt = thr_dkv.partition_fragment_A(sdSt);
+  Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
+  auto copy_dkv_a = make_tiled_copy_A(typename Traits::SmemCopyAtomTransposed{}, mma_dkv);
+  auto thr_copy_dkv_a = copy_dkv_a.get_thread_slice(tidx);
+  Tensor tdVsPt = thr_copy_dkv_a.partition_S(sPt);
+  Tensor tdKsdSt = thr_copy_dkv_a.partition_S(sdSt);
+  auto copy_dkv_b = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dkv);
+  auto thr_copy_dkv_b = copy_dkv_b.get_thread_slice(tidx);
+  Tensor tdVsdOt = thr_copy_dkv_b.partition_S(sdOt);
+  Tensor tdKsQt = thr_copy_dkv_b.partition_S(sQt);
+  Tensor acc_dk = partition_fragment_C(mma_dkv, TileND{});
+  Tensor acc_dv = partition_fragment_C(mma_dkv, TileND{});
+  clear(acc_dk);
+  clear(acc_dv);
+
+  // dQ: dS as stored, K read transposed.
+  typename Traits::TiledMmadQ mma_dq;
+  auto thr_dq = mma_dq.get_thread_slice(tidx);
+  Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
+  Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
+  auto copy_dq_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_dq);
+  auto thr_copy_dq_a = copy_dq_a.get_thread_slice(tidx);
+  Tensor tdQsdS = thr_copy_dq_a.partition_S(sdS);
+  auto copy_dq_b = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dq);
+  auto thr_copy_dq_b = copy_dq_b.get_thread_slice(tidx);
+  Tensor tdQsKt = thr_copy_dq_b.partition_S(sKt);
+  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(TileMD{}));
+
+  const int key_rows = seqlen_k - n_block * kBlockN;
+  copy_rows(gmem_copy, tKgK, tKsK, tKcK, key_rows);
+  copy_rows(gmem_copy, tVgV, tVsV, tKcK, key_rows);
+  cp_async_fence();
+
+  const int m_block_min = mask.m_block_min(n_block, kBlockM, kBlockN);
+  const int m_block_max = (seqlen_q + kBlockM - 1) / kBlockM;
+  for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+    const int q_rows = seqlen_q - m_block * kBlockM;
+    copy_rows(gmem_copy, tQgQ(_, _, _, m_block), tQsQ, tQcQ, q_rows);
+    copy_rows(gmem_copy, tdOgdO(_, _, _, m_block), tdOsdO, tQcQ, q_rows);
+    cp_async_fence();
+    // Padding rows get LSE = +inf, so their P (and with it dS) is exactly 0.
+    for (int r = tidx; r < kBlockM; r += Traits::kNThreads) {
+      const bool valid = r < q_rows;
+      s_lse[r] = valid ? params.lse[row_stat_offset + m_block * kBlockM + r] : INFINITY;
+      s_dsum[r] = valid ? params.dsum[row_stat_offset + m_block * kBlockM + r] : 0.f;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    Tensor acc_s = partition_fragment_C(mma_sdp, TileMN{});
+    Tensor acc_dp = partition_fragment_C(mma_sdp, TileMN{});
+    clear(acc_s);
+    clear(acc_dp);
+    gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, mma_sdp, copy_sdp_a, copy_sdp_b, thr_copy_sdp_a, thr_copy_sdp_b);
+    gemm_smem_smem(acc_dp, tdPrdO, tdPrV, tdPsdO, tdPsV, mma_sdp, copy_sdp_a, copy_sdp_b, thr_copy_sdp_a,
+                   thr_copy_sdp_b);
+    if (mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
+      mask.apply(acc_s, tScS, m_block * kBlockM, n_block * kBlockN);
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) {
+      const int row = get<0>(tScS(i));
+      const float p = exp2f(acc_s(i) * params.softmax_scale_log2 - s_lse[row] * kLog2e);
+      acc_dp(i) = p * (acc_dp(i) - s_dsum[row]);
+      acc_s(i) = p;
+    }
+    Tensor rP = convert_type<Element>(acc_s);
+    Tensor rdS = convert_type<Element>(acc_dp);
+    copy(copy_pds, thr_copy_pds.retile_S(rP), tPsP);
+    copy(copy_pds, thr_copy_pds.retile_S(rdS), tdSsdS);
+    __syncthreads();
+
+    gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt, mma_dkv, copy_dkv_a, copy_dkv_b, thr_copy_dkv_a,
+                   thr_copy_dkv_b);
+    gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt, mma_dkv, copy_dkv_a, copy_dkv_b, thr_copy_dkv_a,
+                   thr_copy_dkv_b);
+    Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
+    clear(acc_dq);
+    gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_dq_a, copy_dq_b, thr_copy_dq_a,
+                   thr_copy_dq_b);
+    float* dq_block = dq + int64_t(m_block) * kBlockM * params.dq_row_stride;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dq); ++i) {
+      const int row = get<0>(tdQcdQ(i));
+      if (row < q_rows) { atomicAdd(dq_block + row * params.dq_row_stride + get<1>(tdQcdQ(i)), acc_dq(i)); }
+    }
+    __syncthreads();  // the next step overwrites Q, dO, P and dS
+  }
+
+  // Epilogue: dK picks up the softmax scale; both go out through shared memory (K and V's space).
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_dk); ++i) { acc_dk(i) *= params.softmax_scale; }
+  Tensor rdK = convert_type<Element>(acc_dk);
+  Tensor rdV = convert_type<Element>(acc_dv);
+  cp_async_wait<0>();  // with no query block to visit, K and V may still be in flight
+  __syncthreads();
+  Tensor sdK = make_tensor(sK.data(), typename Traits::SmemLayoutKV{});
+  Tensor sdV = make_tensor(sV.data(), typename Traits::SmemLayoutKV{});
+  auto copy_dkv_store = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_dkv);
+  auto thr_copy_dkv_store = copy_dkv_store.get_thread_slice(tidx);
+  copy(copy_dkv_store, thr_copy_dkv_store.retile_S(rdK), thr_copy_dkv_store.partition_D(sdK));
+  copy(copy_dkv_store, thr_copy_dkv_store.retile_S(rdV), thr_copy_dkv_store.partition_D(sdV));
+  __syncthreads();
+
+  typename Traits::GmemTiledCopyStore gmem_store;
+  auto gmem_thr_store = gmem_store.get_thread_slice(tidx);
+  Tensor tdKsdK = gmem_thr_store.partition_S(sdK);
+  Tensor tdKgdK = gmem_thr_store.partition_D(gdK);
+  Tensor tdVsdV = gmem_thr_store.partition_S(sdV);
+  Tensor tdVgdV = gmem_thr_store.partition_D(gdV);
+  Tensor tdKrdK = make_tensor<Element>(shape(tdKgdK));
+  Tensor tdVrdV = make_tensor<Element>(shape(tdVgdV));
+  copy(gmem_store, tdKsdK, tdKrdK);
+  copy(gmem_store, tdVsdV, tdVrdV);
+  store_rows(gmem_store, tdKrdK, tdKgdK, tKcK, key_rows);
+  store_rows(gmem_store, tdVrdV, tdVgdV, tKcK, key_rows);
+}
+
+}  // namespace flashbuild::ampere
