@@ -13,19 +13,21 @@ struct FwdTile {
 
 // The tile heuristic in one place. Measured on an H200 (fp16, 16k tokens, sweep table in
 // benchmarks/fwd_tile_sweep.md): at hdim 64, 128x64 with 4 warps fits in 250 registers without spills and beat
-// 128x128/4 (spills), 128x128/8 and 64x64/4; from hdim 96 up, 8 warps of 16 rows keep the O
-// accumulator small enough (hdim 128: 128x128/8 uses 234 registers, no spills, fastest of the four).
+// 128x128/4 (spills), 128x128/8 and 64x64/4. hdim 128 splits by mask: non-causal 128x64/4 (255
+// registers, a small spill, still fastest at 1k-4k), causal 128x128/8 (234 registers; 300 vs 278
+// TFLOPS at 16k). hdim 96 shares hdim 64's tile and 192/256 take 8 warps of 16 rows so that the O
+// accumulator fits; those three are not swept yet.
 // Tuning sweeps can override it for a whole build:
 //   nvcc -DFLASHBUILD_FWD_BLOCK_M=128 -DFLASHBUILD_FWD_BLOCK_N=64 -DFLASHBUILD_FWD_WARPS=8
 constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
   (void)arch;
-  (void)causal;
 #if defined(FLASHBUILD_FWD_BLOCK_M) && defined(FLASHBUILD_FWD_BLOCK_N) && defined(FLASHBUILD_FWD_WARPS)
   (void)head_dim;
+  (void)causal;
   return {FLASHBUILD_FWD_BLOCK_M, FLASHBUILD_FWD_BLOCK_N, FLASHBUILD_FWD_WARPS};
 #endif
-  if (head_dim <= 64) return {128, 64, 4};
-  if (head_dim <= 128) return {128, 128, 8};
+  if (head_dim <= 96) return {128, 64, 4};
+  if (head_dim <= 128) return causal ? FwdTile{128, 128, 8} : FwdTile{128, 64, 4};
   return {128, 64, 8};
 }
 
