@@ -49,29 +49,30 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   Tensor gdK = local_tile(rows_of(dk, seqlen_k, params.dk_row_stride), TileND{}, make_coord(n_block, 0));
   Tensor gdV = local_tile(rows_of(dv, seqlen_k, params.dk_row_stride), TileND{}, make_coord(n_block, 0));
 
-  // Shared tiles, and the transposed views the dK/dV/dQ products read.
+  // Shared tiles: K, V, P, dS, then kStages buffers of (Q, dO) and their rows' LSE and dsum.
   Tensor sK = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutKV{});
   Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
-  Tensor sQ = make_tensor(sV.data() + size(sV), typename Traits::SmemLayoutQdO{});
-  Tensor sdO = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutQdO{});
-  Tensor sP = make_tensor(sdO.data() + size(sdO), typename Traits::SmemLayoutPdS{});
+  Tensor sP = make_tensor(sV.data() + size(sV), typename Traits::SmemLayoutPdS{});
   Tensor sdS = make_tensor(sP.data() + size(sP), typename Traits::SmemLayoutPdS{});
-  float* s_lse = reinterpret_cast<float*>(smem + 2 * Traits::kSmemKVBytes + 2 * Traits::kSmemQdOBytes +
-                                          2 * Traits::kSmemPdSBytes);
-  float* s_dsum = s_lse + kBlockM;
-  Tensor sQt = make_tensor(sQ.data(), typename Traits::SmemLayoutQdOt{});
-  Tensor sdOt = make_tensor(sdO.data(), typename Traits::SmemLayoutQdOt{});
+  Tensor sQ0 = make_tensor(sdS.data() + size(sdS), typename Traits::SmemLayoutQdO{});
+  constexpr int kStageElems = 2 * decltype(size(sQ0))::value;  // Q and dO of one stage
+  float* s_stats = reinterpret_cast<float*>(
+      smem + 2 * Traits::kSmemKVBytes + 2 * Traits::kSmemPdSBytes + Traits::kStages * 2 * Traits::kSmemQdOBytes);
   Tensor sKt = make_tensor(sK.data(), typename Traits::SmemLayoutKt{});
   Tensor sPt = make_tensor(sP.data(), typename Traits::SmemLayoutPdSt{});
   Tensor sdSt = make_tensor(sdS.data(), typename Traits::SmemLayoutPdSt{});
+  auto stage_q = [&](int stage) {
+    return make_tensor(sQ0.data() + stage * kStageElems, typename Traits::SmemLayoutQdO{});
+  };
+  auto stage_do = [&](int stage) {
+    return make_tensor(sQ0.data() + stage * kStageElems + size(sQ0), typename Traits::SmemLayoutQdO{});
+  };
 
   // Global -> shared.
   typename Traits::GmemTiledCopy gmem_copy;
   auto gmem_thr_copy = gmem_copy.get_thread_slice(tidx);
   Tensor tQgQ = gmem_thr_copy.partition_S(gQ);
-  Tensor tQsQ = gmem_thr_copy.partition_D(sQ);
   Tensor tdOgdO = gmem_thr_copy.partition_S(gdO);
-  Tensor tdOsdO = gmem_thr_copy.partition_D(sdO);
   Tensor tKgK = gmem_thr_copy.partition_S(gK);
   Tensor tKsK = gmem_thr_copy.partition_D(sK);
   Tensor tVgV = gmem_thr_copy.partition_S(gV);
@@ -82,14 +83,12 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   // S and dP.
   typename Traits::TiledMmaSdP mma_sdp;
   auto thr_sdp = mma_sdp.get_thread_slice(tidx);
-  Tensor tSrQ = thr_sdp.partition_fragment_A(sQ);
+  Tensor tSrQ = thr_sdp.partition_fragment_A(sQ0);
   Tensor tSrK = thr_sdp.partition_fragment_B(sK);
-  Tensor tdPrdO = thr_sdp.partition_fragment_A(sdO);
+  Tensor tdPrdO = thr_sdp.partition_fragment_A(sQ0);
   Tensor tdPrV = thr_sdp.partition_fragment_B(sV);
   auto copy_sdp_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_sdp);
   auto thr_copy_sdp_a = copy_sdp_a.get_thread_slice(tidx);
-  Tensor tSsQ = thr_copy_sdp_a.partition_S(sQ);
-  Tensor tdPsdO = thr_copy_sdp_a.partition_S(sdO);
   auto copy_sdp_b = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, mma_sdp);
   auto thr_copy_sdp_b = copy_sdp_b.get_thread_slice(tidx);
   Tensor tSsK = thr_copy_sdp_b.partition_S(sK);
@@ -104,17 +103,15 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   typename Traits::TiledMmadKV mma_dkv;
   auto thr_dkv = mma_dkv.get_thread_slice(tidx);
   Tensor tdVrPt = thr_dkv.partition_fragment_A(sPt);
-  Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);
+  Tensor tdVrdOt = thr_dkv.partition_fragment_B(make_tensor(sQ0.data(), typename Traits::SmemLayoutQdOt{}));
   Tensor tdKrdSt = thr_dkv.partition_fragment_A(sdSt);
-  Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
+  Tensor tdKrQt = thr_dkv.partition_fragment_B(make_tensor(sQ0.data(), typename Traits::SmemLayoutQdOt{}));
   auto copy_dkv_a = make_tiled_copy_A(typename Traits::SmemCopyAtomTransposed{}, mma_dkv);
   auto thr_copy_dkv_a = copy_dkv_a.get_thread_slice(tidx);
   Tensor tdVsPt = thr_copy_dkv_a.partition_S(sPt);
   Tensor tdKsdSt = thr_copy_dkv_a.partition_S(sdSt);
   auto copy_dkv_b = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dkv);
   auto thr_copy_dkv_b = copy_dkv_b.get_thread_slice(tidx);
-  Tensor tdVsdOt = thr_copy_dkv_b.partition_S(sdOt);
-  Tensor tdKsQt = thr_copy_dkv_b.partition_S(sQt);
   Tensor acc_dk = partition_fragment_C(mma_dkv, TileND{});
   Tensor acc_dv = partition_fragment_C(mma_dkv, TileND{});
   clear(acc_dk);
@@ -133,34 +130,53 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   Tensor tdQsKt = thr_copy_dq_b.partition_S(sKt);
   Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(TileMD{}));
 
-  const int key_rows = seqlen_k - n_block * kBlockN;
-  copy_rows(gmem_copy, tKgK, tKsK, tKcK, key_rows);
-  copy_rows(gmem_copy, tVgV, tVsV, tKcK, key_rows);
-  cp_async_fence();
-
+  // Q, dO and their rows' LSE and dsum of one query block into one stage. Padding rows get
+  // LSE = +inf, so their P (and with it dS) is exactly 0.
   const int m_block_min = mask.m_block_min(n_block, kBlockM, kBlockN);
   const int m_block_max = (seqlen_q + kBlockM - 1) / kBlockM;
-  for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+  auto load_query_block = [&](int m_block, int stage) {
     const int q_rows = seqlen_q - m_block * kBlockM;
+    Tensor tQsQ = gmem_thr_copy.partition_D(stage_q(stage));
+    Tensor tdOsdO = gmem_thr_copy.partition_D(stage_do(stage));
     copy_rows(gmem_copy, tQgQ(_, _, _, m_block), tQsQ, tQcQ, q_rows);
     copy_rows(gmem_copy, tdOgdO(_, _, _, m_block), tdOsdO, tQcQ, q_rows);
     cp_async_fence();
-    // Padding rows get LSE = +inf, so their P (and with it dS) is exactly 0.
+    float* stats = s_stats + stage * 2 * kBlockM;
     for (int r = tidx; r < kBlockM; r += Traits::kNThreads) {
       const bool valid = r < q_rows;
-      s_lse[r] = valid ? params.lse[row_stat_offset + m_block * kBlockM + r] : INFINITY;
-      s_dsum[r] = valid ? params.dsum[row_stat_offset + m_block * kBlockM + r] : 0.f;
+      stats[r] = valid ? params.lse[row_stat_offset + m_block * kBlockM + r] : INFINITY;
+      stats[kBlockM + r] = valid ? params.dsum[row_stat_offset + m_block * kBlockM + r] : 0.f;
     }
+  };
+
+  const int key_rows = seqlen_k - n_block * kBlockN;
+  copy_rows(gmem_copy, tKgK, tKsK, tKcK, key_rows);
+  copy_rows(gmem_copy, tVgV, tVsV, tKcK, key_rows);
+  if (m_block_min < m_block_max) { load_query_block(m_block_min, 0); }
+  cp_async_fence();
+
+  for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+    const int stage = Traits::kStages == 1 ? 0 : (m_block - m_block_min) & 1;
+    const int q_rows = seqlen_q - m_block * kBlockM;
     cp_async_wait<0>();
-    __syncthreads();
+    __syncthreads();  // this stage landed; every warp is done with the other stage, P and dS
+    if constexpr (Traits::kStages == 2) {
+      // The next query block streams into the other stage during this step's five products.
+      if (m_block + 1 < m_block_max) { load_query_block(m_block + 1, stage ^ 1); }
+    }
+    Tensor sQ = stage_q(stage);
+    Tensor sdO = stage_do(stage);
+    const float* s_lse = s_stats + stage * 2 * kBlockM;
+    const float* s_dsum = s_lse + kBlockM;
 
     Tensor acc_s = partition_fragment_C(mma_sdp, TileMN{});
     Tensor acc_dp = partition_fragment_C(mma_sdp, TileMN{});
     clear(acc_s);
     clear(acc_dp);
-    gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, mma_sdp, copy_sdp_a, copy_sdp_b, thr_copy_sdp_a, thr_copy_sdp_b);
-    gemm_smem_smem(acc_dp, tdPrdO, tdPrV, tdPsdO, tdPsV, mma_sdp, copy_sdp_a, copy_sdp_b, thr_copy_sdp_a,
-                   thr_copy_sdp_b);
+    gemm_smem_smem(acc_s, tSrQ, tSrK, thr_copy_sdp_a.partition_S(sQ), tSsK, mma_sdp, copy_sdp_a, copy_sdp_b,
+                   thr_copy_sdp_a, thr_copy_sdp_b);
+    gemm_smem_smem(acc_dp, tdPrdO, tdPrV, thr_copy_sdp_a.partition_S(sdO), tdPsV, mma_sdp, copy_sdp_a, copy_sdp_b,
+                   thr_copy_sdp_a, thr_copy_sdp_b);
     if (mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
       mask.apply(acc_s, tScS, m_block * kBlockM, n_block * kBlockN);
     }
@@ -177,10 +193,12 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     copy(copy_pds, thr_copy_pds.retile_S(rdS), tdSsdS);
     __syncthreads();
 
-    gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, tdVsdOt, mma_dkv, copy_dkv_a, copy_dkv_b, thr_copy_dkv_a,
-                   thr_copy_dkv_b);
-    gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, tdKsQt, mma_dkv, copy_dkv_a, copy_dkv_b, thr_copy_dkv_a,
-                   thr_copy_dkv_b);
+    Tensor sQt = make_tensor(sQ.data(), typename Traits::SmemLayoutQdOt{});
+    Tensor sdOt = make_tensor(sdO.data(), typename Traits::SmemLayoutQdOt{});
+    gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b);
+    gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b);
     Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
     clear(acc_dq);
     gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_dq_a, copy_dq_b, thr_copy_dq_a,
@@ -191,7 +209,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
       const int row = get<0>(tdQcdQ(i));
       if (row < q_rows) { atomicAdd(dq_block + row * params.dq_row_stride + get<1>(tdQcdQ(i)), acc_dq(i)); }
     }
-    __syncthreads();  // the next step overwrites Q, dO, P and dS
+    if constexpr (Traits::kStages == 1) {
+      __syncthreads();  // the next step overwrites Q and dO in place
+      if (m_block + 1 < m_block_max) { load_query_block(m_block + 1, 0); }
+    }
   }
 
   // Epilogue: dK picks up the softmax scale; both go out through shared memory (K and V's space).

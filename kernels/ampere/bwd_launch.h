@@ -10,7 +10,7 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   constexpr ampere::BwdTile kTile = ampere::bwd_tile(kArch, kHeadDim, kIsCausal);
-  using Traits = ampere::BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element>;
+  using Traits = ampere::BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
 
   if (params.head_dim != kHeadDim) {
     throw std::runtime_error("flashbuild: run_bwd for head dim " + std::to_string(kHeadDim) +

@@ -9,30 +9,43 @@ struct BwdTile {
   int block_m;  // query rows per inner step
   int block_n;  // key rows per CTA (dK and dV stay in registers for these)
   int warps;
+  int stages;   // shared-memory buffers for Q/dO: 2 prefetches the next query block
 };
 
-// dK and dV accumulators cost 2 * block_n * head_dim / threads registers for the whole kernel, so
-// large head dims take half the key rows.
-constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
-  (void)arch;
-  (void)causal;
-#if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
-  (void)head_dim;
-  return {FLASHBUILD_BWD_BLOCK_M, FLASHBUILD_BWD_BLOCK_N, 8};
-#endif
-  if (head_dim <= 128) return {64, 128, 8};
-  return {64, 64, 8};
+// Opt-in shared memory per block: 227 KB on sm90, 163 KB on sm80 (sm86/sm89: 99 KB).
+constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
+
+// Shared memory of one backward CTA: K, V, `stages` x (Q, dO), P, dS and two fp32 rows stats.
+constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages) {
+  return 2 * (2 * block_n * head_dim + stages * 2 * block_m * head_dim + 2 * block_m * block_n) +
+         stages * 2 * block_m * 4;
 }
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, class Element_>
+// dK and dV accumulators cost 2 * block_n * head_dim / threads registers for the whole kernel, so
+// large head dims take half the key rows. A second Q/dO stage is used whenever it fits: with one
+// CTA per SM (the register file is full) nothing else hides the load latency of the next block.
+constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
+  (void)causal;
+#if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
+  const int block_m = FLASHBUILD_BWD_BLOCK_M, block_n = FLASHBUILD_BWD_BLOCK_N;
+#else
+  const int block_m = 64, block_n = head_dim <= 128 ? 128 : 64;
+#endif
+  const int stages = bwd_smem_bytes(head_dim, block_m, block_n, 2) <= max_smem_bytes(arch) ? 2 : 1;
+  return {block_m, block_n, 8, stages};
+}
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kStages_, class Element_>
 struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kNWarps = kNWarps_;
+  static constexpr int kStages = kStages_;
   static constexpr int kNThreads = kNWarps * 32;
 
+  static_assert(kStages == 1 || kStages == 2, "one or two Q/dO buffers");
   static_assert(kNWarps == 8, "the backward warp layouts below are written for 8 warps");
   static_assert(kHeadDim % 32 == 0, "head dim must be a multiple of 32 (the binding pads to a kernel size)");
   static_assert(kBlockM % 64 == 0 && kBlockN % 64 == 0, "backward blocks must be multiples of 64 rows");
@@ -62,8 +75,10 @@ struct BwdTraits {
   static constexpr int kSmemQdOBytes = int(size(SmemLayoutQdO{})) * int(sizeof(Element));
   static constexpr int kSmemKVBytes = int(size(SmemLayoutKV{})) * int(sizeof(Element));
   static constexpr int kSmemPdSBytes = int(size(SmemLayoutPdS{})) * int(sizeof(Element));
-  static constexpr int kSmemRowStatBytes = 2 * kBlockM * int(sizeof(float));  // LSE and dsum rows
-  static constexpr int kSmemBytes = 2 * kSmemKVBytes + 2 * kSmemQdOBytes + 2 * kSmemPdSBytes + kSmemRowStatBytes;
+  static constexpr int kSmemRowStatBytes = 2 * kBlockM * int(sizeof(float));  // LSE and dsum rows, per stage
+  static constexpr int kSmemBytes =
+      2 * kSmemKVBytes + kStages * (2 * kSmemQdOBytes + kSmemRowStatBytes) + 2 * kSmemPdSBytes;
+  static_assert(kSmemBytes == bwd_smem_bytes(kHeadDim, kBlockM, kBlockN, kStages), "smem accounting");
 
   using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
