@@ -7,13 +7,17 @@ and every value is checked here, so only known ints and enum names ever reach ge
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import env
 from .errors import SelectionError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 # ---------------------------------------------------------------- axes
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild import env
+from flashbuild import builder, env
 from helpers import REPO, make_root, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
@@ -54,8 +54,11 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
 
     (root / "kernels" / "ampere" / "unrelated.h").write_text("#pragma once\n")
     assert "nothing to compile" in flashbuild(*args, cache=cache, root=root).stderr
+    (build_dir,) = cache.iterdir()
+    assert builder._ninja_has_no_work(build_dir)  # load()'s fast-path check
     launch = root / "kernels" / "ampere" / "fwd_launch.h"
     launch.write_text(launch.read_text() + "// edited\n")
+    assert not builder._ninja_has_no_work(build_dir)
     edited = flashbuild(*args, cache=cache, root=root)
     assert edited.returncode == 0 and "compiled 2 targets in" in edited.stderr  # the depfiles saw the edit
 
