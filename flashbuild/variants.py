@@ -44,19 +44,17 @@ class Family:
 
 FAMILIES = {
     "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
-                     {"fwd": "ampere/fwd_launch.h"}),
+                     {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h"}),
 }
 
 # Which family serves (direction, arch). No Hopper family exists yet, so sm90 compiles the
-# Ampere path for sm_90a; FAMILY_NOTES says so in the plan. Issue 3 adds bwd and splitkv here.
+# Ampere path for sm_90a; FAMILY_NOTES says so in the plan.
 FAMILY_TABLE = {
-    ("fwd", "sm80"): "ampere",
-    ("fwd", "sm86"): "ampere",
-    ("fwd", "sm89"): "ampere",
-    ("fwd", "sm90"): "ampere",
+    (direction, arch): "ampere" for direction in ("fwd", "bwd") for arch in ("sm80", "sm86", "sm89", "sm90")
 }
 FAMILY_NOTES = {
-    ("fwd", "sm90"): "no Hopper family yet: the Ampere-path kernel compiled for sm_90a",
+    (direction, "sm90"): "no Hopper family yet: the Ampere-path kernel compiled for sm_90a"
+    for direction in ("fwd", "bwd")
 }
 
 
