@@ -32,14 +32,38 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
 }  // namespace flashbuild
 """
 
+# A stand-in for kernels/ampere/bwd_launch.h: the run_bwd contract of kernels/flash/params.h. It
+# includes a header of its own (FAKE_BWD_DETAIL), so an edit there concerns the bwd TUs alone.
+FAKE_BWD_DETAIL = "ampere/bwd_detail.h"
+FAKE_BWD_LAUNCH_H = """\
+#pragma once
+#include "flash/params.h"
+#include "ampere/bwd_detail.h"
 
-def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H) -> Path:
-    """A FLASHBUILD_ROOT: the real templates, configs and kernels/flash, and the given launch header."""
+namespace flashbuild {
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+__global__ void fake_bwd_kernel(BwdParams params) {
+  if (threadIdx.x == 0) params.dq_accum[0] = bwd_detail_value(kArch * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType));
+}
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+void run_bwd(const BwdParams& params, cudaStream_t stream) {
+  fake_bwd_kernel<kArch, kHeadDim, kDType, kIsCausal><<<1, 32, 0, stream>>>(params);
+}
+}  // namespace flashbuild
+"""
+
+
+def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H) -> Path:
+    """A FLASHBUILD_ROOT: the real templates, configs and kernels/flash, and the given launch headers."""
     root = base / "root"
     for sub in ("templates", "configs", "kernels/flash"):
         shutil.copytree(REPO / sub, root / sub)
     (root / "kernels" / "ampere").mkdir(parents=True)
     (root / "kernels" / "ampere" / "fwd_launch.h").write_text(launch_header)
+    (root / "kernels" / "ampere" / "bwd_launch.h").write_text(bwd_launch_header)
+    (root / "kernels" / FAKE_BWD_DETAIL).write_text(
+        "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")
     return root
 
 

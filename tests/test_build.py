@@ -30,11 +30,13 @@ def key(flags=CompileFlags(), versions=VERSIONS, **selection):
 # ---------------------------------------------------------------- cache key
 
 def test_key_is_readable_and_ends_in_a_short_hash():
-    k = key(hdim=64, dtype="fp16", arch="sm90", causal="both")
+    k = key(hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="both")
     assert re.fullmatch(r"sm90-fp16-h64-fwd-c01-[0-9a-f]{8}", k), k
     assert re.fullmatch(r"sm80\+sm90-fp16\+bf16-h64\+128-fwd-c1-lineinfo-[0-9a-f]{8}",
                         key(CompileFlags(lineinfo=True), hdim="64,128", dtype="fp16,bf16", arch="sm80,sm90",
-                            causal="on"))
+                            direction="fwd", causal="on"))
+    default = key(hdim=64, dtype="fp16", arch="sm90", causal="both")  # every implemented direction
+    assert re.fullmatch(r"sm90-fp16-h64-fwd\+bwd-c01-[0-9a-f]{8}", default), default
 
 
 def test_key_ignores_the_order_values_are_given_in():
@@ -44,7 +46,7 @@ def test_key_ignores_the_order_values_are_given_in():
 
 @pytest.mark.parametrize("change", [
     dict(selection=dict(hdim="64,128")), dict(selection=dict(dtype="bf16")), dict(selection=dict(arch="sm80")),
-    dict(selection=dict(causal="on")),
+    dict(selection=dict(causal="on")), dict(selection=dict(direction="fwd")),
     dict(flags=CompileFlags(debug=True)), dict(flags=CompileFlags(lineinfo=True)),
     dict(flags=CompileFlags(nvcc_flags=("-Xptxas=-v",))),
     dict(versions={**VERSIONS, "flashbuild": "0.2.0"}), dict(versions={**VERSIONS, "nvcc": "12.8.93"}),
@@ -123,11 +125,14 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
                      "--build-dir", str(tmp_path / "bd"))
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "fwd_hdim64_fp16_sm90" in out and "fwd_hdim64_fp16_causal_sm90" in out
+    for direction in ("fwd", "bwd"):  # the default: every implemented direction
+        assert f"{direction}_hdim64_fp16_sm90" in out and f"{direction}_hdim64_fp16_causal_sm90" in out
+        assert f"from templates/{direction}_instantiate.cu.j2" in out
+        assert f"obj/{direction}_hdim64_fp16_sm90.o" in out
     assert "ampere; no Hopper family yet" in out
-    assert "from templates/fwd_instantiate.cu.j2" in out and "flashbuild_dispatch.h" in out
-    assert "obj/fwd_hdim64_fp16_sm90.o" in out and "compute_90a" in out
-    assert re.search(r"key\s+sm90-fp16-h64-fwd-c01-[0-9a-f]{8}", out)
+    assert "flashbuild_dispatch.h" in out and "compute_90a" in out
+    assert "compile 4 kernel TUs:" in out
+    assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd-c01-[0-9a-f]{8}", out)
     assert "jobs" in out
     assert not (tmp_path / "bd").exists() and not cache.exists()
 
@@ -242,7 +247,7 @@ def test_plain_build_without_cuda_torch_compiles_then_stops_with_the_reason(monk
     monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
     monkeypatch.setattr(builder, "run_ninja", fake_ninja_success)
     monkeypatch.setattr(builder, "torch_link_spec", lambda plan: pytest.fail("must not touch torch"))
-    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", causal="off")
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="off")
     with pytest.raises(BuildError) as info:
         builder.build(selection, options)
     message = str(info.value)
@@ -261,8 +266,9 @@ def test_compile_only_needs_no_torch(monkeypatch, cache, fake_root):
     monkeypatch.setattr(builder, "run_ninja", fake_ninja_success)
     selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", compile_only=True)
     result = builder.build(selection, options)
-    assert result.extension is None and result.key.startswith("sm90-fp16-h64-fwd-c01-")
-    assert result.manifest["variants"] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90"]
+    assert result.extension is None and result.key.startswith("sm90-fp16-h64-fwd+bwd-c01-")
+    assert result.manifest["variants"] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90",
+                                           "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"]
     assert json.loads((result.build_dir / "manifest.json").read_text()) == result.manifest
 
 
@@ -327,12 +333,13 @@ def test_successful_build_prints_where_what_and_how_to_load(monkeypatch, cache):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == f"extension  {cache / 'k' / '_flashbuild_0123abcd.so'}"
-    assert lines[2] == "holds      2 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_causal_sm90"
+    assert lines[2] == ("holds      4 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_causal_sm90, "
+                        "bwd_hdim64_fp16_sm90, bwd_hdim64_fp16_causal_sm90")
     snippet = re.search(r'^load it    python3 -c "(.*)"$', lines[3]).group(1)
     call = ast.parse(snippet).body[1].value  # m = flashbuild.load(...)
     assert ast.unparse(call.func) == "flashbuild.load"
     assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {
-        "hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": "fwd", "causal": "both", "lineinfo": True}
+        "hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": ["fwd", "bwd"], "causal": "both", "lineinfo": True}
 
 
 # ---------------------------------------------------------------- list, clean, doctor
@@ -355,7 +362,7 @@ def test_list_shows_the_space_and_the_cache(cache):
     text = run_cli("list")
     assert text.exit_code == 0
     assert "32, 64, 96, 128, 192, 256" in text.stdout and "sm80 ampere" in text.stdout
-    assert "bwd        no family yet" in text.stdout
+    assert "bwd        sm80 ampere" in text.stdout and "splitkv    no family yet" in text.stdout
     assert "sm90-fp16-h64-fwd-c01-aaaaaaaa  1 variant  " in text.stdout and "not-a-build" not in text.stdout
     data = json.loads(run_cli("list", "--json").stdout)
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]

@@ -38,7 +38,7 @@ def variable(text: str, name: str) -> str:
 
 
 def test_exactly_one_nvcc_edge_per_selected_tu():
-    variants, text = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", causal="off")
+    variants, text = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off")
     nvcc_edges = {out for out, rule in edges(text).items() if rule == "nvcc"}
     assert nvcc_edges == {f"obj/{v.name}.o" for v in variants}
     assert len(nvcc_edges) == 4

@@ -17,12 +17,14 @@ def test_variant_names_follow_the_canonical_format():
 
 
 def test_selection_is_the_cross_product_in_canonical_order():
-    s = select(hdim="128,64", dtype="bf16,fp16", arch="sm90", causal="both")
+    s = select(hdim="128,64", dtype="bf16,fp16", arch="sm90", direction="bwd,fwd", causal="both")
     names = [v.name for v in s.variants]
-    assert len(names) == 2 * 2 * 2
+    assert len(names) == 2 * 2 * 2 * 2
     assert names[:4] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90",
                          "fwd_hdim64_bf16_sm90", "fwd_hdim64_bf16_causal_sm90"]
-    assert s == select(hdim=[64, 128], dtype=["fp16", "bf16"], arch=["sm90"], causal="both")
+    assert names[8] == "bwd_hdim64_fp16_sm90"  # directions first, then head dims
+    assert s == select(hdim=[64, 128], dtype=["fp16", "bf16"], arch=["sm90"], direction=["fwd", "bwd"],
+                       causal="both")
 
 
 def test_defaults_are_every_head_dim_both_dtypes_causal_both_and_the_native_arch(monkeypatch):
@@ -31,9 +33,9 @@ def test_defaults_are_every_head_dim_both_dtypes_causal_both_and_the_native_arch
     assert s.hdims == HEAD_DIMS
     assert s.dtypes == ("fp16", "bf16")
     assert s.causal == (False, True)
-    assert s.directions == implemented_directions() == ("fwd",)
+    assert s.directions == implemented_directions() == ("fwd", "bwd")
     assert s.archs == ("sm90",)
-    assert len(s.variants) == 6 * 2 * 2
+    assert len(s.variants) == 2 * 6 * 2 * 2
 
 
 def test_native_becomes_each_gpus_arch():
@@ -51,8 +53,8 @@ def test_native_becomes_each_gpus_arch():
     (["--dtype", "fp8"], ["--dtype fp8", "fp16, bf16"]),
     (["--dtype", ""], ["--dtype: empty list", "fp16, bf16"]),
     (["--arch", "sm75"], ["--arch sm75", "sm80, sm86, sm89, sm90, native"]),
-    (["--direction", "bwd"], ["direction bwd: no kernel family implements it yet (implemented: fwd)",
-                              "--direction fwd"]),
+    (["--direction", "splitkv"], ["direction splitkv: no kernel family implements it yet (implemented: fwd, bwd)",
+                                  "--direction fwd,bwd"]),
     (["--direction", "sideways"], ["--direction sideways", "fwd, bwd, splitkv"]),
     (["--causal", "maybe"], ["--causal maybe", "on, off, both"]),
     (["--debug", "--lineinfo"], ["--debug and --lineinfo contradict"]),
@@ -115,7 +117,7 @@ def test_flags_override_the_preset_and_the_preset_overrides_defaults(tmp_path):
     overridden = select(config=str(preset), hdim="128", causal="off")
     assert overridden.hdims == (128,) and overridden.causal == (False,)
     assert overridden.dtypes == ("bf16",) and overridden.archs == ("sm80",)  # kept from the file
-    assert overridden.directions == ("fwd",)  # not in the file: the default
+    assert overridden.directions == ("fwd", "bwd")  # not in the file: the default (every implemented one)
 
 
 def test_preset_errors_name_the_key_and_the_valid_keys(tmp_path):
@@ -142,5 +144,7 @@ def test_debug_and_lineinfo_contradict_but_each_alone_is_fine():
 
 
 def test_python_api_takes_ints_lists_and_bool_causal():
-    s = select(hdim=64, dtype="fp16", arch="sm80", causal=True)
+    s = select(hdim=64, dtype="fp16", arch="sm80", direction="fwd", causal=True)
     assert [v.name for v in s.variants] == ["fwd_hdim64_fp16_causal_sm80"]
+    both = select(hdim=64, dtype="fp16", arch="sm80", direction=["fwd", "bwd"], causal=True)
+    assert [v.name for v in both.variants] == ["fwd_hdim64_fp16_causal_sm80", "bwd_hdim64_fp16_causal_sm80"]
