@@ -9,6 +9,7 @@ Progress and logs go to stderr; the CLI prints results to stdout.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -215,12 +216,13 @@ def _torch_include_paths(cpp_extension) -> list[str]:
     return []
 
 
-def torch_link_spec(plan: Plan) -> graph.LinkSpec:
-    """What the binding and link edges need from torch. Imports torch: only call when linking."""
-    import torch
-    from torch.utils import cpp_extension
-    import sysconfig
+LINK_SPEC_FILE = "link_spec.json"
 
+
+def torch_link_spec(plan: Plan) -> graph.LinkSpec:
+    """What the binding and link edges need from torch. Importing torch takes seconds (3.3 s on the
+    H200 host), so the spec is kept in the build dir and reused while what can be read without
+    importing torch is unchanged: its location and version, the host compiler and the binding."""
     cxx = env.find_host_cxx()
     if cxx is None:
         raise BuildError("no host C++ compiler for the binding (no $CXX, c++, g++ or clang++ on PATH): "
@@ -229,6 +231,33 @@ def torch_link_spec(plan: Plan) -> graph.LinkSpec:
     if not binding.is_file():
         raise BuildError(f"the torch binding {binding} is missing; restore it (`git checkout kernels/binding`) "
                          f"or build kernel objects only with `{plan.command()} --compile-only`")
+    torch = env.torch_info()
+    stamp = {"torch": [str(torch.root), torch.version] if torch else None, "cxx": str(cxx),
+             "binding": str(binding), "module": plan.module_name}
+    cache = plan.build_dir / LINK_SPEC_FILE
+    try:
+        saved = json.loads(cache.read_text())
+        if saved["stamp"] == stamp:
+            spec = saved["spec"]
+            return graph.LinkSpec(
+                module_name=spec["module_name"], cxx=Path(spec["cxx"]), cxx_std=spec["cxx_std"],
+                include_dirs=tuple(Path(p) for p in spec["include_dirs"]), defines=tuple(spec["defines"]),
+                torch_lib=Path(spec["torch_lib"]), binding_source=Path(spec["binding_source"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    spec = _import_torch_link_spec(plan, cxx, binding)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    fields = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, tuple) else v)
+              for k, v in dataclasses.asdict(spec).items()}
+    render.write_if_different(cache, json.dumps({"stamp": stamp, "spec": fields}, indent=1) + "\n")
+    return spec
+
+
+def _import_torch_link_spec(plan: Plan, cxx: Path, binding: Path) -> graph.LinkSpec:
+    import torch
+    from torch.utils import cpp_extension
+    import sysconfig
+
     includes = _torch_include_paths(cpp_extension) + [sysconfig.get_paths()["include"]]
     cuda_include = env.cuda_include_dir(plan.nvcc.path)
     if cuda_include:
