@@ -44,17 +44,18 @@ class Family:
 
 FAMILIES = {
     "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
-                     {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h"}),
+                     {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h",
+                      "splitkv": "ampere/splitkv_launch.h"}),
 }
 
 # Which family serves (direction, arch). No Hopper family exists yet, so sm90 compiles the
 # Ampere path for sm_90a; FAMILY_NOTES says so in the plan.
 FAMILY_TABLE = {
-    (direction, arch): "ampere" for direction in ("fwd", "bwd") for arch in ("sm80", "sm86", "sm89", "sm90")
+    (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
 }
 FAMILY_NOTES = {
     (direction, "sm90"): "no Hopper family yet: the Ampere-path kernel compiled for sm_90a"
-    for direction in ("fwd", "bwd")
+    for direction in ("fwd", "bwd", "splitkv")
 }
 
 

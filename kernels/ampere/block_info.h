@@ -1,24 +1,36 @@
-// Where one (batch, head) slice of Q, K, V, O and the LSE starts in global memory.
+// Where one (batch, head) slice starts and how long its sequences are: fixed-length batches,
+// variable-length packed batches (cu_seqlens) and KV caches with per-batch lengths (seqused_k).
 #pragma once
 
 #include "flash/params.h"
 
 namespace flashbuild::ampere {
 
-struct FwdBlockInfo {
+struct SeqInfo {
+  int batch;
   int seqlen_q;
   int seqlen_k;
-  int64_t q_offset, k_offset, v_offset, o_offset, lse_offset;
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
 
-  __device__ FwdBlockInfo(const FwdParams& p, int batch, int head)
-      : seqlen_q(p.seqlen_q), seqlen_k(p.seqlen_k) {
-    // Grouped-query attention: a run of nheads / nheads_k query heads shares one K/V head.
-    const int head_k = head / (p.nheads / p.nheads_k);
-    q_offset = batch * p.q_batch_stride + head * p.q_head_stride;
-    k_offset = batch * p.k_batch_stride + head_k * p.k_head_stride;
-    v_offset = batch * p.v_batch_stride + head_k * p.v_head_stride;
-    o_offset = batch * p.o_batch_stride + head * p.o_head_stride;
-    lse_offset = (int64_t(batch) * p.nheads + head) * p.seqlen_q;
+  __device__ SeqInfo(int batch_, int max_seqlen_q, int max_seqlen_k, const int* cu_q, const int* cu_k,
+                     const int* seqused_k)
+      : batch(batch_),
+        seqlen_q(cu_q ? cu_q[batch_ + 1] - cu_q[batch_] : max_seqlen_q),
+        seqlen_k(cu_k ? cu_k[batch_ + 1] - cu_k[batch_] : (seqused_k ? seqused_k[batch_] : max_seqlen_k)),
+        cu_seqlens_q(cu_q),
+        cu_seqlens_k(cu_k) {}
+
+  // Offset of this sequence's first row: packed sequences start at cu_seqlens[b] rows.
+  __device__ int64_t q_offset(int64_t batch_stride, int64_t row_stride) const {
+    return cu_seqlens_q ? int64_t(cu_seqlens_q[batch]) * row_stride : int64_t(batch) * batch_stride;
+  }
+  __device__ int64_t k_offset(int64_t batch_stride, int64_t row_stride) const {
+    return cu_seqlens_k ? int64_t(cu_seqlens_k[batch]) * row_stride : int64_t(batch) * batch_stride;
+  }
+  // Row statistics (LSE, dsum) are contiguous along rows.
+  __device__ int64_t row_stat_offset(int64_t batch_stride, int64_t head_stride, int head) const {
+    return q_offset(batch_stride, 1) + int64_t(head) * head_stride;
   }
 };
 

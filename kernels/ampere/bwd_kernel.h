@@ -5,6 +5,7 @@
 // P and dS go through shared memory because the dV/dK products read them transposed.
 #pragma once
 
+#include "ampere/block_info.h"
 #include "ampere/bwd_traits.h"
 #include "ampere/mask.h"
 
@@ -26,22 +27,31 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int head_k = head / (params.nheads / params.nheads_k);
-  const int seqlen_q = params.seqlen_q;
-  const int seqlen_k = params.seqlen_k;
+  const SeqInfo info(batch, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, nullptr);
+  const int seqlen_q = info.seqlen_q;
+  const int seqlen_k = info.seqlen_k;
+  if (n_block * kBlockN >= seqlen_k) { return; }  // a shorter sequence of a packed batch
   const AttentionMask<kIsCausal> mask{seqlen_q, seqlen_k};
-  const int64_t row_stat_offset = (int64_t(batch) * params.nheads + head) * seqlen_q;
+  const int64_t row_stat_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
 
   // Global tiles.
   auto rows_of = [](auto* ptr, int rows, int64_t row_stride) {
     return make_tensor(make_gmem_ptr(ptr), make_shape(rows, Int<kHeadDim>{}), make_stride(row_stride, _1{}));
   };
-  const auto* q = static_cast<const Element*>(params.q) + batch * params.q_batch_stride + head * params.q_head_stride;
-  const auto* d_o = static_cast<const Element*>(params.dout) + batch * params.do_batch_stride + head * params.do_head_stride;
-  const auto* k = static_cast<const Element*>(params.k) + batch * params.k_batch_stride + head_k * params.k_head_stride;
-  const auto* v = static_cast<const Element*>(params.v) + batch * params.v_batch_stride + head_k * params.v_head_stride;
-  auto* dk = static_cast<Element*>(params.dk) + batch * params.dk_batch_stride + head * params.dk_head_stride;
-  auto* dv = static_cast<Element*>(params.dv) + batch * params.dk_batch_stride + head * params.dk_head_stride;
-  float* dq = params.dq_accum + batch * params.dq_batch_stride + head * params.dq_head_stride;
+  const auto* q = static_cast<const Element*>(params.q) + info.q_offset(params.q_batch_stride, params.q_row_stride) +
+                  head * params.q_head_stride;
+  const auto* d_o = static_cast<const Element*>(params.dout) +
+                    info.q_offset(params.do_batch_stride, params.do_row_stride) + head * params.do_head_stride;
+  const auto* k = static_cast<const Element*>(params.k) + info.k_offset(params.k_batch_stride, params.k_row_stride) +
+                  head_k * params.k_head_stride;
+  const auto* v = static_cast<const Element*>(params.v) + info.k_offset(params.v_batch_stride, params.v_row_stride) +
+                  head_k * params.v_head_stride;
+  auto* dk = static_cast<Element*>(params.dk) + info.k_offset(params.dk_batch_stride, params.dk_row_stride) +
+             head * params.dk_head_stride;
+  auto* dv = static_cast<Element*>(params.dv) + info.k_offset(params.dk_batch_stride, params.dk_row_stride) +
+             head * params.dk_head_stride;
+  float* dq = params.dq_accum + info.q_offset(params.dq_batch_stride, params.dq_row_stride) +
+              head * params.dq_head_stride;
   Tensor gQ = local_tile(rows_of(q, seqlen_q, params.q_row_stride), TileMD{}, make_coord(_, 0));      // (M, D, mb)
   Tensor gdO = local_tile(rows_of(d_o, seqlen_q, params.do_row_stride), TileMD{}, make_coord(_, 0));  // (M, D, mb)
   Tensor gK = local_tile(rows_of(k, seqlen_k, params.k_row_stride), TileND{}, make_coord(n_block, 0));

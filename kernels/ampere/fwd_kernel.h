@@ -10,7 +10,9 @@
 
 namespace flashbuild::ampere {
 
-template <class Traits, bool kIsCausal>
+// kIsSplit: this CTA covers key blocks of split blockIdx.z % num_splits only and writes an fp32
+// partial result for the combine kernel (split-KV decoding).
+template <class Traits, bool kIsCausal, bool kIsSplit>
 __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -22,20 +24,35 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
   const int m_block = gridDim.x - 1 - blockIdx.x;
   const int head = blockIdx.y;
-  const int batch = blockIdx.z;
+  const int batch = kIsSplit ? blockIdx.z / params.num_splits : blockIdx.z;
+  const int split = kIsSplit ? blockIdx.z % params.num_splits : 0;
 
-  const FwdBlockInfo info(params, batch, head);
+  const SeqInfo info(batch, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k,
+                     params.seqused_k);
+  if (m_block * kBlockM >= info.seqlen_q) { return; }  // a shorter sequence of a packed batch
+  const int head_k = head / (params.nheads / params.nheads_k);
   const AttentionMask<kIsCausal> mask{info.seqlen_q, info.seqlen_k};
-  const int n_block_max = mask.n_block_max(m_block, kBlockM, kBlockN);
+  // Key blocks [n_block_min, n_block_max): all of them, or this split's share.
+  int n_block_min = 0;
+  int n_block_max = mask.n_block_max(m_block, kBlockM, kBlockN);
+  if constexpr (kIsSplit) {
+    const int per_split = (n_block_max + params.num_splits - 1) / params.num_splits;
+    n_block_min = split * per_split;
+    n_block_max = min(n_block_max, n_block_min + per_split);
+  }
+  const int64_t q_offset = info.q_offset(params.q_batch_stride, params.q_row_stride) + head * params.q_head_stride;
+  const int64_t k_offset = info.k_offset(params.k_batch_stride, params.k_row_stride) + head_k * params.k_head_stride;
+  const int64_t v_offset = info.k_offset(params.v_batch_stride, params.v_row_stride) + head_k * params.v_head_stride;
+  const int64_t o_offset = info.q_offset(params.o_batch_stride, params.o_row_stride) + head * params.o_head_stride;
 
   // Global tiles of this (batch, head).
-  Tensor mQ = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + info.q_offset),
+  Tensor mQ = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + q_offset),
                           make_shape(info.seqlen_q, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + info.k_offset),
+  Tensor mK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
                           make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}));
-  Tensor mV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + info.v_offset),
+  Tensor mV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
                           make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.v_row_stride, _1{}));
-  Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o) + info.o_offset),
+  Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o) + o_offset),
                           make_shape(info.seqlen_q, Int<kHeadDim>{}), make_stride(params.o_row_stride, _1{}));
   Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (M, D)
   Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));        // (N, D, nb)
@@ -87,14 +104,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   clear(acc_o);
 
   const int q_rows = info.seqlen_q - m_block * kBlockM;
-  if (n_block_max > 0) {
+  if (n_block_max > n_block_min) {
     // Key blocks run from the last to the first: only the first steps can need masking.
     int n_block = n_block_max - 1;
     copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
     copy_rows(gmem_copy, tKgK(_, _, _, n_block), tKsK, tKVcKV, info.seqlen_k - n_block * kBlockN);
     cp_async_fence();
 
-    for (; n_block >= 0; --n_block) {
+    for (; n_block >= n_block_min; --n_block) {
       Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
       clear(acc_s);
       cp_async_wait<0>();
@@ -112,7 +129,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
       cp_async_wait<0>();
       __syncthreads();  // V[n_block] landed; every warp is done with K[n_block]
       // The next K streams in while we do the softmax and P·V.
-      if (n_block > 0) {
+      if (n_block > n_block_min) {
         copy_rows(gmem_copy, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV, info.seqlen_k - (n_block - 1) * kBlockN);
         cp_async_fence();
       }
@@ -130,11 +147,31 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
 
   Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   Tensor tOcO_rows = make_tensor(tOcO.data(), acc_to_rowcol(tOcO.layout()));
+  if constexpr (kIsSplit) {
+    // Partial result of this split, straight from the accumulators (decode tiles are small).
+    const int64_t slice = ((int64_t(split) * params.batch + batch) * params.nheads + head) * params.seqlen_q;
+    float* o_accum = params.o_accum + (slice + m_block * kBlockM) * kHeadDim;
+    Tensor o_rows = make_tensor(acc_o.data(), acc_to_rowcol(acc_o.layout()));
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int row = get<0>(tOcO_rows(r, 0));
+      if (row >= q_rows) continue;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o_rows); ++c) { o_accum[row * kHeadDim + get<1>(tOcO_rows(r, c))] = o_rows(r, c); }
+      // An empty split weighs nothing in the combine: -inf, not the +inf of an empty row.
+      if (get<1>(tOcO_rows(0, 0)) == 0) {
+        params.lse_accum[slice + m_block * kBlockM + row] = lse[r] == INFINITY ? -INFINITY : lse[r];
+      }
+    }
+    return;
+  }
+
+  const int64_t lse_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
   if (get<1>(tOcO_rows(0, 0)) == 0) {  // one thread of each quad writes the quad's rows
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       const int row = get<0>(tOcO_rows(r, 0));
-      if (row < q_rows) { params.lse[info.lse_offset + m_block * kBlockM + row] = lse[r]; }
+      if (row < q_rows) { params.lse[lse_offset + m_block * kBlockM + row] = lse[r]; }
     }
   }
 

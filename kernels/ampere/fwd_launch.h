@@ -18,7 +18,7 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
   }
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
 
-  auto kernel = &ampere::fwd_kernel<Traits, kIsCausal>;
+  auto kernel = &ampere::fwd_kernel<Traits, kIsCausal, false>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes > 48 * 1024) {
     FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));

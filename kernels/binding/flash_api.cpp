@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flash/params.h"
+#include "flash/splitkv_heuristic.h"
 #include "flashbuild_dispatch.h"
 #include "flashbuild_table.h"
 
@@ -133,144 +134,279 @@ void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 
 // Pads the head dim with zeros up to the kernel size: Q·K^T and the first columns of P·V do not change.
 at::Tensor pad_head_dim(const at::Tensor& t, int kernel_hdim) {
-  if (t.size(3) == kernel_hdim) return t;
-  return at::constant_pad_nd(t, {0, kernel_hdim - t.size(3)}, 0);
+  if (t.size(-1) == kernel_hdim) return t;
+  return at::constant_pad_nd(t, {0, kernel_hdim - t.size(-1)}, 0);
 }
+
+// What a call asks for, checked against the build: a missing variant is an error that names it.
+struct Call {
+  const char* direction;
+  int user_hdim;
+  int hdim;  // the kernel size the head dim runs on (padded)
+  bool is_fp16;
+  bool causal;
+  int arch;
+  float softmax_scale;
+};
+
+Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optional<double> softmax_scale) {
+  Call c{};
+  c.direction = direction;
+  c.user_hdim = q.size(-1);
+  c.hdim = kernel_head_dim(c.user_hdim);
+  c.is_fp16 = q.scalar_type() == at::kHalf;
+  c.causal = causal;
+  c.arch = device_arch(q);
+  c.softmax_scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(c.user_hdim));
+  const char* dtype = c.is_fp16 ? "fp16" : "bf16";
+  const std::string asked = variant_name(direction, c.hdim, dtype, causal, c.arch);
+  if (!holds(asked)) variant_not_built(asked, direction, c.hdim, c.user_hdim, dtype, causal, c.arch);
+  return c;
+}
+
+#define FLASHBUILD_DISPATCH(call, ...)                                                                 \
+  ARCH_SWITCH((call).arch, [&] {                                                                       \
+    HEADDIM_SWITCH((call).hdim, [&] {                                                                  \
+      FP16_SWITCH((call).is_fp16, [&] { CAUSAL_SWITCH((call).causal, [&] { __VA_ARGS__; }); });       \
+    });                                                                                                \
+  })
+
+// (batch, row, head) strides of a (batch, seqlen, heads, dim) tensor or a packed (tokens, heads, dim) one.
+struct Strides {
+  int64_t batch, row, head;
+};
+Strides strides_of(const at::Tensor& t) {
+  if (t.dim() == 4) return {t.stride(0), t.stride(1), t.stride(2)};
+  return {0, t.stride(0), t.stride(1)};
+}
+
+FwdParams fwd_params(const Call& c, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& out,
+                     at::Tensor& lse, int batch, int seqlen_q, int seqlen_k) {
+  FwdParams p{};
+  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.o = out.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  const Strides sq = strides_of(q), sk = strides_of(k), sv = strides_of(v), so = strides_of(out);
+  p.q_batch_stride = sq.batch, p.q_row_stride = sq.row, p.q_head_stride = sq.head;
+  p.k_batch_stride = sk.batch, p.k_row_stride = sk.row, p.k_head_stride = sk.head;
+  p.v_batch_stride = sv.batch, p.v_row_stride = sv.row, p.v_head_stride = sv.head;
+  p.o_batch_stride = so.batch, p.o_row_stride = so.row, p.o_head_stride = so.head;
+  // lse is (batch, nheads, seqlen_q), or (nheads, total_q) for packed sequences.
+  p.lse_batch_stride = lse.dim() == 3 ? lse.stride(0) : 0;
+  p.lse_head_stride = lse.dim() == 3 ? lse.stride(1) : lse.stride(0);
+  p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
+  p.nheads = q.size(-2), p.nheads_k = k.size(-2), p.head_dim = c.hdim;
+  p.softmax_scale = c.softmax_scale;
+  p.softmax_scale_log2 = c.softmax_scale * 1.4426950408889634f;
+  p.num_splits = 1;
+  return p;
+}
+
+void check_cu_seqlens(const at::Tensor& cu, const char* name, const at::Tensor& q) {
+  TORCH_CHECK(cu.is_cuda() && cu.device() == q.device() && cu.scalar_type() == at::kInt && cu.dim() == 1 &&
+                  cu.size(0) >= 2 && cu.is_contiguous(),
+              "flashbuild: ", name, " must be a contiguous int32 CUDA tensor (batch + 1,) on q's device");
+}
+
+void check_varlen_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
+              "flashbuild: varlen q, k, v must be 3-D (total_tokens, nheads, head_dim); got ", q.sizes(), ", ",
+              k.sizes(), ", ", v.sizes());
+  // The 4-D checks with a batch of one cover dtype, device, heads, head dim and contiguity.
+  check_qkv(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0));
+}
+
+at::Tensor gqa_sum(const at::Tensor& dkv_expanded, int nheads_k) {
+  // dK and dV of a K/V head are the sums over the query heads that share it (in fp32).
+  const int nheads = dkv_expanded.size(-2);
+  if (nheads == nheads_k) return dkv_expanded;
+  auto sizes = dkv_expanded.sizes().vec();
+  sizes.back() = dkv_expanded.size(-1);
+  sizes[sizes.size() - 2] = nheads / nheads_k;
+  sizes.insert(sizes.end() - 2, nheads_k);
+  return dkv_expanded.view(sizes).to(at::kFloat).sum(-2).to(dkv_expanded.scalar_type());
+}
+
+at::Tensor unpad(const at::Tensor& t, const Call& c) { return c.hdim == c.user_hdim ? t : t.narrow(-1, 0, c.user_hdim); }
 
 }  // namespace
 
 std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool causal,
                                 std::optional<double> softmax_scale) {
   check_qkv(q_in, k_in, v_in);
-  const int user_hdim = q_in.size(3);
-  const int hdim = kernel_head_dim(user_hdim);
-  const bool is_fp16 = q_in.scalar_type() == at::kHalf;
-  const char* dtype = is_fp16 ? "fp16" : "bf16";
-  const int arch = device_arch(q_in);
-  const std::string asked = variant_name("fwd", hdim, dtype, causal, arch);
-#if FLASHBUILD_HAS_FWD
-  if (!holds(asked)) variant_not_built(asked, "fwd", hdim, user_hdim, dtype, causal, arch);
-#else
-  variant_not_built(asked, "fwd", hdim, user_hdim, dtype, causal, arch);
-#endif
-
+  const Call c = resolve("fwd", q_in, causal, softmax_scale);
   c10::cuda::CUDAGuard device_guard(q_in.device());
-  const at::Tensor q = pad_head_dim(q_in, hdim);
-  const at::Tensor k = pad_head_dim(k_in, hdim);
-  const at::Tensor v = pad_head_dim(v_in, hdim);
+  const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
-  const int seqlen_k = k.size(1), nheads_k = k.size(2);
-  at::Tensor out = at::empty({batch, seqlen_q, nheads, hdim}, q.options());
+  at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
   at::Tensor lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
-
-  FwdParams p{};
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
-  p.o = out.data_ptr();
-  p.lse = lse.data_ptr<float>();
-  p.q_batch_stride = q.stride(0), p.q_row_stride = q.stride(1), p.q_head_stride = q.stride(2);
-  p.k_batch_stride = k.stride(0), p.k_row_stride = k.stride(1), p.k_head_stride = k.stride(2);
-  p.v_batch_stride = v.stride(0), p.v_row_stride = v.stride(1), p.v_head_stride = v.stride(2);
-  p.o_batch_stride = out.stride(0), p.o_row_stride = out.stride(1), p.o_head_stride = out.stride(2);
-  p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
-  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = hdim;
-  p.softmax_scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(user_hdim));
-  p.softmax_scale_log2 = p.softmax_scale * 1.4426950408889634f;
-
+  const FwdParams p = fwd_params(c, q, k, v, out, lse, batch, seqlen_q, k.size(1));
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  ARCH_SWITCH(arch, [&] {
-    HEADDIM_SWITCH(hdim, [&] {
-      FP16_SWITCH(is_fp16, [&] {
-        CAUSAL_SWITCH(causal, [&] { run_fwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream); });
-      });
-    });
-  });
+  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
 #endif
-  if (hdim != user_hdim) out = out.narrow(3, 0, user_hdim);
-  return {out, lse};
+  return {unpad(out, c), lse};
+}
+
+std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+                                       const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
+                                       int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal,
+                                       std::optional<double> softmax_scale) {
+  check_varlen_qkv(q_in, k_in, v_in);
+  check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q_in);
+  check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q_in);
+  TORCH_CHECK(cu_seqlens_q.size(0) == cu_seqlens_k.size(0), "flashbuild: cu_seqlens_q and cu_seqlens_k must have "
+              "the same length (batch + 1); got ", cu_seqlens_q.size(0), " and ", cu_seqlens_k.size(0));
+  const Call c = resolve("fwd", q_in, causal, softmax_scale);
+  c10::cuda::CUDAGuard device_guard(q_in.device());
+  const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
+  at::Tensor out = at::empty({q.size(0), q.size(1), c.hdim}, q.options());
+  at::Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
+  FwdParams p = fwd_params(c, q, k, v, out, lse, cu_seqlens_q.size(0) - 1, max_seqlen_q, max_seqlen_k);
+  p.cu_seqlens_q = cu_seqlens_q.data_ptr<int>();
+  p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
+#if FLASHBUILD_HAS_FWD
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
+#endif
+  return {unpad(out, c), lse};
+}
+
+// Decoding over a KV cache: few queries (seqlen_q 1-16) against cache_seqlens[b] keys of each
+// batch row, the keys split across CTAs when the batch alone does not fill the GPU.
+std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                        const std::optional<at::Tensor>& cache_seqlens, bool causal,
+                                        std::optional<double> softmax_scale, int64_t num_splits) {
+  check_qkv(q_in, k_cache, v_cache);
+  if (cache_seqlens) {
+    TORCH_CHECK(cache_seqlens->is_cuda() && cache_seqlens->scalar_type() == at::kInt && cache_seqlens->dim() == 1 &&
+                    cache_seqlens->size(0) == q_in.size(0),
+                "flashbuild: cache_seqlens must be an int32 CUDA tensor of shape (batch,) = (", q_in.size(0), ",)");
+  }
+  TORCH_CHECK(num_splits >= 0 && num_splits <= kMaxSplits, "flashbuild: num_splits must be 0 (auto) to ",
+              kMaxSplits, ", got ", num_splits);
+  const int batch = q_in.size(0), seqlen_q = q_in.size(1), nheads = q_in.size(2), nheads_k = k_cache.size(2);
+  // One query row sees the whole cache either way, so causal only matters for seqlen_q > 1; then
+  // the query heads sharing a K/V head become rows of one block, and each CTA reads K/V once for
+  // all of them.
+  const bool single_row = seqlen_q == 1;
+  const Call c = resolve("splitkv", q_in, causal && !single_row, softmax_scale);
+  c10::cuda::CUDAGuard device_guard(q_in.device());
+  const bool pack = single_row && nheads > nheads_k;
+  const int group = nheads / nheads_k;
+  at::Tensor q = pad_head_dim(q_in, c.hdim);
+  at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
+  at::Tensor out_rows = out, lse;
+  if (pack) {  // (b, 1, h, d) -> (b, group, h_k, d): query head kh * group + j becomes row j of head kh
+    q = q.reshape({batch, nheads_k, group, c.hdim}).transpose(1, 2);
+    out_rows = out.view({batch, nheads_k, group, c.hdim}).transpose(1, 2);
+    lse = at::empty({batch, nheads_k, group}, q.options().dtype(at::kFloat));
+  } else {
+    lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
+  }
+  const at::Tensor k = pad_head_dim(k_cache, c.hdim), v = pad_head_dim(v_cache, c.hdim);
+  FwdParams p = fwd_params(c, q, k, v, out_rows, lse, batch, q.size(1), k.size(1));
+  if (cache_seqlens) p.seqused_k = cache_seqlens->data_ptr<int>();
+  const int num_sms = at::cuda::getDeviceProperties(q.get_device())->multiProcessorCount;
+  p.num_splits = num_splits > 0 ? int(num_splits)
+                                : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
+  at::Tensor o_accum, lse_accum;
+  if (p.num_splits > 1) {
+    o_accum = at::empty({p.num_splits, batch, p.nheads, p.seqlen_q, c.hdim}, q.options().dtype(at::kFloat));
+    lse_accum = at::empty({p.num_splits, batch, p.nheads, p.seqlen_q}, q.options().dtype(at::kFloat));
+    p.o_accum = o_accum.data_ptr<float>();
+    p.lse_accum = lse_accum.data_ptr<float>();
+  }
+#if FLASHBUILD_HAS_SPLITKV
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
+#endif
+  if (pack) lse = lse.view({batch, nheads, 1});
+  return {unpad(out, c), lse};
 }
 
 // Gradients of flash_attn_func. out and lse are the forward's outputs for the same call.
-std::vector<at::Tensor> mha_bwd(const at::Tensor& dout_in, const at::Tensor& q_in, const at::Tensor& k_in,
-                                const at::Tensor& v_in, const at::Tensor& out_in, const at::Tensor& lse, bool causal,
-                                std::optional<double> softmax_scale) {
-  check_qkv(q_in, k_in, v_in);
+std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, const at::Tensor& q_in,
+                                 const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& out_in,
+                                 const at::Tensor& lse, bool causal, std::optional<double> softmax_scale,
+                                 const at::Tensor* cu_seqlens_q, const at::Tensor* cu_seqlens_k, int max_seqlen_q,
+                                 int max_seqlen_k) {
   TORCH_CHECK(dout_in.sizes() == q_in.sizes() && out_in.sizes() == q_in.sizes(),
               "flashbuild: dout and out must have the shape of q ", q_in.sizes(), "; got ", dout_in.sizes(), " and ",
-              out_in.sizes());
+              out_in.sizes(), " (", kind, ")");
   TORCH_CHECK(dout_in.scalar_type() == q_in.scalar_type() && out_in.scalar_type() == q_in.scalar_type(),
               "flashbuild: dout and out must have q's dtype");
-  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.dim() == 3 && lse.size(0) == q_in.size(0) &&
-                  lse.size(1) == q_in.size(2) && lse.size(2) == q_in.size(1),
-              "flashbuild: lse must be float32 (batch, nheads, seqlen_q) as the forward returns it; got ", lse.sizes());
-  const int user_hdim = q_in.size(3);
-  const int hdim = kernel_head_dim(user_hdim);
-  const bool is_fp16 = q_in.scalar_type() == at::kHalf;
-  const char* dtype = is_fp16 ? "fp16" : "bf16";
-  const int arch = device_arch(q_in);
-  const std::string asked = variant_name("bwd", hdim, dtype, causal, arch);
-#if FLASHBUILD_HAS_BWD
-  if (!holds(asked)) variant_not_built(asked, "bwd", hdim, user_hdim, dtype, causal, arch);
-#else
-  variant_not_built(asked, "bwd", hdim, user_hdim, dtype, causal, arch);
-#endif
-
+  const bool varlen = cu_seqlens_q != nullptr;
+  const std::vector<int64_t> lse_shape =
+      varlen ? std::vector<int64_t>{q_in.size(1), q_in.size(0)} : std::vector<int64_t>{q_in.size(0), q_in.size(2), q_in.size(1)};
+  TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape),
+              "flashbuild: lse must be float32 ", at::IntArrayRef(lse_shape), " as the forward returns it; got ",
+              lse.sizes());
+  const Call c = resolve("bwd", q_in, causal, softmax_scale);
   c10::cuda::CUDAGuard device_guard(q_in.device());
-  const at::Tensor q = pad_head_dim(q_in, hdim);
-  const at::Tensor k = pad_head_dim(k_in, hdim);
-  const at::Tensor v = pad_head_dim(v_in, hdim);
-  const at::Tensor dout = pad_head_dim(dout_in.stride(-1) == 1 ? dout_in : dout_in.contiguous(), hdim);
-  const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
-  const int seqlen_k = k.size(1), nheads_k = k.size(2);
-  const float scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(user_hdim));
+  const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
+  const at::Tensor dout = pad_head_dim(dout_in.stride(-1) == 1 ? dout_in : dout_in.contiguous(), c.hdim);
+  const int nheads = q.size(-2), nheads_k = k.size(-2);
 
   // rowsum(dO * O) in fp32, laid out like the LSE. Padding columns of dO are zero.
-  const at::Tensor dsum = (dout_in.to(at::kFloat) * out_in.to(at::kFloat)).sum(-1).transpose(1, 2).contiguous();
+  const at::Tensor rowsum = (dout_in.to(at::kFloat) * out_in.to(at::kFloat)).sum(-1);
+  const at::Tensor dsum = (varlen ? rowsum.transpose(0, 1) : rowsum.transpose(1, 2)).contiguous();
   const at::Tensor lse_c = lse.contiguous();
-  at::Tensor dq_accum = at::zeros({batch, seqlen_q, nheads, hdim}, q.options().dtype(at::kFloat));
-  at::Tensor dk = at::empty({batch, seqlen_k, nheads, hdim}, q.options());
-  at::Tensor dv = at::empty({batch, seqlen_k, nheads, hdim}, q.options());
+  auto expanded = k.sizes().vec();
+  expanded[expanded.size() - 2] = nheads;
+  at::Tensor dq_accum = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+  at::Tensor dk = at::empty(expanded, q.options());
+  at::Tensor dv = at::empty(expanded, q.options());
 
   BwdParams p{};
   p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.dout = dout.data_ptr();
   p.lse = lse_c.data_ptr<float>(), p.dsum = dsum.data_ptr<float>(), p.dq_accum = dq_accum.data_ptr<float>();
   p.dk = dk.data_ptr(), p.dv = dv.data_ptr();
-  p.q_batch_stride = q.stride(0), p.q_row_stride = q.stride(1), p.q_head_stride = q.stride(2);
-  p.k_batch_stride = k.stride(0), p.k_row_stride = k.stride(1), p.k_head_stride = k.stride(2);
-  p.v_batch_stride = v.stride(0), p.v_row_stride = v.stride(1), p.v_head_stride = v.stride(2);
-  p.do_batch_stride = dout.stride(0), p.do_row_stride = dout.stride(1), p.do_head_stride = dout.stride(2);
-  p.dq_batch_stride = dq_accum.stride(0), p.dq_row_stride = dq_accum.stride(1), p.dq_head_stride = dq_accum.stride(2);
-  p.dk_batch_stride = dk.stride(0), p.dk_row_stride = dk.stride(1), p.dk_head_stride = dk.stride(2);
-  p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
-  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = hdim;
-  p.softmax_scale = scale;
-  p.softmax_scale_log2 = scale * 1.4426950408889634f;
+  const Strides sq = strides_of(q), sk = strides_of(k), sv = strides_of(v), sdo = strides_of(dout);
+  const Strides sdq = strides_of(dq_accum), sdk = strides_of(dk);
+  p.q_batch_stride = sq.batch, p.q_row_stride = sq.row, p.q_head_stride = sq.head;
+  p.k_batch_stride = sk.batch, p.k_row_stride = sk.row, p.k_head_stride = sk.head;
+  p.v_batch_stride = sv.batch, p.v_row_stride = sv.row, p.v_head_stride = sv.head;
+  p.do_batch_stride = sdo.batch, p.do_row_stride = sdo.row, p.do_head_stride = sdo.head;
+  p.dq_batch_stride = sdq.batch, p.dq_row_stride = sdq.row, p.dq_head_stride = sdq.head;
+  p.dk_batch_stride = sdk.batch, p.dk_row_stride = sdk.row, p.dk_head_stride = sdk.head;
+  p.lse_batch_stride = varlen ? 0 : lse_c.stride(0);
+  p.lse_head_stride = varlen ? lse_c.stride(0) : lse_c.stride(1);
+  if (varlen) {
+    p.cu_seqlens_q = cu_seqlens_q->data_ptr<int>();
+    p.cu_seqlens_k = cu_seqlens_k->data_ptr<int>();
+    p.batch = cu_seqlens_q->size(0) - 1, p.seqlen_q = max_seqlen_q, p.seqlen_k = max_seqlen_k;
+  } else {
+    p.batch = q.size(0), p.seqlen_q = q.size(1), p.seqlen_k = k.size(1);
+  }
+  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = c.hdim;
+  p.softmax_scale = c.softmax_scale;
+  p.softmax_scale_log2 = c.softmax_scale * 1.4426950408889634f;
 
 #if FLASHBUILD_HAS_BWD
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  ARCH_SWITCH(arch, [&] {
-    HEADDIM_SWITCH(hdim, [&] {
-      FP16_SWITCH(is_fp16, [&] {
-        CAUSAL_SWITCH(causal, [&] { run_bwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream); });
-      });
-    });
-  });
+  FLASHBUILD_DISPATCH(c, run_bwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
 #endif
-  at::Tensor dq = dq_accum.mul_(scale).to(q.scalar_type());
-  if (nheads != nheads_k) {
-    // dK and dV of a K/V head are the sums over the query heads that share it (in fp32).
-    const int group = nheads / nheads_k;
-    dk = dk.view({batch, seqlen_k, nheads_k, group, hdim}).to(at::kFloat).sum(3).to(q.scalar_type());
-    dv = dv.view({batch, seqlen_k, nheads_k, group, hdim}).to(at::kFloat).sum(3).to(q.scalar_type());
-  }
-  if (hdim != user_hdim) {
-    dq = dq.narrow(3, 0, user_hdim);
-    dk = dk.narrow(3, 0, user_hdim);
-    dv = dv.narrow(3, 0, user_hdim);
-  }
-  return {dq, dk, dv};
+  at::Tensor dq = dq_accum.mul_(c.softmax_scale).to(q.scalar_type());
+  return {unpad(dq, c), unpad(gqa_sum(dk, nheads_k), c), unpad(gqa_sum(dv, nheads_k), c)};
+}
+
+std::vector<at::Tensor> mha_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& out, const at::Tensor& lse, bool causal,
+                                std::optional<double> softmax_scale) {
+  check_qkv(q, k, v);
+  return bwd_impl("mha_bwd", dout, q, k, v, out, lse, causal, softmax_scale, nullptr, nullptr, 0, 0);
+}
+
+std::vector<at::Tensor> mha_varlen_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k,
+                                       const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
+                                       const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
+                                       int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal,
+                                       std::optional<double> softmax_scale) {
+  check_varlen_qkv(q, k, v);
+  check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q);
+  check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q);
+  return bwd_impl("mha_varlen_bwd", dout, q, k, v, out, lse, causal, softmax_scale, &cu_seqlens_q, &cu_seqlens_k,
+                  int(max_seqlen_q), int(max_seqlen_k));
 }
 
 std::vector<std::string> variants() { return {std::begin(table::kVariants), std::end(table::kVariants)}; }
@@ -311,6 +447,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Gradients (dq, dk, dv) of flash_attn_func given dout and the forward's out and lse.", py::arg("dout"),
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal") = false,
         py::arg("softmax_scale") = py::none());
+  m.def("mha_varlen_fwd", &flashbuild::mha_varlen_fwd,
+        "Attention over packed sequences: q (total_q, nheads, head_dim), k/v (total_k, nheads_k, head_dim), "
+        "cu_seqlens int32 (batch + 1). Returns [out, lse], lse (nheads, total_q) float32.",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
+        py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal") = false,
+        py::arg("softmax_scale") = py::none());
+  m.def("mha_varlen_bwd", &flashbuild::mha_varlen_bwd, "Gradients [dq, dk, dv] of mha_varlen_fwd.", py::arg("dout"),
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("cu_seqlens_q"),
+        py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal") = false,
+        py::arg("softmax_scale") = py::none());
+  m.def("mha_fwd_kvcache", &flashbuild::mha_fwd_kvcache,
+        "Decoding: q (batch, seqlen_q, nheads, head_dim) against k_cache/v_cache (batch, seqlen_cache, nheads_k, "
+        "head_dim), the first cache_seqlens[b] keys of each row (all when None); split-KV with num_splits splits "
+        "(0: chosen from the SM count). Returns [out, lse].",
+        py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("cache_seqlens") = py::none(),
+        py::arg("causal") = false, py::arg("softmax_scale") = py::none(), py::arg("num_splits") = 0);
   m.def("variants", &flashbuild::variants, "The variants this build holds, by canonical name.");
   m.def("build_key", [] { return std::string(flashbuild::build_table::kBuildKey); });
 }

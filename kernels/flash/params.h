@@ -17,12 +17,20 @@ struct FwdParams {
   const void* __restrict__ k;
   const void* __restrict__ v;
   void* __restrict__ o;
-  float* __restrict__ lse;  // (batch, nheads, seqlen_q), natural log; +inf for rows that see no key
+  float* __restrict__ lse;  // natural log; +inf for rows that see no key (their output is 0)
+
+  // Variable length (packed tokens): when set, sequence b holds rows [cu[b], cu[b+1]) of q/o (of k/v),
+  // batch strides are unused, seqlen_q / seqlen_k are the maxima, and the LSE is (nheads, total_q).
+  const int* __restrict__ cu_seqlens_q;
+  const int* __restrict__ cu_seqlens_k;
+  // Per-batch number of valid keys (a KV cache's cache_seqlens); overrides seqlen_k when set.
+  const int* __restrict__ seqused_k;
 
   int64_t q_batch_stride, q_row_stride, q_head_stride;
   int64_t k_batch_stride, k_row_stride, k_head_stride;
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t o_batch_stride, o_row_stride, o_head_stride;
+  int64_t lse_batch_stride, lse_head_stride;  // rows are contiguous
 
   int batch;
   int seqlen_q;
@@ -33,6 +41,14 @@ struct FwdParams {
 
   float softmax_scale;       // applied to Q·K^T
   float softmax_scale_log2;  // softmax_scale * log2(e), for exp2-based softmax
+
+  // Split-KV (run_splitkv): each of num_splits CTAs per query block covers a slice of the keys and
+  // writes an fp32 partial output normalised by its own sum, with its LSE (-inf when empty), into
+  // o_accum (num_splits, batch, nheads, seqlen_q, head_dim) and lse_accum (num_splits, batch,
+  // nheads, seqlen_q); a combine kernel merges them into o and lse.
+  int num_splits;
+  float* __restrict__ o_accum;
+  float* __restrict__ lse_accum;
 };
 
 // Backward attention. The binding computes dsum (rowsum(dO * O), the softmax-gradient correction)
@@ -43,11 +59,13 @@ struct BwdParams {
   const void* __restrict__ k;
   const void* __restrict__ v;
   const void* __restrict__ dout;
-  const float* __restrict__ lse;   // (batch, nheads, seqlen_q), from the forward pass
-  const float* __restrict__ dsum;  // (batch, nheads, seqlen_q)
-  float* __restrict__ dq_accum;    // (batch, seqlen_q, nheads, head_dim), zeroed, accumulated atomically
-  void* __restrict__ dk;           // (batch, seqlen_k, nheads, head_dim)
-  void* __restrict__ dv;           // (batch, seqlen_k, nheads, head_dim)
+  const float* __restrict__ lse;   // from the forward pass, laid out by lse_*_stride
+  const float* __restrict__ dsum;  // laid out like lse
+  float* __restrict__ dq_accum;    // like q, fp32, zeroed, accumulated atomically
+  void* __restrict__ dk;           // like k but with nheads heads
+  void* __restrict__ dv;           // like v but with nheads heads
+  const int* __restrict__ cu_seqlens_q;  // variable length, as in FwdParams
+  const int* __restrict__ cu_seqlens_k;
 
   int64_t q_batch_stride, q_row_stride, q_head_stride;
   int64_t k_batch_stride, k_row_stride, k_head_stride;
@@ -55,6 +73,7 @@ struct BwdParams {
   int64_t do_batch_stride, do_row_stride, do_head_stride;
   int64_t dq_batch_stride, dq_row_stride, dq_head_stride;  // of dq_accum
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // of dk and dv alike
+  int64_t lse_batch_stride, lse_head_stride;                // of lse and dsum alike
 
   int batch;
   int seqlen_q;
@@ -74,5 +93,11 @@ void run_fwd(const FwdParams& params, cudaStream_t stream);
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
 void run_bwd(const BwdParams& params, cudaStream_t stream);
+
+// Split-KV forward for decoding (short seqlen_q, long K/V cache). params.num_splits comes from
+// choose_num_splits (flash/splitkv_heuristic.h); with more than one split, o_accum and lse_accum
+// hold that many partial results.
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+void run_splitkv(const FwdParams& params, cudaStream_t stream);
 
 }  // namespace flashbuild

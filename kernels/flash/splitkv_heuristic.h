@@ -1,0 +1,25 @@
+// How many key splits a decoding call gets. Header-only and torch-free: the binding sizes the
+// partial-result buffers with it, the launcher trusts the count it is given.
+#pragma once
+
+namespace flashbuild {
+
+constexpr int kMaxSplits = 128;
+constexpr int kSplitKVBlockM = 64;
+
+// Keys per main-loop step of the split-KV kernel (its tile, see ampere/splitkv_launch.h).
+constexpr int splitkv_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+
+// Decoding is bound by reading the cache: split the keys until about two CTAs per SM stream it,
+// but keep at least four key blocks per split so each split amortises its fixed costs.
+inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, int head_dim, int num_sms) {
+  const int m_blocks = (seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM;
+  const int ctas = batch * nheads * m_blocks;
+  if (ctas >= num_sms) return 1;
+  const int n_blocks = (seqlen_k + splitkv_block_n(head_dim) - 1) / splitkv_block_n(head_dim);
+  int splits = (2 * num_sms + ctas - 1) / ctas;
+  splits = splits < n_blocks / 4 ? splits : n_blocks / 4;
+  return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+}
+
+}  // namespace flashbuild
