@@ -21,7 +21,9 @@ def build(**kwargs):
 
 
 def load(**kwargs):
-    """Build the selection if needed, then import and return the extension module.
+    """Build the selection if needed, import the extension, and return it wrapped in flash-attn's
+    API (flashbuild.api.AttentionOps: flash_attn_func, flash_attn_varlen_func,
+    flash_attn_with_kvcache with autograd; .ext is the raw module, whose other functions pass through).
     Same keywords as build(); e.g. load(hdim=64, dtype="fp16", arch="sm90")."""
-    from . import builder as _build
-    return _build.load(*_build.parse_request(**kwargs))
+    from . import api as _api, builder as _build
+    return _api.wrap(_build.load(*_build.parse_request(**kwargs)))

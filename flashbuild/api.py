@@ -1,0 +1,351 @@
+"""flash-attn's Python API over a loaded extension: autograd, torch.compile, clear errors.
+
+flashbuild.load() returns an AttentionOps. Its flash_attn_func, flash_attn_varlen_func and
+flash_attn_with_kvcache take flash-attn's argument names, order and shapes, so switching an import
+line is enough. Each call goes through torch.library custom ops, registered once per extension
+under the namespace of its module name (`_flashbuild_<hash>`), so two loaded builds never share an
+op. The ops carry fake implementations (exact output shapes, dtypes and strides, for
+torch.compile(fullgraph=True) and FakeTensorMode) and autograd formulas that run our backward
+kernels. Every other attribute (variants(), build_key(), mha_bwd, ...) is the raw extension's;
+`.ext` is the raw module.
+
+What the wrapper adds to the raw functions:
+- Features our kernels lack (dropout, local window, softcap, ALiBi, paged or appended KV cache,
+  rotary, deterministic backward) raise UnsupportedFeatureError instead of being ignored.
+- The LSE output carries no gradient (as in flash-attn, whose backward ignores it): it is marked
+  non-differentiable, so a loss of the LSE alone says "does not require grad" instead of returning
+  a wrong zero gradient.
+- Outputs are contiguous, as the fake implementations declare them (the binding returns a
+  narrowed view for a head dim that runs on a bigger kernel, padded).
+- A raw function a build's binding lacks (an extension built before it existed) is a
+  VariantNotBuiltError naming the build and how to rebuild it, at call time.
+
+No `from __future__ import annotations` here: torch.library reads the ops' schemas from their
+annotations at runtime, and only typing.Optional/Tuple spell them on every torch since 2.4.
+"""
+
+import re
+import threading
+from types import ModuleType
+from typing import Any, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .errors import FlashbuildError, VariantNotBuiltError
+
+
+class UnsupportedFeatureError(FlashbuildError, NotImplementedError):
+    """A flash-attn argument asking for a feature this build's kernels do not implement."""
+
+    exit_code = 2
+
+
+def _unsupported(feature: str, asked: str, fix: str) -> UnsupportedFeatureError:
+    return UnsupportedFeatureError(
+        f"flashbuild: {feature} is not supported by this build's kernels (asked: {asked}); {fix}")
+
+
+# ---------------------------------------------------------------- the custom ops of one extension
+
+def namespace_of(ext: Any) -> str:
+    """The torch.library namespace of an extension: its module name, e.g. `_flashbuild_3f2a...`."""
+    name = getattr(ext, "__name__", None)
+    if not name:
+        raise TypeError(f"flashbuild: {ext!r} has no __name__, so its ops would have no namespace; pass namespace=")
+    return re.sub(r"\W", "_", name.rsplit(".", 1)[-1])
+
+
+def _raw(ext: Any, name: str, what: str):
+    """The raw extension function `name`, or a VariantNotBuiltError saying which build lacks it."""
+    fn = getattr(ext, name, None)
+    if fn is None:
+        key = ext.build_key() if hasattr(ext, "build_key") else getattr(ext, "__name__", "?")
+        raise VariantNotBuiltError(
+            f"flashbuild: build {key} has no {what}: its binding has no {name}() (it was built before "
+            f"flashbuild had it); remove it with `flashbuild clean {key}` and build the selection again")
+    return fn
+
+
+class _Ops:
+    """The five custom ops of one extension (OpOverloads: what torch.compile records in a graph)."""
+
+    def __init__(self, namespace: str, ext: Any):
+        self.namespace = namespace
+        self.ext = ext
+        self._defs = _define(namespace, ext)  # the CustomOpDefs own the registrations: keep them alive
+        ops = getattr(torch.ops, namespace)
+        self.fwd = ops.fwd.default
+        self.bwd = ops.bwd.default
+        self.varlen_fwd = ops.varlen_fwd.default
+        self.varlen_bwd = ops.varlen_bwd.default
+        self.fwd_kvcache = ops.fwd_kvcache.default
+
+
+def _define(ns: str, ext: Any) -> list:
+    """Registers {ns}::fwd, bwd, varlen_fwd, varlen_bwd, fwd_kvcache: the real impl calls `ext`,
+    the fake impl declares the outputs, and autograd wires each forward to its backward."""
+    op = torch.library.custom_op
+
+    # ------------------------------------------------ dense: (batch, seqlen, nheads, head_dim)
+    @op(f"{ns}::fwd", mutates_args=())
+    def fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor]:
+        out, lse = _raw(ext, "flash_attn_func", "forward")(q, k, v, causal=causal, softmax_scale=softmax_scale,
+                                                            return_lse=True)
+        return out.contiguous(), lse.contiguous()
+
+    @fwd.register_fake
+    def _(q, k, v, causal, softmax_scale):
+        batch, seqlen_q, nheads, _ = q.shape
+        return (q.new_empty((batch, seqlen_q, nheads, v.shape[-1])),
+                q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32))
+
+    @op(f"{ns}::bwd", mutates_args=())
+    def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool,
+            softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor, Tensor]:
+        dq, dk, dv = _raw(ext, "mha_bwd", "backward")(dout, q, k, v, out, lse, causal=causal,
+                                                      softmax_scale=softmax_scale)
+        return dq.contiguous(), dk.contiguous(), dv.contiguous()
+
+    @bwd.register_fake
+    def _(dout, q, k, v, out, lse, causal, softmax_scale):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def fwd_setup(ctx, inputs, output):
+        q, k, v, ctx.causal, ctx.softmax_scale = inputs
+        out, lse = output
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.mark_non_differentiable(lse)
+
+    def fwd_backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.softmax_scale)
+        return dq, dk, dv, None, None
+
+    fwd.register_autograd(fwd_backward, setup_context=fwd_setup)
+
+    # ------------------------------------------------ varlen: packed (total_tokens, nheads, head_dim)
+    @op(f"{ns}::varlen_fwd", mutates_args=())
+    def varlen_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
+                   max_seqlen_k: int, causal: bool, softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor]:
+        out, lse = _raw(ext, "mha_varlen_fwd", "variable-length forward")(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
+            softmax_scale=softmax_scale)
+        return out.contiguous(), lse.contiguous()
+
+    @varlen_fwd.register_fake
+    def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale):
+        total_q, nheads, _ = q.shape
+        return (q.new_empty((total_q, nheads, v.shape[-1])),
+                q.new_empty((nheads, total_q), dtype=torch.float32))
+
+    @op(f"{ns}::varlen_bwd", mutates_args=())
+    def varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Tensor,
+                   cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool,
+                   softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor, Tensor]:
+        dq, dk, dv = _raw(ext, "mha_varlen_bwd", "variable-length backward")(
+            dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
+            softmax_scale=softmax_scale)
+        return dq.contiguous(), dk.contiguous(), dv.contiguous()
+
+    @varlen_bwd.register_fake
+    def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def varlen_setup(ctx, inputs, output):
+        q, k, v, cu_q, cu_k, ctx.max_seqlen_q, ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale = inputs
+        out, lse = output
+        ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+        ctx.mark_non_differentiable(lse)
+
+    def varlen_backward(ctx, dout, _dlse):
+        q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+        dq, dk, dv = varlen_bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, ctx.max_seqlen_q,
+                                ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale)
+        return dq, dk, dv, None, None, None, None, None, None
+
+    varlen_fwd.register_autograd(varlen_backward, setup_context=varlen_setup)
+
+    # ------------------------------------------------ decode: q against a KV cache (forward only)
+    @op(f"{ns}::fwd_kvcache", mutates_args=())
+    def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor], causal: bool,
+                    softmax_scale: Optional[float], num_splits: int) -> Tuple[Tensor, Tensor]:
+        out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
+            q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits)
+        return out.contiguous(), lse.contiguous()
+
+    @fwd_kvcache.register_fake
+    def _(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits):
+        batch, seqlen_q, nheads, _ = q.shape
+        return (q.new_empty((batch, seqlen_q, nheads, v_cache.shape[-1])),
+                q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32))
+
+    def kvcache_setup(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+
+    def kvcache_backward(ctx, dout, _dlse):
+        raise _unsupported("backward through flash_attn_with_kvcache", "a gradient of its output",
+                           "it is a decode (inference) kernel: call it under torch.no_grad(), or use "
+                           "flash_attn_func for training")
+
+    fwd_kvcache.register_autograd(kvcache_backward, setup_context=kvcache_setup)
+
+    return [fwd, bwd, varlen_fwd, varlen_bwd, fwd_kvcache]
+
+
+_registry: dict[str, _Ops] = {}
+_registry_lock = threading.Lock()
+
+
+def _ops_for(namespace: str, ext: Any) -> _Ops:
+    """The ops of `namespace`, registered on first use. A namespace serves one extension for the
+    life of the process: torch.library cannot unregister an op."""
+    with _registry_lock:
+        ops = _registry.get(namespace)
+        if ops is None:
+            ops = _registry[namespace] = _Ops(namespace, ext)
+        elif ops.ext is not ext:
+            raise FlashbuildError(
+                f"flashbuild: the torch ops namespace {namespace!r} is already bound to another module "
+                f"({ops.ext!r}); a module name serves one extension per process (start a new process "
+                f"to load a rebuilt extension, or pass another namespace=)")
+        return ops
+
+
+# ---------------------------------------------------------------- the user-facing wrapper
+
+def _contiguous_last_dim(t: Tensor) -> Tensor:
+    """The binding needs a unit stride in the head dim (other strides are free)."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _int32_on(t: Tensor, device: torch.device) -> Tensor:
+    """An index tensor as the binding takes it: contiguous int32 on q's device (no copy if it is)."""
+    return t.to(device=device, dtype=torch.int32).contiguous()
+
+
+def _check_common(dropout_p: float, window_size, softcap: float, alibi_slopes) -> None:
+    if dropout_p != 0.0:
+        raise _unsupported("dropout", f"dropout_p={dropout_p}", "pass dropout_p=0.0")
+    if tuple(window_size) != (-1, -1):
+        raise _unsupported("local (sliding window) attention", f"window_size={tuple(window_size)}",
+                           "pass window_size=(-1, -1)")
+    if softcap != 0.0:
+        raise _unsupported("softcap", f"softcap={softcap}", "pass softcap=0.0")
+    if alibi_slopes is not None:
+        raise _unsupported("ALiBi", f"alibi_slopes={_describe(alibi_slopes)}", "pass alibi_slopes=None")
+
+
+def _check_deterministic(deterministic: bool) -> None:
+    if deterministic:
+        raise _unsupported("a deterministic backward", "deterministic=True",
+                           "dQ is accumulated with fp32 atomics; pass deterministic=False")
+
+
+class AttentionOps:
+    """A loaded flashbuild extension with flash-attn's functions. Make one with wrap(ext)."""
+
+    def __init__(self, ext: ModuleType, namespace: Optional[str] = None):
+        self.ext = ext
+        self.namespace = namespace or namespace_of(ext)
+        self.ops = _ops_for(self.namespace, ext)
+
+    def __getattr__(self, name: str):
+        # Only reached for names the wrapper lacks: variants(), build_key(), mha_bwd, ...
+        ext = self.__dict__.get("ext")
+        if ext is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(ext, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(dir(self.ext)))
+
+    def __repr__(self) -> str:
+        return f"<flashbuild AttentionOps over {getattr(self.ext, '__name__', self.ext)!r}>"
+
+    def flash_attn_func(self, q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                        softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
+                        return_lse=False):
+        """Attention over q (batch, seqlen_q, nheads, head_dim), k and v (batch, seqlen_k, nheads_k,
+        head_dim); nheads % nheads_k == 0; causal is aligned bottom-right. Returns out (like q), or
+        (out, lse) with return_lse=True, or (out, lse, None) with return_attn_probs=True (no
+        probabilities, as flash-attn without dropout); lse is (batch, nheads, seqlen_q) float32."""
+        _check_common(dropout_p, window_size, softcap, alibi_slopes)
+        _check_deterministic(deterministic)
+        q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
+        out, lse = self.ops.fwd(q, k, v, causal, softmax_scale)
+        if return_attn_probs:
+            return out, lse, None
+        return (out, lse) if return_lse else out
+
+    def flash_attn_varlen_func(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                               alibi_slopes=None, deterministic=False, return_attn_probs=False):
+        """Attention over packed sequences: q (total_q, nheads, head_dim), k and v (total_k,
+        nheads_k, head_dim); sequence i is rows cu_seqlens[i]:cu_seqlens[i + 1] (int32, batch + 1).
+        Returns out (like q), or (out, lse, None) with return_attn_probs=True; lse is
+        (nheads, total_q) float32."""
+        _check_common(dropout_p, window_size, softcap, alibi_slopes)
+        _check_deterministic(deterministic)
+        q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
+        out, lse = self.ops.varlen_fwd(q, k, v, _int32_on(cu_seqlens_q, q.device), _int32_on(cu_seqlens_k, q.device),
+                                       max_seqlen_q, max_seqlen_k, causal, softmax_scale)
+        return (out, lse, None) if return_attn_probs else out
+
+    def flash_attn_with_kvcache(self, q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                                cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                                softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                                rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                                return_softmax_lse=False):
+        """Decode attention of q (batch, seqlen_q, nheads, head_dim) against the first
+        cache_seqlens[b] rows of k_cache, v_cache (batch, seqlen_cache, nheads_k, head_dim);
+        cache_seqlens is an int, an int tensor (batch,), or None (the whole cache). The split-KV
+        kernel chooses its number of splits when num_splits=0. Returns out, or (out, lse) with
+        return_softmax_lse=True; lse is (batch, nheads, seqlen_q) float32. Forward only."""
+        if k is not None or v is not None:
+            raise _unsupported("appending new keys/values to the cache (k=, v=)",
+                               f"k={_describe(k)}, v={_describe(v)}",
+                               "write them into k_cache/v_cache yourself and pass k=None, v=None")
+        if rotary_cos is not None or rotary_sin is not None:
+            raise _unsupported("rotary embedding", f"rotary_cos={_describe(rotary_cos)}, "
+                               f"rotary_sin={_describe(rotary_sin)}", "apply rotary to q and k first")
+        if cache_batch_idx is not None:
+            raise _unsupported("cache_batch_idx", f"cache_batch_idx={_describe(cache_batch_idx)}",
+                               "index the cache yourself (k_cache[idx]) and pass cache_batch_idx=None")
+        if cache_leftpad is not None:
+            raise _unsupported("cache_leftpad", f"cache_leftpad={_describe(cache_leftpad)}",
+                               "pass cache_leftpad=None (cache rows start at 0)")
+        if block_table is not None:
+            raise _unsupported("a paged KV cache (block_table)", f"block_table={_describe(block_table)}",
+                               "pass a contiguous (batch, seqlen_cache, nheads_k, head_dim) cache")
+        _check_common(0.0, window_size, softcap, alibi_slopes)
+        q, k_cache, v_cache = (_contiguous_last_dim(t) for t in (q, k_cache, v_cache))
+        if isinstance(cache_seqlens, int):
+            cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
+        elif cache_seqlens is not None:
+            cache_seqlens = _int32_on(cache_seqlens, q.device)
+        out, lse = self.ops.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits)
+        return (out, lse) if return_softmax_lse else out
+
+
+def _describe(value) -> str:
+    if isinstance(value, Tensor):
+        return f"tensor of shape {tuple(value.shape)}"
+    return repr(value)
+
+
+_wrappers: dict[str, AttentionOps] = {}
+
+
+def wrap(ext: Any, namespace: Optional[str] = None) -> AttentionOps:
+    """The AttentionOps of an extension module (one per module: wrapping it again returns the same)."""
+    if isinstance(ext, AttentionOps):
+        return ext
+    namespace = namespace or namespace_of(ext)
+    with _registry_lock:
+        wrapper = _wrappers.get(namespace)
+    if wrapper is not None and wrapper.ext is ext:
+        return wrapper
+    wrapper = AttentionOps(ext, namespace)  # raises if the namespace serves another module
+    with _registry_lock:
+        return _wrappers.setdefault(namespace, wrapper)

@@ -1,0 +1,499 @@
+"""flashbuild.api on CPU: the drop-in layer over a fake extension that has the binding's raw API and
+computes with the reference math (forward from flashbuild.reference, backward in closed form from
+the saved out and lse, as the kernels do). Checks outputs and autograd against the reference, the
+fake (meta) implementations, torch.compile(fullgraph=True), the unsupported-feature errors, and
+that two loaded builds keep apart."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import time
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashbuild  # noqa: E402
+from flashbuild import api, builder  # noqa: E402
+from flashbuild.errors import VariantNotBuiltError  # noqa: E402
+from flashbuild.reference import attention_ref  # noqa: E402
+
+_names = itertools.count()
+
+
+def _mask_hidden(seqlen_q: int, seqlen_k: int) -> torch.Tensor:
+    """True where a query may not see a key (bottom-right causal)."""
+    rows = torch.arange(seqlen_q).view(-1, 1)
+    cols = torch.arange(seqlen_k).view(1, -1)
+    return cols > rows + (seqlen_k - seqlen_q)
+
+
+def reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale):
+    """dq, dk, dv from the saved out and lse (the kernels' recipe): P = exp(S - lse),
+    dS = P * (dO V^T - rowsum(dO * O)), summed over each K/V head's query group."""
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    group = nheads // nheads_k
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(head_dim)
+    qf, dof, of = q.double(), dout.double(), out.double()
+    kf = k.double().repeat_interleave(group, dim=2)
+    vf = v.double().repeat_interleave(group, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", qf, kf) * scale
+    probs = torch.exp(scores - lse.double().unsqueeze(-1))  # lse = +inf on empty rows: P = 0
+    if causal:
+        probs = probs.masked_fill(_mask_hidden(seqlen_q, seqlen_k), 0.0)
+    dv = torch.einsum("bhqk,bqhd->bkhd", probs, dof)
+    dp = torch.einsum("bqhd,bkhd->bhqk", dof, vf)
+    rowsum = (dof * of).sum(-1).transpose(1, 2).unsqueeze(-1)  # (b, h, sq, 1)
+    ds = probs * (dp - rowsum)
+    dq = torch.einsum("bhqk,bkhd->bqhd", ds, kf) * scale
+    dk = torch.einsum("bhqk,bqhd->bkhd", ds, qf) * scale
+    dk = dk.view(batch, seqlen_k, nheads_k, group, head_dim).sum(3)
+    dv = dv.view(batch, seqlen_k, nheads_k, group, head_dim).sum(3)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+class FakeExtension(types.ModuleType):
+    """The raw API of a built extension (kernels/binding/flash_api.cpp), in pure torch on CPU.
+    `directions` says what the "build" holds; a call outside it raises VariantNotBuiltError as the
+    binding does. `pad_to` returns outputs as the binding does for a padded head dim: a narrowed,
+    non-contiguous view. Every call is logged in `calls`."""
+
+    def __init__(self, name: str | None = None, directions=("fwd", "bwd", "splitkv"), pad_to: int | None = None,
+                 varlen: bool = True):
+        super().__init__(name or f"_flashbuild_test{next(_names)}")
+        self.directions, self.pad_to, self.calls = directions, pad_to, []
+        for name in ("variants", "build_key", "flash_attn_func", "mha_bwd", "mha_fwd_kvcache"):
+            setattr(self, name, getattr(self, name))  # in the module's namespace, as a binding's functions are
+        if varlen:
+            self.mha_varlen_fwd, self.mha_varlen_bwd = self._varlen_fwd, self._varlen_bwd
+
+    def _need(self, direction):
+        if direction not in self.directions:
+            raise VariantNotBuiltError(f"flashbuild: this build has no kernel {direction}_hdim64_fp16_sm90 "
+                                       f"(asked: {direction}). Build one that holds it with: flashbuild --direction "
+                                       f"{direction}")
+
+    def _check(self, *tensors):
+        for t in tensors:
+            assert t.stride(-1) == 1, "the binding needs a unit stride in the head dim"
+
+    def _padded(self, t):
+        if self.pad_to is None:
+            return t
+        padded = torch.nn.functional.pad(t, (0, self.pad_to - t.shape[-1]))
+        return padded.narrow(-1, 0, t.shape[-1])
+
+    def variants(self):
+        return [f"{d}_hdim64_fp16{c}_sm90" for d in self.directions for c in ("", "_causal")]
+
+    def build_key(self):
+        return f"sm90-fp16-h64-{self.__name__}"
+
+    def flash_attn_func(self, q, k, v, causal=False, softmax_scale=None, return_lse=False):
+        self.calls.append("flash_attn_func")
+        self._need("fwd")
+        self._check(q, k, v)
+        out, lse = attention_ref(q, k, v, causal, softmax_scale)
+        out = self._padded(out.to(q.dtype))
+        return (out, lse) if return_lse else out
+
+    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None):
+        self.calls.append("mha_bwd")
+        self._need("bwd")
+        self._check(q, k, v)
+        return [self._padded(g) for g in reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale)]
+
+    def _varlen_fwd(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+                    softmax_scale=None):
+        self.calls.append("mha_varlen_fwd")
+        self._need("fwd")
+        assert cu_seqlens_q.dtype == torch.int32 and cu_seqlens_k.dtype == torch.int32
+        outs, lses = [], []
+        for (q0, q1), (k0, k1) in zip(_spans(cu_seqlens_q), _spans(cu_seqlens_k)):
+            assert q1 - q0 <= max_seqlen_q and k1 - k0 <= max_seqlen_k
+            out, lse = attention_ref(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, softmax_scale)
+            outs.append(out[0].to(q.dtype))
+            lses.append(lse[0])
+        return [torch.cat(outs), torch.cat(lses, dim=1)]
+
+    def _varlen_bwd(self, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    causal=False, softmax_scale=None):
+        self.calls.append("mha_varlen_bwd")
+        self._need("bwd")
+        grads = [[], [], []]
+        for (q0, q1), (k0, k1) in zip(_spans(cu_seqlens_q), _spans(cu_seqlens_k)):
+            one = reference_bwd(dout[None, q0:q1], q[None, q0:q1], k[None, k0:k1], v[None, k0:k1],
+                                out[None, q0:q1], lse[None, :, q0:q1], causal, softmax_scale)
+            for acc, g in zip(grads, one):
+                acc.append(g[0])
+        return [torch.cat(g) for g in grads]
+
+    def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
+                        num_splits=0):
+        self.calls.append("mha_fwd_kvcache")
+        self._need("splitkv")
+        assert cache_seqlens is None or cache_seqlens.dtype == torch.int32
+        outs, lses = [], []
+        for b in range(q.shape[0]):
+            n = k_cache.shape[1] if cache_seqlens is None else int(cache_seqlens[b])
+            out, lse = attention_ref(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], causal, softmax_scale)
+            outs.append(out.to(q.dtype))
+            lses.append(lse)
+        return [torch.cat(outs), torch.cat(lses)]
+
+
+def _spans(cu_seqlens):
+    bounds = cu_seqlens.tolist()
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+@pytest.fixture(scope="module")
+def fake_ext():
+    return FakeExtension("_flashbuild_test_shared")
+
+
+@pytest.fixture(scope="module")
+def m(fake_ext):
+    return api.wrap(fake_ext)
+
+
+def qkv(batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim, *, grad=False, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    tensors = (torch.randn(batch, seqlen_q, nheads, head_dim, generator=gen, dtype=dtype),
+               torch.randn(batch, seqlen_k, nheads_k, head_dim, generator=gen, dtype=dtype),
+               torch.randn(batch, seqlen_k, nheads_k, head_dim, generator=gen, dtype=dtype))
+    return tuple(t.requires_grad_(grad) for t in tensors)
+
+
+def ref_grads(q, k, v, dout, causal, softmax_scale=None):
+    """Gradients of the fp64 reference by torch autograd (independent of reference_bwd)."""
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    out, _ = attention_ref(*leaves, causal, softmax_scale)
+    out.backward(dout.double())
+    return [t.grad for t in leaves]
+
+
+SHAPES = [  # batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim
+    (2, 17, 17, 4, 4, 32),
+    (2, 13, 29, 8, 2, 16),   # GQA 4:1, seqlen_k > seqlen_q
+    (1, 29, 13, 4, 1, 16),   # MQA, seqlen_q > seqlen_k: causal rows that see no key
+]
+
+
+# ---------------------------------------------------------------- outputs and gradients
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_and_gradients_match_the_reference(m, shape, causal):
+    q, k, v = qkv(*shape, grad=True, seed=sum(shape) + causal)
+    out, lse = m.flash_attn_func(q, k, v, causal=causal, return_lse=True)
+    ref, ref_lse = attention_ref(q.detach(), k.detach(), v.detach(), causal)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(lse, ref_lse)
+    assert out.requires_grad and not lse.requires_grad  # lse carries no gradient, as in flash-attn
+
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    for name, got, want in zip("qkv", (q.grad, k.grad, v.grad), ref_grads(q, k, v, dout, causal)):
+        assert got.shape == want.shape, name
+        torch.testing.assert_close(got, want.float(), atol=1e-4, rtol=1e-4, msg=f"d{name}")
+
+
+def test_softmax_scale_reaches_forward_and_backward(m):
+    q, k, v = qkv(1, 9, 11, 2, 2, 8, grad=True, seed=3)
+    out = m.flash_attn_func(q, k, v, softmax_scale=0.3, causal=True)
+    torch.testing.assert_close(out, attention_ref(q.detach(), k.detach(), v.detach(), True, 0.3)[0])
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    torch.testing.assert_close(q.grad, ref_grads(q, k, v, dout, True, 0.3)[0].float(), atol=1e-4, rtol=1e-4)
+
+
+def test_return_values_follow_flash_attn(m):
+    q, k, v = qkv(1, 5, 5, 2, 2, 8)
+    out = m.flash_attn_func(q, k, v)
+    assert isinstance(out, torch.Tensor) and out.shape == q.shape
+    out3 = m.flash_attn_func(q, k, v, return_attn_probs=True)
+    assert len(out3) == 3 and out3[2] is None and out3[1].shape == (1, 2, 5)
+    out2 = m.flash_attn_func(q, k, v, 0.0, None, True, return_lse=True)  # flash-attn's positional order
+    torch.testing.assert_close(out2[0], attention_ref(q, k, v, True)[0])
+
+
+def test_the_raw_call_style_of_test_and_bench_keeps_working(m, fake_ext):
+    q, k, v = qkv(2, 7, 9, 4, 2, 8)
+    out, lse = m.flash_attn_func(q, k, v, causal=True, return_lse=True)
+    dout = torch.randn_like(out)
+    dq, dk, dv = m.mha_bwd(dout, q, k, v, out, lse, causal=True)  # passthrough to the raw extension
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    assert m.ext is fake_ext and m.variants() == fake_ext.variants() and m.build_key() == fake_ext.build_key()
+    assert "mha_bwd" in dir(m)
+
+
+def test_inputs_get_a_unit_stride_in_the_head_dim(m):
+    q, k, v = (t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in qkv(1, 6, 6, 2, 2, 8))
+    assert q.stride(-1) != 1
+    torch.testing.assert_close(m.flash_attn_func(q, k, v), attention_ref(q, k, v)[0])
+
+
+def test_outputs_are_contiguous_as_the_fake_impls_declare():
+    m = api.wrap(FakeExtension(pad_to=32))  # the binding returns a narrowed view for a padded head dim
+    q, k, v = qkv(1, 6, 6, 2, 2, 24, grad=True)
+    out = m.flash_attn_func(q, k, v)
+    assert out.is_contiguous()
+    out.sum().backward()
+    assert q.grad.is_contiguous() and k.grad.is_contiguous()
+
+
+def test_lse_alone_has_no_gradient(m):
+    q, k, v = qkv(1, 6, 6, 2, 2, 8, grad=True)
+    _, lse = m.flash_attn_func(q, k, v, return_lse=True)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        lse.sum().backward()
+
+
+# ---------------------------------------------------------------- varlen and KV cache
+
+def _packed(seqlens, nheads, head_dim, *, grad=False, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.randn(sum(seqlens), nheads, head_dim, generator=gen).requires_grad_(grad)
+    cu = torch.tensor([0, *itertools.accumulate(seqlens)], dtype=torch.int32)
+    return t, cu
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_matches_per_sequence_calls_forward_and_backward(m, causal):
+    seqlens_q, seqlens_k = [5, 1, 12], [7, 3, 9]
+    q, cu_q = _packed(seqlens_q, 4, 8, grad=True, seed=1)
+    k, cu_k = _packed(seqlens_k, 2, 8, grad=True, seed=2)
+    v, _ = _packed(seqlens_k, 2, 8, grad=True, seed=3)
+    out, lse, probs = m.flash_attn_varlen_func(q, k, v, cu_q.long(), cu_k, max(seqlens_q), max(seqlens_k),
+                                               causal=causal, return_attn_probs=True)
+    assert probs is None and out.shape == q.shape and lse.shape == (4, q.shape[0]) and lse.dtype == torch.float32
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    for (q0, q1), (k0, k1) in zip(_spans(cu_q), _spans(cu_k)):
+        one_q, one_k, one_v = (t.detach()[None, a:b] for t, (a, b) in ((q, (q0, q1)), (k, (k0, k1)), (v, (k0, k1))))
+        ref, ref_lse = attention_ref(one_q, one_k, one_v, causal)
+        torch.testing.assert_close(out[q0:q1], ref[0])
+        torch.testing.assert_close(lse[:, q0:q1], ref_lse[0])
+        dq, dk, dv = ref_grads(one_q, one_k, one_v, dout[None, q0:q1], causal)
+        torch.testing.assert_close(q.grad[q0:q1], dq[0].float(), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(k.grad[k0:k1], dk[0].float(), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(v.grad[k0:k1], dv[0].float(), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cache_seqlens", [None, 9, "tensor"])
+def test_kvcache_matches_attention_over_the_cache_prefix(m, cache_seqlens):
+    q, _, _ = qkv(3, 2, 1, 4, 2, 8, seed=4)
+    k_cache, v_cache = (torch.randn(3, 16, 2, 8) for _ in range(2))
+    lens = {None: [16, 16, 16], 9: [9, 9, 9], "tensor": [16, 1, 7]}[cache_seqlens]
+    arg = torch.tensor(lens) if cache_seqlens == "tensor" else cache_seqlens  # int64: converted to int32
+    out, lse = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=arg, causal=True, return_softmax_lse=True)
+    assert out.shape == q.shape and lse.shape == (3, 4, 2)
+    for b, n in enumerate(lens):
+        ref, ref_lse = attention_ref(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], True)
+        torch.testing.assert_close(out[b:b + 1], ref)
+        torch.testing.assert_close(lse[b:b + 1], ref_lse)
+    assert isinstance(m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=arg), torch.Tensor)
+
+
+def test_kvcache_is_forward_only_with_a_clear_error(m):
+    q, _, _ = qkv(1, 1, 1, 2, 2, 8, grad=True)
+    k_cache, v_cache = (torch.randn(1, 8, 2, 8) for _ in range(2))
+    out = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=5)
+    with pytest.raises(api.UnsupportedFeatureError, match="backward through flash_attn_with_kvcache"):
+        out.sum().backward()
+
+
+# ---------------------------------------------------------------- builds that lack a direction or a function
+
+def test_a_build_without_bwd_raises_variant_not_built_on_backward():
+    m = api.wrap(FakeExtension(directions=("fwd",)))
+    q, k, v = qkv(1, 6, 6, 2, 2, 8, grad=True)
+    out = m.flash_attn_func(q, k, v)  # the forward works
+    with pytest.raises(VariantNotBuiltError, match="bwd_hdim64.*flashbuild --direction bwd"):
+        out.sum().backward()
+
+
+def test_a_binding_without_varlen_names_the_build_and_the_fix():
+    ext = FakeExtension(varlen=False)
+    m = api.wrap(ext)
+    q, cu = _packed([3, 4], 2, 8)
+    with pytest.raises(VariantNotBuiltError) as info:
+        m.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4)
+    message = str(info.value)
+    assert "mha_varlen_fwd" in message and f"flashbuild clean {ext.build_key()}" in message
+
+
+# ---------------------------------------------------------------- unsupported features
+
+UNSUPPORTED_DENSE = [
+    (dict(dropout_p=0.1), "dropout", "dropout_p=0.1"),
+    (dict(window_size=(128, 0)), "local (sliding window) attention", "window_size=(128, 0)"),
+    (dict(softcap=30.0), "softcap", "softcap=30.0"),
+    (dict(alibi_slopes=torch.ones(4)), "ALiBi", "alibi_slopes=tensor of shape (4,)"),
+    (dict(deterministic=True), "a deterministic backward", "deterministic=True"),
+]
+
+
+@pytest.mark.parametrize("kwargs, feature, asked", UNSUPPORTED_DENSE, ids=[f for _, f, _ in UNSUPPORTED_DENSE])
+def test_unsupported_features_raise_a_clear_error(m, fake_ext, kwargs, feature, asked):
+    q, k, v = qkv(1, 4, 4, 4, 4, 8)
+    q_packed, cu = _packed([4], 4, 8)
+    before = len(fake_ext.calls)
+    for call in (lambda: m.flash_attn_func(q, k, v, **kwargs),
+                 lambda: m.flash_attn_varlen_func(q_packed, q_packed, q_packed, cu, cu, 4, 4, **kwargs)):
+        with pytest.raises(api.UnsupportedFeatureError) as info:
+            call()
+        assert str(info.value).startswith(f"flashbuild: {feature} is not supported by this build's kernels "
+                                          f"(asked: {asked})")
+        assert isinstance(info.value, NotImplementedError)
+    assert len(fake_ext.calls) == before  # refused before any kernel ran
+
+
+UNSUPPORTED_KVCACHE = [
+    (dict(k=torch.zeros(1, 1, 2, 8), v=torch.zeros(1, 1, 2, 8)), "appending new keys/values"),
+    (dict(rotary_cos=torch.zeros(16, 4), rotary_sin=torch.zeros(16, 4)), "rotary embedding"),
+    (dict(cache_batch_idx=torch.zeros(1, dtype=torch.int32)), "cache_batch_idx"),
+    (dict(cache_leftpad=torch.zeros(1, dtype=torch.int32)), "cache_leftpad"),
+    (dict(block_table=torch.zeros(1, 4, dtype=torch.int32)), "a paged KV cache"),
+    (dict(window_size=(-1, 0)), "local (sliding window) attention"),
+    (dict(softcap=5.0), "softcap"),
+    (dict(alibi_slopes=torch.ones(2)), "ALiBi"),
+]
+
+
+@pytest.mark.parametrize("kwargs, feature", UNSUPPORTED_KVCACHE, ids=[f for _, f in UNSUPPORTED_KVCACHE])
+def test_unsupported_kvcache_features_raise_a_clear_error(m, kwargs, feature):
+    q = torch.randn(1, 1, 2, 8)
+    cache = torch.randn(1, 16, 2, 8)
+    pattern = rf"^flashbuild: {re.escape(feature)}.* is not supported by this build's kernels \(asked: "
+    with pytest.raises(api.UnsupportedFeatureError, match=pattern):
+        m.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=4, **kwargs)
+
+
+# ---------------------------------------------------------------- fake implementations
+
+def test_fake_impls_give_exact_shapes_and_dtypes(m):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 5, 8, 24, dtype=torch.float16)
+        k = torch.empty(2, 7, 2, 24, dtype=torch.float16)
+        out, lse = m.ops.fwd(q, k, k, True, None)
+        assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((2, 5, 8, 24), torch.float16, (2, 8, 5), torch.float32)
+        assert out.is_contiguous()
+        dq, dk, dv = m.ops.bwd(out, q, k, k, out, lse, True, None)
+        assert (dq.shape, dk.shape, dv.shape, dk.dtype) == ((2, 5, 8, 24), (2, 7, 2, 24), (2, 7, 2, 24), torch.float16)
+
+        qp, kp = torch.empty(11, 8, 24, dtype=torch.bfloat16), torch.empty(13, 2, 24, dtype=torch.bfloat16)
+        cu = torch.empty(3, dtype=torch.int32)
+        out, lse = m.ops.varlen_fwd(qp, kp, kp, cu, cu, 6, 7, False, 0.5)
+        assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((11, 8, 24), torch.bfloat16, (8, 11), torch.float32)
+        grads = m.ops.varlen_bwd(out, qp, kp, kp, out, lse, cu, cu, 6, 7, False, 0.5)
+        assert [g.shape for g in grads] == [(11, 8, 24), (13, 2, 24), (13, 2, 24)]
+
+        cache = torch.empty(2, 64, 2, 24, dtype=torch.float16)
+        out, lse = m.ops.fwd_kvcache(q[:, :1], cache, cache, torch.empty(2, dtype=torch.int32), True, None, 0)
+        assert (out.shape, lse.shape, lse.dtype) == ((2, 1, 8, 24), (2, 8, 1), torch.float32)
+
+
+def test_meta_tensors_run_the_fake_impls(m, fake_ext):
+    before = len(fake_ext.calls)
+    q = torch.empty(1, 3, 4, 8, device="meta", dtype=torch.float16)
+    out, lse = m.flash_attn_func(q, q, q, return_lse=True)
+    assert out.device.type == "meta" and out.shape == q.shape and lse.shape == (1, 4, 3)
+    assert len(fake_ext.calls) == before
+
+
+@pytest.mark.parametrize("op", ["fwd", "varlen_fwd"])
+def test_opcheck_passes(m, op):
+    """torch.library.opcheck: schema, fake impl vs real outputs, autograd registration, AOT dispatch."""
+    if op == "fwd":
+        q, k, v = qkv(1, 5, 7, 4, 2, 8, grad=True)
+        args = (q, k, v, True, None)
+    else:
+        q, cu_q = _packed([2, 3], 4, 8, grad=True)
+        k, cu_k = _packed([4, 3], 2, 8, grad=True)
+        args = (q, k, k.detach().clone().requires_grad_(), cu_q, cu_k, 3, 4, True, 0.5)
+    torch.library.opcheck(getattr(m.ops, op), args)
+
+
+# ---------------------------------------------------------------- torch.compile
+
+class TinyAttention(torch.nn.Module):
+    def __init__(self, m, dim=32, nheads=4, nheads_k=2):
+        super().__init__()
+        self.m, self.nheads, self.nheads_k, self.head_dim = m, nheads, nheads_k, dim // nheads
+        self.wq = torch.nn.Linear(dim, dim)
+        self.wkv = torch.nn.Linear(dim, 2 * nheads_k * self.head_dim)
+        self.wo = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.wq(x).view(b, s, self.nheads, self.head_dim)
+        k, v = self.wkv(x).view(b, s, 2, self.nheads_k, self.head_dim).unbind(2)
+        out = self.m.flash_attn_func(q, k, v, causal=True)
+        return self.wo(out.reshape(b, s, -1))
+
+
+def test_torch_compile_fullgraph_traces_forward_and_backward(m, fake_ext):
+    torch.manual_seed(0)
+    model = TinyAttention(m)
+    x = torch.randn(2, 9, 32)
+    eager_out = model(x)
+    eager_out.sum().backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+
+    torch._dynamo.reset()
+    started = time.monotonic()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    before = len(fake_ext.calls)
+    out = compiled(x)
+    out.sum().backward()
+    print(f"\ntorch.compile(fullgraph=True, aot_eager) forward+backward: {time.monotonic() - started:.1f}s")
+    assert fake_ext.calls[before:] == ["flash_attn_func", "mha_bwd"]  # our ops ran, as opaque ops
+    torch.testing.assert_close(out, eager_out)
+    for p, want in zip(model.parameters(), eager_grads):
+        torch.testing.assert_close(p.grad, want)
+
+    graphs = []
+    torch._dynamo.reset()
+    torch.compile(model, fullgraph=True, backend=lambda gm, _: graphs.append(gm) or gm)(x)
+    assert len(graphs) == 1
+    targets = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
+    assert f"{m.namespace}.fwd.default" in targets
+
+
+# ---------------------------------------------------------------- two builds in one process, and load()
+
+def test_two_builds_register_apart_and_call_their_own_extension():
+    a, b = FakeExtension(), FakeExtension(directions=("fwd",))
+    ma, mb = api.wrap(a), api.wrap(b)
+    assert ma.namespace == a.__name__ != mb.namespace == b.__name__
+    assert ma.ops.fwd is not mb.ops.fwd
+    q, k, v = qkv(1, 4, 4, 2, 2, 8, grad=True)
+    ma.flash_attn_func(q, k, v).sum().backward()
+    mb.flash_attn_func(q, k, v)
+    assert a.calls == ["flash_attn_func", "mha_bwd"] and b.calls == ["flash_attn_func"]
+    assert api.wrap(a) is ma and api.wrap(ma) is ma
+
+
+def test_a_namespace_serves_one_extension():
+    first = FakeExtension()
+    api.wrap(first)
+    with pytest.raises(flashbuild.FlashbuildError, match="already bound to another module"):
+        api.wrap(FakeExtension(first.__name__))
+
+
+def test_load_returns_the_wrapper_once_per_extension(monkeypatch):
+    ext = FakeExtension()
+    monkeypatch.setattr(builder, "parse_request", lambda **kwargs: (kwargs, None))
+    monkeypatch.setattr(builder, "load", lambda selection, options: ext)
+    first = flashbuild.load(hdim=64, dtype="fp16", arch="sm90")
+    assert isinstance(first, api.AttentionOps) and first.ext is ext
+    assert flashbuild.load(hdim=64, dtype="fp16", arch="sm90") is first
