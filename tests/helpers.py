@@ -54,6 +54,25 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
 """
 
 
+# A stand-in for kernels/ampere/splitkv_launch.h: the run_splitkv contract.
+FAKE_SPLITKV_LAUNCH_H = """\
+#pragma once
+#include "flash/params.h"
+
+namespace flashbuild {
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+__global__ void fake_splitkv_kernel(FwdParams params) {
+  if (threadIdx.x == 0) params.lse[0] = float(params.num_splits + kArch + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType));
+}
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+void run_splitkv(const FwdParams& params, cudaStream_t stream) {
+  fake_splitkv_kernel<kArch, kHeadDim, kDType, kIsCausal><<<1, 32, 0, stream>>>(params);
+}
+}  // namespace flashbuild
+"""
+
+
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H) -> Path:
     """A FLASHBUILD_ROOT: the real templates, configs and kernels/flash, and the given launch headers."""
     root = base / "root"
@@ -62,6 +81,7 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     (root / "kernels" / "ampere").mkdir(parents=True)
     (root / "kernels" / "ampere" / "fwd_launch.h").write_text(launch_header)
     (root / "kernels" / "ampere" / "bwd_launch.h").write_text(bwd_launch_header)
+    (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)
     (root / "kernels" / FAKE_BWD_DETAIL).write_text(
         "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")
     return root

@@ -36,7 +36,7 @@ def test_key_is_readable_and_ends_in_a_short_hash():
                         key(CompileFlags(lineinfo=True), hdim="64,128", dtype="fp16,bf16", arch="sm80,sm90",
                             direction="fwd", causal="on"))
     default = key(hdim=64, dtype="fp16", arch="sm90", causal="both")  # every implemented direction
-    assert re.fullmatch(r"sm90-fp16-h64-fwd\+bwd-c01-[0-9a-f]{8}", default), default
+    assert re.fullmatch(r"sm90-fp16-h64-fwd\+bwd\+splitkv-c01-[0-9a-f]{8}", default), default
 
 
 def test_key_ignores_the_order_values_are_given_in():
@@ -125,14 +125,14 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
                      "--build-dir", str(tmp_path / "bd"))
     assert result.exit_code == 0, result.output
     out = result.stdout
-    for direction in ("fwd", "bwd"):  # the default: every implemented direction
+    for direction in ("fwd", "bwd", "splitkv"):  # the default: every implemented direction
         assert f"{direction}_hdim64_fp16_sm90" in out and f"{direction}_hdim64_fp16_causal_sm90" in out
         assert f"from templates/{direction}_instantiate.cu.j2" in out
         assert f"obj/{direction}_hdim64_fp16_sm90.o" in out
     assert "ampere; no Hopper family yet" in out
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 4 kernel TUs:" in out
-    assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd-c01-[0-9a-f]{8}", out)
+    assert "compile 6 kernel TUs:" in out
+    assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-[0-9a-f]{8}", out)
     assert "jobs" in out
     assert not (tmp_path / "bd").exists() and not cache.exists()
 
@@ -333,13 +333,14 @@ def test_successful_build_prints_where_what_and_how_to_load(monkeypatch, cache):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == f"extension  {cache / 'k' / '_flashbuild_0123abcd.so'}"
-    assert lines[2] == ("holds      4 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_causal_sm90, "
-                        "bwd_hdim64_fp16_sm90, bwd_hdim64_fp16_causal_sm90")
+    assert lines[2] == ("holds      6 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_causal_sm90, "
+                        "bwd_hdim64_fp16_sm90, bwd_hdim64_fp16_causal_sm90, "
+                        "splitkv_hdim64_fp16_sm90, splitkv_hdim64_fp16_causal_sm90")
     snippet = re.search(r'^load it    python3 -c "(.*)"$', lines[3]).group(1)
     call = ast.parse(snippet).body[1].value  # m = flashbuild.load(...)
     assert ast.unparse(call.func) == "flashbuild.load"
     assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {
-        "hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": ["fwd", "bwd"], "causal": "both", "lineinfo": True}
+        "hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": ["fwd", "bwd", "splitkv"], "causal": "both", "lineinfo": True}
 
 
 # ---------------------------------------------------------------- list, clean, doctor
@@ -362,7 +363,7 @@ def test_list_shows_the_space_and_the_cache(cache):
     text = run_cli("list")
     assert text.exit_code == 0
     assert "32, 64, 96, 128, 192, 256" in text.stdout and "sm80 ampere" in text.stdout
-    assert "bwd        sm80 ampere" in text.stdout and "splitkv    no family yet" in text.stdout
+    assert "bwd        sm80 ampere" in text.stdout and "splitkv    sm80 ampere" in text.stdout
     assert "sm90-fp16-h64-fwd-c01-aaaaaaaa  1 variant  " in text.stdout and "not-a-build" not in text.stdout
     data = json.loads(run_cli("list", "--json").stdout)
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]

@@ -30,7 +30,7 @@ def switch_body(header: str, macro: str) -> str:
 def test_one_tu_per_variant_named_after_it(tmp_path):
     selection, files = render_selection(tmp_path, hdim="64,128", dtype="fp16", arch="sm90", causal="both")
     tus = sorted(name for name in files if name.endswith(".cu"))
-    assert tus == sorted(f"{d}_hdim{h}_fp16{c}_sm90.cu" for d in ("fwd", "bwd") for h in (64, 128)
+    assert tus == sorted(f"{d}_hdim{h}_fp16{c}_sm90.cu" for d in ("fwd", "bwd", "splitkv") for h in (64, 128)
                          for c in ("", "_causal"))
     assert sorted(os.listdir(tmp_path)) == sorted(tus + ["flashbuild_dispatch.h", "flashbuild_table.h"])
 

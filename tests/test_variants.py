@@ -33,9 +33,9 @@ def test_defaults_are_every_head_dim_both_dtypes_causal_both_and_the_native_arch
     assert s.hdims == HEAD_DIMS
     assert s.dtypes == ("fp16", "bf16")
     assert s.causal == (False, True)
-    assert s.directions == implemented_directions() == ("fwd", "bwd")
+    assert s.directions == implemented_directions() == ("fwd", "bwd", "splitkv")
     assert s.archs == ("sm90",)
-    assert len(s.variants) == 2 * 6 * 2 * 2
+    assert len(s.variants) == 3 * 6 * 2 * 2
 
 
 def test_native_becomes_each_gpus_arch():
@@ -53,8 +53,6 @@ def test_native_becomes_each_gpus_arch():
     (["--dtype", "fp8"], ["--dtype fp8", "fp16, bf16"]),
     (["--dtype", ""], ["--dtype: empty list", "fp16, bf16"]),
     (["--arch", "sm75"], ["--arch sm75", "sm80, sm86, sm89, sm90, native"]),
-    (["--direction", "splitkv"], ["direction splitkv: no kernel family implements it yet (implemented: fwd, bwd)",
-                                  "--direction fwd,bwd"]),
     (["--direction", "sideways"], ["--direction sideways", "fwd, bwd, splitkv"]),
     (["--causal", "maybe"], ["--causal maybe", "on, off, both"]),
     (["--debug", "--lineinfo"], ["--debug and --lineinfo contradict"]),
@@ -117,7 +115,7 @@ def test_flags_override_the_preset_and_the_preset_overrides_defaults(tmp_path):
     overridden = select(config=str(preset), hdim="128", causal="off")
     assert overridden.hdims == (128,) and overridden.causal == (False,)
     assert overridden.dtypes == ("bf16",) and overridden.archs == ("sm80",)  # kept from the file
-    assert overridden.directions == ("fwd", "bwd")  # not in the file: the default (every implemented one)
+    assert overridden.directions == ("fwd", "bwd", "splitkv")  # not in the file: the default (every implemented one)
 
 
 def test_preset_errors_name_the_key_and_the_valid_keys(tmp_path):
@@ -148,3 +146,13 @@ def test_python_api_takes_ints_lists_and_bool_causal():
     assert [v.name for v in s.variants] == ["fwd_hdim64_fp16_causal_sm80"]
     both = select(hdim=64, dtype="fp16", arch="sm80", direction=["fwd", "bwd"], causal=True)
     assert [v.name for v in both.variants] == ["fwd_hdim64_fp16_causal_sm80", "bwd_hdim64_fp16_causal_sm80"]
+
+
+def test_a_direction_no_family_implements_names_the_implemented_ones(monkeypatch):
+    from flashbuild import variants
+    monkeypatch.setattr(variants, "FAMILY_TABLE",
+                        {key: fam for key, fam in variants.FAMILY_TABLE.items() if key[0] != "splitkv"})
+    result = run_cli("--direction", "splitkv", "--hdim", "64", "--arch", "sm90", "--dry-run")
+    assert result.exit_code == 2
+    assert "direction splitkv: no kernel family implements it yet (implemented: fwd, bwd)" in result.output
+    assert "--direction fwd,bwd" in result.output and "Traceback" not in result.output
