@@ -268,7 +268,8 @@ def test_compile_only_needs_no_torch(monkeypatch, cache, fake_root):
     result = builder.build(selection, options)
     assert result.extension is None and result.key.startswith("sm90-fp16-h64-fwd+bwd+splitkv-c01-")
     assert result.manifest["variants"] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90",
-                                           "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"]
+                                           "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90",
+                                           "splitkv_hdim64_fp16_sm90", "splitkv_hdim64_fp16_causal_sm90"]
     assert json.loads((result.build_dir / "manifest.json").read_text()) == result.manifest
 
 
