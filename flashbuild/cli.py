@@ -1,4 +1,5 @@
-"""The command line: `flashbuild [build] SELECTION`, `list`, `clean`, `doctor`.
+"""The command line: `flashbuild [build] SELECTION`, `test`, `bench`, `inspect`, `watch`, `list`,
+`clean`, `doctor`.
 
 User mistakes are one line on stderr and exit 2 (usage) or 1 (build failure), never a traceback.
 Data goes to stdout, progress and logs to stderr.
@@ -63,22 +64,58 @@ def cli():
     directions and causal variants; flashbuild renders, compiles and links only those."""
 
 
+def _apply(options):
+    def decorate(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return decorate
+
+
+# The selection every command takes, and the flags that pick which build of it (they change its key)
+# and how it is built: `test`, `bench`, `inspect` and `watch` find the same cached build as `build`.
+selection_options = _apply([
+    click.option("--hdim", help=SELECTION_HELP["hdim"]),
+    click.option("--dtype", help=SELECTION_HELP["dtype"]),
+    click.option("--arch", help=SELECTION_HELP["arch"]),
+    click.option("--direction", help=SELECTION_HELP["direction"]),
+    click.option("--causal", help=SELECTION_HELP["causal"]),
+    click.option("--config", help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
+])
+build_options = _apply([
+    click.option("--jobs", "-j", type=int, help="Parallel compiles. Default: min(cores, free memory / 4 GiB)."),
+    click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of the cache dir."),
+    click.option("--debug", is_flag=True, help="Device debug build: nvcc -G -lineinfo, asserts on."),
+    click.option("--lineinfo", is_flag=True, help="Optimized build with -lineinfo (for profilers)."),
+    click.option("--nvcc-flag", "nvcc_flags", multiple=True, help="Extra nvcc flag for every kernel TU (repeatable)."),
+    click.option("--launcher", help="Compiler launcher prefixed to compile commands, e.g. ccache or sccache."),
+    click.option("--verbose", "-v", is_flag=True, help="Show every command and all compiler output."),
+])
+SELECTION_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "config")
+
+
+def build_args(selection, options) -> list[str]:
+    """The CLI arguments that select this selection and build (for a child `flashbuild test`)."""
+    import shlex
+
+    flags = options.flags
+    args = shlex.split(selection.as_cli())
+    args += ["--debug"] * flags.debug + ["--lineinfo"] * flags.lineinfo
+    args += [f"--nvcc-flag={f}" for f in flags.nvcc_flags]
+    if options.build_dir:
+        args += ["--build-dir", str(options.build_dir)]
+    if options.jobs:
+        args += ["--jobs", str(options.jobs)]
+    if options.launcher:
+        args += ["--launcher", options.launcher]
+    return args
+
+
 @cli.command()
-@click.option("--hdim", help=SELECTION_HELP["hdim"])
-@click.option("--dtype", help=SELECTION_HELP["dtype"])
-@click.option("--arch", help=SELECTION_HELP["arch"])
-@click.option("--direction", help=SELECTION_HELP["direction"])
-@click.option("--causal", help=SELECTION_HELP["causal"])
-@click.option("--config", help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it.")
+@selection_options
 @click.option("--dry-run", is_flag=True, help="Print the plan (variants, families, files, TUs); build nothing.")
 @click.option("--compile-only", is_flag=True, help="Compile the kernel objects; no binding, no link (no torch CUDA needed).")
-@click.option("--jobs", "-j", type=int, help="Parallel compiles. Default: min(cores, free memory / 4 GiB).")
-@click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of the cache dir.")
-@click.option("--debug", is_flag=True, help="Device debug build: nvcc -G -lineinfo, asserts on.")
-@click.option("--lineinfo", is_flag=True, help="Optimized build with -lineinfo (for profilers).")
-@click.option("--nvcc-flag", "nvcc_flags", multiple=True, help="Extra nvcc flag for every kernel TU (repeatable).")
-@click.option("--launcher", help="Compiler launcher prefixed to compile commands, e.g. ccache or sccache.")
-@click.option("--verbose", "-v", is_flag=True, help="Show every command and all compiler output.")
+@build_options
 def build(dry_run, **kwargs):
     """Build a selection (the default command): render, compile, link, report."""
     from . import builder
@@ -105,6 +142,226 @@ def build(dry_run, **kwargs):
     click.echo(f"module     {result.module_name} (key {result.key})")
     click.echo(f"holds      {builder.plural(len(result.manifest['variants']), 'variant')}: {', '.join(result.manifest['variants'])}")
     click.echo(f'load it    python3 -c "import flashbuild; m = flashbuild.load({call})"')
+
+
+@cli.command(name="test")
+@selection_options
+@build_options
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs (fresh per variant and shape).")
+@click.option("--shapes", type=click.Choice(["quick", "full"]), default="full", show_default=True,
+              help="quick: 3 shapes (odd seqlen, GQA 8:1, MQA with seqlen_q > seqlen_k); full: all 8.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the rows as JSON to this file.")
+@click.option("--sanitize", is_flag=True, help="Run the checks under compute-sanitizer (memcheck); a report fails its check.")
+@click.option("--rebuild", is_flag=True, help="Remove the build's outputs and build it again before testing.")
+def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
+    """Check the variants a build holds against the fp32 reference (builds the slice if needed).
+
+    A check passes when the kernel's max abs error is at most twice PyTorch's own error in the input
+    dtype (plus a small eps); NaN (or an output element the kernel did not write) never passes.
+    Exit 1 when any check fails, 2 without a GPU."""
+    import os
+
+    from . import builder, checking, runtime, sanitize as sanitizing
+    from .errors import CheckFailedError
+    from .variants import Variant
+
+    gpu = runtime.require_gpu("test")
+    selection, options = builder.parse_request(**kwargs)
+    runtime.check_selection_runs_here(selection, gpu, "test")
+    info = {"device": gpu.describe(), "seed": seed, "shapes": shapes,
+            "command": " ".join(["flashbuild", "test", *build_args(selection, options), "--seed", str(seed),
+                                 "--shapes", shapes])}
+    if sanitize and os.environ.get(sanitizing.MARKERS_ENV) != "1":
+        rows = _test_sanitized(selection, options, seed, shapes, rebuild)
+    else:
+        module = runtime.load_build(selection, options, rebuild=rebuild)
+        info["build_key"] = module.build_key()
+        built = [Variant.from_name(name) for name in module.variants()]
+        here, elsewhere = runtime.runnable(built, gpu)
+        skipped = [(v, f"built for {v.arch}: this {gpu.arch} GPU runs the {here[0].arch if here else gpu.arch} "
+                       "kernels") for v in elsewhere]
+        markers = os.environ.get(sanitizing.MARKERS_ENV) == "1"
+        width = max([30] + [len(v.name) for v in built])
+        click.echo(checking.table_header(width))
+        rows = checking.run_checks(
+            module, here, checking.SHAPE_SETS[shapes], seed=seed, device=gpu.device, skipped=skipped,
+            on_row=lambda row: click.echo(checking.format_row(row, width)),
+            before=(lambda v, s: click.echo(sanitizing.marker_line(v.name, s.label(v)))) if markers else
+            (lambda v, s: None))
+    click.echo(checking.summary(rows))
+    if json_path:
+        _write(json_path, checking.results_json(rows, **info))
+    if any(row.status == "FAIL" for row in rows):
+        raise CheckFailedError(checking.failure_message(rows))
+
+
+def _test_sanitized(selection, options, seed, shapes, rebuild):
+    """Build here, run the checks in a child under compute-sanitizer, add its reports to the rows."""
+    import tempfile
+    from pathlib import Path
+
+    from . import builder, checking, runtime, sanitize as sanitizing
+    from .errors import CheckFailedError
+
+    sanitizing.find_sanitizer()  # a missing tool is an error before anything is built
+    runtime.load_build(selection, options, rebuild=rebuild)
+    with tempfile.TemporaryDirectory(prefix="flashbuild-sanitize-") as tmp:
+        json_path = Path(tmp) / "rows.json"
+        args = [*build_args(selection, options), "--seed", str(seed), "--shapes", shapes]
+        code, reports, tail = sanitizing.run_child(args, json_path, builder.log)
+        if not json_path.is_file():
+            last = " | ".join(line for line in tail[-5:] if line.strip())
+            raise CheckFailedError(f"the run under compute-sanitizer ended (exit {code}) before writing its results; "
+                                   f"its last lines: {last}")
+        rows = sanitizing.apply(checking.rows_from_json(json_path.read_text()), reports)
+    width = max([30] + [len(r.variant) for r in rows])
+    click.echo(checking.table_header(width))
+    for row in rows:
+        click.echo(checking.format_row(row, width))
+    return rows
+
+
+@cli.command()
+@selection_options
+@build_options
+@click.option("--seqlens", default=",".join(map(str, (1024, 2048, 4096, 8192, 16384))), show_default=True,
+              help="Sequence lengths (batch = 16384 / seqlen), comma-separated; 4k means 4096.")
+@click.option("--reps", type=click.IntRange(1), default=30, show_default=True, help="Timed reps per measurement (the median is reported).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the results as CSV.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON (for --compare).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Plot TFLOPS vs seqlen to this PNG.")
+@click.option("--compare", "compare_path", type=click.Path(dir_okay=False), help="Show the change against an earlier --json file.")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False),
+              help="Report an earlier --json file instead of measuring (table, --csv, --plot, --compare; no GPU).")
+@click.option("--rebuild", is_flag=True, help="Remove the build's outputs and build it again before measuring.")
+def bench(seqlens, reps, csv_path, json_path, plot_path, compare_path, results_path, rebuild, **kwargs):
+    """TFLOPS and ms of the variants a build holds, beside PyTorch SDPA's flash, cuDNN and efficient
+    backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed)."""
+    from . import bench as benching
+
+    try:
+        seqlen_values = benching.parse_seqlens(seqlens)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--seqlens") from None
+    old = benching.load_results(compare_path, "--compare") if compare_path else None
+    if results_path:
+        given = [f"--{k}" for k in SELECTION_KEYS if kwargs.get(k)]
+        if given:
+            raise click.UsageError(f"--results reports the file as it is: drop {', '.join(given)}")
+        info, results = benching.load_results(results_path, "--results")
+    else:
+        info, results = _measure(seqlen_values, reps, rebuild, kwargs)
+    click.echo(benching.table(results))
+    if csv_path:
+        _write(csv_path, benching.results_csv(results))
+    if json_path:
+        _write(json_path, benching.results_json(results, **info))
+    if plot_path:
+        title = f"{info.get('device', '')}  {info.get('command', '')}".strip()
+        click.echo(f"plot: {benching.plot(results, plot_path, title)}", err=True)
+    if old is not None:
+        changes, only_new, only_old = benching.compare(old[1], results)
+        click.echo(benching.compare_table(changes, only_new, only_old, compare_path))
+
+
+def _measure(seqlens, reps, rebuild, kwargs):
+    import datetime
+
+    from . import __version__, bench as benching, builder, runtime
+    from .errors import BuildError
+    from .variants import Variant
+
+    gpu = runtime.require_gpu("bench")
+    selection, options = builder.parse_request(**kwargs)
+    runtime.check_selection_runs_here(selection, gpu, "bench")
+    module = runtime.load_build(selection, options, rebuild=rebuild)
+    built = [Variant.from_name(name) for name in module.variants()]
+    here, elsewhere = runtime.runnable(built, gpu)
+    if elsewhere:
+        builder.log(f"not measured here ({gpu.arch}): {', '.join(v.name for v in elsewhere)}")
+    unmeasured = [v for v in here if v.direction not in benching.DIRECTIONS]
+    if unmeasured:
+        builder.log(f"not measured (the standard's shapes are for {', '.join(benching.DIRECTIONS)}): "
+                    f"{', '.join(v.name for v in unmeasured)}")
+        here = [v for v in here if v.direction in benching.DIRECTIONS]
+    names = {v.name for v in built}
+    results = []
+    builder.log(f"measuring {len(here)} variants x {len(seqlens)} seqlens x {len(benching.BACKENDS)} backends "
+                f"on {gpu.describe()}")
+    try:
+        for variant in here:
+            has_fwd = variant.name.replace("bwd_", "fwd_", 1) in names
+            for seqlen in seqlens:
+                results += benching.measure(module, variant, seqlen, reps=reps, has_fwd=has_fwd, log=builder.log)
+    except RuntimeError as exc:  # a CUDA error outside one backend's measurement leaves the context unusable
+        raise BuildError(f"the benchmark stopped: {str(exc).strip().splitlines()[0]}") from None
+    info = {"command": " ".join(["flashbuild", "bench", *build_args(selection, options),
+                                 "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps)]),
+            "device": gpu.describe(), "torch": gpu.torch, "flashbuild": __version__,
+            "build_key": module.build_key(), "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    return info, results
+
+
+@cli.command(name="inspect")
+@selection_options
+@build_options
+@click.option("--sass", "sass_variant", metavar="VARIANT", help="Write this variant's SASS to VARIANT.sass (in --sass-dir).")
+@click.option("--sass-dir", default=".", show_default=True, type=click.Path(file_okay=False), help="Where --sass writes.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+def inspect_(sass_variant, sass_dir, as_json, **kwargs):
+    """Registers, spills, shared and local memory, occupancy and the SASS instruction mix of each
+    kernel in a build, read from its objects (no GPU needed; compiles the objects if missing)."""
+    import dataclasses
+    from pathlib import Path
+
+    from . import builder, graph, inspection
+
+    selection, options = builder.parse_request(**kwargs)
+    names = [v.name for v in selection.variants]
+    if sass_variant and sass_variant not in names:
+        raise click.UsageError(f"--sass {sass_variant}: not a variant of this selection (it holds: {', '.join(names)}); "
+                               f"use --sass {names[0]}")
+    inspection.tools()  # a missing cuobjdump/nvdisasm is an error before anything is compiled
+    if builder.why_no_link(options):
+        options = dataclasses.replace(options, compile_only=True)
+    result = builder.build(selection, options)
+    objects = {v.name: result.build_dir / graph.object_path(v) for v in selection.variants}
+    reports = inspection.inspect_build(objects)
+    if as_json:
+        click.echo(inspection.reports_json(reports, build_key=result.key, build_dir=str(result.build_dir)), nl=False)
+    else:
+        click.echo(f"build {result.key} ({result.build_dir})")
+        click.echo(inspection.table(reports))
+    if sass_variant:
+        path = Path(sass_dir) / f"{sass_variant}.sass"
+        _write(str(path), inspection.sass_text(objects[sass_variant]))
+        click.echo(f"SASS of {sass_variant}: {path}", err=as_json)
+
+
+@cli.command()
+@selection_options
+@build_options
+@click.option("--interval", type=click.FloatRange(0.1), default=1.0, show_default=True, help="Seconds between polls of kernels/.")
+@click.option("--shapes", type=click.Choice(["quick", "full"]), default="quick", show_default=True, help="The test's shapes.")
+def watch(interval, shapes, **kwargs):
+    """On every saved file under kernels/, rebuild the slice and rerun `flashbuild test` on it."""
+    from . import builder, watch as watching
+
+    selection, options = builder.parse_request(**kwargs)
+    command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes]
+    watching.watch(env.kernels_dir(), command, interval=interval, log=builder.log)
+
+
+def _write(path: str, text: str) -> None:
+    from pathlib import Path
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {path}", err=True)
 
 
 @cli.command(name="list")

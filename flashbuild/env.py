@@ -122,6 +122,34 @@ def cuda_include_dir(nvcc: Path) -> Path | None:
     return next((c for c in candidates if (c / "cuda_runtime.h").is_file()), None)
 
 
+# The pip wheel that carries each CUDA binary tool, for machines whose CUDA install lacks it.
+CUDA_TOOL_WHEELS = {"cuobjdump": "nvidia-cuda-cuobjdump", "nvdisasm": "nvidia-cuda-nvdisasm",
+                    "compute-sanitizer": "nvidia-cuda-sanitizer-api"}
+
+
+def find_cuda_tool(name: str) -> Found | None:
+    """A CUDA binary tool (cuobjdump, nvdisasm, compute-sanitizer) from, in order: next to nvcc,
+    $CUDA_HOME/bin, PATH, /usr/local/cuda/bin, the tool's nvidia-* wheel."""
+    candidates: list[tuple[Path, str]] = []
+    nvcc = find_nvcc()
+    if nvcc is not None:
+        candidates.append((nvcc.path.resolve().parent / name, f"next to nvcc ({nvcc.path})"))
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        candidates.append((Path(cuda_home) / "bin" / name, "CUDA_HOME"))
+    on_path = shutil.which(name)
+    if on_path:
+        candidates.append((Path(on_path), "PATH"))
+    candidates.append((Path("/usr/local/cuda/bin") / name, "/usr/local/cuda"))
+    for base in _nvidia_wheel_dirs():
+        for candidate in sorted([*base.glob(f"*/bin/{name}"), *base.glob(f"*/{name}/{name}")]):
+            candidates.append((candidate, f"{CUDA_TOOL_WHEELS.get(name, 'nvidia')} wheel"))
+    for path, source in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return Found(path, source, f"{name} at {path} ({source})")
+    return None
+
+
 def nvidia_wheel_include_dirs() -> list[Path]:
     """Header dirs of the CUDA library wheels torch depends on (cuBLAS, cuSPARSE, ...): torch's
     CUDA headers include them, and a machine with only nvcc from a wheel has them nowhere else."""

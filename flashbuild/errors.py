@@ -24,3 +24,21 @@ class VariantNotBuiltError(FlashbuildError, RuntimeError):
     hold; the message names the variant, what the build holds, and the flashbuild command that adds it."""
 
     exit_code = 1
+
+
+class NoGpuError(FlashbuildError):
+    """A command that runs kernels (test, bench) on a machine where torch sees no CUDA device (exit 2)."""
+
+    exit_code = 2
+
+
+class ResultsFormatError(FlashbuildError):
+    """A results file (e.g. bench --compare OLD.json) that is not what flashbuild wrote (exit 2)."""
+
+    exit_code = 2
+
+
+class CheckFailedError(FlashbuildError):
+    """`flashbuild test` found a kernel that does not meet the correctness standard (exit 1)."""
+
+    exit_code = 1

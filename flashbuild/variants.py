@@ -7,6 +7,7 @@ and every value is checked here, so only known ints and enum names ever reach ge
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -80,6 +81,8 @@ def family_for(direction: str, arch: str) -> Family:
 
 # ---------------------------------------------------------------- variants
 
+_VARIANT_NAME = re.compile(rf"({'|'.join(DIRECTIONS)})_hdim(\d+)_({'|'.join(DTYPES)})(_causal)?_({'|'.join(ARCHS)})")
+
 @dataclass(frozen=True)
 class Variant:
     """One kernel instantiation. Its name is the TU file name, the object name, the key in the
@@ -107,6 +110,15 @@ class Variant:
     @property
     def family_note(self) -> str | None:
         return FAMILY_NOTES.get((self.direction, self.arch))
+
+    @classmethod
+    def from_name(cls, name: str) -> "Variant":
+        """The variant of a canonical name, e.g. what a built extension's variants() returns."""
+        match = _VARIANT_NAME.fullmatch(name)
+        if match is None:
+            raise ValueError(f"{name!r} is not a variant name (e.g. fwd_hdim64_fp16_causal_sm90)")
+        direction, hdim, dtype, causal, arch = match.groups()
+        return cls(direction, int(hdim), dtype, bool(causal), arch)
 
     def describe(self) -> str:
         return f"{self.direction}, hdim {self.hdim}, {self.dtype}, {'causal' if self.causal else 'not causal'}, {self.arch}"

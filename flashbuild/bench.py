@@ -1,0 +1,397 @@
+"""`flashbuild bench`: TFLOPS and ms of the variants a build holds, side by side with PyTorch SDPA's
+flash, cuDNN and efficient backends, measured in the same run.
+
+The standard (docs/product.md): 16k tokens per batch (batch = 16384 / seqlen), model dim 2048
+(nheads = 2048 / head dim), fwd FLOPs = 4 * b * h * s^2 * d (halved when causal), bwd = 2.5 x fwd.
+Timing: CUDA events around each call, warm-up first, the median over many reps, and inputs rotated
+over enough sets that together they exceed twice the L2 cache, so no rep reads the last one's
+inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and lse; SDPA's
+as autograd.grad of its output. A backend that refuses a shape is reported as n/a.
+
+The problem sizes, FLOPs, tables, CSV/JSON, the comparison and the plot are pure functions of
+result rows, so they run (and are tested) without a GPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+import textwrap
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .errors import ResultsFormatError
+from .variants import Variant
+
+TOKENS = 16384
+MODEL_DIM = 2048
+BWD_FLOP_FACTOR = 2.5
+DEFAULT_SEQLENS = (1024, 2048, 4096, 8192, 16384)
+DEFAULT_REPS = 30
+WARMUP = 5
+REGRESSION_PCT = 5.0  # a row this much slower than before is marked a regression
+JSON_FORMAT = "flashbuild-bench"
+OURS = "flashbuild"
+SDPA_BACKENDS = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-cudnn": "CUDNN_ATTENTION",
+                 "sdpa-efficient": "EFFICIENT_ATTENTION"}
+BACKENDS = (OURS, *SDPA_BACKENDS)
+DIRECTIONS = ("fwd", "bwd")  # split-KV decoding needs decode shapes, not the 16k-token standard
+
+
+# ---------------------------------------------------------------- problems and FLOPs
+
+@dataclass(frozen=True)
+class Problem:
+    direction: str
+    hdim: int
+    dtype: str
+    causal: bool
+    seqlen: int
+    batch: int
+    nheads: int
+
+
+def problem(variant: Variant, seqlen: int) -> Problem:
+    return Problem(variant.direction, variant.hdim, variant.dtype, variant.causal, seqlen,
+                   batch=max(1, TOKENS // seqlen), nheads=max(1, MODEL_DIM // variant.hdim))
+
+
+def flops(p: Problem) -> float:
+    fwd = 4.0 * p.batch * p.nheads * p.seqlen * p.seqlen * p.hdim
+    if p.causal:
+        fwd /= 2
+    return fwd * (BWD_FLOP_FACTOR if p.direction == "bwd" else 1.0)
+
+
+def tflops(p: Problem, ms: float) -> float:
+    return flops(p) / (ms * 1e-3) / 1e12
+
+
+def parse_seqlens(text: str) -> tuple[int, ...]:
+    """'1024,2k,16384' -> (1024, 2048, 16384)."""
+    out = []
+    for item in (i.strip().lower() for i in text.split(",") if i.strip()):
+        scale = 1024 if item.endswith("k") else 1
+        digits = item[:-1] if item.endswith("k") else item
+        if not digits.isdigit() or int(digits) == 0:
+            raise ValueError(f"--seqlens {text}: {item!r} is not a positive sequence length (e.g. --seqlens 1024,4k,16k)")
+        out.append(int(digits) * scale)
+    if not out:
+        raise ValueError(f"--seqlens {text!r}: empty; give e.g. --seqlens 1024,4096,16384")
+    return tuple(dict.fromkeys(out))
+
+
+# ---------------------------------------------------------------- result rows
+
+@dataclass
+class Result:
+    variant: str
+    direction: str
+    hdim: int
+    dtype: str
+    causal: bool
+    seqlen: int
+    batch: int
+    nheads: int
+    backend: str
+    ms: float | None      # median; None when the backend refused (n/a)
+    tflops: float | None
+    reps: int = 0
+    note: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return (self.variant, self.seqlen, self.backend)
+
+
+REQUIRED = {f.name for f in fields(Result)} - {"reps", "note"}
+
+
+def result(variant: Variant, p: Problem, backend: str, ms: float | None, reps: int, note: str = "") -> Result:
+    return Result(variant.name, p.direction, p.hdim, p.dtype, p.causal, p.seqlen, p.batch, p.nheads, backend,
+                  ms, tflops(p, ms) if ms else None, reps, note)
+
+
+def results_json(results: list[Result], **info: Any) -> str:
+    return json.dumps({"format": JSON_FORMAT, "version": 1, **info, "results": [asdict(r) for r in results]},
+                      indent=2) + "\n"
+
+
+def results_csv(results: list[Result]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[f.name for f in fields(Result)], lineterminator="\n")
+    writer.writeheader()
+    for r in results:
+        writer.writerow(asdict(r))
+    return out.getvalue()
+
+
+def load_results(path: str | Path, flag: str = "--compare") -> tuple[dict[str, Any], list[Result]]:
+    """(the file's other fields, its rows), or ResultsFormatError naming what is wrong with the file."""
+    how = "write one with `flashbuild bench ... --json FILE`"
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ResultsFormatError(f"{flag} {path}: cannot read it ({exc.strerror or exc}); {how}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ResultsFormatError(f"{flag} {path}: not JSON ({exc}); expected the results of "
+                                 f"`flashbuild bench --json`; {how}") from None
+    if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ResultsFormatError(f'{flag} {path}: not flashbuild bench results (format {found!r}, expected '
+                                 f'"{JSON_FORMAT}"); {how}')
+    rows = data.get("results")
+    if not isinstance(rows, list):
+        raise ResultsFormatError(f'{flag} {path}: no "results" list in it; {how}')
+    results = []
+    for i, row in enumerate(rows):
+        missing = sorted(REQUIRED - set(row)) if isinstance(row, dict) else sorted(REQUIRED)
+        if missing:
+            raise ResultsFormatError(f"{flag} {path}: result {i} lacks {', '.join(missing)}; {how}")
+        results.append(Result(**{f.name: row[f.name] for f in fields(Result) if f.name in row}))
+    return {k: v for k, v in data.items() if k != "results"}, results
+
+
+# ---------------------------------------------------------------- terminal tables
+
+def _cell(r: Result | None) -> str:
+    if r is None:
+        return "-"
+    if r.ms is None:
+        return "n/a"
+    return f"{r.tflops:6.1f} ({r.ms:.3f} ms)"
+
+
+def table(results: list[Result]) -> str:
+    """One line per variant and seqlen: TFLOPS (ms) of each backend."""
+    by_key = {r.key: r for r in results}
+    problems = list(dict.fromkeys((r.variant, r.seqlen, r.batch, r.nheads) for r in results))
+    backends = [b for b in BACKENDS if any(r.backend == b for r in results)]
+    width = max([len("variant")] + [len(p[0]) for p in problems])
+    head = f"{'variant':<{width}}  {'seqlen':>6}  {'b x h':>7}  " + "  ".join(f"{b:>22}" for b in backends)
+    lines = [head, "TFLOPS (median ms)".rjust(len(head))]
+    for variant, seqlen, batch, nheads in problems:
+        cells = "  ".join(f"{_cell(by_key.get((variant, seqlen, b))):>22}" for b in backends)
+        lines.append(f"{variant:<{width}}  {seqlen:>6}  {f'{batch}x{nheads}':>7}  {cells}")
+    notes = [f"  {r.backend} {r.variant} seqlen {r.seqlen}: {r.note}" for r in results if r.ms is None and r.note]
+    if notes:
+        lines += ["n/a:"] + notes
+    return "\n".join(lines)
+
+
+@dataclass
+class Change:
+    old: Result
+    new: Result
+
+    @property
+    def pct(self) -> float | None:
+        if not self.old.tflops or not self.new.tflops:
+            return None
+        return (self.new.tflops / self.old.tflops - 1.0) * 100
+
+    @property
+    def regression(self) -> bool:
+        return self.pct is not None and self.pct < -REGRESSION_PCT
+
+
+def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Result], list[Result]]:
+    """(rows in both, rows only new, rows only old), matched by variant, seqlen and backend."""
+    old_by_key = {r.key: r for r in old}
+    new_keys = {r.key for r in new}
+    changes = [Change(old_by_key[r.key], r) for r in new if r.key in old_by_key]
+    return changes, [r for r in new if r.key not in old_by_key], [r for r in old if r.key not in new_keys]
+
+
+def compare_table(changes: list[Change], only_new: list[Result], only_old: list[Result], old_name: str) -> str:
+    width = max([len("variant")] + [len(c.new.variant) for c in changes])
+    lines = [f"change vs {old_name} (TFLOPS; a regression is more than {REGRESSION_PCT:g}% slower):",
+             f"{'variant':<{width}}  {'seqlen':>6}  {'backend':<14}  {'old':>7}  {'new':>7}  {'change':>8}"]
+    for c in changes:
+        old = f"{c.old.tflops:7.1f}" if c.old.tflops else f"{'n/a':>7}"
+        new = f"{c.new.tflops:7.1f}" if c.new.tflops else f"{'n/a':>7}"
+        pct = f"{c.pct:+7.1f}%" if c.pct is not None else f"{'-':>8}"
+        mark = "  REGRESSION" if c.regression else ""
+        lines.append(f"{c.new.variant:<{width}}  {c.new.seqlen:>6}  {c.new.backend:<14}  {old}  {new}  {pct}{mark}")
+    regressions = [c for c in changes if c.regression]
+    ours = [c for c in regressions if c.new.backend == OURS]
+    lines.append(f"{len(regressions)} regression{'' if len(regressions) == 1 else 's'} "
+                 f"({len(ours)} of {OURS}) in {len(changes)} matched rows")
+    if only_new:
+        lines.append(f"not in {old_name}: {len(only_new)} rows (e.g. {only_new[0].variant} seqlen {only_new[0].seqlen})")
+    if only_old:
+        lines.append(f"only in {old_name}: {len(only_old)} rows (e.g. {only_old[0].variant} seqlen {only_old[0].seqlen})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- plot
+
+def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
+    """TFLOPS vs seqlen per backend: one panel per head dim, fwd and bwd as rows of panels.
+    Color is the backend, a dashed line is causal, a square marker is bf16."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in results if r.tflops]
+    directions = [d for d in ("fwd", "bwd", "splitkv") if any(r.direction == d for r in results)] or ["fwd"]
+    hdims = sorted({r.hdim for r in results}) or [0]
+    fig, axes = plt.subplots(len(directions), len(hdims), figsize=(4.2 * len(hdims), 3.4 * len(directions) + 1.0),
+                             squeeze=False, sharex=True)
+    colors = dict(zip(BACKENDS, ("tab:red", "tab:blue", "tab:green", "tab:orange")))
+    for i, direction in enumerate(directions):
+        for j, hdim in enumerate(hdims):
+            ax = axes[i][j]
+            ax.set_title(f"{direction}, head dim {hdim}")
+            lines = sorted({(r.backend, r.dtype, r.causal) for r in measured
+                            if r.direction == direction and r.hdim == hdim},
+                           key=lambda k: (BACKENDS.index(k[0]) if k[0] in BACKENDS else 99, k[1], k[2]))
+            for backend, dtype, causal in lines:
+                points = sorted((r.seqlen, r.tflops) for r in measured if (r.direction, r.hdim, r.backend, r.dtype,
+                                                                            r.causal) == (direction, hdim, backend,
+                                                                                          dtype, causal))
+                ax.plot([p[0] for p in points], [p[1] for p in points], color=colors.get(backend, "black"),
+                        linestyle="--" if causal else "-", marker="s" if dtype == "bf16" else "o", markersize=4,
+                        label=f"{backend} {dtype}{' causal' if causal else ''}")
+            ax.set_xscale("log", base=2)
+            seqlens = sorted({r.seqlen for r in results})
+            ax.set_xticks(seqlens, [f"{s // 1024}k" if s % 1024 == 0 else str(s) for s in seqlens])
+            ax.set_ylim(bottom=0)
+            ax.grid(True, alpha=0.3)
+            if i == len(directions) - 1:
+                ax.set_xlabel("seqlen (batch x seqlen = 16k tokens)")
+            if j == 0:
+                ax.set_ylabel("TFLOPS")
+    handles = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    rows = max(1, math.ceil(len(handles) / 4))
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(textwrap.fill(title, 110), fontsize=8)
+    fig.tight_layout(rect=(0, 0.035 * rows + 0.01, 1, 0.93 if title else 1))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- measuring (GPU)
+
+def time_ms(run: Callable[[int], Any], n_sets: int, reps: int, warmup: int = WARMUP) -> float:
+    """Median ms of run(i % n_sets) over `reps` calls, each between two CUDA events."""
+    import torch
+
+    for i in range(warmup):
+        run(i % n_sets)
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        starts[i].record()
+        run((i + warmup) % n_sets)
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def input_sets(p: Problem, dtype, l2_bytes: int, *, with_grad: bool) -> int:
+    """How many input sets rotate past L2: together more than twice its size, at least 2."""
+    elem = 2
+    per_set = p.batch * p.seqlen * p.nheads * p.hdim * elem * (5 if with_grad else 4)  # q k v out (dout)
+    return max(2, math.ceil(2 * l2_bytes / per_set) + 1)
+
+
+def _reference_out_lse(q, k, v, causal: bool):
+    """out and lse for timing mha_bwd when the build holds no matching fwd kernel: the fp32
+    reference, one head at a time (s x s scores of one head fit; all heads at once may not)."""
+    import torch
+    from .reference import attention_ref
+
+    outs, lses = [], []
+    for h in range(q.shape[2]):
+        out, lse = attention_ref(q[:, :, h:h + 1], k[:, :, h:h + 1], v[:, :, h:h + 1], causal)
+        outs.append(out.to(q.dtype))
+        lses.append(lse)
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=1)
+
+
+def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
+            backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None) -> list[Result]:
+    """Every backend on one problem; a backend that raises on the first call is n/a."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    p = problem(variant, seqlen)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[variant.dtype]
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20)
+    bwd = variant.direction == "bwd"
+    n_sets = input_sets(p, dtype, l2, with_grad=bwd)
+    shape = (p.batch, p.seqlen, p.nheads, p.hdim)
+    sets = [[torch.randn(shape, device="cuda", dtype=dtype) for _ in range(4 if bwd else 3)] for _ in range(n_sets)]
+    out: list[Result] = []
+
+    def run_backend(backend: str) -> Result:
+        if backend == OURS:
+            if not bwd:
+                def run(i):
+                    q, k, v = sets[i]
+                    module.flash_attn_func(q, k, v, causal=p.causal)
+            else:
+                saved = []
+                for q, k, v, dout in sets:
+                    o, lse = (module.flash_attn_func(q, k, v, causal=p.causal, return_lse=True) if has_fwd
+                              else _reference_out_lse(q, k, v, p.causal))
+                    saved.append((dout, q, k, v, o, lse))
+
+                def run(i):
+                    module.mha_bwd(*saved[i], causal=p.causal)
+        else:
+            kernel = getattr(SDPBackend, SDPA_BACKENDS[backend])
+            # SDPA takes (batch, nheads, seqlen, head_dim); the bench's seqlen_q == seqlen_k, so its
+            # top-left causal mask is ours.
+            tsets = [[t.transpose(1, 2).contiguous() for t in s] for s in sets]
+            if not bwd:
+                def run(i):
+                    q, k, v = tsets[i]
+                    with sdpa_kernel(kernel):
+                        F.scaled_dot_product_attention(q, k, v, is_causal=p.causal)
+            else:
+                graphs = []
+                for q, k, v, dout in tsets:
+                    leaves = [t.requires_grad_() for t in (q, k, v)]
+                    with sdpa_kernel(kernel):
+                        o = F.scaled_dot_product_attention(*leaves, is_causal=p.causal)
+                    graphs.append((o, leaves, dout))
+
+                def run(i):
+                    o, leaves, dout = graphs[i]
+                    torch.autograd.grad(o, leaves, dout, retain_graph=True)
+        return result(variant, p, backend, time_ms(run, n_sets, reps), reps)
+
+    for backend in backends:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out.append(run_backend(backend))
+        except (RuntimeError, ValueError) as exc:
+            reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            out.append(result(variant, p, backend, None, 0, reason))
+        finally:
+            torch.cuda.synchronize()
+        log(f"  {variant.name} seqlen {seqlen} {backend}: {_cell(out[-1])}")
+    del sets
+    torch.cuda.empty_cache()
+    return out

@@ -1,0 +1,364 @@
+"""`flashbuild test`: check exactly the variants a build holds against the fp32 reference.
+
+The standard (docs/product.md): fresh random inputs (never zeros) from the seed, odd sequence
+lengths, GQA 8:1 and MQA, causal with seqlen_q != seqlen_k, outputs poisoned first. A tensor passes
+when max |kernel - fp32 ref| <= 2 * max |PyTorch in the input dtype - fp32 ref| + eps; NaN never
+passes. Forward variants are checked on out and lse; backward variants on dq, dk, dv against fp32
+autograd through the reference (given the reference's out and lse, so a bwd-only build is checked
+alone); split-KV variants on out and lse of mha_fwd_kvcache over the whole cache, split 3 ways. One row per variant and shape; its numbers are those of the tensor furthest past its
+tolerance.
+
+Everything here but poisoning runs on CPU tensors too, so tests check the logic without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable
+
+from .variants import Variant
+
+TOLERANCE_FACTOR = 2.0
+EPS = {"out": 1e-4, "lse": 1e-3, "dq": 1e-4, "dk": 1e-4, "dv": 1e-4}
+POISON_BLOCK_BYTES = 256 << 20  # a large NaN block for the allocator to split
+POISON_COPIES = 4               # NaN blocks of each output size: the binding's temporaries take some
+JSON_FORMAT = "flashbuild-test"
+REASON_NAN = "NaN/unwritten"
+REASON_OOB = "out-of-bounds"
+SPLITKV_SPLITS = 3  # forced, so that small shapes split too and the combine step runs
+MARKER = "@@flashbuild-check"   # printed before each check when sanitized: attributes reports to it
+
+
+# ---------------------------------------------------------------- shapes
+
+@dataclass(frozen=True)
+class Shape:
+    """A problem size; head_dim = the kernel's head dim minus `pad` (a smaller head dim runs on the
+    kernel, padded)."""
+
+    batch: int
+    seqlen_q: int
+    seqlen_k: int
+    nheads: int
+    nheads_k: int
+    pad: int = 0
+    note: str = ""
+
+    def head_dim(self, variant: Variant) -> int:
+        return variant.hdim - self.pad
+
+    def label(self, variant: Variant) -> str:
+        return (f"b{self.batch} sq{self.seqlen_q} sk{self.seqlen_k} h{self.nheads}/{self.nheads_k} "
+                f"d{self.head_dim(variant)}")
+
+
+SHAPES_FULL = (
+    Shape(1, 1, 1, 4, 4, note="one query, one key"),
+    Shape(2, 17, 17, 4, 4, note="odd seqlen"),
+    Shape(2, 113, 113, 8, 1, note="MQA"),
+    Shape(1, 1023, 1023, 4, 4, note="odd seqlen, many blocks"),
+    Shape(2, 113, 1023, 16, 2, note="GQA 8:1, seqlen_q < seqlen_k"),
+    Shape(1, 1023, 113, 8, 1, note="MQA, seqlen_q > seqlen_k: causal rows that see no key"),
+    Shape(3, 1, 1023, 8, 1, note="decode-like: one query"),
+    Shape(2, 129, 65, 4, 2, pad=8, note="head dim below the kernel size: padded"),
+)
+SHAPES_QUICK = (SHAPES_FULL[1], SHAPES_FULL[4], SHAPES_FULL[5])
+SHAPE_SETS = {"quick": SHAPES_QUICK, "full": SHAPES_FULL}
+
+
+def seed_for(seed: int, variant: Variant, shape: Shape) -> int:
+    """A stable seed per (run seed, variant, shape): fresh inputs for every check, the same ones
+    for the same --seed."""
+    return zlib.crc32(f"{seed}:{variant.name}:{shape.label(variant)}".encode())
+
+
+# ---------------------------------------------------------------- comparing one tensor
+
+@dataclass
+class Metric:
+    tensor: str
+    max_abs_err: float      # kernel vs fp32 reference (nan when the kernel wrote NaN)
+    ref_err: float          # PyTorch in the input dtype vs fp32 reference
+    tol: float              # TOLERANCE_FACTOR * ref_err + eps
+    mismatch_pct: float     # share of elements past tol (NaN counts)
+    reason: str | None = None  # why it fails; None when it passes
+
+    @property
+    def passed(self) -> bool:
+        return self.reason is None
+
+    @property
+    def excess(self) -> float:
+        """How far past its tolerance (inf for NaN): the worst tensor of a row has the largest."""
+        if math.isnan(self.max_abs_err):
+            return math.inf
+        return self.max_abs_err / self.tol if self.tol > 0 else math.inf
+
+
+def compare(name: str, got, ref, low, eps: float | None = None) -> Metric:
+    """The correctness standard for one tensor: got (kernel), ref (fp32 reference), low (the same
+    computation by PyTorch in the input dtype). Entries where ref is +inf (the lse of a row that
+    sees no key) must be +inf in got too; the rest are compared."""
+    import torch
+
+    eps = EPS.get(name, 1e-4) if eps is None else eps
+    got, ref, low = got.float(), ref.float(), low.float()
+    if got.shape != ref.shape:
+        return Metric(name, math.nan, math.nan, math.nan, 100.0, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
+    if got.numel() == 0:
+        return Metric(name, 0.0, 0.0, eps, 0.0)
+    if torch.isnan(ref).any():
+        return Metric(name, math.nan, math.nan, math.nan, 100.0, "NaN in the fp32 reference (a reference bug)")
+    hidden = torch.isposinf(ref)
+    nan = torch.isnan(got)
+    seen = ~hidden
+    ref_err = _max_abs(low[seen] - ref[seen])
+    tol = TOLERANCE_FACTOR * ref_err + eps
+    diff = (got - ref).abs()
+    diff[hidden] = 0.0
+    bad = (diff > tol) | nan | (hidden & ~torch.isposinf(got)) | (seen & torch.isinf(got))
+    mismatch = bad.float().mean().item() * 100
+    if nan.any():
+        return Metric(name, math.nan, ref_err, tol, mismatch, REASON_NAN)
+    if (hidden != torch.isposinf(got)).any():
+        return Metric(name, _max_abs(diff[seen]), ref_err, tol, mismatch,
+                      "+inf rows differ (a row that sees no key has lse +inf, and only such a row)")
+    err = _max_abs(diff[seen])
+    if math.isinf(err):
+        return Metric(name, err, ref_err, tol, mismatch, "inf")
+    return Metric(name, err, ref_err, tol, mismatch, None if err <= tol else "error above tolerance")
+
+
+def _max_abs(t) -> float:
+    return t.abs().max().item() if t.numel() else 0.0
+
+
+# ---------------------------------------------------------------- one check: a variant on a shape
+
+@dataclass
+class Row:
+    variant: str
+    shape: str
+    metrics: list[Metric] = field(default_factory=list)
+    error: str | None = None     # the call raised, or the sanitizer reported; fails the row
+    skipped: str | None = None   # not run here (e.g. a kernel for another arch); neither pass nor fail
+
+    @property
+    def passed(self) -> bool:
+        return self.skipped is None and self.error is None and all(m.passed for m in self.metrics)
+
+    @property
+    def worst(self) -> Metric | None:
+        failing = [m for m in self.metrics if not m.passed]
+        return max(failing or self.metrics, key=lambda m: m.excess, default=None)
+
+    @property
+    def status(self) -> str:
+        return "skip" if self.skipped else "pass" if self.passed else "FAIL"
+
+    @property
+    def reason(self) -> str:
+        if self.skipped:
+            return self.skipped
+        if self.error:
+            return self.error
+        worst = self.worst
+        return "" if worst is None or worst.passed else f"{worst.tensor}: {worst.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        worst = self.worst
+        return {"variant": self.variant, "shape": self.shape, "status": self.status, "passed": self.passed,
+                "reason": self.reason, "worst": worst.tensor if worst else None,
+                "error": self.error, "skipped": self.skipped,
+                "metrics": [{**asdict(m), "passed": m.passed} for m in self.metrics]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Row":
+        metrics = [Metric(m["tensor"], m["max_abs_err"], m["ref_err"], m["tol"], m["mismatch_pct"], m["reason"])
+                   for m in data["metrics"]]
+        return cls(data["variant"], data["shape"], metrics, data.get("error"), data.get("skipped"))
+
+
+def make_inputs(variant: Variant, shape: Shape, seed: int, device: str):
+    """q, k, v (and dout) in the variant's dtype: standard normal from a per-check seed."""
+    import torch
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[variant.dtype]
+    gen = torch.Generator(device=device).manual_seed(seed_for(seed, variant, shape))
+    d = shape.head_dim(variant)
+
+    def randn(*size):
+        return torch.randn(*size, generator=gen, device=device, dtype=torch.float32).to(dtype)
+
+    q = randn(shape.batch, shape.seqlen_q, shape.nheads, d)
+    k = randn(shape.batch, shape.seqlen_k, shape.nheads_k, d)
+    v = randn(shape.batch, shape.seqlen_k, shape.nheads_k, d)
+    dout = randn(shape.batch, shape.seqlen_q, shape.nheads, d)
+    return q, k, v, dout
+
+
+def poison(device: str, sizes: Iterable[int]) -> None:
+    """Fill the caching allocator with NaN: free cached blocks, then allocate and free NaN blocks of
+    the outputs' sizes (and one large block), so an output element the kernel does not write reads
+    as NaN. Bytes 0xFF are NaN in fp16, bf16 and fp32 alike. A no-op off CUDA."""
+    import torch
+
+    if not str(device).startswith("cuda"):
+        return
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    blocks = [torch.empty(POISON_BLOCK_BYTES, dtype=torch.uint8, device=device)]
+    blocks += [torch.empty(size, dtype=torch.uint8, device=device) for size in sizes for _ in range(POISON_COPIES)]
+    for block in blocks:
+        block.fill_(0xFF)
+    torch.cuda.synchronize()
+    del blocks
+
+
+def _nbytes(*tensors) -> list[int]:
+    return [t.numel() * t.element_size() for t in tensors]
+
+
+def check_fwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    import torch
+    from .reference import attention_ref
+
+    q, k, v, _ = make_inputs(variant, shape, seed, device)
+    ref, ref_lse = attention_ref(q, k, v, variant.causal)
+    low, low_lse = attention_ref(q, k, v, variant.causal, upcast=False)
+    lse_bytes = shape.batch * shape.nheads * shape.seqlen_q * 4
+    padded = q.numel() // q.shape[-1] * variant.hdim * q.element_size()
+    poison(device, [*_nbytes(q), padded, lse_bytes])
+    out, lse = module.flash_attn_func(q, k, v, causal=variant.causal, return_lse=True)
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return [compare("out", out, ref, low), compare("lse", lse, ref_lse, low_lse)]
+
+
+def check_bwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    import torch
+    from .reference import attention_ref
+
+    q, k, v, dout = make_inputs(variant, shape, seed, device)
+    leaves32 = [t.float().requires_grad_() for t in (q, k, v)]
+    out32, lse32 = attention_ref(*leaves32, variant.causal)
+    grads32 = torch.autograd.grad(out32, leaves32, dout.float())
+    leaves_low = [t.clone().requires_grad_() for t in (q, k, v)]
+    out_low, _ = attention_ref(*leaves_low, variant.causal, upcast=False)
+    grads_low = torch.autograd.grad(out_low, leaves_low, dout)
+    out, lse = out32.detach().to(q.dtype), lse32.detach()
+    per_query_head = shape.batch * shape.seqlen_k * shape.nheads * variant.hdim * q.element_size()
+    poison(device, [*_nbytes(q, k, v), per_query_head])
+    dq, dk, dv = module.mha_bwd(dout, q, k, v, out, lse, causal=variant.causal)
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return [compare(name, got, ref, low)
+            for name, got, ref, low in zip(("dq", "dk", "dv"), (dq, dk, dv), grads32, grads_low)]
+
+
+def check_splitkv(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    """Split-KV decoding over the whole cache, with SPLITKV_SPLITS splits forced so that the split
+    forward and the combine both run on every shape."""
+    import torch
+    from .reference import attention_ref
+
+    q, k, v, _ = make_inputs(variant, shape, seed, device)
+    ref, ref_lse = attention_ref(q, k, v, variant.causal)
+    low, low_lse = attention_ref(q, k, v, variant.causal, upcast=False)
+    lse_bytes = shape.batch * shape.nheads * shape.seqlen_q * 4
+    padded = q.numel() // q.shape[-1] * variant.hdim * q.element_size()
+    poison(device, [*_nbytes(q), padded, lse_bytes])
+    out, lse = module.mha_fwd_kvcache(q, k, v, causal=variant.causal, num_splits=SPLITKV_SPLITS)
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return [compare("out", out, ref, low), compare("lse", lse, ref_lse, low_lse)]
+
+
+CHECKS: dict[str, Callable] = {"fwd": check_fwd, "bwd": check_bwd, "splitkv": check_splitkv}
+
+
+def check(module, variant: Variant, shape: Shape, *, seed: int, device: str = "cuda") -> Row:
+    """One row: the variant's outputs on this shape against the reference. A call that raises
+    fails the row with the exception's first line (a VariantNotBuiltError too: the build's table
+    says it holds this variant)."""
+    row = Row(variant.name, shape.label(variant))
+    run = CHECKS.get(variant.direction)
+    if run is None:
+        row.skipped = f"no check for direction {variant.direction} yet"
+        return row
+    try:
+        row.metrics = run(module, variant, shape, seed, device)
+    except Exception as exc:  # noqa: BLE001 - any failure of the kernel call is this row's result
+        row.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return row
+
+
+def run_checks(module, variants: list[Variant], shapes: Iterable[Shape], *, seed: int, device: str = "cuda",
+               skipped: Iterable[tuple[Variant, str]] = (), on_row: Callable[[Row], None] = lambda row: None,
+               before: Callable[[Variant, Shape], None] = lambda v, s: None) -> list[Row]:
+    """Every variant on every shape, in order; `skipped` variants get one skip row each."""
+    rows = []
+    for variant, why in skipped:
+        rows.append(Row(variant.name, "-", skipped=why))
+        on_row(rows[-1])
+    for variant in variants:
+        for shape in shapes:
+            before(variant, shape)
+            rows.append(check(module, variant, shape, seed=seed, device=device))
+            on_row(rows[-1])
+    return rows
+
+
+# ---------------------------------------------------------------- reporting
+
+COLUMNS = ("variant", "shape", "tensor", "max err", "ref err", "tol", "mismatch", "result")
+
+
+def _num(x: float) -> str:
+    return "nan" if math.isnan(x) else "inf" if math.isinf(x) else f"{x:.2e}"
+
+
+def table_header(variant_width: int = 30) -> str:
+    return (f"{'variant':<{variant_width}}  {'shape':<28}  {'tensor':<6}  {'max err':>9}  {'ref err':>9}  "
+            f"{'tol':>9}  {'mismatch':>8}  result")
+
+
+def format_row(row: Row, variant_width: int = 30) -> str:
+    worst = row.worst
+    if worst is None:
+        numbers = f"{'-':<6}  {'-':>9}  {'-':>9}  {'-':>9}  {'-':>8}"
+    else:
+        numbers = (f"{worst.tensor:<6}  {_num(worst.max_abs_err):>9}  {_num(worst.ref_err):>9}  "
+                   f"{_num(worst.tol):>9}  {worst.mismatch_pct:>7.3f}%")
+    reason = f" ({row.reason})" if row.reason else ""
+    return f"{row.variant:<{variant_width}}  {row.shape:<28}  {numbers}  {row.status}{reason}"
+
+
+def summary(rows: list[Row]) -> str:
+    failed = [r for r in rows if r.status == "FAIL"]
+    passed = sum(r.status == "pass" for r in rows)
+    skipped = sum(r.status == "skip" for r in rows)
+    variants = len({r.variant for r in rows})
+    text = f"{passed} passed, {len(failed)} failed"
+    if skipped:
+        text += f", {skipped} skipped"
+    return f"{text} ({len(rows)} checks of {variants} variant{'' if variants == 1 else 's'})"
+
+
+def failure_message(rows: list[Row]) -> str:
+    failed = [r for r in rows if r.status == "FAIL"]
+    shown = "; ".join(f"{r.variant} {r.shape}: {r.reason}" for r in failed[:3])
+    more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+    return f"{len(failed)} of {len(rows)} checks failed: {shown}{more}"
+
+
+def results_json(rows: list[Row], **info: Any) -> str:
+    return json.dumps({"format": JSON_FORMAT, "version": 1, **info, "passed": all(r.status != "FAIL" for r in rows),
+                       "summary": summary(rows), "rows": [r.to_json() for r in rows]}, indent=2) + "\n"
+
+
+def rows_from_json(text: str) -> list[Row]:
+    return [Row.from_json(r) for r in json.loads(text)["rows"]]
