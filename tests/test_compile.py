@@ -103,15 +103,15 @@ def test_plain_build_with_cpu_torch_compiles_then_stops(tmp_path):
     assert list(objects(cache)) == ["fwd_hdim64_fp16_sm80"]
 
 
-def test_real_forward_kernel_compiles_for_sm80_and_sm90(tmp_path):
-    """The repo's own kernels/ (not a stand-in): one forward TU per arch, in parallel."""
+def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):
+    """The repo's own kernels/ (not a stand-in): one forward TU per arch, in parallel (the session's
+    shared build, which the inspect tests read too)."""
     if not (REPO / "kernels" / "ampere" / "fwd_launch.h").is_file():
         pytest.fail("kernels/ampere/fwd_launch.h is missing: the forward kernel has not landed")
-    cache = tmp_path / "cache"
-    started = time.monotonic()
-    result = flashbuild(*SLICE, "--arch", "sm80,sm90", "--causal", "off", "--compile-only", cache=cache)
+    result = real_fwd_build.process
     assert result.returncode == 0, result.stderr[-3000:]
-    built = objects(cache)
+    built = objects(real_fwd_build.cache)
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]
     assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"]
-    print(f"real forward TUs (sm80 + sm90, 2 jobs): {time.monotonic() - started:.1f}s\n{result.stderr}")
+    print(f"real forward TUs (sm80 + sm90, 2 jobs): {real_fwd_build.seconds:.1f}s\n{result.stderr}")

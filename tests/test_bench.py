@@ -1,0 +1,154 @@
+"""`flashbuild bench` without a GPU: problem sizes and FLOPs by product.md's standard, the table,
+CSV/JSON, --compare (and its errors for a file of the wrong format), the plot, and the command
+reporting an earlier --json file."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from flashbuild import bench
+from flashbuild.bench import Result, problem
+from flashbuild.variants import Variant
+from helpers import run_cli
+
+FWD = Variant("fwd", 128, "fp16", False, "sm90")
+FWD_CAUSAL = Variant("fwd", 64, "bf16", True, "sm90")
+BWD = Variant("bwd", 128, "fp16", True, "sm90")
+
+
+def fake_results(speed: float = 1.0) -> list[Result]:
+    rows = []
+    for variant in (FWD, FWD_CAUSAL, BWD):
+        for seqlen in (1024, 4096):
+            for i, backend in enumerate(bench.BACKENDS):
+                p = problem(variant, seqlen)
+                na = backend == "sdpa-cudnn" and variant is FWD_CAUSAL
+                ms = None if na else (1.0 + 0.1 * i) * seqlen / 1024 / speed
+                rows.append(bench.result(variant, p, backend, ms, 10, "No available kernel" if na else ""))
+    return rows
+
+
+def test_problem_sizes_follow_16k_tokens_and_model_dim_2048():
+    p = problem(FWD, 1024)
+    assert (p.batch, p.nheads, p.seqlen, p.hdim) == (16, 16, 1024, 128)
+    p = problem(Variant("fwd", 64, "fp16", False, "sm80"), 16384)
+    assert (p.batch, p.nheads) == (1, 32)
+    assert problem(Variant("fwd", 256, "fp16", False, "sm80"), 2048).nheads == 8
+
+
+def test_flops_fwd_halved_when_causal_bwd_two_and_a_half_times():
+    p = problem(FWD, 4096)                       # b 4, h 16, s 4096, d 128
+    assert bench.flops(p) == 4 * 4 * 16 * 4096 ** 2 * 128
+    causal = problem(Variant("fwd", 128, "fp16", True, "sm90"), 4096)
+    assert bench.flops(causal) == bench.flops(p) / 2
+    assert bench.flops(problem(BWD, 4096)) == 2.5 * bench.flops(causal)
+    assert bench.tflops(p, 1.0) == pytest.approx(bench.flops(p) / 1e-3 / 1e12)
+
+
+def test_seqlens_parse_and_reject_bad_values():
+    assert bench.parse_seqlens("1024, 4k,16k,1024") == (1024, 4096, 16384)
+    for bad in ("", "0", "1x", "-4"):
+        with pytest.raises(ValueError):
+            bench.parse_seqlens(bad)
+
+
+def test_enough_input_sets_to_rotate_past_l2():
+    p = problem(FWD, 1024)
+    per_set = 16 * 1024 * 16 * 128 * 2 * 4
+    n = bench.input_sets(p, None, l2_bytes=60 << 20, with_grad=False)
+    assert n >= 2 and n * per_set > 2 * (60 << 20)
+    assert bench.input_sets(p, None, l2_bytes=1 << 10, with_grad=True) == 2  # never fewer than 2
+
+
+def test_table_has_a_line_per_variant_and_seqlen_and_marks_na():
+    text = bench.table(fake_results())
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["variant", "seqlen", "b"] and all(b in lines[0] for b in bench.BACKENDS)
+    row = next(line for line in lines if line.startswith("fwd_hdim128_fp16_sm90") and " 1024 " in line)
+    assert "16x16" in row and "(1.000 ms)" in row
+    assert "n/a" in next(line for line in lines if line.startswith("fwd_hdim64_bf16_causal_sm90"))
+    assert "sdpa-cudnn fwd_hdim64_bf16_causal_sm90 seqlen 1024: No available kernel" in text
+
+
+def test_json_and_csv_round_trip(tmp_path):
+    results = fake_results()
+    path = tmp_path / "r.json"
+    path.write_text(bench.results_json(results, command="flashbuild bench --hdim 128", device="H200"))
+    info, back = bench.load_results(path)
+    assert back == results and info["command"] == "flashbuild bench --hdim 128" and info["format"] == "flashbuild-bench"
+    rows = list(csv.DictReader(io.StringIO(bench.results_csv(results))))
+    assert len(rows) == len(results) and rows[0]["backend"] == "flashbuild" and float(rows[0]["tflops"]) > 0
+
+
+def test_compare_marks_regressions_per_row():
+    old, new = fake_results(), fake_results()
+    slower = next(r for r in new if r.backend == bench.OURS and r.variant == BWD.name and r.seqlen == 4096)
+    slower.tflops *= 0.9
+    faster = next(r for r in new if r.backend == bench.OURS and r.variant == FWD.name and r.seqlen == 1024)
+    faster.tflops *= 1.2
+    new.append(bench.result(FWD, problem(FWD, 16384), bench.OURS, 5.0, 10))
+    changes, only_new, only_old = bench.compare(old, new)
+    assert len(changes) == len(old) and [r.seqlen for r in only_new] == [16384] and not only_old
+    regressions = [c for c in changes if c.regression]
+    assert [(c.new.variant, c.new.seqlen) for c in regressions] == [(BWD.name, 4096)]
+    text = bench.compare_table(changes, only_new, only_old, "old.json")
+    line = next(line for line in text.splitlines() if line.startswith(BWD.name) and " 4096 " in line
+                and bench.OURS in line)
+    assert "-10.0%" in line and line.endswith("REGRESSION")
+    assert "+20.0%" in next(line for line in text.splitlines() if line.startswith(FWD.name) and " 1024 " in line
+                            and bench.OURS in line)
+    assert "1 regression (1 of flashbuild) in" in text and "not in old.json: 1 rows" in text
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json at all", "not JSON"),
+    ('{"format": "flashbuild-test", "rows": []}', "not flashbuild bench results (format 'flashbuild-test'"),
+    ("[1, 2]", "not flashbuild bench results (format 'list'"),
+    ('{"format": "flashbuild-bench"}', 'no "results" list'),
+    ('{"format": "flashbuild-bench", "results": [{"variant": "x"}]}', "result 0 lacks backend"),
+])
+def test_compare_rejects_a_file_of_the_wrong_format_with_exit_2(tmp_path, content, message):
+    bad = tmp_path / "old.json"
+    bad.write_text(content)
+    result = run_cli("bench", "--arch", "sm90", "--compare", str(bad))  # checked before the GPU is
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"flashbuild: error: --compare {bad}: ") and message in line
+    assert "flashbuild bench ... --json FILE" in line and "Traceback" not in result.output
+
+
+def test_compare_with_a_missing_file_is_a_clear_error(tmp_path):
+    result = run_cli("bench", "--compare", str(tmp_path / "nope.json"))
+    assert result.exit_code == 2 and "cannot read it" in result.stderr
+
+
+def test_plot_has_a_panel_per_head_dim_and_a_row_per_direction(tmp_path):
+    import matplotlib.image
+
+    path = bench.plot(fake_results(), tmp_path / "sub" / "p.png", title="H200 flashbuild bench")
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert width > 800 and height > 600  # 2 head dims wide, 2 directions high
+
+
+def test_bench_reports_an_earlier_results_file_without_a_gpu(tmp_path):
+    earlier, old = tmp_path / "new.json", tmp_path / "old.json"
+    earlier.write_text(bench.results_json(fake_results(speed=0.9), command="flashbuild bench x", device="H200"))
+    old.write_text(bench.results_json(fake_results(), command="flashbuild bench x", device="H200"))
+    out = {name: tmp_path / name for name in ("r.csv", "r.png")}
+    result = run_cli("bench", "--results", str(earlier), "--csv", str(out["r.csv"]), "--plot", str(out["r.png"]),
+                     "--compare", str(old))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("variant") and "change vs" in result.stdout
+    assert result.stdout.count("REGRESSION") == sum(1 for r in fake_results() if r.ms)  # all 10% slower
+    assert all(p.is_file() and p.stat().st_size > 0 for p in out.values())
+    assert run_cli("bench", "--results", str(earlier), "--hdim", "64").exit_code == 2  # no selection with --results
+
+
+def test_bad_seqlens_and_reps_are_usage_errors():
+    for args in (["--seqlens", "1k,abc"], ["--reps", "0"]):
+        result = run_cli("bench", "--arch", "sm90", *args)
+        assert result.exit_code == 2 and "Traceback" not in result.output

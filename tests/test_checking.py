@@ -1,0 +1,310 @@
+"""`flashbuild test`'s checking logic on CPU: a fake extension computes the reference (a correct
+kernel) or plants one fault (NaN, an unwritten element, a wrong row, a wrong lse, a wrong dK, an
+exception); the checks must pass the first and fail each fault with its reason. Also the
+sanitizer's report attribution, which GPU a build's arch runs on, and `flashbuild test` end to end
+with the fake extension."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from flashbuild import checking, runtime, sanitize  # noqa: E402
+from flashbuild.checking import SHAPES_FULL, SHAPES_QUICK, Shape, check, compare, run_checks  # noqa: E402
+from flashbuild.errors import VariantNotBuiltError  # noqa: E402
+from flashbuild.reference import attention_ref  # noqa: E402
+from flashbuild.variants import Variant  # noqa: E402
+from helpers import run_cli  # noqa: E402
+
+FWD = Variant("fwd", 64, "fp16", True, "sm90")
+BWD = Variant("bwd", 64, "fp16", True, "sm90")
+
+
+class FakeExt:
+    """The built extension's API on CPU: the fp32 reference rounded to the input dtype (what a
+    correct kernel returns, up to rounding), with an optional fault."""
+
+    def __init__(self, fault: str | None = None, names=(FWD.name, BWD.name)):
+        self.fault = fault
+        self.names = list(names)
+        self.calls = 0
+
+    def variants(self):
+        return self.names
+
+    def build_key(self):
+        return "sm90-fp16-h64-fwd+bwd-c1-0123abcd"
+
+    def flash_attn_func(self, q, k, v, causal=False, softmax_scale=None, return_lse=False):
+        self.calls += 1
+        if self.fault == "raise":
+            raise VariantNotBuiltError("flashbuild: this build has no kernel fwd_hdim64_fp16_causal_sm90 (...)")
+        out, lse = attention_ref(q, k, v, causal, softmax_scale)
+        out = out.to(q.dtype)
+        if self.fault == "unwritten":
+            out[:, -1, -1, -1] = float("nan")  # what a poisoned output shows where the kernel wrote nothing
+        elif self.fault == "wrong-row":
+            out[:, -1] += 0.05
+        elif self.fault == "zeros":
+            out = torch.zeros_like(out)
+        elif self.fault == "lse-finite":
+            lse = torch.nan_to_num(lse, posinf=0.0)
+        elif self.fault == "lse-inf":
+            lse[..., -1] = float("inf")  # the last row always sees a key
+        return (out, lse) if return_lse else out
+
+    def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
+                        num_splits=0):
+        assert cache_seqlens is None and num_splits == checking.SPLITKV_SPLITS
+        return self.flash_attn_func(q, k_cache, v_cache, causal, softmax_scale, return_lse=True)
+
+    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None):
+        self.calls += 1
+        leaves = [t.float().requires_grad_() for t in (q, k, v)]
+        ref, _ = attention_ref(*leaves, causal, softmax_scale)
+        dq, dk, dv = (g.to(q.dtype) for g in torch.autograd.grad(ref, leaves, dout.float()))
+        if self.fault == "dk":
+            dk = dk * 1.05
+        elif self.fault == "dv-unwritten":
+            dv[0, 0, 0, 0] = float("nan")
+        return dq, dk, dv
+
+
+def rows_for(fault=None, variants=(FWD, BWD), shapes=SHAPES_QUICK, seed=0):
+    return run_checks(FakeExt(fault), list(variants), shapes, seed=seed, device="cpu")
+
+
+# ---------------------------------------------------------------- the standard on one tensor
+
+def test_tolerance_is_twice_the_low_precision_error_plus_eps():
+    ref = torch.zeros(1000)
+    low = ref.clone()
+    low[0] = 0.01                               # PyTorch in fp16 is off by 0.01
+    at = compare("out", ref + 0.02 + 1e-4 * 0.5, ref, low)
+    assert at.tol == pytest.approx(2 * 0.01 + 1e-4)
+    assert at.passed and at.max_abs_err == pytest.approx(0.02 + 0.5e-4)
+    past = compare("out", torch.where(torch.arange(1000) < 10, 0.03, 0.0), ref, low)
+    assert not past.passed and past.reason == "error above tolerance"
+    assert past.mismatch_pct == pytest.approx(1.0)  # 10 of 1000 elements past tol
+    assert past.ref_err == pytest.approx(0.01)
+
+
+def test_nan_never_passes_and_counts_as_mismatch():
+    ref = torch.ones(100)
+    got = ref.clone()
+    got[3] = float("nan")
+    metric = compare("out", got, ref, ref + 1.0)  # even with a huge tolerance
+    assert not metric.passed and metric.reason == checking.REASON_NAN
+    assert math.isnan(metric.max_abs_err) and metric.mismatch_pct == pytest.approx(1.0)
+
+
+def test_lse_inf_must_match_exactly_where_a_row_sees_no_key():
+    ref = torch.tensor([1.0, float("inf"), 2.0])
+    assert compare("lse", ref.clone(), ref, ref).passed
+    assert "+inf rows differ" in compare("lse", torch.tensor([1.0, 5.0, 2.0]), ref, ref).reason
+    assert "+inf rows differ" in compare("lse", torch.tensor([float("inf"), float("inf"), 2.0]), ref, ref).reason
+
+
+def test_shape_mismatch_fails():
+    metric = compare("dk", torch.zeros(2, 3), torch.zeros(3, 2), torch.zeros(3, 2))
+    assert not metric.passed and metric.reason.startswith("shape")
+
+
+# ---------------------------------------------------------------- inputs and shapes
+
+def test_inputs_are_fresh_random_never_zero_and_reproducible():
+    shape = SHAPES_QUICK[1]
+    q, k, v, dout = checking.make_inputs(FWD, shape, seed=0, device="cpu")
+    assert q.shape == (2, 113, 16, 64) and k.shape == (2, 1023, 2, 64) and q.dtype == torch.float16
+    for t in (q, k, v, dout):
+        assert (t != 0).float().mean() > 0.99 and t.float().std() > 0.5
+    again = checking.make_inputs(FWD, shape, seed=0, device="cpu")[0]
+    assert torch.equal(q, again)
+    assert not torch.equal(q, checking.make_inputs(FWD, shape, seed=1, device="cpu")[0])
+    assert not torch.equal(q[:, :17, :4], checking.make_inputs(FWD, SHAPES_QUICK[0], seed=0, device="cpu")[0][:, :, :4])
+    assert not torch.equal(k, checking.make_inputs(Variant("fwd", 64, "fp16", False, "sm90"), shape, 0, "cpu")[1])
+
+
+def test_shapes_sweep_odd_seqlens_gqa_mqa_and_uneven_causal():
+    seqlens = {s.seqlen_q for s in SHAPES_FULL} | {s.seqlen_k for s in SHAPES_FULL}
+    assert {1, 17, 113, 1023} <= seqlens
+    assert any(s.nheads // s.nheads_k == 8 for s in SHAPES_FULL)        # GQA 8:1
+    assert any(s.nheads_k == 1 and s.nheads > 1 for s in SHAPES_FULL)   # MQA
+    assert any(s.seqlen_q > s.seqlen_k for s in SHAPES_FULL) and any(s.seqlen_q < s.seqlen_k for s in SHAPES_FULL)
+    assert any(s.pad for s in SHAPES_FULL)                              # a head dim that runs padded
+    assert set(SHAPES_QUICK) <= set(SHAPES_FULL) and len(SHAPES_QUICK) < len(SHAPES_FULL)
+    assert SHAPES_FULL[-1].label(FWD) == "b2 sq129 sk65 h4/2 d56"
+
+
+# ---------------------------------------------------------------- checks of a fake kernel
+
+def test_a_correct_kernel_passes_every_fwd_and_bwd_check():
+    rows = rows_for()
+    assert len(rows) == 2 * len(SHAPES_QUICK)
+    assert [r.status for r in rows] == ["pass"] * len(rows), [r.reason for r in rows]
+    fwd, bwd = rows[0], rows[len(SHAPES_QUICK)]
+    assert [m.tensor for m in fwd.metrics] == ["out", "lse"]
+    assert [m.tensor for m in bwd.metrics] == ["dq", "dk", "dv"]
+    for row in rows:
+        for m in row.metrics:
+            assert m.ref_err > 0 and m.max_abs_err <= m.tol and m.mismatch_pct == 0
+
+
+def test_every_full_shape_passes_for_a_correct_kernel_non_causal_too():
+    variants = [Variant("fwd", 32, "bf16", False, "sm80"), Variant("bwd", 32, "bf16", True, "sm80"),
+                Variant("splitkv", 32, "bf16", True, "sm80")]
+    rows = run_checks(FakeExt(), variants, SHAPES_FULL, seed=3, device="cpu")
+    assert [r.status for r in rows] == ["pass"] * len(rows), [(r.shape, r.reason) for r in rows if not r.passed]
+
+
+@pytest.mark.parametrize("fault, variant, tensor, reason", [
+    ("unwritten", FWD, "out", "NaN/unwritten"),
+    ("wrong-row", FWD, "out", "error above tolerance"),
+    ("zeros", FWD, "out", "error above tolerance"),
+    ("lse-finite", FWD, "lse", "+inf rows differ"),
+    ("lse-inf", FWD, "lse", "+inf rows differ"),
+    ("dk", BWD, "dk", "error above tolerance"),
+    ("dv-unwritten", BWD, "dv", "NaN/unwritten"),
+    ("wrong-row", Variant("splitkv", 64, "fp16", False, "sm90"), "out", "error above tolerance"),
+])
+def test_each_fault_fails_with_its_reason(fault, variant, tensor, reason):
+    shapes = [SHAPES_QUICK[2]] if fault == "lse-finite" else SHAPES_QUICK  # causal rows that see no key
+    rows = rows_for(fault, [variant], shapes)
+    assert all(r.status == "FAIL" for r in rows), [(r.shape, r.status) for r in rows]
+    assert rows[0].worst.tensor == tensor and rows[0].reason.startswith(f"{tensor}: {reason}")
+    if fault == "wrong-row":
+        assert 0 < rows[0].worst.mismatch_pct < 100
+
+
+def test_a_call_that_raises_fails_its_row_with_the_error():
+    (row,) = rows_for("raise", [FWD], [SHAPES_QUICK[0]])
+    assert row.status == "FAIL" and row.error.startswith("VariantNotBuiltError: flashbuild: this build has no kernel")
+    assert checking.format_row(row).endswith(f"FAIL ({row.error})")
+
+
+def test_skipped_variants_get_a_row_and_neither_pass_nor_fail():
+    rows = run_checks(FakeExt(), [], SHAPES_QUICK, seed=0, device="cpu",
+                      skipped=[(Variant("fwd", 64, "fp16", True, "sm80"), "built for sm80")])
+    assert [r.status for r in rows] == ["skip"]
+    assert checking.summary(rows) == "0 passed, 0 failed, 1 skipped (1 checks of 1 variant)"
+
+
+def test_table_json_and_summary():
+    rows = rows_for() + rows_for("dk", [BWD], [SHAPES_QUICK[0]])
+    header = checking.table_header()
+    for column in ("variant", "shape", "tensor", "max err", "ref err", "tol", "mismatch", "result"):
+        assert column in header
+    line = checking.format_row(rows[0])
+    assert line.startswith("fwd_hdim64_fp16_causal_sm90") and "b2 sq17 sk17 h4/4 d64" in line and line.endswith("pass")
+    assert checking.summary(rows) == "6 passed, 1 failed (7 checks of 2 variants)"
+    assert checking.failure_message(rows).startswith("1 of 7 checks failed: bwd_hdim64_fp16_causal_sm90 b2 sq17")
+    data = json.loads(checking.results_json(rows, seed=0))
+    assert data["format"] == "flashbuild-test" and data["passed"] is False and data["seed"] == 0
+    assert data["rows"][-1]["status"] == "FAIL" and data["rows"][-1]["worst"] == "dk"
+    assert {"max_abs_err", "ref_err", "tol", "mismatch_pct", "passed"} <= set(data["rows"][0]["metrics"][0])
+    back = checking.rows_from_json(checking.results_json(rows))
+    assert [(r.variant, r.shape, r.status, r.reason) for r in back] == [(r.variant, r.shape, r.status, r.reason)
+                                                                         for r in rows]
+
+
+# ---------------------------------------------------------------- sanitizer reports
+
+SANITIZED = """\
+========= COMPUTE-SANITIZER
+variant  shape  ...
+@@flashbuild-check\tfwd_hdim64_fp16_causal_sm90\tb2 sq17 sk17 h4/4 d64
+fwd_hdim64_fp16_causal_sm90  b2 sq17 sk17 h4/4 d64  out ... pass
+@@flashbuild-check\tfwd_hdim64_fp16_causal_sm90\tb2 sq113 sk1023 h16/2 d64
+========= Invalid __global__ read of size 16 bytes
+=========     at void flashbuild::ampere::fwd_kernel<...>(flashbuild::FwdParams)+0x1a20
+=========     by thread (3,0,0) in block (0,1,0)
+=========     Address 0x7f00 is out of bounds
+========= Invalid __global__ read of size 16 bytes
+@@flashbuild-check\tbwd_hdim64_fp16_causal_sm90\tb2 sq17 sk17 h4/4 d64
+========= Program hit cudaErrorIllegalAddress (error 700) due to "an illegal memory access" on CUDA API call
+========= ERROR SUMMARY: 3 errors
+"""
+
+
+def test_sanitizer_reports_belong_to_the_check_they_follow():
+    seen = []
+    reports = sanitize.attribute(SANITIZED.splitlines(), on_check=lambda v, s: seen.append(v))
+    assert len(seen) == 3
+    assert reports == {
+        ("fwd_hdim64_fp16_causal_sm90", "b2 sq113 sk1023 h16/2 d64"): "Invalid __global__ read of size 16 bytes",
+        ("bwd_hdim64_fp16_causal_sm90", "b2 sq17 sk17 h4/4 d64"):
+            'Program hit cudaErrorIllegalAddress (error 700) due to "an illegal memory access" on CUDA API call',
+    }
+    rows = sanitize.apply(rows_for(shapes=SHAPES_QUICK[:2]), reports)
+    by = {(r.variant, r.shape): r for r in rows}
+    oob = by[("fwd_hdim64_fp16_causal_sm90", "b2 sq113 sk1023 h16/2 d64")]
+    assert oob.status == "FAIL" and oob.reason == "out-of-bounds: Invalid __global__ read of size 16 bytes"
+    assert by[("bwd_hdim64_fp16_causal_sm90", "b2 sq17 sk17 h4/4 d64")].reason.startswith("CUDA error under")
+    assert by[("fwd_hdim64_fp16_causal_sm90", "b2 sq17 sk17 h4/4 d64")].status == "pass"
+
+
+def test_marker_lines_round_trip():
+    line = sanitize.marker_line("fwd_hdim64_fp16_sm90", "b1 sq1 sk1 h4/4 d64")
+    assert sanitize.attribute([line, "========= Invalid __shared__ write of size 4 bytes"]) == {
+        ("fwd_hdim64_fp16_sm90", "b1 sq1 sk1 h4/4 d64"): "Invalid __shared__ write of size 4 bytes"}
+
+
+# ---------------------------------------------------------------- which kernels this GPU runs
+
+@pytest.mark.parametrize("gpu, built, here", [
+    (90, ["sm80", "sm90"], ["sm90"]),
+    (86, ["sm80", "sm90"], ["sm80"]),
+    (89, ["sm80", "sm86"], ["sm86"]),
+    (80, ["sm86", "sm90"], []),
+])
+def test_the_arch_the_binding_picks_is_the_one_tested(gpu, built, here):
+    variants = [Variant("fwd", 64, "fp16", False, a) for a in built]
+    run, other = runtime.runnable(variants, runtime.Gpu("GPU", gpu, "2.x"))
+    assert [v.arch for v in run] == here
+    assert len(run) + len(other) == len(variants)
+
+
+# ---------------------------------------------------------------- `flashbuild test` end to end, fake extension
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A GPU that is the CPU, and a build whose module is a FakeExt."""
+    made = {}
+
+    def use(ext: FakeExt):
+        made["ext"] = ext
+        monkeypatch.setattr(runtime, "require_gpu", lambda command: runtime.Gpu("Fake H200", 90, "2.x", "cpu"))
+        monkeypatch.setattr(runtime, "load_build", lambda selection, options, rebuild=False: ext)
+        return ext
+    return use
+
+
+def test_test_command_prints_a_row_per_check_and_writes_json(fake_gpu, tmp_path):
+    fake_gpu(FakeExt(names=[FWD.name, BWD.name, "fwd_hdim64_fp16_causal_sm80"]))
+    out = tmp_path / "r.json"
+    result = run_cli("test", "--hdim", "64", "--dtype", "fp16", "--arch", "sm80,sm90", "--causal", "on",
+                     "--shapes", "quick", "--seed", "7", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["variant", "shape", "tensor"]
+    assert sum(line.endswith(" pass") for line in lines) == 6
+    assert "fwd_hdim64_fp16_causal_sm80" in result.stdout and "skip (built for sm80" in result.stdout
+    assert lines[-1] == "6 passed, 0 failed, 1 skipped (7 checks of 3 variants)"
+    data = json.loads(out.read_text())
+    assert data["seed"] == 7 and data["shapes"] == "quick" and data["passed"] is True
+    assert data["build_key"] == "sm90-fp16-h64-fwd+bwd-c1-0123abcd" and data["device"].startswith("Fake H200")
+    assert data["command"].startswith("flashbuild test --hdim 64 --dtype fp16 --arch sm80,sm90")
+
+
+def test_test_command_exits_1_with_one_line_naming_the_failures(fake_gpu):
+    fake_gpu(FakeExt("dk"))
+    result = run_cli("test", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--causal", "on", "--shapes", "quick")
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith("flashbuild: error: 3 of 6 checks failed: bwd_hdim64_fp16_causal_sm90 ")
+    assert "dk: error above tolerance" in line
