@@ -56,7 +56,7 @@ def extension_name(module_name: str) -> str:
 def nvcc_flags(toolchain: Toolchain, gen_dir: Path, flags: CompileFlags) -> list[str]:
     """The flags every kernel TU gets (the arch's -gencode is added per edge)."""
     out = ["-std=c++17", "-O3", "--use_fast_math", "--expt-relaxed-constexpr", "--expt-extended-lambda",
-           "-Xcompiler", "-fPIC", f"-I{toolchain.kernels_dir}", f"-I{gen_dir}", f"-I{toolchain.cutlass_include}"]
+           "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", f"-I{toolchain.kernels_dir}", f"-I{gen_dir}", f"-I{toolchain.cutlass_include}"]
     if flags.debug:
         out += ["-G", "-lineinfo"]  # device debug: keep asserts, so no -DNDEBUG
     else:
@@ -66,7 +66,10 @@ def nvcc_flags(toolchain: Toolchain, gen_dir: Path, flags: CompileFlags) -> list
 
 def binding_flags(link: LinkSpec, toolchain: Toolchain, gen_dir: Path) -> list[str]:
     includes = [f"-I{d}" for d in (*link.include_dirs, toolchain.kernels_dir, gen_dir)]
-    return ["-O2", f"-std={link.cxx_std}", "-fPIC", *includes, *link.defines]
+    # Hidden visibility: an extension exports only its PyInit, so two builds loaded in one process
+    # never bind to each other's symbols (inline variables and templates are otherwise unique
+    # process-wide: a second build read the first one's variant table).
+    return ["-O2", f"-std={link.cxx_std}", "-fPIC", "-fvisibility=hidden", *includes, *link.defines]
 
 
 def link_flags(link: LinkSpec) -> list[str]:

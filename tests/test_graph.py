@@ -64,6 +64,7 @@ def test_nvcc_flags_match_the_contract():
                  "-fPIC", "-I/src/kernels", f"-I{GEN}", "-I/site/cutlass/include", "-DNDEBUG"]:
         assert flag in flags
     assert flags[flags.index("-fPIC") - 1] == "-Xcompiler"
+    assert flags[flags.index("-fvisibility=hidden") - 1] == "-Xcompiler"
     assert "-G" not in flags and "-lineinfo" not in flags
     assert variable(text, "nvcc") == "/cuda/bin/nvcc"
 
@@ -104,6 +105,7 @@ def test_binding_and_link_edges_when_linking():
     assert sorted(link_inputs.group(1).split()) == sorted([f"obj/{v.name}.o" for v in variants] + ["obj/flash_api.o"])
     cxx_flags = shlex.split(variable(text, "cxx_flags"))
     assert "-std=c++17" in cxx_flags and "-fPIC" in cxx_flags
+    assert "-fvisibility=hidden" in cxx_flags  # an extension exports only its PyInit
     assert {"-I/torch/include", "-I/py/include", "-I/cuda/include", "-I/src/kernels", f"-I{GEN}"} <= set(cxx_flags)
     assert '-DPYBIND11_COMPILER_TYPE="_gcc"' in cxx_flags  # survives shell quoting as a string literal
     rule = re.search(r"^rule cxx\n((?:  .*\n)+)", text, re.M).group(1)

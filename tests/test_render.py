@@ -106,17 +106,20 @@ def test_table_holds_the_variants_and_axes(tmp_path):
     selection, files = render_selection(tmp_path, hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="both")
     table = files["flashbuild_table.h"]
     assert "#define FLASHBUILD_HAS_FWD 1" in table
+    # Internal linkage: `inline constexpr` arrays are GNU_UNIQUE symbols, bound process-wide, and a
+    # second build loaded in one process read the first one's table (seen on the H200).
+    assert "inline constexpr" not in table
     assert "#define FLASHBUILD_HAS_BWD 0" in table and "#define FLASHBUILD_HAS_SPLITKV 0" in table
-    assert ('inline constexpr const char* kVariants[] = {"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90"};'
+    assert ('static constexpr const char* kVariants[] = {"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90"};'
             in table)
-    assert "inline constexpr int kNumVariants = 2;" in table
-    assert "inline constexpr int kHeadDims[] = {64};" in table and "kNumHeadDims = 1;" in table
-    assert "inline constexpr int kArchs[] = {90};" in table
-    assert 'inline constexpr const char* kDTypes[] = {"fp16"};' in table
-    assert "inline constexpr bool kCausal[] = {false, true};" in table and "kNumCausal = 2;" in table
-    assert 'inline constexpr const char* kDirections[] = {"fwd"};' in table
-    assert f'inline constexpr const char* kBuildKey = "{KEY}";' in table
-    assert f'inline constexpr const char* kVersion = "{__version__}";' in table
+    assert "static constexpr int kNumVariants = 2;" in table
+    assert "static constexpr int kHeadDims[] = {64};" in table and "kNumHeadDims = 1;" in table
+    assert "static constexpr int kArchs[] = {90};" in table
+    assert 'static constexpr const char* kDTypes[] = {"fp16"};' in table
+    assert "static constexpr bool kCausal[] = {false, true};" in table and "kNumCausal = 2;" in table
+    assert 'static constexpr const char* kDirections[] = {"fwd"};' in table
+    assert f'static constexpr const char* kBuildKey = "{KEY}";' in table
+    assert f'static constexpr const char* kVersion = "{__version__}";' in table
     assert len(selection.variants) == 2
 
 
