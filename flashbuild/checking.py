@@ -173,13 +173,19 @@ class Row:
         return {"variant": self.variant, "shape": self.shape, "status": self.status, "passed": self.passed,
                 "reason": self.reason, "worst": worst.tensor if worst else None,
                 "error": self.error, "skipped": self.skipped,
-                "metrics": [{**asdict(m), "passed": m.passed} for m in self.metrics]}
+                "metrics": [{**{k: _finite_or_text(v) for k, v in asdict(m).items()}, "passed": m.passed}
+                            for m in self.metrics]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Row":
-        metrics = [Metric(m["tensor"], m["max_abs_err"], m["ref_err"], m["tol"], m["mismatch_pct"], m["reason"])
-                   for m in data["metrics"]]
+        metrics = [Metric(m["tensor"], float(m["max_abs_err"]), float(m["ref_err"]), float(m["tol"]),
+                          float(m["mismatch_pct"]), m["reason"]) for m in data["metrics"]]
         return cls(data["variant"], data["shape"], metrics, data.get("error"), data.get("skipped"))
+
+
+def _finite_or_text(value):
+    """JSON has no NaN or inf: write them as "nan" / "inf" (float() reads them back)."""
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def make_inputs(variant: Variant, shape: Shape, seed: int, device: str):

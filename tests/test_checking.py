@@ -206,6 +206,10 @@ def test_table_json_and_summary():
     assert data["format"] == "flashbuild-test" and data["passed"] is False and data["seed"] == 0
     assert data["rows"][-1]["status"] == "FAIL" and data["rows"][-1]["worst"] == "dk"
     assert {"max_abs_err", "ref_err", "tol", "mismatch_pct", "passed"} <= set(data["rows"][0]["metrics"][0])
+    nan_row = rows_for("unwritten", [FWD], [SHAPES_QUICK[0]])[0]
+    text = checking.results_json([nan_row])
+    assert "\": NaN" not in text and json.loads(text)["rows"][0]["metrics"][0]["max_abs_err"] == "nan"  # valid JSON
+    assert math.isnan(checking.rows_from_json(text)[0].metrics[0].max_abs_err)
     back = checking.rows_from_json(checking.results_json(rows))
     assert [(r.variant, r.shape, r.status, r.reason) for r in back] == [(r.variant, r.shape, r.status, r.reason)
                                                                          for r in rows]

@@ -4,6 +4,7 @@ commands a kernel developer runs after each edit, end to end on one small slice.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -106,7 +107,9 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
 
 @pytest.mark.skipif(env.find_cuda_tool("compute-sanitizer") is None, reason="compute-sanitizer not found")
 def test_sanitize_fails_a_kernel_that_writes_out_of_bounds(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLASHBUILD_ROOT", str(make_root(tmp_path, OOB_LAUNCH_H)))
+    root = make_root(tmp_path, OOB_LAUNCH_H)
+    shutil.copytree(env.kernels_dir() / "binding", root / "kernels" / "binding")  # a linked build needs it
+    monkeypatch.setenv("FLASHBUILD_ROOT", str(root))
     monkeypatch.setenv("FLASHBUILD_CACHE_DIR", str(tmp_path / "cache"))
     result = run_cli("test", "--hdim", "64", "--dtype", "fp16", "--arch", "native", "--direction", "fwd",
                      "--causal", "off", "--shapes", "quick", "--sanitize")
