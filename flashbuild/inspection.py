@@ -272,18 +272,26 @@ def demangle(names: list[str]) -> dict[str, str]:
 LIMITER_SHORT = {"registers": "regs", "warps": "warps", "blocks": "blocks", "static shared memory": "smem"}
 
 
+def short_name(demangled: str) -> str:
+    """'void flashbuild::ampere::fwd_kernel<Traits<...>, true>(flashbuild::FwdParams)' -> 'fwd_kernel'."""
+    head = demangled.split("<", 1)[0].split("(", 1)[0]
+    return head.split("::")[-1].split()[-1] if head.strip() else demangled
+
+
 def table(reports: list[KernelReport]) -> str:
+    names = demangle([r.kernel for r in reports])
+    short = {r.kernel: short_name(names[r.kernel])[:24] for r in reports}
+    kwidth = max([len("kernel")] + list(map(len, short.values())))
     width = max([len("variant")] + [len(r.variant) for r in reports])
-    head = (f"{'variant':<{width}}  {'arch':<6}  {'regs':>4}  {'threads':>7}  {'smem(static)':>12}  {'stack':>5}  "
+    head = (f"{'variant':<{width}}  {'kernel':<{kwidth}}  {'arch':<6}  {'regs':>4}  {'threads':>7}  {'smem(static)':>12}  {'stack':>5}  "
             f"{'spill st/ld B':>13}  {'occupancy':>16}  " + "  ".join(f"{m:>5}" for m in MIX))
     lines = [head]
     for r in reports:
         occ = f"{r.occupancy.percent:.0f}% {r.occupancy.warps_per_sm}w {LIMITER_SHORT[r.occupancy.limited_by]}"
-        lines.append(f"{r.variant:<{width}}  {r.arch:<6}  {r.registers:>4}  {r.max_threads or '-':>7}  "
+        lines.append(f"{r.variant:<{width}}  {short[r.kernel]:<{kwidth}}  {r.arch:<6}  {r.registers:>4}  {r.max_threads or '-':>7}  "
                      f"{r.static_smem_bytes:>12}  {r.stack_bytes:>5}  "
                      f"{f'{r.spill_store_bytes}/{r.spill_load_bytes}':>13}  {occ:>16}  "
                      + "  ".join(f"{r.mix[m]:>5}" for m in MIX))
-    names = demangle([r.kernel for r in reports])
     lines.append("kernels:")
     lines += [f"  {r.variant}: {names[r.kernel]}" for r in reports]
     lines.append("smem is the static part and occupancy (warps per SM, and what limits them) an upper bound: "

@@ -82,6 +82,12 @@ def test_local_memory_bytes_count_each_ldl_stl_by_its_width():
     assert inspection.local_bytes(instructions, "LDL") == 16
 
 
+def test_short_kernel_names():
+    assert inspection.short_name("void flashbuild::ampere::fwd_kernel<flashbuild::ampere::FwdTraits<64, 128, 64, 4, "
+                                 "cutlass::half_t>, true>(flashbuild::FwdParams)") == "fwd_kernel"
+    assert inspection.short_name("_Z3fooi") == "_Z3fooi"
+
+
 def test_max_threads_comes_from_the_kernels_own_info_section():
     assert inspection.parse_max_threads(ELF) == {KERNEL: 128}
 
@@ -146,8 +152,8 @@ def test_inspect_table_and_sass_dump(real_cache, tmp_path):
     result = run_cli("inspect", "--config", "ci-compile", "--sass", "fwd_hdim64_fp16_sm90", "--sass-dir", str(tmp_path))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[1].split()[:3] == ["variant", "arch", "regs"] and "HMMA" in lines[1]
-    assert any(line.startswith("fwd_hdim64_fp16_sm80 ") for line in lines)
+    assert lines[1].split()[:4] == ["variant", "kernel", "arch", "regs"] and "HMMA" in lines[1]
+    assert any(line.startswith("fwd_hdim64_fp16_sm80 ") and " fwd_kernel " in line for line in lines)
     sass = (tmp_path / "fwd_hdim64_fp16_sm90.sass").read_text()
     assert "code for sm_90a" in sass and "Function : " in sass and "HMMA" in sass
     assert f"SASS of fwd_hdim64_fp16_sm90: {tmp_path / 'fwd_hdim64_fp16_sm90.sass'}" in result.stdout
