@@ -168,7 +168,7 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
     gpu = runtime.require_gpu("test")
     selection, options = builder.parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "test")
-    info = {"device": gpu.describe(), "seed": seed, "shapes": shapes,
+    info = {"device": gpu.describe(), "seed": seed, "shapes": shapes, "sanitize": sanitize,
             "command": " ".join(["flashbuild", "test", *build_args(selection, options), "--seed", str(seed),
                                  "--shapes", shapes])}
     if sanitize and os.environ.get(sanitizing.MARKERS_ENV) != "1":
