@@ -13,13 +13,15 @@ import sys
 import click
 
 from . import __version__, env
+from .variants import DIRECTIONS, implemented_directions
 from .errors import FlashbuildError
 
 SELECTION_HELP = {
     "hdim": "Head dims, comma-separated (32,64,96,128,192,256). Default: all.",
     "dtype": "Dtypes: fp16,bf16. Default: both.",
     "arch": "Archs: sm80,sm86,sm89,sm90 or native (the GPUs nvidia-smi reports). Default: native.",
-    "direction": "Directions: fwd,bwd,splitkv. Default: every implemented one (fwd,bwd).",
+    "direction": f"Directions: {','.join(DIRECTIONS)}. Default: every implemented one "
+                 f"({','.join(implemented_directions())}).",
     "causal": "Causal variants: on, off or both. Default: both.",
 }
 
