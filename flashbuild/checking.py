@@ -228,7 +228,8 @@ def _nbytes(*tensors) -> list[int]:
     return [t.numel() * t.element_size() for t in tensors]
 
 
-def check_fwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+def _check_forward(run, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    """out and lse of one forward call `run(q, k, v)` against the fp32 reference (fwd and splitkv)."""
     import torch
     from .reference import attention_ref
 
@@ -238,10 +239,15 @@ def check_fwd(module, variant: Variant, shape: Shape, seed: int, device: str) ->
     lse_bytes = shape.batch * shape.nheads * shape.seqlen_q * 4
     padded = q.numel() // q.shape[-1] * variant.hdim * q.element_size()
     poison(device, [*_nbytes(q), padded, lse_bytes])
-    out, lse = module.flash_attn_func(q, k, v, causal=variant.causal, return_lse=True)
+    out, lse = run(q, k, v)
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
     return [compare("out", out, ref, low), compare("lse", lse, ref_lse, low_lse)]
+
+
+def check_fwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    return _check_forward(lambda q, k, v: module.flash_attn_func(q, k, v, causal=variant.causal, return_lse=True),
+                          variant, shape, seed, device)
 
 
 def check_bwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
@@ -268,19 +274,9 @@ def check_bwd(module, variant: Variant, shape: Shape, seed: int, device: str) ->
 def check_splitkv(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
     """Split-KV decoding over the whole cache, with SPLITKV_SPLITS splits forced so that the split
     forward and the combine both run on every shape."""
-    import torch
-    from .reference import attention_ref
-
-    q, k, v, _ = make_inputs(variant, shape, seed, device)
-    ref, ref_lse = attention_ref(q, k, v, variant.causal)
-    low, low_lse = attention_ref(q, k, v, variant.causal, upcast=False)
-    lse_bytes = shape.batch * shape.nheads * shape.seqlen_q * 4
-    padded = q.numel() // q.shape[-1] * variant.hdim * q.element_size()
-    poison(device, [*_nbytes(q), padded, lse_bytes])
-    out, lse = module.mha_fwd_kvcache(q, k, v, causal=variant.causal, num_splits=SPLITKV_SPLITS)
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-    return [compare("out", out, ref, low), compare("lse", lse, ref_lse, low_lse)]
+    return _check_forward(
+        lambda q, k, v: module.mha_fwd_kvcache(q, k, v, causal=variant.causal, num_splits=SPLITKV_SPLITS),
+        variant, shape, seed, device)
 
 
 CHECKS: dict[str, Callable] = {"fwd": check_fwd, "bwd": check_bwd, "splitkv": check_splitkv}
