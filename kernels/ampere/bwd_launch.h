@@ -12,20 +12,10 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
   constexpr ampere::BwdTile kTile = ampere::bwd_tile(kArch, kHeadDim, kIsCausal);
   using Traits = ampere::BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
 
-  if (params.head_dim != kHeadDim) {
-    throw std::runtime_error("flashbuild: run_bwd for head dim " + std::to_string(kHeadDim) +
-                             " was called with head_dim " + std::to_string(params.head_dim));
-  }
+  ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.seqlen_k == 0 || params.batch == 0 || params.nheads == 0) { return; }
-
-  auto kernel = &ampere::bwd_kernel<Traits, kIsCausal>;
-  constexpr int kSmemBytes = Traits::kSmemBytes;
-  if constexpr (kSmemBytes > 48 * 1024) {
-    FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  }
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
-  kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
-  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+  ampere::launch(&ampere::bwd_kernel<Traits, kIsCausal>, grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
 }
 
 }  // namespace flashbuild

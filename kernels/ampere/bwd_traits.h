@@ -60,13 +60,10 @@ struct BwdTraits {
   // dQ = dS K over (block_m, head_dim): warps 4 x 2.
   using TiledMmadQ = TiledMMA<Atom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
 
-  template <int kRowElems>
-  using SwizzledAtom = decltype(composition(Swizzle<kRowElems == 64 ? 3 : 2, 3, 3>{},
-                                            Layout<Shape<_8, Int<kRowElems>>, Stride<Int<kRowElems>, _1>>{}));
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
-  using SmemLayoutQdO = decltype(tile_to_shape(SwizzledAtom<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  using SmemLayoutKV = decltype(tile_to_shape(SwizzledAtom<kHeadRowElems>{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  using SmemLayoutPdS = decltype(tile_to_shape(SwizzledAtom<64>{}, Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutKV = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  using SmemLayoutPdS = decltype(tile_to_shape(SwizzledRows<64>{}, Shape<Int<kBlockM>, Int<kBlockN>>{}));
   // Transposed views over the same bytes, for the operands read "the other way" (ldmatrix.trans).
   using SmemLayoutQdOt = decltype(composition(SmemLayoutQdO{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockM>>{}, GenRowMajor{})));
   using SmemLayoutKt = decltype(composition(SmemLayoutKV{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
@@ -84,15 +81,8 @@ struct BwdTraits {
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
   using SmemCopyAtomStore = Copy_Atom<UniversalCopy<uint32_t>, Element>;
 
-  static constexpr int kGmemElemsPerAccess = 16 / int(sizeof(Element));
-  static constexpr int kGmemThreadsPerRow = kHeadRowElems / kGmemElemsPerAccess;
-  using GmemThreadLayout = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
-                                  Stride<Int<kGmemThreadsPerRow>, _1>>;
-  using GmemValueLayout = Layout<Shape<_1, Int<kGmemElemsPerAccess>>>;
-  using GmemTiledCopy = decltype(make_tiled_copy(
-      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemThreadLayout{}, GmemValueLayout{}));
-  using GmemTiledCopyStore = decltype(make_tiled_copy(
-      Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemThreadLayout{}, GmemValueLayout{}));
+  using GmemTiledCopy = typename GmemRowCopies<Element, kNThreads, kHeadRowElems>::Load;
+  using GmemTiledCopyStore = typename GmemRowCopies<Element, kNThreads, kHeadRowElems>::Store;
 };
 
 }  // namespace flashbuild::ampere

@@ -50,13 +50,8 @@ struct FwdTraits {
   using TiledMma = TiledMMA<MMA_Atom<MmaOp>, Layout<Shape<Int<kNWarps>, _1, _1>>,
                             Tile<Int<16 * kNWarps>, _16, _16>>;
 
-  // Shared memory rows of 64 (or 32) elements, XOR-swizzled in 16-byte chunks so that ldmatrix
-  // reads of 8 consecutive rows hit 8 different bank groups.
   static constexpr int kSmemRowElems = kHeadDim % 64 == 0 ? 64 : 32;
-  static constexpr int kSwizzleBits = kSmemRowElems == 64 ? 3 : 2;
-  using SmemLayoutAtom = decltype(composition(
-      Swizzle<kSwizzleBits, 3, 3>{},
-      Layout<Shape<_8, Int<kSmemRowElems>>, Stride<Int<kSmemRowElems>, _1>>{}));
+  using SmemLayoutAtom = SwizzledRows<kSmemRowElems>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   // V^T as the B operand of P·V: (head_dim, block_n) over the same bytes as V.
@@ -71,17 +66,8 @@ struct FwdTraits {
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
   using SmemCopyAtomO = Copy_Atom<UniversalCopy<uint32_t>, Element>;
 
-  // Global <-> shared: 16 bytes per thread per access, a warp covering whole 128-byte rows.
-  static constexpr int kGmemElemsPerAccess = 16 / int(sizeof(Element));
-  static constexpr int kGmemThreadsPerRow = kSmemRowElems / kGmemElemsPerAccess;
-  static_assert(kNThreads % kGmemThreadsPerRow == 0, "threads must tile whole rows");
-  using GmemThreadLayout = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
-                                  Stride<Int<kGmemThreadsPerRow>, _1>>;
-  using GmemValueLayout = Layout<Shape<_1, Int<kGmemElemsPerAccess>>>;
-  using GmemTiledCopyQKV = decltype(make_tiled_copy(
-      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{}, GmemThreadLayout{}, GmemValueLayout{}));
-  using GmemTiledCopyO = decltype(make_tiled_copy(
-      Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, GmemThreadLayout{}, GmemValueLayout{}));
+  using GmemTiledCopyQKV = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Load;
+  using GmemTiledCopyO = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Store;
 };
 
 }  // namespace flashbuild::ampere

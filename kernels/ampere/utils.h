@@ -127,6 +127,46 @@ CUTE_DEVICE void copy_rows(TiledCopy const& tiled_copy, Src const& src, Dst& dst
   }
 }
 
+// Shared-memory rows of kRowElems (64 or 32) elements, XOR-swizzled in 16-byte chunks so that
+// ldmatrix reads of 8 consecutive rows hit 8 different bank groups.
+template <int kRowElems>
+using SwizzledRows = decltype(composition(Swizzle<kRowElems == 64 ? 3 : 2, 3, 3>{},
+                                          Layout<Shape<_8, Int<kRowElems>>, Stride<Int<kRowElems>, _1>>{}));
+
+// Global <-> shared copies of such rows: 16 bytes per thread per access, a warp covering whole
+// 128-byte rows; Load is asynchronous (cp.async), Store a plain vector store.
+template <class Element, int kNThreads, int kRowElems>
+struct GmemRowCopies {
+  static constexpr int kElemsPerAccess = 16 / int(sizeof(Element));
+  static constexpr int kThreadsPerRow = kRowElems / kElemsPerAccess;
+  static_assert(kNThreads % kThreadsPerRow == 0, "threads must tile whole rows");
+  using ThreadLayout = Layout<Shape<Int<kNThreads / kThreadsPerRow>, Int<kThreadsPerRow>>, Stride<Int<kThreadsPerRow>, _1>>;
+  using ValueLayout = Layout<Shape<_1, Int<kElemsPerAccess>>>;
+  using Load = decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
+                                        ThreadLayout{}, ValueLayout{}));
+  using Store = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, ThreadLayout{},
+                                         ValueLayout{}));
+};
+
+// Launches with smem_bytes of dynamic shared memory (raising the kernel's limit past the default
+// 48 KB first) and turns a launch error into an exception.
+template <class Kernel, class Params>
+void launch(Kernel kernel, dim3 grid, int threads, int smem_bytes, cudaStream_t stream, const Params& params) {
+  if (smem_bytes > 48 * 1024) {
+    FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  }
+  kernel<<<grid, threads, smem_bytes, stream>>>(params);
+  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+}
+
+// A launcher is instantiated for one kernel head dim; the binding pads calls to it.
+inline void check_head_dim(const char* entry, int kernel_head_dim, int head_dim) {
+  if (head_dim != kernel_head_dim) {
+    throw std::runtime_error(std::string("flashbuild: ") + entry + " for head dim " + std::to_string(kernel_head_dim) +
+                             " was called with head_dim " + std::to_string(head_dim));
+  }
+}
+
 // The same for stores to global memory: rows past the limit are skipped.
 template <class TiledCopy, class Src, class Dst, class Coord>
 CUTE_DEVICE void store_rows(TiledCopy const& tiled_copy, Src const& src, Dst& dst, Coord const& coord,
