@@ -1,9 +1,12 @@
 // The torch binding: the only translation unit that includes torch. It validates the call, finds
 // the variant the call needs, checks that this build holds it (the compiled-in table), and launches
 // it through the narrowed dispatch switches.
+// ATen and the pybind11 tensor casters only: torch/extension.h would add the whole C++ frontend
+// (nn, optim, data), 37 s instead of 22 s to compile this file (g++ -O2, same external symbols).
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <torch/extension.h>
+#include <torch/python.h>
 
 #include <algorithm>
 #include <string>
