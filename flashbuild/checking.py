@@ -298,18 +298,37 @@ def check(module, variant: Variant, shape: Shape, *, seed: int, device: str = "c
     return row
 
 
+# CUDA errors after which the context is unusable: every later call fails with the same error, so
+# later rows say they were not run instead of repeating it.
+STICKY_CUDA_ERRORS = ("illegal memory access", "unspecified launch failure", "misaligned address",
+                      "illegal instruction", "device-side assert", "hardware stack error", "invalid program counter")
+
+
+def lost_context(row: Row) -> bool:
+    return bool(row.error) and any(pattern in row.error.lower() for pattern in STICKY_CUDA_ERRORS)
+
+
 def run_checks(module, variants: list[Variant], shapes: Iterable[Shape], *, seed: int, device: str = "cuda",
                skipped: Iterable[tuple[Variant, str]] = (), on_row: Callable[[Row], None] = lambda row: None,
                before: Callable[[Variant, Shape], None] = lambda v, s: None) -> list[Row]:
-    """Every variant on every shape, in order; `skipped` variants get one skip row each."""
+    """Every variant on every shape, in order; `skipped` variants get one skip row each. After a
+    row that lost the CUDA context, the remaining rows are skips naming that row."""
     rows = []
     for variant, why in skipped:
         rows.append(Row(variant.name, "-", skipped=why))
         on_row(rows[-1])
+    shapes = list(shapes)
+    lost: Row | None = None
     for variant in variants:
         for shape in shapes:
-            before(variant, shape)
-            rows.append(check(module, variant, shape, seed=seed, device=device))
+            if lost is not None:
+                rows.append(Row(variant.name, shape.label(variant), skipped=(
+                    f"not run: the CUDA context was lost at {lost.variant} {lost.shape}; rerun with --sanitize "
+                    f"to locate the fault")))
+            else:
+                before(variant, shape)
+                rows.append(check(module, variant, shape, seed=seed, device=device))
+                lost = rows[-1] if lost_context(rows[-1]) else None
             on_row(rows[-1])
     return rows
 

@@ -186,6 +186,36 @@ def test_a_call_that_raises_fails_its_row_with_the_error():
     assert checking.format_row(row).endswith(f"FAIL ({row.error})")
 
 
+class LostContextExt(FakeExt):
+    """The first forward call dies the way a kernel's out-of-bounds access kills a CUDA context."""
+
+    def __init__(self, message):
+        super().__init__()
+        self.message = message
+
+    def flash_attn_func(self, *args, **kwargs):
+        if self.calls == 0:
+            self.calls += 1
+            raise RuntimeError(self.message)
+        return super().flash_attn_func(*args, **kwargs)
+
+
+def test_after_a_lost_cuda_context_the_remaining_checks_say_not_run():
+    ext = LostContextExt("CUDA error: an illegal memory access was encountered")
+    rows = run_checks(ext, [FWD, BWD], SHAPES_QUICK, seed=0, device="cpu")
+    assert rows[0].status == "FAIL" and "illegal memory access" in rows[0].error
+    assert all(r.status == "skip" and r.skipped.startswith("not run: the CUDA context was lost at "
+                                                           f"{FWD.name} {rows[0].shape}") for r in rows[1:])
+    assert len(rows) == 2 * len(SHAPES_QUICK) and ext.calls == 1  # nothing else was called
+    assert checking.summary(rows).startswith("0 passed, 1 failed")
+
+
+def test_an_ordinary_error_does_not_stop_the_other_checks():
+    ext = LostContextExt("flashbuild: head dim must be in 1..256, got 300")
+    rows = run_checks(ext, [FWD], SHAPES_QUICK, seed=0, device="cpu")
+    assert rows[0].status == "FAIL" and [r.status for r in rows[1:]] == ["pass"] * (len(SHAPES_QUICK) - 1)
+
+
 def test_skipped_variants_get_a_row_and_neither_pass_nor_fail():
     rows = run_checks(FakeExt(), [], SHAPES_QUICK, seed=0, device="cpu",
                       skipped=[(Variant("fwd", 64, "fp16", True, "sm80"), "built for sm80")])
