@@ -111,14 +111,15 @@ int device_arch(const at::Tensor& t) {
 
 void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.is_cuda() && k.is_cuda() && v.is_cuda(), "flashbuild: q, k and v must be CUDA tensors (got ",
-              q.device(), ", ", k.device(), ", ", v.device(), ")");
+              q.device(), ", ", k.device(), ", ", v.device(), "); move them with .cuda()");
   TORCH_CHECK(q.device() == k.device() && q.device() == v.device(),
-              "flashbuild: q, k and v must be on the same device");
+              "flashbuild: q, k and v must be on the same device (got ", q.device(), ", ", k.device(), ", ",
+              v.device(), "); move k and v with .to(q.device)");
   const auto dt = q.scalar_type();
   TORCH_CHECK(dt == at::kHalf || dt == at::kBFloat16, "flashbuild: q must be float16 or bfloat16, got ", dt,
               "; convert with q.half() or q.bfloat16()");
   TORCH_CHECK(k.scalar_type() == dt && v.scalar_type() == dt, "flashbuild: q, k and v must share one dtype (got ",
-              dt, ", ", k.scalar_type(), ", ", v.scalar_type(), ")");
+              dt, ", ", k.scalar_type(), ", ", v.scalar_type(), "); convert k and v with .to(q.dtype)");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
               "flashbuild: q, k, v must be 4-D (batch, seqlen, nheads, head_dim); got ", q.sizes(), ", ",
               k.sizes(), ", ", v.sizes());
@@ -128,7 +129,8 @@ void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
               k.size(3));
   TORCH_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "flashbuild: the number of query heads (", q.size(2),
               ") must be a multiple of the number of key/value heads (", k.size(2), ")");
-  TORCH_CHECK(q.size(3) > 0 && q.size(3) <= 256, "flashbuild: head dim must be in 1..256, got ", q.size(3));
+  TORCH_CHECK(q.size(3) > 0 && q.size(3) <= 256, "flashbuild: head dim must be in 1..256 (kernel sizes 32, 64, 96, "
+              "128, 192, 256; smaller ones run padded), got ", q.size(3));
   for (const at::Tensor* t : {&q, &k, &v}) {
     TORCH_CHECK(t->stride(-1) == 1, "flashbuild: the last dimension of q, k and v must be contiguous; call "
                 ".contiguous() first (got strides ", t->strides(), ")");
@@ -207,7 +209,8 @@ FwdParams fwd_params(const Call& c, const at::Tensor& q, const at::Tensor& k, co
 void check_cu_seqlens(const at::Tensor& cu, const char* name, const at::Tensor& q) {
   TORCH_CHECK(cu.is_cuda() && cu.device() == q.device() && cu.scalar_type() == at::kInt && cu.dim() == 1 &&
                   cu.size(0) >= 2 && cu.is_contiguous(),
-              "flashbuild: ", name, " must be a contiguous int32 CUDA tensor (batch + 1,) on q's device");
+              "flashbuild: ", name, " must be a contiguous int32 CUDA tensor (batch + 1,) on q's device (got ",
+              cu.scalar_type(), " ", cu.sizes(), " on ", cu.device(), "); convert with .to(torch.int32).to(q.device)");
 }
 
 void check_varlen_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -283,7 +286,9 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   if (cache_seqlens) {
     TORCH_CHECK(cache_seqlens->is_cuda() && cache_seqlens->scalar_type() == at::kInt && cache_seqlens->dim() == 1 &&
                     cache_seqlens->size(0) == q_in.size(0),
-                "flashbuild: cache_seqlens must be an int32 CUDA tensor of shape (batch,) = (", q_in.size(0), ",)");
+                "flashbuild: cache_seqlens must be an int32 CUDA tensor of shape (batch,) = (", q_in.size(0), ",) (got ",
+                cache_seqlens->scalar_type(), " ", cache_seqlens->sizes(), " on ", cache_seqlens->device(),
+                "); convert with .to(torch.int32).to(q.device)");
   }
   TORCH_CHECK(num_splits >= 0 && num_splits <= kMaxSplits, "flashbuild: num_splits must be 0 (auto) to ",
               kMaxSplits, ", got ", num_splits);
@@ -337,7 +342,8 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
               "flashbuild: dout and out must have the shape of q ", q_in.sizes(), "; got ", dout_in.sizes(), " and ",
               out_in.sizes(), " (", kind, ")");
   TORCH_CHECK(dout_in.scalar_type() == q_in.scalar_type() && out_in.scalar_type() == q_in.scalar_type(),
-              "flashbuild: dout and out must have q's dtype");
+              "flashbuild: dout and out must have q's dtype ", q_in.scalar_type(), " (got ", dout_in.scalar_type(),
+              " and ", out_in.scalar_type(), "); convert dout with .to(q.dtype)");
   const bool varlen = cu_seqlens_q != nullptr;
   const std::vector<int64_t> lse_shape =
       varlen ? std::vector<int64_t>{q_in.size(1), q_in.size(0)} : std::vector<int64_t>{q_in.size(0), q_in.size(2), q_in.size(1)};
