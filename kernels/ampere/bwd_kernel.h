@@ -3,15 +3,27 @@
 //   S = Q K^T, P = exp(S * scale - LSE), dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
 //   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum).
 // P and dS go through shared memory because the dV/dK products read them transposed.
+// With softcap, S becomes T = tanh(S * scale / softcap), P = exp(T * softcap - LSE), and dS picks
+// up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
 #pragma once
 
 #include "ampere/block_info.h"
 #include "ampere/bwd_traits.h"
-#include "ampere/mask.h"
+#include "ampere/features.h"
 
 namespace flashbuild::ampere {
 
-template <class Traits, bool kIsCausal>
+// dst[0] += a, dst[1] += b (fp32, 8-byte aligned): one vector reduction on sm90, two before.
+CUTE_DEVICE void atomic_add_pair(float* dst, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#endif
+}
+
+template <class Traits, bool kIsCausal, int kFeatures>
 __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_constant__ BwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -31,7 +43,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   const int seqlen_q = info.seqlen_q;
   const int seqlen_k = info.seqlen_k;
   if (n_block * kBlockN >= seqlen_k) { return; }  // a shorter sequence of a packed batch
-  const AttentionMask<kIsCausal> mask{seqlen_q, seqlen_k};
+  const auto mask = make_mask<kIsCausal, kFeatures>(params, seqlen_q, seqlen_k);
+  const ScoreScale<kFeatures> score_scale(params);
   const int64_t row_stat_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
 
   // Global tiles.
@@ -143,7 +156,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   // Q, dO and their rows' LSE and dsum of one query block into one stage. Padding rows get
   // LSE = +inf, so their P (and with it dS) is exactly 0.
   const int m_block_min = mask.m_block_min(n_block, kBlockM, kBlockN);
-  const int m_block_max = (seqlen_q + kBlockM - 1) / kBlockM;
+  const int m_block_max = mask.m_block_max(n_block, kBlockM, kBlockN);
   auto load_query_block = [&](int m_block, int stage) {
     const int q_rows = seqlen_q - m_block * kBlockM;
     Tensor tQsQ = gmem_thr_copy.partition_D(stage_q(stage));
@@ -187,14 +200,20 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
                    thr_copy_sdp_a, thr_copy_sdp_b);
     gemm_smem_smem(acc_dp, tdPrdO, tdPrV, thr_copy_sdp_a.partition_S(sdO), tdPsV, mma_sdp, copy_sdp_a, copy_sdp_b,
                    thr_copy_sdp_a, thr_copy_sdp_b);
+    score_scale.transform(acc_s);
     if (mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
       mask.apply(acc_s, tScS, m_block * kBlockM, n_block * kBlockN);
     }
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {
       const int row = get<0>(tScS(i));
-      const float p = exp2f(acc_s(i) * params.softmax_scale_log2 - s_lse[row] * kLog2e);
-      acc_dp(i) = p * (acc_dp(i) - s_dsum[row]);
+      const float p = exp2f(acc_s(i) * score_scale.scale_log2 - s_lse[row] * kLog2e);
+      float ds = p * (acc_dp(i) - s_dsum[row]);
+      if constexpr (kHasSoftcap<kFeatures>) {
+        // A masked score is -inf here, and its p = 0: keep its dS 0, not 0 * (1 - inf).
+        if (score_scale.softcap_on) { ds *= p == 0.f ? 0.f : 1.f - acc_s(i) * acc_s(i); }
+      }
+      acc_dp(i) = ds;
       acc_s(i) = p;
     }
     Tensor rP = convert_type<Element>(acc_s);
@@ -214,10 +233,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_dq_a, copy_dq_b, thr_copy_dq_a,
                    thr_copy_dq_b);
     float* dq_block = dq + int64_t(m_block) * kBlockM * params.dq_row_stride;
+    // Accumulator elements 2i and 2i + 1 are neighbouring columns of one row (the MMA's C layout,
+    // ((2 columns, 2 row halves), MMA_M, MMA_N)).
+    static_assert(decltype(size<0, 0>(acc_dq))::value == 2, "pairs of columns in the dQ accumulator");
     CUTE_UNROLL
-    for (int i = 0; i < size(acc_dq); ++i) {
+    for (int i = 0; i < size(acc_dq); i += 2) {
       const int row = get<0>(tdQcdQ(i));
-      if (row < q_rows) { atomicAdd(dq_block + row * params.dq_row_stride + get<1>(tdQcdQ(i)), acc_dq(i)); }
+      if (row < q_rows) { atomic_add_pair(dq_block + row * params.dq_row_stride + get<1>(tdQcdQ(i)), acc_dq(i), acc_dq(i + 1)); }
     }
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place

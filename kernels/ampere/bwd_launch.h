@@ -1,21 +1,34 @@
-// Runtime flags -> template arguments for the Ampere-path backward kernel. Each generated
-// instantiation TU includes this header and instantiates one run_bwd<...>.
+// Runtime flags -> template arguments for the Ampere-path backward: the dsum kernel, the main
+// kernel, the dQ conversion. Each generated instantiation TU includes this header and
+// instantiates one run_bwd<...>.
 #pragma once
 
 #include "ampere/bwd_kernel.h"
+#include "ampere/bwd_prepare.h"
 
 namespace flashbuild {
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   constexpr ampere::BwdTile kTile = ampere::bwd_tile(kArch, kHeadDim, kIsCausal);
   using Traits = ampere::BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
 
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
-  if (params.seqlen_k == 0 || params.batch == 0 || params.nheads == 0) { return; }
-  const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
-  ampere::launch(&ampere::bwd_kernel<Traits, kIsCausal>, grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
+  if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
+  const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
+                      params.batch);
+  ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);
+  if (params.seqlen_k > 0) {
+    const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
+    ampere::launch(&ampere::bwd_kernel<Traits, kIsCausal, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
+                   stream, params);
+  }
+  const int64_t quads = params.dq_numel / 4;
+  const int blocks = int(std::min<int64_t>((quads + ampere::kConvertThreads - 1) / ampere::kConvertThreads, 65536));
+  if (blocks > 0) {
+    ampere::launch(&ampere::bwd_convert_dq_kernel<Element>, dim3(blocks), ampere::kConvertThreads, 0, stream, params);
+  }
 }
 
 }  // namespace flashbuild

@@ -1,18 +1,19 @@
 // The Ampere-path FlashAttention forward kernel (mma.sync + ldmatrix + cp.async). One CTA owns
 // kBlockM query rows of one (batch, head) and walks the key blocks it may see, keeping O in
-// registers. Composition only: tiles in traits.h, masking in mask.h, softmax in softmax.h.
+// registers. Composition only: tiles in traits.h, masking in mask.h, softmax in softmax.h, the
+// compiled-in features (local window, softcap) in features.h.
 #pragma once
 
 #include "ampere/block_info.h"
-#include "ampere/mask.h"
+#include "ampere/features.h"
 #include "ampere/softmax.h"
 #include "ampere/traits.h"
 
 namespace flashbuild::ampere {
 
 // kIsSplit: this CTA covers key blocks of split blockIdx.z % num_splits only and writes an fp32
-// partial result for the combine kernel (split-KV decoding).
-template <class Traits, bool kIsCausal, bool kIsSplit>
+// partial result for the combine kernel (split-KV decoding). kFeatures: see flash/params.h.
+template <class Traits, bool kIsCausal, bool kIsSplit, int kFeatures>
 __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
@@ -31,13 +32,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
                      params.seqused_k);
   if (m_block * kBlockM >= info.seqlen_q) { return; }  // a shorter sequence of a packed batch
   const int head_k = head / (params.nheads / params.nheads_k);
-  const AttentionMask<kIsCausal> mask{info.seqlen_q, info.seqlen_k};
-  // Key blocks [n_block_min, n_block_max): all of them, or this split's share.
-  int n_block_min = 0;
+  const auto mask = make_mask<kIsCausal, kFeatures>(params, info.seqlen_q, info.seqlen_k);
+  const ScoreScale<kFeatures> score_scale(params);
+  // Key blocks [n_block_min, n_block_max): all this query block sees, or this split's share.
+  int n_block_min = mask.n_block_min(m_block, kBlockM, kBlockN);
   int n_block_max = mask.n_block_max(m_block, kBlockM, kBlockN);
   if constexpr (kIsSplit) {
-    const int per_split = (n_block_max + params.num_splits - 1) / params.num_splits;
-    n_block_min = split * per_split;
+    const int per_split = (n_block_max - n_block_min + params.num_splits - 1) / params.num_splits;
+    n_block_min += split * per_split;
     n_block_max = min(n_block_max, n_block_min + per_split);
   }
   const int64_t q_offset = info.q_offset(params.q_batch_stride, params.q_row_stride) + head * params.q_head_stride;
@@ -105,7 +107,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
 
   const int q_rows = info.seqlen_q - m_block * kBlockM;
   if (n_block_max > n_block_min) {
-    // Key blocks run from the last to the first: only the first steps can need masking.
+    // Key blocks run from the last to the first: only the first steps can need masking (and,
+    // with a local window, the last ones).
     int n_block = n_block_max - 1;
     copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
     copy_rows(gmem_copy, tKgK(_, _, _, n_block), tKsK, tKVcKV, info.seqlen_k - n_block * kBlockN);
@@ -122,6 +125,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
       cp_async_fence();
       gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_copy_q,
                      smem_thr_copy_k);
+      score_scale.transform(acc_s);
       if (mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
         mask.apply(acc_s, tScS, m_block * kBlockM, n_block * kBlockN);
       }
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
         cp_async_fence();
       }
 
-      softmax.update(acc_s, acc_o, params.softmax_scale_log2);
+      softmax.update(acc_s, acc_o, score_scale.scale_log2);
       Tensor rP = convert_type<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), acc_to_a_operand(rP.layout()));
       gemm_reg_smem(acc_o, tOrP, tOrVt, tOsVt, tiled_mma, smem_copy_v, smem_thr_copy_v);
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
 
   // Epilogue: normalise, write the LSE, then O through shared memory for 16-byte global stores.
   float lse[kRows];
-  softmax.finalize(acc_o, params.softmax_scale, lse);
+  softmax.finalize(acc_o, score_scale.scale, lse);
 
   Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   Tensor tOcO_rows = make_tensor(tOcO.data(), acc_to_rowcol(tOcO.layout()));

@@ -6,7 +6,7 @@
 
 namespace flashbuild {
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   constexpr ampere::FwdTile kTile = ampere::fwd_tile(kArch, kHeadDim, kIsCausal);
@@ -15,7 +15,7 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
   ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
-  ampere::launch(&ampere::fwd_kernel<Traits, kIsCausal, false>, grid, Traits::kNThreads, Traits::kSmemBytes, stream,
+  ampere::launch(&ampere::fwd_kernel<Traits, kIsCausal, false, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes, stream,
                  params);
 }
 

@@ -8,7 +8,7 @@
 
 namespace flashbuild {
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   // Few query rows, many keys: a 64-row query block (4 warps) and long key blocks keep the loads
@@ -23,7 +23,8 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
 
   const bool split = params.num_splits > 1;
-  auto kernel = split ? &ampere::fwd_kernel<Traits, kIsCausal, true> : &ampere::fwd_kernel<Traits, kIsCausal, false>;
+  auto kernel = split ? &ampere::fwd_kernel<Traits, kIsCausal, true, kFeatures>
+                      : &ampere::fwd_kernel<Traits, kIsCausal, false, kFeatures>;
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads,
                   params.batch * params.num_splits);
   ampere::launch(kernel, grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);

@@ -65,15 +65,28 @@ std::string axis_with(const T (&values)[N], const T& asked, const char* prefix =
   return s;
 }
 
+constexpr const char* kFeatureNames[] = {"local", "softcap"};  // bit i of kFeatures
+
+// " --no-local --no-softcap" for the features neither the build nor the call has.
+std::string feature_flags(int needed_mask) {
+  std::string flags;
+  for (int i = 0; i < 2; ++i) {
+    if (!((table::kFeaturesMask | needed_mask) & (1 << i))) flags += std::string(" --no-") + kFeatureNames[i];
+  }
+  return flags;
+}
+
 // The message for a call this build cannot serve: what was asked, what the build holds, and the
 // command that builds both.
 [[noreturn]] void variant_not_built(const std::string& asked, const char* direction, int hdim, int user_hdim,
-                                    const char* dtype, bool causal, int arch) {
+                                    const char* dtype, bool causal, int arch, int needed_features,
+                                    const std::string& features_asked) {
   std::string msg = "flashbuild: this build has no kernel " + asked + " (asked: " + direction + ", head dim " +
                     std::to_string(user_hdim);
   if (user_hdim != hdim) msg += " -> runs on the hdim-" + std::to_string(hdim) + " kernel, padded";
-  msg += std::string(", ") + dtype + ", " + (causal ? "causal" : "non-causal") + ", sm" + std::to_string(arch) +
-         "). It holds: ";
+  msg += std::string(", ") + dtype + ", " + (causal ? "causal" : "non-causal") + ", sm" + std::to_string(arch);
+  if (!features_asked.empty()) msg += ", " + features_asked;
+  msg += "). It holds: ";
   for (int i = 0; i < table::kNumVariants; ++i) msg += std::string(i ? ", " : "") + table::kVariants[i];
   bool any_causal = causal, any_noncausal = !causal;
   for (bool c : table::kCausal) {
@@ -85,7 +98,8 @@ std::string axis_with(const T (&values)[N], const T& asked, const char* prefix =
   const char* asked_direction = direction;
   msg += ". Build one that holds it with: flashbuild --hdim " + axis_with(table::kHeadDims, hdim) + " --dtype " +
          axis_with(table::kDTypes, asked_dtype) + " --arch " + axis_with(table::kArchs, arch, "sm") +
-         " --direction " + axis_with(table::kDirections, asked_direction) + " --causal " + causal_flag;
+         " --direction " + axis_with(table::kDirections, asked_direction) + " --causal " + causal_flag +
+         feature_flags(needed_features);
   throw VariantNotBuilt(msg);
 }
 
@@ -152,9 +166,51 @@ struct Call {
   bool causal;
   int arch;
   float softmax_scale;
+  int features;      // the features the call needs (bits of flashbuild::Feature)
+  int window_left;   // as the kernels take them (flash/params.h): unbounded sides are
+  int window_right;  // seqlen_q + seqlen_k, never -1
+  float softcap;
 };
 
-Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optional<double> softmax_scale) {
+// flash-attn's window_size and softcap arguments.
+struct FeatureArgs {
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  double softcap = 0.0;
+};
+
+// Resolves the call's window and softcap into what its kernels take, and which features it needs.
+// A window side that cuts no key of any row is unbounded (left >= seqlen_k - 1, right >= seqlen_q
+// - 1; with varlen the maxima); a non-causal window (-1, 0) is the causal mask, as in flash-attn;
+// a causal call's right side is 0.
+void resolve_features(Call& c, const FeatureArgs& f, int seqlen_q, int seqlen_k) {
+  TORCH_CHECK(f.softcap >= 0.0, "flashbuild: softcap must be >= 0 (0 = off), got ", f.softcap);
+  TORCH_CHECK(f.window_left >= -1 && f.window_right >= -1,
+              "flashbuild: window_size must be (left, right) with each -1 (unbounded) or >= 0; got (", f.window_left,
+              ", ", f.window_right, ")");
+  const int64_t unbounded = int64_t(seqlen_q) + seqlen_k;
+  const int left = f.window_left >= seqlen_k - 1 ? -1 : int(f.window_left);
+  int right = f.window_right >= seqlen_q - 1 ? -1 : int(f.window_right);
+  if (c.causal) right = 0;
+  if (!c.causal && left < 0 && right == 0) c.causal = true;
+  const bool local = left >= 0 || (right >= 0 && !c.causal);
+  c.features = (local ? kLocal : 0) | (f.softcap > 0.0 ? kSoftcap : 0);
+  c.window_left = left < 0 ? int(unbounded) : left;
+  c.window_right = c.causal ? 0 : (right < 0 ? int(unbounded) : right);
+  c.softcap = float(f.softcap);
+}
+
+std::string describe_features(const Call& c, const FeatureArgs& f) {
+  std::string s;
+  if (c.features & kLocal) {
+    s += "window_size=(" + std::to_string(f.window_left) + ", " + std::to_string(f.window_right) + ")";
+  }
+  if (c.features & kSoftcap) s += std::string(s.empty() ? "" : ", ") + "softcap=" + std::to_string(f.softcap);
+  return s;
+}
+
+Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optional<double> softmax_scale,
+             const FeatureArgs& f, int seqlen_q, int seqlen_k) {
   Call c{};
   c.direction = direction;
   c.user_hdim = q.size(-1);
@@ -163,18 +219,46 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
   c.causal = causal;
   c.arch = device_arch(q);
   c.softmax_scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(c.user_hdim));
+  resolve_features(c, f, seqlen_q, seqlen_k);
   const char* dtype = c.is_fp16 ? "fp16" : "bf16";
-  const std::string asked = variant_name(direction, c.hdim, dtype, causal, c.arch);
-  if (!holds(asked)) variant_not_built(asked, direction, c.hdim, c.user_hdim, dtype, causal, c.arch);
+  const std::string base = variant_name(direction, c.hdim, dtype, c.causal, c.arch);
+  const std::string features = describe_features(c, f);
+  const int missing = c.features & ~table::kFeaturesMask;
+  if (missing) {
+    const char* what = (missing & kLocal) ? "local (sliding-window) attention" : "softcap";
+    const char* flag = (missing & kLocal) ? "--no-local" : "--no-softcap";
+    std::string built = table::kNumFeatures ? "" : "none";
+    for (int i = 0; i < table::kNumFeatures; ++i) built += std::string(i ? ", " : "") + table::kFeatures[i];
+    throw VariantNotBuilt(std::string("flashbuild: this build has no ") + what + " (asked: " + features +
+                          "): it was built with " + flag + " (its features: " + built + "). Build it with: flashbuild" +
+                          " --hdim " + axis_with(table::kHeadDims, c.hdim) + " --dtype " +
+                          axis_with(table::kDTypes, dtype) + " --arch " + axis_with(table::kArchs, c.arch, "sm") +
+                          " --direction " + axis_with(table::kDirections, direction) + " --causal both" +
+                          feature_flags(c.features) + ", or call without " +
+                          ((missing & kLocal) ? "window_size" : "softcap"));
+  }
+  const std::string asked = c.features ? base + table::kFeatureSuffix : base;
+  if (!holds(asked)) {
+    variant_not_built(asked, direction, c.hdim, c.user_hdim, dtype, c.causal, c.arch, c.features, features);
+  }
   return c;
 }
 
 #define FLASHBUILD_DISPATCH(call, ...)                                                                 \
   ARCH_SWITCH((call).arch, [&] {                                                                       \
     HEADDIM_SWITCH((call).hdim, [&] {                                                                  \
-      FP16_SWITCH((call).is_fp16, [&] { CAUSAL_SWITCH((call).causal, [&] { __VA_ARGS__; }); });       \
+      FP16_SWITCH((call).is_fp16, [&] {                                                                \
+        CAUSAL_SWITCH((call).causal, [&] { FEATURES_SWITCH((call).features != 0, [&] { __VA_ARGS__; }); }); \
+      });                                                                                              \
     });                                                                                                \
   })
+
+template <class Params>
+void set_features(Params& p, const Call& c) {
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+}
 
 // (batch, row, head) strides of a (batch, seqlen, heads, dim) tensor or a packed (tokens, heads, dim) one.
 struct Strides {
@@ -203,6 +287,7 @@ FwdParams fwd_params(const Call& c, const at::Tensor& q, const at::Tensor& k, co
   p.softmax_scale = c.softmax_scale;
   p.softmax_scale_log2 = c.softmax_scale * 1.4426950408889634f;
   p.num_splits = 1;
+  set_features(p, c);
   return p;
 }
 
@@ -237,9 +322,9 @@ at::Tensor unpad(const at::Tensor& t, const Call& c) { return c.hdim == c.user_h
 }  // namespace
 
 std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool causal,
-                                std::optional<double> softmax_scale) {
+                                std::optional<double> softmax_scale, const FeatureArgs& f) {
   check_qkv(q_in, k_in, v_in);
-  const Call c = resolve("fwd", q_in, causal, softmax_scale);
+  const Call c = resolve("fwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
@@ -248,7 +333,7 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, 
   const FwdParams p = fwd_params(c, q, k, v, out, lse, batch, seqlen_q, k.size(1));
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
+  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   return {unpad(out, c), lse};
 }
@@ -256,13 +341,13 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, 
 std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
                                        const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
                                        int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal,
-                                       std::optional<double> softmax_scale) {
+                                       std::optional<double> softmax_scale, const FeatureArgs& f) {
   check_varlen_qkv(q_in, k_in, v_in);
   check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q_in);
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q_in);
   TORCH_CHECK(cu_seqlens_q.size(0) == cu_seqlens_k.size(0), "flashbuild: cu_seqlens_q and cu_seqlens_k must have "
               "the same length (batch + 1); got ", cu_seqlens_q.size(0), " and ", cu_seqlens_k.size(0));
-  const Call c = resolve("fwd", q_in, causal, softmax_scale);
+  const Call c = resolve("fwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k);
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   at::Tensor out = at::empty({q.size(0), q.size(1), c.hdim}, q.options());
@@ -272,7 +357,7 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
+  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   return {unpad(out, c), lse};
 }
@@ -281,7 +366,8 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
 // batch row, the keys split across CTAs when the batch alone does not fill the GPU.
 std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
                                         const std::optional<at::Tensor>& cache_seqlens, bool causal,
-                                        std::optional<double> softmax_scale, int64_t num_splits) {
+                                        std::optional<double> softmax_scale, int64_t num_splits,
+                                        const FeatureArgs& f) {
   check_qkv(q_in, k_cache, v_cache);
   if (cache_seqlens) {
     TORCH_CHECK(cache_seqlens->is_cuda() && cache_seqlens->scalar_type() == at::kInt && cache_seqlens->dim() == 1 &&
@@ -297,9 +383,10 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // the query heads sharing a K/V head become rows of one block, and each CTA reads K/V once for
   // all of them.
   const bool single_row = seqlen_q == 1;
-  const Call c = resolve("splitkv", q_in, causal && !single_row, softmax_scale);
+  const Call c = resolve("splitkv", q_in, causal && !single_row, softmax_scale, f, seqlen_q, k_cache.size(1));
   c10::cuda::CUDAGuard device_guard(q_in.device());
-  const bool pack = single_row && nheads > nheads_k;
+  // Packed rows would be taken for query positions by a local window's mask.
+  const bool pack = single_row && nheads > nheads_k && !(c.features & kLocal);
   const int group = nheads / nheads_k;
   at::Tensor q = pad_head_dim(q_in, c.hdim);
   at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
@@ -326,7 +413,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   }
 #if FLASHBUILD_HAS_SPLITKV
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
+  FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   if (pack) lse = lse.view({batch, nheads, 1});
   return {unpad(out, c), lse};
@@ -337,10 +424,13 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
                                  const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& out_in,
                                  const at::Tensor& lse, bool causal, std::optional<double> softmax_scale,
                                  const at::Tensor* cu_seqlens_q, const at::Tensor* cu_seqlens_k, int max_seqlen_q,
-                                 int max_seqlen_k) {
+                                 int max_seqlen_k, const FeatureArgs& f) {
   TORCH_CHECK(dout_in.sizes() == q_in.sizes() && out_in.sizes() == q_in.sizes(),
               "flashbuild: dout and out must have the shape of q ", q_in.sizes(), "; got ", dout_in.sizes(), " and ",
               out_in.sizes(), " (", kind, ")");
+  TORCH_CHECK(dout_in.device() == q_in.device() && out_in.device() == q_in.device(),
+              "flashbuild: dout and out must be on q's device ", q_in.device(), " (got ", dout_in.device(), " and ",
+              out_in.device(), "); move them with .to(q.device)");
   TORCH_CHECK(dout_in.scalar_type() == q_in.scalar_type() && out_in.scalar_type() == q_in.scalar_type(),
               "flashbuild: dout and out must have q's dtype ", q_in.scalar_type(), " (got ", dout_in.scalar_type(),
               " and ", out_in.scalar_type(), "); convert dout with .to(q.dtype)");
@@ -350,28 +440,31 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape),
               "flashbuild: lse must be float32 ", at::IntArrayRef(lse_shape), " as the forward returns it; got ",
               lse.sizes());
-  const Call c = resolve("bwd", q_in, causal, softmax_scale);
+  const Call c = varlen ? resolve("bwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k)
+                        : resolve("bwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   const at::Tensor dout = pad_head_dim(dout_in.stride(-1) == 1 ? dout_in : dout_in.contiguous(), c.hdim);
   const int nheads = q.size(-2), nheads_k = k.size(-2);
 
-  // rowsum(dO * O) in fp32, laid out like the LSE. Padding columns of dO are zero.
-  const at::Tensor rowsum = (dout_in.to(at::kFloat) * out_in.to(at::kFloat)).sum(-1);
-  const at::Tensor dsum = (varlen ? rowsum.transpose(0, 1) : rowsum.transpose(1, 2)).contiguous();
+  const at::Tensor out = out_in.stride(-1) == 1 ? out_in : out_in.contiguous();
   const at::Tensor lse_c = lse.contiguous();
+  at::Tensor dsum = at::empty_like(lse_c);  // rowsum(dO * O), laid out like the LSE
   auto expanded = k.sizes().vec();
   expanded[expanded.size() - 2] = nheads;
   at::Tensor dq_accum = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+  at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(expanded, q.options());
   at::Tensor dv = at::empty(expanded, q.options());
 
   BwdParams p{};
-  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.dout = dout.data_ptr();
+  p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.dout = dout.data_ptr(), p.o = out.data_ptr();
   p.lse = lse_c.data_ptr<float>(), p.dsum = dsum.data_ptr<float>(), p.dq_accum = dq_accum.data_ptr<float>();
+  p.dq = dq.data_ptr(), p.dq_numel = dq.numel();
   p.dk = dk.data_ptr(), p.dv = dv.data_ptr();
   const Strides sq = strides_of(q), sk = strides_of(k), sv = strides_of(v), sdo = strides_of(dout);
-  const Strides sdq = strides_of(dq_accum), sdk = strides_of(dk);
+  const Strides so = strides_of(out), sdq = strides_of(dq_accum), sdk = strides_of(dk);
+  p.o_batch_stride = so.batch, p.o_row_stride = so.row, p.o_head_stride = so.head;
   p.q_batch_stride = sq.batch, p.q_row_stride = sq.row, p.q_head_stride = sq.head;
   p.k_batch_stride = sk.batch, p.k_row_stride = sk.row, p.k_head_stride = sk.head;
   p.v_batch_stride = sv.batch, p.v_row_stride = sv.row, p.v_head_stride = sv.head;
@@ -387,38 +480,42 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   } else {
     p.batch = q.size(0), p.seqlen_q = q.size(1), p.seqlen_k = k.size(1);
   }
-  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = c.hdim;
+  p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = c.hdim, p.o_head_dim = c.user_hdim;
   p.softmax_scale = c.softmax_scale;
   p.softmax_scale_log2 = c.softmax_scale * 1.4426950408889634f;
+  set_features(p, c);
 
 #if FLASHBUILD_HAS_BWD
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  FLASHBUILD_DISPATCH(c, run_bwd<kArch, kHeadDim, kDType, kIsCausal>(p, stream));
+  FLASHBUILD_DISPATCH(c, run_bwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
-  at::Tensor dq = dq_accum.mul_(c.softmax_scale).to(q.scalar_type());
   return {unpad(dq, c), unpad(gqa_sum(dk, nheads_k), c), unpad(gqa_sum(dv, nheads_k), c)};
 }
 
 std::vector<at::Tensor> mha_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const at::Tensor& out, const at::Tensor& lse, bool causal,
-                                std::optional<double> softmax_scale) {
+                                std::optional<double> softmax_scale, const FeatureArgs& f) {
   check_qkv(q, k, v);
-  return bwd_impl("mha_bwd", dout, q, k, v, out, lse, causal, softmax_scale, nullptr, nullptr, 0, 0);
+  return bwd_impl("mha_bwd", dout, q, k, v, out, lse, causal, softmax_scale, nullptr, nullptr, 0, 0, f);
 }
 
 std::vector<at::Tensor> mha_varlen_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k,
                                        const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                        const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
                                        int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal,
-                                       std::optional<double> softmax_scale) {
+                                       std::optional<double> softmax_scale, const FeatureArgs& f) {
   check_varlen_qkv(q, k, v);
   check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q);
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q);
   return bwd_impl("mha_varlen_bwd", dout, q, k, v, out, lse, causal, softmax_scale, &cu_seqlens_q, &cu_seqlens_k,
-                  int(max_seqlen_q), int(max_seqlen_k));
+                  int(max_seqlen_q), int(max_seqlen_k), f);
 }
 
 std::vector<std::string> variants() { return {std::begin(table::kVariants), std::end(table::kVariants)}; }
+
+std::vector<std::string> features() {
+  return {std::begin(table::kFeatures), std::begin(table::kFeatures) + table::kNumFeatures};
+}
 
 }  // namespace flashbuild
 
@@ -440,38 +537,81 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       PyErr_SetString(cls, err.what());
     }
   });
+  // flash-attn's window_size = (left, right) and softcap, as three keyword arguments of every call.
+  auto feature_args = [](int64_t left, int64_t right, double softcap) {
+    return flashbuild::FeatureArgs{left, right, softcap};
+  };
   m.def(
       "flash_attn_func",
-      [](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-         std::optional<double> softmax_scale, bool return_lse) -> py::object {
-        auto r = flashbuild::mha_fwd(q, k, v, causal, softmax_scale);
+      [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+          std::optional<double> softmax_scale, bool return_lse, int64_t window_size_left, int64_t window_size_right,
+          double softcap) -> py::object {
+        auto r = flashbuild::mha_fwd(q, k, v, causal, softmax_scale,
+                                     feature_args(window_size_left, window_size_right, softcap));
         if (return_lse) return py::make_tuple(r[0], r[1]);
         return py::cast(r[0]);
       },
       "Attention over (batch, seqlen, nheads, head_dim) tensors, like flash_attn.flash_attn_func. Returns out, "
-      "or (out, lse) with return_lse=True; lse is (batch, nheads, seqlen_q) float32.",
+      "or (out, lse) with return_lse=True; lse is (batch, nheads, seqlen_q) float32. window_size_left/right: "
+      "a local window (-1 = unbounded); softcap: scores become softcap * tanh(scores / softcap) (0 = off).",
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal") = false, py::arg("softmax_scale") = py::none(),
-      py::arg("return_lse") = false);
-  m.def("mha_bwd", &flashbuild::mha_bwd,
-        "Gradients (dq, dk, dv) of flash_attn_func given dout and the forward's out and lse.", py::arg("dout"),
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal") = false,
-        py::arg("softmax_scale") = py::none());
-  m.def("mha_varlen_fwd", &flashbuild::mha_varlen_fwd,
-        "Attention over packed sequences: q (total_q, nheads, head_dim), k/v (total_k, nheads_k, head_dim), "
-        "cu_seqlens int32 (batch + 1). Returns [out, lse], lse (nheads, total_q) float32.",
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
-        py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal") = false,
-        py::arg("softmax_scale") = py::none());
-  m.def("mha_varlen_bwd", &flashbuild::mha_varlen_bwd, "Gradients [dq, dk, dv] of mha_varlen_fwd.", py::arg("dout"),
-        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("cu_seqlens_q"),
-        py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal") = false,
-        py::arg("softmax_scale") = py::none());
-  m.def("mha_fwd_kvcache", &flashbuild::mha_fwd_kvcache,
-        "Decoding: q (batch, seqlen_q, nheads, head_dim) against k_cache/v_cache (batch, seqlen_cache, nheads_k, "
-        "head_dim), the first cache_seqlens[b] keys of each row (all when None); split-KV with num_splits splits "
-        "(0: chosen from the SM count). Returns [out, lse].",
-        py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("cache_seqlens") = py::none(),
-        py::arg("causal") = false, py::arg("softmax_scale") = py::none(), py::arg("num_splits") = 0);
+      py::arg("return_lse") = false, py::arg("window_size_left") = -1, py::arg("window_size_right") = -1,
+      py::arg("softcap") = 0.0);
+  m.def(
+      "mha_bwd",
+      [=](const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+          const at::Tensor& lse, bool causal, std::optional<double> softmax_scale, int64_t window_size_left,
+          int64_t window_size_right, double softcap) {
+        return flashbuild::mha_bwd(dout, q, k, v, out, lse, causal, softmax_scale,
+                                   feature_args(window_size_left, window_size_right, softcap));
+      },
+      "Gradients (dq, dk, dv) of flash_attn_func given dout and the forward's out and lse.", py::arg("dout"),
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal") = false,
+      py::arg("softmax_scale") = py::none(), py::arg("window_size_left") = -1, py::arg("window_size_right") = -1,
+      py::arg("softcap") = 0.0);
+  m.def(
+      "mha_varlen_fwd",
+      [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cu_seqlens_q,
+          const at::Tensor& cu_seqlens_k, int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal,
+          std::optional<double> softmax_scale, int64_t window_size_left, int64_t window_size_right, double softcap) {
+        return flashbuild::mha_varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                                          softmax_scale, feature_args(window_size_left, window_size_right, softcap));
+      },
+      "Attention over packed sequences: q (total_q, nheads, head_dim), k/v (total_k, nheads_k, head_dim), "
+      "cu_seqlens int32 (batch + 1). Returns [out, lse], lse (nheads, total_q) float32.",
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
+      py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal") = false,
+      py::arg("softmax_scale") = py::none(), py::arg("window_size_left") = -1, py::arg("window_size_right") = -1,
+      py::arg("softcap") = 0.0);
+  m.def(
+      "mha_varlen_bwd",
+      [=](const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+          const at::Tensor& lse, const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k, int64_t max_seqlen_q,
+          int64_t max_seqlen_k, bool causal, std::optional<double> softmax_scale, int64_t window_size_left,
+          int64_t window_size_right, double softcap) {
+        return flashbuild::mha_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                          max_seqlen_k, causal, softmax_scale,
+                                          feature_args(window_size_left, window_size_right, softcap));
+      },
+      "Gradients [dq, dk, dv] of mha_varlen_fwd.", py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"),
+      py::arg("out"), py::arg("lse"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"),
+      py::arg("max_seqlen_k"), py::arg("causal") = false, py::arg("softmax_scale") = py::none(),
+      py::arg("window_size_left") = -1, py::arg("window_size_right") = -1, py::arg("softcap") = 0.0);
+  m.def(
+      "mha_fwd_kvcache",
+      [=](const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+          const std::optional<at::Tensor>& cache_seqlens, bool causal, std::optional<double> softmax_scale,
+          int64_t num_splits, int64_t window_size_left, int64_t window_size_right, double softcap) {
+        return flashbuild::mha_fwd_kvcache(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits,
+                                           feature_args(window_size_left, window_size_right, softcap));
+      },
+      "Decoding: q (batch, seqlen_q, nheads, head_dim) against k_cache/v_cache (batch, seqlen_cache, nheads_k, "
+      "head_dim), the first cache_seqlens[b] keys of each row (all when None); split-KV with num_splits splits "
+      "(0: chosen from the SM count). Returns [out, lse].",
+      py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("cache_seqlens") = py::none(),
+      py::arg("causal") = false, py::arg("softmax_scale") = py::none(), py::arg("num_splits") = 0,
+      py::arg("window_size_left") = -1, py::arg("window_size_right") = -1, py::arg("softcap") = 0.0);
   m.def("variants", &flashbuild::variants, "The variants this build holds, by canonical name.");
+  m.def("features", &flashbuild::features, "The features compiled into this build (local, softcap).");
   m.def("build_key", [] { return std::string(flashbuild::build_table::kBuildKey); });
 }

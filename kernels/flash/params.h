@@ -42,6 +42,15 @@ struct FwdParams {
   float softmax_scale;       // applied to Q·K^T
   float softmax_scale_log2;  // softmax_scale * log2(e), for exp2-based softmax
 
+  // Features, read only by kernels compiled with them (kFeatures, below).
+  // Local attention: query row i sees keys j with i + seqlen_k - seqlen_q - window_left <= j <=
+  // i + seqlen_k - seqlen_q + window_right. The binding turns an unbounded side (-1) into
+  // seqlen_q + seqlen_k, which bounds nothing, and a causal call's right side into 0.
+  int window_left;
+  int window_right;
+  // Softcap: scores become softcap * tanh(Q·K^T * softmax_scale / softcap); 0 = off.
+  float softcap;
+
   // Split-KV (run_splitkv): each of num_splits CTAs per query block covers a slice of the keys and
   // writes an fp32 partial output normalised by its own sum, with its LSE (-inf when empty), into
   // o_accum (num_splits, batch, nheads, seqlen_q, head_dim) and lse_accum (num_splits, batch,
@@ -51,17 +60,21 @@ struct FwdParams {
   float* __restrict__ lse_accum;
 };
 
-// Backward attention. The binding computes dsum (rowsum(dO * O), the softmax-gradient correction)
-// before the launch and turns dq_accum into dQ after it. dK and dV are written per *query* head
-// (shape (batch, seqlen_k, nheads, head_dim)); with GQA the binding sums each group of heads.
+// Backward attention, three kernels in run_bwd: dsum = rowsum(dO * O) (the softmax-gradient
+// correction), the main kernel (dK, dV, and dQ accumulated in fp32), then dQ = scale * dq_accum in
+// the input dtype. dK and dV are written per *query* head (shape (batch, seqlen_k, nheads,
+// head_dim)); with GQA the binding sums each group of heads.
 struct BwdParams {
   const void* __restrict__ q;
   const void* __restrict__ k;
   const void* __restrict__ v;
   const void* __restrict__ dout;
+  const void* __restrict__ o;      // the forward's output: o_head_dim columns (dout may be padded)
   const float* __restrict__ lse;   // from the forward pass, laid out by lse_*_stride
-  const float* __restrict__ dsum;  // laid out like lse
-  float* __restrict__ dq_accum;    // like q, fp32, zeroed, accumulated atomically
+  float* __restrict__ dsum;        // written by the first kernel, laid out like lse
+  float* __restrict__ dq_accum;    // like q, fp32, contiguous, zeroed, accumulated atomically
+  void* __restrict__ dq;           // like dq_accum, in the input dtype
+  int64_t dq_numel;                // elements of dq_accum (and dq)
   void* __restrict__ dk;           // like k but with nheads heads
   void* __restrict__ dv;           // like v but with nheads heads
   const int* __restrict__ cu_seqlens_q;  // variable length, as in FwdParams
@@ -71,6 +84,7 @@ struct BwdParams {
   int64_t k_batch_stride, k_row_stride, k_head_stride;
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t do_batch_stride, do_row_stride, do_head_stride;
+  int64_t o_batch_stride, o_row_stride, o_head_stride;
   int64_t dq_batch_stride, dq_row_stride, dq_head_stride;  // of dq_accum
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // of dk and dv alike
   int64_t lse_batch_stride, lse_head_stride;                // of lse and dsum alike
@@ -81,23 +95,32 @@ struct BwdParams {
   int nheads;
   int nheads_k;
   int head_dim;
+  int o_head_dim;
 
   float softmax_scale;
   float softmax_scale_log2;
+
+  int window_left;  // as in FwdParams
+  int window_right;
+  float softcap;
 };
+
+// Features a kernel is compiled with (kFeatures, a bit set). A kernel with a feature switches it
+// on at runtime only for calls that ask for it; a kernel without it has none of its code.
+enum Feature : int { kNoFeatures = 0, kLocal = 1, kSoftcap = 2 };
 
 // One explicit instantiation per variant lives in a generated translation unit.
 // kArch is the compute capability times ten (80, 86, 89, 90).
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream);
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream);
 
 // Split-KV forward for decoding (short seqlen_q, long K/V cache). params.num_splits comes from
 // choose_num_splits (flash/splitkv_heuristic.h); with more than one split, o_accum and lse_accum
 // hold that many partial results.
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream);
 
 }  // namespace flashbuild
