@@ -9,11 +9,22 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from flashbuild.reference import attention_ref  # noqa: E402
+from flashbuild.reference import attention_ref, hidden_keys  # noqa: E402
 
 
-def naive(q, k, v, causal, scale):
-    """Row by row, in float64: out and lse of one (batch, head)."""
+def visible(i, j, sq, sk, causal, window):
+    """flash-attn's rule for one (query, key) pair, written out: query i sits at key position
+    i + sk - sq; it sees j within `left` keys before and `right` keys after it (-1: unbounded);
+    causal means right = 0."""
+    left, right = window
+    if causal:
+        right = 0
+    at = i + sk - sq
+    return (left < 0 or j >= at - left) and (right < 0 or j <= at + right)
+
+
+def naive(q, k, v, causal, scale, window=(-1, -1), softcap=0.0):
+    """Row by row, key by key, in float64: out and lse of one (batch, head)."""
     b, sq, h, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     out = torch.zeros(b, sq, h, d, dtype=torch.float64)
@@ -22,12 +33,14 @@ def naive(q, k, v, causal, scale):
         for hi in range(h):
             kv = hi // (h // hk)
             for i in range(sq):
-                last = i + sk - sq if causal else sk - 1
-                if last < 0:
+                keys = [j for j in range(sk) if visible(i, j, sq, sk, causal, window)]
+                if not keys:
                     continue
-                s = (k[bi, : last + 1, kv].double() @ q[bi, i, hi].double()) * scale
+                s = (k[bi, keys, kv].double() @ q[bi, i, hi].double()) * scale
+                if softcap:
+                    s = softcap * torch.tanh(s / softcap)
                 p = torch.softmax(s, 0)
-                out[bi, i, hi] = p @ v[bi, : last + 1, kv].double()
+                out[bi, i, hi] = p @ v[bi, keys, kv].double()
                 lse[bi, hi, i] = torch.logsumexp(s, 0)
     return out, lse
 
@@ -72,3 +85,70 @@ def test_default_scale_and_low_precision_mode():
     ref, _ = attention_ref(q.bfloat16(), k.bfloat16(), v.bfloat16())
     err = (low.float() - ref).abs().max().item()
     assert 0 < err < 0.1  # low precision really is computed in low precision, and is still close
+
+
+@pytest.mark.parametrize("sq, sk", [(7, 7), (5, 12), (12, 5), (1, 9)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [(-1, -1), (2, 1), (0, 0), (-1, 3), (3, -1), (0, -1), (20, 20)])
+def test_the_mask_is_flash_attns_rule_for_every_pair(sq, sk, causal, window):
+    hidden = hidden_keys(sq, sk, causal, window)
+    want = torch.tensor([[not visible(i, j, sq, sk, causal, window) for j in range(sk)] for i in range(sq)])
+    if hidden is None:
+        assert not want.any()  # None only when every key is seen
+    else:
+        assert torch.equal(hidden, want)
+
+
+@pytest.mark.parametrize("sq, sk, h, hk, causal, window, softcap", [
+    (17, 17, 4, 4, False, (3, 2), 0.0), (17, 17, 4, 4, True, (4, 0), 0.0), (17, 17, 4, 4, True, (4, -1), 0.0),
+    (5, 23, 4, 2, False, (-1, 2), 0.0), (23, 5, 6, 1, False, (1, -1), 0.0), (23, 5, 6, 1, True, (2, 0), 0.0),
+    (9, 14, 6, 3, False, (0, 0), 0.0), (1, 31, 2, 2, True, (6, 0), 0.0),
+    (17, 17, 4, 4, False, (-1, -1), 0.5), (9, 14, 6, 3, True, (-1, -1), 2.0), (23, 5, 6, 1, True, (3, 0), 1.0),
+])
+def test_windows_and_softcap_match_a_row_by_row_float64_computation(sq, sk, h, hk, causal, window, softcap):
+    g = torch.Generator().manual_seed(sq * 100 + sk + window[0])
+    q = torch.randn(2, sq, h, 32, generator=g)
+    k = torch.randn(2, sk, hk, 32, generator=g)
+    v = torch.randn(2, sk, hk, 32, generator=g)
+    out, lse = attention_ref(q, k, v, causal, 0.3, window_size=window, softcap=softcap)
+    want_out, want_lse = naive(q, k, v, causal, 0.3, window, softcap)
+    torch.testing.assert_close(out.double(), want_out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+
+
+def test_causal_means_right_zero_and_keeps_the_left_bound():
+    q, k, v = (torch.randn(1, 11, 2, 16) for _ in range(3))
+    for left in (-1, 0, 3):
+        causal = attention_ref(q, k, v, True, window_size=(left, 5))  # right is ignored: causal sets it to 0
+        torch.testing.assert_close(causal[0], attention_ref(q, k, v, False, window_size=(left, 0))[0])
+    torch.testing.assert_close(attention_ref(q, k, v, True, window_size=(-1, -1))[0], attention_ref(q, k, v, True)[0])
+    torch.testing.assert_close(attention_ref(q, k, v, window_size=(10, 10))[0], attention_ref(q, k, v)[0])
+
+
+def test_a_window_that_sees_no_key_gives_zeros_and_infinite_lse():
+    q, k, v = torch.randn(1, 8, 2, 16), torch.randn(1, 3, 2, 16), torch.randn(1, 3, 2, 16)
+    out, lse = attention_ref(q, k, v, window_size=(1, 1))  # row i sits at key i - 5 and sees i - 6 .. i - 4
+    assert torch.all(out[:, :4] == 0) and torch.all(torch.isinf(lse[:, :, :4]))  # rows 0-3 see none
+    assert torch.all(torch.isfinite(lse[:, :, 4:])) and not torch.isnan(out).any()
+
+
+def test_softcap_is_cap_times_tanh_of_the_scaled_score():
+    q, k, v = torch.randn(1, 1, 1, 4), torch.randn(1, 6, 1, 4) * 3, torch.randn(1, 6, 1, 4)
+    out, lse = attention_ref(q, k, v, softmax_scale=0.5, softcap=2.0)
+    scores = 2.0 * torch.tanh((k[0, :, 0] @ q[0, 0, 0]) * 0.5 / 2.0)  # no further scale after the cap
+    torch.testing.assert_close(lse[0, 0, 0], torch.logsumexp(scores, 0))
+    torch.testing.assert_close(out[0, 0, 0], torch.softmax(scores, 0) @ v[0, :, 0])
+    assert scores.abs().max() < 2.0  # capped
+    torch.testing.assert_close(attention_ref(q, k, v, softcap=0.0)[0], attention_ref(q, k, v)[0])  # 0 is off
+    with pytest.raises(ValueError, match="softcap"):
+        attention_ref(q, k, v, softcap=-1.0)
+
+
+def test_softcap_in_low_precision_is_computed_in_that_precision_and_differentiable():
+    q, k, v = (torch.randn(1, 9, 2, 32) for _ in range(3))
+    low, _ = attention_ref(q.half(), k.half(), v.half(), upcast=False, softcap=2.0, window_size=(3, 0))
+    ref, _ = attention_ref(q, k, v, softcap=2.0, window_size=(3, 0))
+    assert low.dtype == torch.float16 and 0 < (low.float() - ref).abs().max().item() < 0.05
+    small = [t[:, :4, :, :4].double().requires_grad_() for t in (q, k, v)]  # float64 throughout (upcast=False)
+    assert torch.autograd.gradcheck(
+        lambda *t: attention_ref(*t, causal=True, upcast=False, softcap=1.5, window_size=(2, 0))[0], small)
