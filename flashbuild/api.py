@@ -10,8 +10,13 @@ kernels. Every other attribute (variants(), build_key(), mha_bwd, ...) is the ra
 `.ext` is the raw module.
 
 What the wrapper adds to the raw functions:
-- Features our kernels lack (dropout, local window, softcap, ALiBi, paged or appended KV cache,
-  rotary, deterministic backward) raise UnsupportedFeatureError instead of being ignored.
+- window_size (local attention) and softcap reach the kernels: they are checked here for their
+  types and ranges (a pair of ints, each -1 or >= 0; a finite float >= 0), and passed to every
+  raw function as window_size_left, window_size_right and softcap keywords. Whether the build
+  holds them is the binding's call: a build with a feature compiled out (--no-local,
+  --no-softcap) raises VariantNotBuiltError from the binding, naming the rebuild command.
+- Features our kernels lack (dropout, ALiBi, paged or appended KV cache, rotary, deterministic
+  backward) raise UnsupportedFeatureError instead of being ignored.
 - The LSE output carries no gradient (as in flash-attn, whose backward ignores it): it is marked
   non-differentiable, so a loss of the LSE alone says "does not require grad" instead of returning
   a wrong zero gradient.
@@ -24,6 +29,9 @@ No `from __future__ import annotations` here: torch.library reads the ops' schem
 annotations at runtime, and only typing.Optional/Tuple spell them on every torch since 2.4.
 """
 
+import math
+import numbers
+import operator
 import re
 import threading
 from types import ModuleType
@@ -37,6 +45,13 @@ from .errors import FlashbuildError, VariantNotBuiltError
 
 class UnsupportedFeatureError(FlashbuildError, NotImplementedError):
     """A flash-attn argument asking for a feature this build's kernels do not implement."""
+
+    exit_code = 2
+
+
+class InvalidArgumentError(FlashbuildError, ValueError):
+    """A flash-attn argument of the wrong type or out of range (a negative softcap, a window that is
+    not a pair of ints)."""
 
     exit_code = 2
 
@@ -88,53 +103,65 @@ def _define(ns: str, ext: Any) -> list:
     op = torch.library.custom_op
 
     # ------------------------------------------------ dense: (batch, seqlen, nheads, head_dim)
+    # Every op ends in the same three arguments, passed to the raw functions as keywords:
+    # window_size_left, window_size_right (-1: unbounded on that side) and softcap (0: off).
+    def features(window_size_left, window_size_right, softcap):
+        return dict(window_size_left=window_size_left, window_size_right=window_size_right, softcap=softcap)
+
     @op(f"{ns}::fwd", mutates_args=())
-    def fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor]:
-        out, lse = _raw(ext, "flash_attn_func", "forward")(q, k, v, causal=causal, softmax_scale=softmax_scale,
-                                                            return_lse=True)
+    def fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float], window_size_left: int,
+            window_size_right: int, softcap: float) -> Tuple[Tensor, Tensor]:
+        out, lse = _raw(ext, "flash_attn_func", "forward")(
+            q, k, v, causal=causal, softmax_scale=softmax_scale, return_lse=True,
+            **features(window_size_left, window_size_right, softcap))
         return out.contiguous(), lse.contiguous()
 
     @fwd.register_fake
-    def _(q, k, v, causal, softmax_scale):
+    def _(q, k, v, causal, softmax_scale, window_size_left, window_size_right, softcap):
         batch, seqlen_q, nheads, _ = q.shape
         return (q.new_empty((batch, seqlen_q, nheads, v.shape[-1])),
                 q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32))
 
     @op(f"{ns}::bwd", mutates_args=())
     def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool,
-            softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor, Tensor]:
-        dq, dk, dv = _raw(ext, "mha_bwd", "backward")(dout, q, k, v, out, lse, causal=causal,
-                                                      softmax_scale=softmax_scale)
+            softmax_scale: Optional[float], window_size_left: int, window_size_right: int,
+            softcap: float) -> Tuple[Tensor, Tensor, Tensor]:
+        dq, dk, dv = _raw(ext, "mha_bwd", "backward")(
+            dout, q, k, v, out, lse, causal=causal, softmax_scale=softmax_scale,
+            **features(window_size_left, window_size_right, softcap))
         return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
     @bwd.register_fake
-    def _(dout, q, k, v, out, lse, causal, softmax_scale):
+    def _(dout, q, k, v, out, lse, causal, softmax_scale, window_size_left, window_size_right, softcap):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def fwd_setup(ctx, inputs, output):
-        q, k, v, ctx.causal, ctx.softmax_scale = inputs
+        q, k, v, ctx.causal, ctx.softmax_scale, ctx.window_size_left, ctx.window_size_right, ctx.softcap = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.mark_non_differentiable(lse)
 
     def fwd_backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.softmax_scale)
-        return dq, dk, dv, None, None
+        dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.softmax_scale,
+                         ctx.window_size_left, ctx.window_size_right, ctx.softcap)
+        return dq, dk, dv, None, None, None, None, None
 
     fwd.register_autograd(fwd_backward, setup_context=fwd_setup)
 
     # ------------------------------------------------ varlen: packed (total_tokens, nheads, head_dim)
     @op(f"{ns}::varlen_fwd", mutates_args=())
     def varlen_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
-                   max_seqlen_k: int, causal: bool, softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor]:
+                   max_seqlen_k: int, causal: bool, softmax_scale: Optional[float], window_size_left: int,
+                   window_size_right: int, softcap: float) -> Tuple[Tensor, Tensor]:
         out, lse = _raw(ext, "mha_varlen_fwd", "variable-length forward")(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
-            softmax_scale=softmax_scale)
+            softmax_scale=softmax_scale, **features(window_size_left, window_size_right, softcap))
         return out.contiguous(), lse.contiguous()
 
     @varlen_fwd.register_fake
-    def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale):
+    def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, window_size_left,
+          window_size_right, softcap):
         total_q, nheads, _ = q.shape
         return (q.new_empty((total_q, nheads, v.shape[-1])),
                 q.new_empty((nheads, total_q), dtype=torch.float32))
@@ -142,18 +169,21 @@ def _define(ns: str, ext: Any) -> list:
     @op(f"{ns}::varlen_bwd", mutates_args=())
     def varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Tensor,
                    cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool,
-                   softmax_scale: Optional[float]) -> Tuple[Tensor, Tensor, Tensor]:
+                   softmax_scale: Optional[float], window_size_left: int, window_size_right: int,
+                   softcap: float) -> Tuple[Tensor, Tensor, Tensor]:
         dq, dk, dv = _raw(ext, "mha_varlen_bwd", "variable-length backward")(
             dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
-            softmax_scale=softmax_scale)
+            softmax_scale=softmax_scale, **features(window_size_left, window_size_right, softcap))
         return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
     @varlen_bwd.register_fake
-    def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale):
+    def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
+          window_size_left, window_size_right, softcap):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def varlen_setup(ctx, inputs, output):
-        q, k, v, cu_q, cu_k, ctx.max_seqlen_q, ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale = inputs
+        (q, k, v, cu_q, cu_k, ctx.max_seqlen_q, ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale,
+         ctx.window_size_left, ctx.window_size_right, ctx.softcap) = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
         ctx.mark_non_differentiable(lse)
@@ -161,21 +191,25 @@ def _define(ns: str, ext: Any) -> list:
     def varlen_backward(ctx, dout, _dlse):
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
         dq, dk, dv = varlen_bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, ctx.max_seqlen_q,
-                                ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale)
-        return dq, dk, dv, None, None, None, None, None, None
+                                ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale, ctx.window_size_left,
+                                ctx.window_size_right, ctx.softcap)
+        return (dq, dk, dv) + (None,) * 9
 
     varlen_fwd.register_autograd(varlen_backward, setup_context=varlen_setup)
 
     # ------------------------------------------------ decode: q against a KV cache (forward only)
     @op(f"{ns}::fwd_kvcache", mutates_args=())
     def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor], causal: bool,
-                    softmax_scale: Optional[float], num_splits: int) -> Tuple[Tensor, Tensor]:
+                    softmax_scale: Optional[float], num_splits: int, window_size_left: int, window_size_right: int,
+                    softcap: float) -> Tuple[Tensor, Tensor]:
         out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
-            q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits)
+            q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits,
+            **features(window_size_left, window_size_right, softcap))
         return out.contiguous(), lse.contiguous()
 
     @fwd_kvcache.register_fake
-    def _(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits):
+    def _(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits, window_size_left, window_size_right,
+          softcap):
         batch, seqlen_q, nheads, _ = q.shape
         return (q.new_empty((batch, seqlen_q, nheads, v_cache.shape[-1])),
                 q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32))
@@ -224,16 +258,49 @@ def _int32_on(t: Tensor, device: torch.device) -> Tensor:
     return t.to(device=device, dtype=torch.int32).contiguous()
 
 
-def _check_common(dropout_p: float, window_size, softcap: float, alibi_slopes) -> None:
+def _check_common(dropout_p: float, alibi_slopes) -> None:
     if dropout_p != 0.0:
         raise _unsupported("dropout", f"dropout_p={dropout_p}", "pass dropout_p=0.0")
-    if tuple(window_size) != (-1, -1):
-        raise _unsupported("local (sliding window) attention", f"window_size={tuple(window_size)}",
-                           "pass window_size=(-1, -1)")
-    if softcap != 0.0:
-        raise _unsupported("softcap", f"softcap={softcap}", "pass softcap=0.0")
     if alibi_slopes is not None:
         raise _unsupported("ALiBi", f"alibi_slopes={_describe(alibi_slopes)}", "pass alibi_slopes=None")
+
+
+def _as_int(value) -> Optional[int]:
+    """An int (or numpy int) as an int; None for floats, bools and anything else."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _window(window_size) -> Tuple[int, int]:
+    """(left, right) of flash-attn's window_size: two ints, each -1 (unbounded on that side) or >= 0."""
+    fix = ("pass window_size=(left, right): ints, each -1 (unbounded) or >= 0, e.g. window_size=(256, 0); "
+           "(-1, -1) is no window")
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"flashbuild: window_size={window_size!r}: not a pair (left, right); {fix}") from None
+    sides = [_as_int(left), _as_int(right)]
+    for given, side in zip((left, right), sides):
+        if side is None:
+            raise InvalidArgumentError(f"flashbuild: window_size={window_size!r}: {given!r} is not an int; {fix}")
+    if min(sides) < -1:
+        raise InvalidArgumentError(f"flashbuild: window_size={tuple(sides)}: {min(sides)} is below -1; {fix}")
+    return sides[0], sides[1]
+
+
+def _softcap(softcap) -> float:
+    """flash-attn's softcap: a finite float >= 0, 0 meaning off."""
+    fix = "pass softcap=0.0 (off) or a positive cap, e.g. softcap=30.0"
+    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
+        raise InvalidArgumentError(f"flashbuild: softcap={softcap!r}: not a number; {fix}")
+    if not math.isfinite(softcap) or softcap < 0:
+        raise InvalidArgumentError(f"flashbuild: softcap={softcap!r}: must be a finite number >= 0 "
+                                   f"(scores become softcap * tanh(scores / softcap)); {fix}")
+    return float(softcap)
 
 
 def _check_deterministic(deterministic: bool) -> None:
@@ -267,13 +334,17 @@ class AttentionOps:
                         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
                         return_lse=False):
         """Attention over q (batch, seqlen_q, nheads, head_dim), k and v (batch, seqlen_k, nheads_k,
-        head_dim); nheads % nheads_k == 0; causal is aligned bottom-right. Returns out (like q), or
-        (out, lse) with return_lse=True, or (out, lse, None) with return_attn_probs=True (no
-        probabilities, as flash-attn without dropout); lse is (batch, nheads, seqlen_q) float32."""
-        _check_common(dropout_p, window_size, softcap, alibi_slopes)
+        head_dim); nheads % nheads_k == 0; causal is aligned bottom-right. window_size=(left, right)
+        lets query i see keys i + seqlen_k - seqlen_q - left .. i + seqlen_k - seqlen_q + right (-1:
+        unbounded; causal sets right = 0); softcap > 0 caps the scores at softcap * tanh(s / softcap).
+        Returns out (like q), or (out, lse) with return_lse=True, or (out, lse, None) with
+        return_attn_probs=True (no probabilities, as flash-attn without dropout); lse is
+        (batch, nheads, seqlen_q) float32."""
+        _check_common(dropout_p, alibi_slopes)
         _check_deterministic(deterministic)
+        window, softcap = _window(window_size), _softcap(softcap)
         q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
-        out, lse = self.ops.fwd(q, k, v, causal, softmax_scale)
+        out, lse = self.ops.fwd(q, k, v, causal, softmax_scale, *window, softcap)
         if return_attn_probs:
             return out, lse, None
         return (out, lse) if return_lse else out
@@ -283,13 +354,14 @@ class AttentionOps:
                                alibi_slopes=None, deterministic=False, return_attn_probs=False):
         """Attention over packed sequences: q (total_q, nheads, head_dim), k and v (total_k,
         nheads_k, head_dim); sequence i is rows cu_seqlens[i]:cu_seqlens[i + 1] (int32, batch + 1).
-        Returns out (like q), or (out, lse, None) with return_attn_probs=True; lse is
+        causal, window_size and softcap as in flash_attn_func, per sequence. Returns out (like q), or (out, lse, None) with return_attn_probs=True; lse is
         (nheads, total_q) float32."""
-        _check_common(dropout_p, window_size, softcap, alibi_slopes)
+        _check_common(dropout_p, alibi_slopes)
         _check_deterministic(deterministic)
+        window, softcap = _window(window_size), _softcap(softcap)
         q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
         out, lse = self.ops.varlen_fwd(q, k, v, _int32_on(cu_seqlens_q, q.device), _int32_on(cu_seqlens_k, q.device),
-                                       max_seqlen_q, max_seqlen_k, causal, softmax_scale)
+                                       max_seqlen_q, max_seqlen_k, causal, softmax_scale, *window, softcap)
         return (out, lse, None) if return_attn_probs else out
 
     def flash_attn_with_kvcache(self, q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -300,7 +372,8 @@ class AttentionOps:
         """Decode attention of q (batch, seqlen_q, nheads, head_dim) against the first
         cache_seqlens[b] rows of k_cache, v_cache (batch, seqlen_cache, nheads_k, head_dim);
         cache_seqlens is an int, an int tensor (batch,), or None (the whole cache). The split-KV
-        kernel chooses its number of splits when num_splits=0. Returns out, or (out, lse) with
+        kernel chooses its number of splits when num_splits=0. causal and window_size align to the
+        bottom-right of each row's cache_seqlens keys; softcap as in flash_attn_func. Returns out, or (out, lse) with
         return_softmax_lse=True; lse is (batch, nheads, seqlen_q) float32. Forward only."""
         if k is not None or v is not None:
             raise _unsupported("appending new keys/values to the cache (k=, v=)",
@@ -318,13 +391,15 @@ class AttentionOps:
         if block_table is not None:
             raise _unsupported("a paged KV cache (block_table)", f"block_table={_describe(block_table)}",
                                "pass a contiguous (batch, seqlen_cache, nheads_k, head_dim) cache")
-        _check_common(0.0, window_size, softcap, alibi_slopes)
+        _check_common(0.0, alibi_slopes)
+        window, softcap = _window(window_size), _softcap(softcap)
         q, k_cache, v_cache = (_contiguous_last_dim(t) for t in (q, k_cache, v_cache))
         if isinstance(cache_seqlens, int):
             cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
         elif cache_seqlens is not None:
             cache_seqlens = _int32_on(cache_seqlens, q.device)
-        out, lse = self.ops.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits)
+        out, lse = self.ops.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits, *window,
+                                        softcap)
         return (out, lse) if return_softmax_lse else out
 
 

@@ -1,8 +1,9 @@
 """flashbuild.api on CPU: the drop-in layer over a fake extension that has the binding's raw API and
 computes with the reference math (forward from flashbuild.reference, backward in closed form from
-the saved out and lse, as the kernels do). Checks outputs and autograd against the reference, the
-fake (meta) implementations, torch.compile(fullgraph=True), the unsupported-feature errors, and
-that two loaded builds keep apart."""
+the saved out and lse, as the kernels do; local windows and softcap included). Checks outputs and
+autograd against the reference, that window_size and softcap reach every raw function as keywords,
+the fake (meta) implementations, torch.compile(fullgraph=True), the argument and unsupported-feature
+errors, and that two loaded builds keep apart."""
 
 from __future__ import annotations
 
@@ -19,21 +20,17 @@ torch = pytest.importorskip("torch")
 import flashbuild  # noqa: E402
 from flashbuild import api, builder  # noqa: E402
 from flashbuild.errors import VariantNotBuiltError  # noqa: E402
-from flashbuild.reference import attention_ref  # noqa: E402
+from flashbuild.reference import attention_ref, hidden_keys  # noqa: E402
 
 _names = itertools.count()
+NO_FEATURES = dict(window_size_left=-1, window_size_right=-1, softcap=0.0)
 
 
-def _mask_hidden(seqlen_q: int, seqlen_k: int) -> torch.Tensor:
-    """True where a query may not see a key (bottom-right causal)."""
-    rows = torch.arange(seqlen_q).view(-1, 1)
-    cols = torch.arange(seqlen_k).view(1, -1)
-    return cols > rows + (seqlen_k - seqlen_q)
-
-
-def reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale):
+def reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale, window_size_left=-1, window_size_right=-1,
+                  softcap=0.0):
     """dq, dk, dv from the saved out and lse (the kernels' recipe): P = exp(S - lse),
-    dS = P * (dO V^T - rowsum(dO * O)), summed over each K/V head's query group."""
+    dS = P * (dO V^T - rowsum(dO * O)), through the softcap's tanh (dS/ds = 1 - tanh^2), summed
+    over each K/V head's query group."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     group = nheads // nheads_k
@@ -42,13 +39,19 @@ def reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale):
     kf = k.double().repeat_interleave(group, dim=2)
     vf = v.double().repeat_interleave(group, dim=2)
     scores = torch.einsum("bqhd,bkhd->bhqk", qf, kf) * scale
+    capped = torch.tanh(scores / softcap) if softcap else None
+    if softcap:
+        scores = capped * softcap
     probs = torch.exp(scores - lse.double().unsqueeze(-1))  # lse = +inf on empty rows: P = 0
-    if causal:
-        probs = probs.masked_fill(_mask_hidden(seqlen_q, seqlen_k), 0.0)
+    hidden = hidden_keys(seqlen_q, seqlen_k, causal, (window_size_left, window_size_right))
+    if hidden is not None:
+        probs = probs.masked_fill(hidden, 0.0)
     dv = torch.einsum("bhqk,bqhd->bkhd", probs, dof)
     dp = torch.einsum("bqhd,bkhd->bhqk", dof, vf)
     rowsum = (dof * of).sum(-1).transpose(1, 2).unsqueeze(-1)  # (b, h, sq, 1)
     ds = probs * (dp - rowsum)
+    if softcap:
+        ds = ds * (1 - capped * capped)
     dq = torch.einsum("bhqk,bkhd->bqhd", ds, kf) * scale
     dk = torch.einsum("bhqk,bqhd->bkhd", ds, qf) * scale
     dk = dk.view(batch, seqlen_k, nheads_k, group, head_dim).sum(3)
@@ -59,23 +62,32 @@ def reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale):
 class FakeExtension(types.ModuleType):
     """The raw API of a built extension (kernels/binding/flash_api.cpp), in pure torch on CPU.
     `directions` says what the "build" holds; a call outside it raises VariantNotBuiltError as the
-    binding does. `pad_to` returns outputs as the binding does for a padded head dim: a narrowed,
-    non-contiguous view. Every call is logged in `calls`."""
+    binding does; so does a call that asks for a feature outside `features` (compiled out). `pad_to`
+    returns outputs as the binding does for a padded head dim: a narrowed, non-contiguous view.
+    Every call is logged in `calls`, its window and softcap keywords in `feature_kwargs`."""
 
     def __init__(self, name: str | None = None, directions=("fwd", "bwd", "splitkv"), pad_to: int | None = None,
-                 varlen: bool = True):
+                 varlen: bool = True, features=("local", "softcap")):
         super().__init__(name or f"_flashbuild_test{next(_names)}")
-        self.directions, self.pad_to, self.calls = directions, pad_to, []
+        self.directions, self.pad_to, self.features, self.calls, self.feature_kwargs = (
+            directions, pad_to, features, [], [])
         for name in ("variants", "build_key", "flash_attn_func", "mha_bwd", "mha_fwd_kvcache"):
             setattr(self, name, getattr(self, name))  # in the module's namespace, as a binding's functions are
         if varlen:
             self.mha_varlen_fwd, self.mha_varlen_bwd = self._varlen_fwd, self._varlen_bwd
 
-    def _need(self, direction):
+    def _need(self, direction, name, window_size_left, window_size_right, softcap):
+        self.calls.append(name)
+        self.feature_kwargs.append(dict(window_size_left=window_size_left, window_size_right=window_size_right,
+                                        softcap=softcap))
         if direction not in self.directions:
             raise VariantNotBuiltError(f"flashbuild: this build has no kernel {direction}_hdim64_fp16_sm90 "
                                        f"(asked: {direction}). Build one that holds it with: flashbuild --direction "
                                        f"{direction}")
+        for feature, asked in (("local", window_size_left >= 0 or window_size_right >= 0), ("softcap", softcap > 0)):
+            if asked and feature not in self.features:
+                raise VariantNotBuiltError(f"flashbuild: this build has no {feature} kernel (compiled out with "
+                                           f"--no-{feature}); build it without --no-{feature}")
 
     def _check(self, *tensors):
         for t in tensors:
@@ -93,54 +105,58 @@ class FakeExtension(types.ModuleType):
     def build_key(self):
         return f"sm90-fp16-h64-{self.__name__}"
 
-    def flash_attn_func(self, q, k, v, causal=False, softmax_scale=None, return_lse=False):
-        self.calls.append("flash_attn_func")
-        self._need("fwd")
+    # The binding's signatures: window_size_left, window_size_right and softcap are keyword arguments
+    # with flash-attn's defaults (no window, no softcap).
+    def flash_attn_func(self, q, k, v, causal=False, softmax_scale=None, return_lse=False, window_size_left=-1,
+                        window_size_right=-1, softcap=0.0):
+        self._need("fwd", "flash_attn_func", window_size_left, window_size_right, softcap)
         self._check(q, k, v)
-        out, lse = attention_ref(q, k, v, causal, softmax_scale)
+        out, lse = attention_ref(q, k, v, causal, softmax_scale, window_size=(window_size_left, window_size_right),
+                                 softcap=softcap)
         out = self._padded(out.to(q.dtype))
         return (out, lse) if return_lse else out
 
-    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None):
-        self.calls.append("mha_bwd")
-        self._need("bwd")
+    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None, window_size_left=-1,
+                window_size_right=-1, softcap=0.0):
+        self._need("bwd", "mha_bwd", window_size_left, window_size_right, softcap)
         self._check(q, k, v)
-        return [self._padded(g) for g in reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale)]
+        return [self._padded(g) for g in reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale,
+                                                       window_size_left, window_size_right, softcap)]
 
     def _varlen_fwd(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
-                    softmax_scale=None):
-        self.calls.append("mha_varlen_fwd")
-        self._need("fwd")
+                    softmax_scale=None, window_size_left=-1, window_size_right=-1, softcap=0.0):
+        self._need("fwd", "mha_varlen_fwd", window_size_left, window_size_right, softcap)
         assert cu_seqlens_q.dtype == torch.int32 and cu_seqlens_k.dtype == torch.int32
         outs, lses = [], []
         for (q0, q1), (k0, k1) in zip(_spans(cu_seqlens_q), _spans(cu_seqlens_k)):
             assert q1 - q0 <= max_seqlen_q and k1 - k0 <= max_seqlen_k
-            out, lse = attention_ref(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, softmax_scale)
+            out, lse = attention_ref(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal, softmax_scale,
+                                     window_size=(window_size_left, window_size_right), softcap=softcap)
             outs.append(out[0].to(q.dtype))
             lses.append(lse[0])
         return [torch.cat(outs), torch.cat(lses, dim=1)]
 
     def _varlen_bwd(self, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    causal=False, softmax_scale=None):
-        self.calls.append("mha_varlen_bwd")
-        self._need("bwd")
+                    causal=False, softmax_scale=None, window_size_left=-1, window_size_right=-1, softcap=0.0):
+        self._need("bwd", "mha_varlen_bwd", window_size_left, window_size_right, softcap)
         grads = [[], [], []]
         for (q0, q1), (k0, k1) in zip(_spans(cu_seqlens_q), _spans(cu_seqlens_k)):
             one = reference_bwd(dout[None, q0:q1], q[None, q0:q1], k[None, k0:k1], v[None, k0:k1],
-                                out[None, q0:q1], lse[None, :, q0:q1], causal, softmax_scale)
+                                out[None, q0:q1], lse[None, :, q0:q1], causal, softmax_scale,
+                                window_size_left, window_size_right, softcap)
             for acc, g in zip(grads, one):
                 acc.append(g[0])
         return [torch.cat(g) for g in grads]
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
-                        num_splits=0):
-        self.calls.append("mha_fwd_kvcache")
-        self._need("splitkv")
+                        num_splits=0, window_size_left=-1, window_size_right=-1, softcap=0.0):
+        self._need("splitkv", "mha_fwd_kvcache", window_size_left, window_size_right, softcap)
         assert cache_seqlens is None or cache_seqlens.dtype == torch.int32
         outs, lses = [], []
         for b in range(q.shape[0]):
             n = k_cache.shape[1] if cache_seqlens is None else int(cache_seqlens[b])
-            out, lse = attention_ref(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], causal, softmax_scale)
+            out, lse = attention_ref(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], causal, softmax_scale,
+                                     window_size=(window_size_left, window_size_right), softcap=softcap)
             outs.append(out.to(q.dtype))
             lses.append(lse)
         return [torch.cat(outs), torch.cat(lses)]
@@ -169,10 +185,10 @@ def qkv(batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim, *, grad=False, dt
     return tuple(t.requires_grad_(grad) for t in tensors)
 
 
-def ref_grads(q, k, v, dout, causal, softmax_scale=None):
+def ref_grads(q, k, v, dout, causal, softmax_scale=None, **features):
     """Gradients of the fp64 reference by torch autograd (independent of reference_bwd)."""
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    out, _ = attention_ref(*leaves, causal, softmax_scale)
+    out, _ = attention_ref(*leaves, causal, softmax_scale, **features)
     out.backward(dout.double())
     return [t.grad for t in leaves]
 
@@ -328,12 +344,91 @@ def test_a_binding_without_varlen_names_the_build_and_the_fix():
     assert "mha_varlen_fwd" in message and f"flashbuild clean {ext.build_key()}" in message
 
 
+# ---------------------------------------------------------------- local windows and softcap
+
+FEATURE_CALLS = [  # (causal, window_size, softcap)
+    (False, (3, 2), 0.0), (True, (4, -1), 0.0), (False, (-1, 1), 0.0), (False, (0, 0), 0.0),
+    (False, (-1, -1), 1.5), (True, (5, 0), 0.7),
+]
+
+
+@pytest.mark.parametrize("causal, window, softcap", FEATURE_CALLS)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_window_and_softcap_forward_and_gradients_match_the_reference(m, shape, causal, window, softcap):
+    q, k, v = qkv(*shape, grad=True, seed=sum(shape) + window[0])
+    out, lse = m.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap, return_lse=True)
+    ref, ref_lse = attention_ref(q.detach(), k.detach(), v.detach(), causal, window_size=window, softcap=softcap)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(lse, ref_lse)
+    dout = torch.randn_like(out)
+    out.backward(dout)  # the fake's closed-form backward vs autograd through the reference's tanh
+    want = ref_grads(q, k, v, dout, causal, window_size=window, softcap=softcap)
+    for name, got, grad in zip("qkv", (q.grad, k.grad, v.grad), want):
+        torch.testing.assert_close(got, grad.float(), atol=1e-4, rtol=1e-4, msg=f"d{name}")
+
+
+def test_window_and_softcap_reach_every_raw_function_as_keywords():
+    ext = FakeExtension()
+    m = api.wrap(ext)
+    asked = dict(window_size_left=7, window_size_right=0, softcap=2.5)
+    q, k, v = qkv(1, 6, 9, 4, 2, 8, grad=True)
+    m.flash_attn_func(q, k, v, window_size=(7, 0), softcap=2.5).sum().backward()  # autograd passes them to bwd
+    qp, cu = _packed([4, 5], 2, 8, grad=True)
+    m.flash_attn_varlen_func(qp, qp, qp, cu, cu, 5, 5, window_size=[7, 0], softcap=2.5).sum().backward()
+    cache = torch.randn(1, 16, 2, 8)
+    m.flash_attn_with_kvcache(q[:1, :1].detach(), cache, cache, cache_seqlens=9, window_size=(7, 0), softcap=2.5)
+    assert ext.calls == ["flash_attn_func", "mha_bwd", "mha_varlen_fwd", "mha_varlen_bwd", "mha_fwd_kvcache"]
+    assert ext.feature_kwargs == [asked] * 5
+    assert all(type(kw["softcap"]) is float and type(kw["window_size_left"]) is int for kw in ext.feature_kwargs)
+    m.flash_attn_func(q, k, v, causal=True)
+    assert ext.feature_kwargs[-1] == NO_FEATURES  # the defaults, passed explicitly
+
+
+def test_a_feature_the_build_compiled_out_is_the_bindings_error_not_the_wrappers():
+    ext = FakeExtension(features=("softcap",))  # built with --no-local
+    m = api.wrap(ext)
+    q, k, v = qkv(1, 4, 4, 2, 2, 8)
+    with pytest.raises(VariantNotBuiltError, match="no local kernel.*without --no-local"):
+        m.flash_attn_func(q, k, v, window_size=(2, 0))
+    assert ext.calls == ["flash_attn_func"]  # the wrapper did not pre-empt the binding
+    m.flash_attn_func(q, k, v, softcap=1.0)  # the feature it holds works
+
+
+def test_window_and_softcap_are_no_longer_unsupported(m):
+    q, k, v = qkv(1, 4, 4, 4, 4, 8)
+    for kwargs in (dict(window_size=(128, 0)), dict(softcap=30.0), dict(window_size=(-1, 0), softcap=5.0)):
+        m.flash_attn_func(q, k, v, **kwargs)
+        m.flash_attn_with_kvcache(q[:, :1], k, v, cache_seqlens=4, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(softcap=-1.0), "softcap=-1.0: must be a finite number >= 0"),
+    (dict(softcap=float("inf")), "softcap=inf: must be a finite number >= 0"),
+    (dict(softcap="30"), "softcap='30': not a number"),
+    (dict(window_size=(128,)), "window_size=(128,): not a pair (left, right)"),
+    (dict(window_size=128), "window_size=128: not a pair (left, right)"),
+    (dict(window_size=(1.5, 0)), "window_size=(1.5, 0): 1.5 is not an int"),
+    (dict(window_size=(-2, 0)), "window_size=(-2, 0): -2 is below -1"),
+])
+def test_bad_window_or_softcap_is_a_clear_error_before_any_kernel(m, fake_ext, kwargs, message):
+    q, k, v = qkv(1, 4, 4, 4, 4, 8)
+    q_packed, cu = _packed([4], 4, 8)
+    before = len(fake_ext.calls)
+    for call in (lambda: m.flash_attn_func(q, k, v, **kwargs),
+                 lambda: m.flash_attn_varlen_func(q_packed, q_packed, q_packed, cu, cu, 4, 4, **kwargs),
+                 lambda: m.flash_attn_with_kvcache(q[:, :1], k, v, cache_seqlens=4, **kwargs)):
+        with pytest.raises(api.InvalidArgumentError) as info:
+            call()
+        assert str(info.value).startswith(f"flashbuild: {message}")
+        assert "pass " in str(info.value) and isinstance(info.value, ValueError)
+        assert isinstance(info.value, flashbuild.FlashbuildError)
+    assert len(fake_ext.calls) == before
+
+
 # ---------------------------------------------------------------- unsupported features
 
 UNSUPPORTED_DENSE = [
     (dict(dropout_p=0.1), "dropout", "dropout_p=0.1"),
-    (dict(window_size=(128, 0)), "local (sliding window) attention", "window_size=(128, 0)"),
-    (dict(softcap=30.0), "softcap", "softcap=30.0"),
     (dict(alibi_slopes=torch.ones(4)), "ALiBi", "alibi_slopes=tensor of shape (4,)"),
     (dict(deterministic=True), "a deterministic backward", "deterministic=True"),
 ]
@@ -344,7 +439,7 @@ def test_unsupported_features_raise_a_clear_error(m, fake_ext, kwargs, feature, 
     q, k, v = qkv(1, 4, 4, 4, 4, 8)
     q_packed, cu = _packed([4], 4, 8)
     before = len(fake_ext.calls)
-    for call in (lambda: m.flash_attn_func(q, k, v, **kwargs),
+    for call in (lambda: m.flash_attn_func(q, k, v, window_size=(2, 0), softcap=1.0, **kwargs),
                  lambda: m.flash_attn_varlen_func(q_packed, q_packed, q_packed, cu, cu, 4, 4, **kwargs)):
         with pytest.raises(api.UnsupportedFeatureError) as info:
             call()
@@ -360,8 +455,6 @@ UNSUPPORTED_KVCACHE = [
     (dict(cache_batch_idx=torch.zeros(1, dtype=torch.int32)), "cache_batch_idx"),
     (dict(cache_leftpad=torch.zeros(1, dtype=torch.int32)), "cache_leftpad"),
     (dict(block_table=torch.zeros(1, 4, dtype=torch.int32)), "a paged KV cache"),
-    (dict(window_size=(-1, 0)), "local (sliding window) attention"),
-    (dict(softcap=5.0), "softcap"),
     (dict(alibi_slopes=torch.ones(2)), "ALiBi"),
 ]
 
@@ -383,21 +476,22 @@ def test_fake_impls_give_exact_shapes_and_dtypes(m):
     with FakeTensorMode():
         q = torch.empty(2, 5, 8, 24, dtype=torch.float16)
         k = torch.empty(2, 7, 2, 24, dtype=torch.float16)
-        out, lse = m.ops.fwd(q, k, k, True, None)
+        out, lse = m.ops.fwd(q, k, k, True, None, 16, 0, 30.0)
         assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((2, 5, 8, 24), torch.float16, (2, 8, 5), torch.float32)
         assert out.is_contiguous()
-        dq, dk, dv = m.ops.bwd(out, q, k, k, out, lse, True, None)
+        dq, dk, dv = m.ops.bwd(out, q, k, k, out, lse, True, None, 16, 0, 30.0)
         assert (dq.shape, dk.shape, dv.shape, dk.dtype) == ((2, 5, 8, 24), (2, 7, 2, 24), (2, 7, 2, 24), torch.float16)
 
         qp, kp = torch.empty(11, 8, 24, dtype=torch.bfloat16), torch.empty(13, 2, 24, dtype=torch.bfloat16)
         cu = torch.empty(3, dtype=torch.int32)
-        out, lse = m.ops.varlen_fwd(qp, kp, kp, cu, cu, 6, 7, False, 0.5)
+        out, lse = m.ops.varlen_fwd(qp, kp, kp, cu, cu, 6, 7, False, 0.5, -1, -1, 0.0)
         assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((11, 8, 24), torch.bfloat16, (8, 11), torch.float32)
-        grads = m.ops.varlen_bwd(out, qp, kp, kp, out, lse, cu, cu, 6, 7, False, 0.5)
+        grads = m.ops.varlen_bwd(out, qp, kp, kp, out, lse, cu, cu, 6, 7, False, 0.5, -1, 3, 0.0)
         assert [g.shape for g in grads] == [(11, 8, 24), (13, 2, 24), (13, 2, 24)]
 
         cache = torch.empty(2, 64, 2, 24, dtype=torch.float16)
-        out, lse = m.ops.fwd_kvcache(q[:, :1], cache, cache, torch.empty(2, dtype=torch.int32), True, None, 0)
+        out, lse = m.ops.fwd_kvcache(q[:, :1], cache, cache, torch.empty(2, dtype=torch.int32), True, None, 0, 32, 0,
+                                     50.0)
         assert (out.shape, lse.shape, lse.dtype) == ((2, 1, 8, 24), (2, 8, 1), torch.float32)
 
 
@@ -409,25 +503,30 @@ def test_meta_tensors_run_the_fake_impls(m, fake_ext):
     assert len(fake_ext.calls) == before
 
 
-@pytest.mark.parametrize("op", ["fwd", "varlen_fwd"])
-def test_opcheck_passes(m, op):
+@pytest.mark.parametrize("features", [(-1, -1, 0.0), (3, 1, 2.0)], ids=["plain", "window-softcap"])
+@pytest.mark.parametrize("op", ["fwd", "varlen_fwd", "fwd_kvcache"])
+def test_opcheck_passes(m, op, features):
     """torch.library.opcheck: schema, fake impl vs real outputs, autograd registration, AOT dispatch."""
     if op == "fwd":
         q, k, v = qkv(1, 5, 7, 4, 2, 8, grad=True)
-        args = (q, k, v, True, None)
-    else:
+        args = (q, k, v, True, None, *features)
+    elif op == "varlen_fwd":
         q, cu_q = _packed([2, 3], 4, 8, grad=True)
         k, cu_k = _packed([4, 3], 2, 8, grad=True)
-        args = (q, k, k.detach().clone().requires_grad_(), cu_q, cu_k, 3, 4, True, 0.5)
+        args = (q, k, k.detach().clone().requires_grad_(), cu_q, cu_k, 3, 4, True, 0.5, *features)
+    else:
+        q, k, v = qkv(2, 1, 9, 4, 2, 8)
+        args = (q, k, v, torch.tensor([9, 4], dtype=torch.int32), True, None, 0, *features)
     torch.library.opcheck(getattr(m.ops, op), args)
 
 
 # ---------------------------------------------------------------- torch.compile
 
 class TinyAttention(torch.nn.Module):
-    def __init__(self, m, dim=32, nheads=4, nheads_k=2):
+    def __init__(self, m, dim=32, nheads=4, nheads_k=2, window_size=(-1, -1), softcap=0.0):
         super().__init__()
         self.m, self.nheads, self.nheads_k, self.head_dim = m, nheads, nheads_k, dim // nheads
+        self.window_size, self.softcap = window_size, softcap
         self.wq = torch.nn.Linear(dim, dim)
         self.wkv = torch.nn.Linear(dim, 2 * nheads_k * self.head_dim)
         self.wo = torch.nn.Linear(dim, dim)
@@ -436,13 +535,14 @@ class TinyAttention(torch.nn.Module):
         b, s, _ = x.shape
         q = self.wq(x).view(b, s, self.nheads, self.head_dim)
         k, v = self.wkv(x).view(b, s, 2, self.nheads_k, self.head_dim).unbind(2)
-        out = self.m.flash_attn_func(q, k, v, causal=True)
+        out = self.m.flash_attn_func(q, k, v, causal=True, window_size=self.window_size, softcap=self.softcap)
         return self.wo(out.reshape(b, s, -1))
 
 
-def test_torch_compile_fullgraph_traces_forward_and_backward(m, fake_ext):
+@pytest.mark.parametrize("features", [{}, dict(window_size=(4, 0), softcap=3.0)], ids=["plain", "window-softcap"])
+def test_torch_compile_fullgraph_traces_forward_and_backward(m, fake_ext, features):
     torch.manual_seed(0)
-    model = TinyAttention(m)
+    model = TinyAttention(m, **features)
     x = torch.randn(2, 9, 32)
     eager_out = model(x)
     eager_out.sum().backward()
@@ -457,6 +557,8 @@ def test_torch_compile_fullgraph_traces_forward_and_backward(m, fake_ext):
     out.sum().backward()
     print(f"\ntorch.compile(fullgraph=True, aot_eager) forward+backward: {time.monotonic() - started:.1f}s")
     assert fake_ext.calls[before:] == ["flash_attn_func", "mha_bwd"]  # our ops ran, as opaque ops
+    assert fake_ext.feature_kwargs[-1] == {**NO_FEATURES, **({"window_size_left": 4, "window_size_right": 0,
+                                                                "softcap": 3.0} if features else {})}
     torch.testing.assert_close(out, eager_out)
     for p, want in zip(model.parameters(), eager_grads):
         torch.testing.assert_close(p.grad, want)
