@@ -14,8 +14,9 @@ __all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", 
 
 def build(**kwargs):
     """Build a selection; returns a BuildResult (build_dir, extension, manifest, timings, key,
-    module_name). Keywords: hdim, dtype, arch, direction, causal, config (the selection) and
-    debug, lineinfo, nvcc_flags, jobs, build_dir, launcher, verbose, compile_only (the build)."""
+    module_name). Keywords: hdim, dtype, arch, direction, causal, features (e.g. ["local"], [] or
+    "none"; default every feature), config (the selection) and debug, lineinfo, nvcc_flags, jobs,
+    build_dir, launcher, verbose, compile_only (the build)."""
     from . import builder as _build
     return _build.build(*_build.parse_request(**kwargs))
 

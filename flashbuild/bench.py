@@ -3,6 +3,11 @@ flash, cuDNN and efficient backends, measured in the same run.
 
 The standard (docs/product.md): 16k tokens per batch (batch = 16384 / seqlen), model dim 2048
 (nheads = 2048 / head dim), fwd FLOPs = 4 * b * h * s^2 * d (halved when causal), bwd = 2.5 x fwd.
+A feature variant (*_local, *_softcap) runs only for calls that ask for its features, so it is
+measured with --window L,R and/or --softcap X (and skipped without them). With a window, the
+FLOPs count only the (query, key) pairs the mask lets through: 4 * d per visible pair, per head
+and batch, summed exactly over the rows. SDPA has no softcap (n/a); a window reaches it as a
+boolean attn_mask, which its flash backend refuses (n/a).
 Timing: CUDA events around each call, warm-up first, the median over many reps, and inputs rotated
 over enough sets that together they exceed twice the L2 cache, so no rep reads the last one's
 inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and lse; SDPA's
@@ -54,18 +59,75 @@ class Problem:
     seqlen: int
     batch: int
     nheads: int
+    window: tuple[int, int] = (-1, -1)  # the calls' window_size; (-1, -1) is none
+    softcap: float = 0.0
+
+    def feature_kwargs(self) -> dict[str, Any]:
+        """The raw functions' keywords for this problem's window and softcap (none for a plain one)."""
+        kwargs: dict[str, Any] = {}
+        if self.window != (-1, -1):
+            kwargs.update(window_size_left=self.window[0], window_size_right=self.window[1])
+        if self.softcap:
+            kwargs["softcap"] = self.softcap
+        return kwargs
 
 
-def problem(variant: Variant, seqlen: int) -> Problem:
+def problem(variant: Variant, seqlen: int, window: tuple[int, int] = (-1, -1), softcap: float = 0.0) -> Problem:
     return Problem(variant.direction, variant.hdim, variant.dtype, variant.causal, seqlen,
-                   batch=max(1, TOKENS // seqlen), nheads=max(1, MODEL_DIM // variant.hdim))
+                   batch=max(1, TOKENS // seqlen), nheads=max(1, MODEL_DIM // variant.hdim),
+                   window=tuple(window), softcap=softcap)
+
+
+def visible_pairs(seqlen_q: int, seqlen_k: int, causal: bool, window: tuple[int, int]) -> int:
+    """How many (query, key) pairs the mask lets through: flash-attn's bottom-right rule, query i
+    seeing keys i + seqlen_k - seqlen_q - left .. i + seqlen_k - seqlen_q + right (-1: unbounded;
+    causal: right = 0), counted row by row."""
+    left, right = window
+    if causal:
+        right = 0
+    total = 0
+    for i in range(seqlen_q):
+        at = i + seqlen_k - seqlen_q
+        first = max(0, at - left) if left >= 0 else 0
+        last = min(seqlen_k - 1, at + right) if right >= 0 else seqlen_k - 1
+        total += max(0, last - first + 1)
+    return total
 
 
 def flops(p: Problem) -> float:
-    fwd = 4.0 * p.batch * p.nheads * p.seqlen * p.seqlen * p.hdim
-    if p.causal:
-        fwd /= 2
+    """The standard's count without a window; with one, 4 * d per visible (query, key) pair."""
+    if p.window != (-1, -1):
+        fwd = 4.0 * p.batch * p.nheads * p.hdim * visible_pairs(p.seqlen, p.seqlen, p.causal, p.window)
+    else:
+        fwd = 4.0 * p.batch * p.nheads * p.seqlen * p.seqlen * p.hdim
+        if p.causal:
+            fwd /= 2
     return fwd * (BWD_FLOP_FACTOR if p.direction == "bwd" else 1.0)
+
+
+def features_asked(window: tuple[int, int], softcap: float) -> tuple[str, ...]:
+    """The features that --window / --softcap ask for."""
+    return tuple(f for f, on in (("local", tuple(window) != (-1, -1)), ("softcap", bool(softcap))) if on)
+
+
+def features_for(variant: Variant, window: tuple[int, int], softcap: float) -> dict[str, Any]:
+    """measure()'s window and softcap for a variant: a plain variant runs plain calls; a feature
+    variant, the asked features it holds."""
+    return {"window": tuple(window) if "local" in variant.features else (-1, -1),
+            "softcap": softcap if "softcap" in variant.features else 0.0}
+
+
+def parse_window(text: str) -> tuple[int, int]:
+    """'256,0' -> (256, 0): left and right, each -1 (unbounded) or >= 0, not both -1."""
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        window = tuple(int(part) for part in parts)
+    except ValueError:
+        window = ()
+    if len(window) != 2 or min(window) < -1 or window == (-1, -1):
+        raise ValueError(f"--window {text}: expected LEFT,RIGHT, each -1 (unbounded) or a number of keys >= 0, "
+                         f"not both -1 (e.g. --window 256,0)")
+    return window
 
 
 def tflops(p: Problem, ms: float) -> float:
@@ -103,18 +165,36 @@ class Result:
     tflops: float | None
     reps: int = 0
     note: str = ""
+    window_left: int = -1   # the calls' window_size (-1, -1: none)
+    window_right: int = -1
+    softcap: float = 0.0
 
     @property
     def key(self) -> tuple:
         return (self.variant, self.seqlen, self.backend)
 
+    @property
+    def asked(self) -> str:
+        """The window and softcap the calls asked for, e.g. 'window 256,0, softcap 30' ('' for none)."""
+        asked = []
+        if (self.window_left, self.window_right) != (-1, -1):
+            asked.append(f"window {self.window_left},{self.window_right}")
+        if self.softcap:
+            asked.append(f"softcap {self.softcap:g}")
+        return ", ".join(asked)
 
-REQUIRED = {f.name for f in fields(Result)} - {"reps", "note"}
+    @property
+    def label(self) -> str:
+        """The variant, and the window and softcap it was measured with."""
+        return f"{self.variant} ({self.asked})" if self.asked else self.variant
+
+
+REQUIRED = {f.name for f in fields(Result)} - {"reps", "note", "window_left", "window_right", "softcap"}
 
 
 def result(variant: Variant, p: Problem, backend: str, ms: float | None, reps: int, note: str = "") -> Result:
     return Result(variant.name, p.direction, p.hdim, p.dtype, p.causal, p.seqlen, p.batch, p.nheads, backend,
-                  ms, tflops(p, ms) if ms else None, reps, note)
+                  ms, tflops(p, ms) if ms else None, reps, note, p.window[0], p.window[1], p.softcap)
 
 
 def results_json(results: list[Result], **info: Any) -> str:
@@ -172,14 +252,14 @@ def _cell(r: Result | None) -> str:
 def table(results: list[Result]) -> str:
     """One line per variant and seqlen: TFLOPS (ms) of each backend."""
     by_key = {r.key: r for r in results}
-    problems = list(dict.fromkeys((r.variant, r.seqlen, r.batch, r.nheads) for r in results))
+    problems = list(dict.fromkeys((r.variant, r.label, r.seqlen, r.batch, r.nheads) for r in results))
     backends = [b for b in BACKENDS if any(r.backend == b for r in results)]
-    width = max([len("variant")] + [len(p[0]) for p in problems])
+    width = max([len("variant")] + [len(p[1]) for p in problems])
     head = f"{'variant':<{width}}  {'seqlen':>6}  {'b x h':>7}  " + "  ".join(f"{b:>22}" for b in backends)
     lines = [head, "TFLOPS (median ms)".rjust(len(head))]
-    for variant, seqlen, batch, nheads in problems:
+    for variant, label, seqlen, batch, nheads in problems:
         cells = "  ".join(f"{_cell(by_key.get((variant, seqlen, b))):>22}" for b in backends)
-        lines.append(f"{variant:<{width}}  {seqlen:>6}  {f'{batch}x{nheads}':>7}  {cells}")
+        lines.append(f"{label:<{width}}  {seqlen:>6}  {f'{batch}x{nheads}':>7}  {cells}")
     notes = [f"  {r.backend} {r.variant} seqlen {r.seqlen}: {r.note}" for r in results if r.ms is None and r.note]
     if notes:
         lines += ["n/a:"] + notes
@@ -235,7 +315,8 @@ def compare_table(changes: list[Change], only_new: list[Result], only_old: list[
 
 def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
     """TFLOPS vs seqlen per backend: one panel per head dim, fwd and bwd as rows of panels.
-    Color is the backend, a dashed line is causal, a square marker is bf16."""
+    Color is the backend, a dashed line is causal, a dotted one a window or softcap (non-causal), a
+    square marker is bf16."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -251,16 +332,17 @@ def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
         for j, hdim in enumerate(hdims):
             ax = axes[i][j]
             ax.set_title(f"{direction}, head dim {hdim}")
-            lines = sorted({(r.backend, r.dtype, r.causal) for r in measured
+            lines = sorted({(r.backend, r.dtype, r.causal, r.asked) for r in measured
                             if r.direction == direction and r.hdim == hdim},
-                           key=lambda k: (BACKENDS.index(k[0]) if k[0] in BACKENDS else 99, k[1], k[2]))
-            for backend, dtype, causal in lines:
+                           key=lambda k: (BACKENDS.index(k[0]) if k[0] in BACKENDS else 99, k[1], k[2], k[3]))
+            for backend, dtype, causal, asked in lines:
                 points = sorted((r.seqlen, r.tflops) for r in measured if (r.direction, r.hdim, r.backend, r.dtype,
-                                                                            r.causal) == (direction, hdim, backend,
-                                                                                          dtype, causal))
+                                                                            r.causal, r.asked) == (
+                                                                                direction, hdim, backend, dtype,
+                                                                                causal, asked))
                 ax.plot([p[0] for p in points], [p[1] for p in points], color=colors.get(backend, "black"),
-                        linestyle="--" if causal else "-", marker="s" if dtype == "bf16" else "o", markersize=4,
-                        label=f"{backend} {dtype}{' causal' if causal else ''}")
+                        linestyle="--" if causal else ":" if asked else "-", marker="s" if dtype == "bf16" else "o",
+                        markersize=4, label=f"{backend} {dtype}{' causal' if causal else ''}{f' {asked}' if asked else ''}")
             ax.set_xscale("log", base=2)
             seqlens = sorted({r.seqlen for r in results})
             ax.set_xticks(seqlens, [f"{s // 1024}k" if s % 1024 == 0 else str(s) for s in seqlens])
@@ -313,7 +395,7 @@ def input_sets(p: Problem, dtype, l2_bytes: int, *, with_grad: bool) -> int:
     return max(2, math.ceil(2 * l2_bytes / per_set) + 1)
 
 
-def _reference_out_lse(q, k, v, causal: bool):
+def _reference_out_lse(q, k, v, causal: bool, window: tuple[int, int] = (-1, -1), softcap: float = 0.0):
     """out and lse for timing mha_bwd when the build holds no matching fwd kernel: the fp32
     reference, one head at a time (s x s scores of one head fit; all heads at once may not)."""
     import torch
@@ -321,20 +403,26 @@ def _reference_out_lse(q, k, v, causal: bool):
 
     outs, lses = [], []
     for h in range(q.shape[2]):
-        out, lse = attention_ref(q[:, :, h:h + 1], k[:, :, h:h + 1], v[:, :, h:h + 1], causal)
+        out, lse = attention_ref(q[:, :, h:h + 1], k[:, :, h:h + 1], v[:, :, h:h + 1], causal, window_size=window,
+                                 softcap=softcap)
         outs.append(out.to(q.dtype))
         lses.append(lse)
     return torch.cat(outs, dim=2), torch.cat(lses, dim=1)
 
 
 def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
-            backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None) -> list[Result]:
-    """Every backend on one problem; a backend that raises on the first call is n/a."""
+            backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None,
+            window: tuple[int, int] = (-1, -1), softcap: float = 0.0) -> list[Result]:
+    """Every backend on one problem (with the calls' window and softcap, if any); a backend that
+    raises on the first call is n/a."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
-    p = problem(variant, seqlen)
+    from .reference import hidden_keys
+
+    p = problem(variant, seqlen, window, softcap)
+    features = p.feature_kwargs()
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[variant.dtype]
     l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20)
     bwd = variant.direction == "bwd"
@@ -348,32 +436,36 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             if not bwd:
                 def run(i):
                     q, k, v = sets[i]
-                    module.flash_attn_func(q, k, v, causal=p.causal)
+                    module.flash_attn_func(q, k, v, causal=p.causal, **features)
             else:
                 saved = []
                 for q, k, v, dout in sets:
-                    o, lse = (module.flash_attn_func(q, k, v, causal=p.causal, return_lse=True) if has_fwd
-                              else _reference_out_lse(q, k, v, p.causal))
+                    o, lse = (module.flash_attn_func(q, k, v, causal=p.causal, return_lse=True, **features) if has_fwd
+                              else _reference_out_lse(q, k, v, p.causal, p.window, p.softcap))
                     saved.append((dout, q, k, v, o, lse))
 
                 def run(i):
-                    module.mha_bwd(*saved[i], causal=p.causal)
+                    module.mha_bwd(*saved[i], causal=p.causal, **features)
         else:
+            if p.softcap:
+                raise ValueError("SDPA has no softcap")
             kernel = getattr(SDPBackend, SDPA_BACKENDS[backend])
             # SDPA takes (batch, nheads, seqlen, head_dim); the bench's seqlen_q == seqlen_k, so its
-            # top-left causal mask is ours.
+            # top-left causal mask is ours. A window goes in as a boolean mask (True: take part).
             tsets = [[t.transpose(1, 2).contiguous() for t in s] for s in sets]
+            hidden = hidden_keys(p.seqlen, p.seqlen, p.causal, p.window, device="cuda") if p.window != (-1, -1) else None
+            mask = dict(attn_mask=~hidden) if hidden is not None else dict(is_causal=p.causal)
             if not bwd:
                 def run(i):
                     q, k, v = tsets[i]
                     with sdpa_kernel(kernel):
-                        F.scaled_dot_product_attention(q, k, v, is_causal=p.causal)
+                        F.scaled_dot_product_attention(q, k, v, **mask)
             else:
                 graphs = []
                 for q, k, v, dout in tsets:
                     leaves = [t.requires_grad_() for t in (q, k, v)]
                     with sdpa_kernel(kernel):
-                        o = F.scaled_dot_product_attention(*leaves, is_causal=p.causal)
+                        o = F.scaled_dot_product_attention(*leaves, **mask)
                     graphs.append((o, leaves, dout))
 
                 def run(i):

@@ -1,6 +1,6 @@
 """The build: plan a selection into a cached build dir, render, run ninja, link, and load.
 
-The cache key is readable (archs, dtypes, head dims, directions, causal values, flags) plus a short
+The cache key is readable (archs, dtypes, head dims, directions, causal values, features, flags) plus a short
 hash of everything that must change it: the variants, the compile flags, and the flashbuild, nvcc,
 torch and Python ABI versions. Kernel sources are not in it: ninja's depfiles see header edits.
 Progress and logs go to stderr; the CLI prints results to stdout.
@@ -53,12 +53,17 @@ class BuildOptions:
 
 
 def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: Any = None,
-                  causal: Any = None, config: str | None = None, debug: bool = False, lineinfo: bool = False,
+                  causal: Any = None, features: Any = None, no_local: bool = False, no_softcap: bool = False,
+                  config: str | None = None, debug: bool = False, lineinfo: bool = False,
                   nvcc_flags: tuple[str, ...] | list[str] = (), jobs: int | None = None,
                   build_dir: str | Path | None = None, launcher: str | None = None, verbose: bool = False,
                   compile_only: bool = False) -> tuple[Selection, BuildOptions]:
-    """The Selection and BuildOptions of build()/load() keywords (or CLI flags), validated."""
-    selection = select(hdim=hdim, dtype=dtype, arch=arch, direction=direction, causal=causal, config=config)
+    """The Selection and BuildOptions of build()/load() keywords (or CLI flags), validated.
+    `features` (load()'s) replaces the preset's or default features; no_local / no_softcap (the
+    CLI's --no-local, --no-softcap) remove one from them."""
+    without = tuple(name for name, off in (("local", no_local), ("softcap", no_softcap)) if off)
+    selection = select(hdim=hdim, dtype=dtype, arch=arch, direction=direction, causal=causal, features=features,
+                       without=without, config=config)
     if jobs is not None and jobs < 1:
         raise SelectionError(f"--jobs {jobs}: must be at least 1; use --jobs {env.default_jobs()} or leave it out")
     if launcher and shutil.which(launcher) is None:
@@ -83,16 +88,19 @@ def versions(nvcc: env.Found | None) -> dict[str, str]:
 
 
 def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str]) -> tuple[str, str]:
-    """(key, hash): e.g. ('sm90-fp16-h64-fwd-c01-3f2a9c1e', '3f2a9c1e'). Variant order does not matter."""
+    """(key, hash): e.g. ('sm90-fp16-h64-fwd-c01-fLS-3f2a9c1e', '3f2a9c1e'). Variant order does not matter.
+    The feature part is f + the initials of the compiled-in features (fLS, fL, fS), or fnone."""
     identity = {
         "variants": sorted(v.name for v in selection.variants),
+        "features": list(selection.features),  # the variant names say it too; the generated headers read it
         "flags": {"debug": flags.debug, "lineinfo": flags.lineinfo, "nvcc_flags": list(flags.nvcc_flags)},
         "versions": versions,
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     parts = ["+".join(selection.archs), "+".join(selection.dtypes),
              "h" + "+".join(map(str, selection.hdims)), "+".join(selection.directions),
-             "c" + "".join("1" if c else "0" for c in selection.causal)]
+             "c" + "".join("1" if c else "0" for c in selection.causal),
+             "f" + ("".join(f[0].upper() for f in selection.features) or "none")]
     if flags.label():
         parts.append(flags.label())
     return "-".join(parts + [digest]), digest
@@ -155,6 +163,7 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
                                         f"{(memory or 0) / env.GIB:.1f} GiB available / 4 GiB per TU)"),
         f"  nvcc       {plan.nvcc.path} ({plan.versions['nvcc']}, from {plan.nvcc.source})" if plan.nvcc
         else "  nvcc       MISSING: install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (see flashbuild doctor)",
+        f"  features   {features_line(plan.selection)}",
         "variants (family):",
     ]
     for v in variants:
@@ -170,6 +179,17 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     else:
         lines.append(f"no link: {why_no_link}")
     return "\n".join(lines)
+
+
+def features_line(selection: Selection) -> str:
+    """What the plan says about the features axis."""
+    asks = {"local": "window_size", "softcap": "softcap"}
+    if selection.features:
+        return (f"{', '.join(selection.features)}: each plain variant has a *{selection.feature_suffix} variant for the "
+                f"calls with {' or '.join(asks[f] for f in selection.features)} (other calls run the plain one); "
+                f"{' '.join(f'--no-{f}' for f in selection.features)} compiles them out")
+    return ("none: calls with window_size or softcap raise VariantNotBuiltError (build without --no-local / "
+            "--no-softcap, or with features=[...], to have them)")
 
 
 def why_no_link(options: BuildOptions) -> str:
@@ -343,7 +363,8 @@ def _manifest(plan: Plan, linked: bool) -> dict:
     return {
         "flashbuild": __version__, "key": plan.key, "module_name": plan.module_name,
         "selection": {"hdim": list(selection.hdims), "dtype": list(selection.dtypes), "arch": list(selection.archs),
-                      "direction": list(selection.directions), "causal": selection.causal_mode},
+                      "direction": list(selection.directions), "causal": selection.causal_mode,
+                      "features": list(selection.features)},
         "flags": {"debug": plan.options.flags.debug, "lineinfo": plan.options.flags.lineinfo,
                   "nvcc_flags": list(plan.options.flags.nvcc_flags)},
         "variants": [v.name for v in selection.variants],

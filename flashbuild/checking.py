@@ -5,14 +5,22 @@ lengths, GQA 8:1 and MQA, causal with seqlen_q != seqlen_k, outputs poisoned fir
 when max |kernel - fp32 ref| <= 2 * max |PyTorch in the input dtype - fp32 ref| + eps; NaN never
 passes. Forward variants are checked on out and lse; backward variants on dq, dk, dv against fp32
 autograd through the reference (given the reference's out and lse, so a bwd-only build is checked
-alone); split-KV variants on out and lse of mha_fwd_kvcache over the whole cache, split 3 ways. One row per variant and shape; its numbers are those of the tensor furthest past its
-tolerance.
+alone); split-KV variants on out and lse of mha_fwd_kvcache over the whole cache, split 3 ways. One
+row per variant and shape; its numbers are those of the tensor furthest past its tolerance.
+
+A feature variant (e.g. fwd_hdim64_fp16_sm90_local_softcap) runs only for calls that ask for a
+window or a softcap, so its checks are those calls: local windows (causal (37, 0) and (0, 0);
+non-causal (64, 32), right-only (-1, 5), left-only (37, -1) and (0, 0)), softcap 2.0 (on
+standard-normal inputs, where tanh visibly saturates), and both together; each over the quick
+shapes (and the decode-like one with --shapes full). The reference applies the same window and
+softcap (bwd: autograd through the tanh), and the row's shape label names them.
 
 Everything here but poisoning runs on CPU tensors too, so tests check the logic without a GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import zlib
@@ -37,7 +45,7 @@ MARKER = "@@flashbuild-check"   # printed before each check when sanitized: attr
 @dataclass(frozen=True)
 class Shape:
     """A problem size; head_dim = the kernel's head dim minus `pad` (a smaller head dim runs on the
-    kernel, padded)."""
+    kernel, padded). A feature check also carries the call's window_size and softcap."""
 
     batch: int
     seqlen_q: int
@@ -46,13 +54,29 @@ class Shape:
     nheads_k: int
     pad: int = 0
     note: str = ""
+    window: tuple[int, int] = (-1, -1)
+    softcap: float = 0.0
 
     def head_dim(self, variant: Variant) -> int:
         return variant.hdim - self.pad
 
     def label(self, variant: Variant) -> str:
-        return (f"b{self.batch} sq{self.seqlen_q} sk{self.seqlen_k} h{self.nheads}/{self.nheads_k} "
-                f"d{self.head_dim(variant)}")
+        label = (f"b{self.batch} sq{self.seqlen_q} sk{self.seqlen_k} h{self.nheads}/{self.nheads_k} "
+                 f"d{self.head_dim(variant)}")
+        if self.window != (-1, -1):
+            label += f" window {self.window[0]},{self.window[1]}"
+        if self.softcap:
+            label += f" softcap {self.softcap:g}"
+        return label
+
+    def feature_kwargs(self) -> dict[str, Any]:
+        """The raw functions' keywords for this check's window and softcap (none for a plain check)."""
+        kwargs: dict[str, Any] = {}
+        if self.window != (-1, -1):
+            kwargs.update(window_size_left=self.window[0], window_size_right=self.window[1])
+        if self.softcap:
+            kwargs["softcap"] = self.softcap
+        return kwargs
 
 
 SHAPES_FULL = (
@@ -67,6 +91,35 @@ SHAPES_FULL = (
 )
 SHAPES_QUICK = (SHAPES_FULL[1], SHAPES_FULL[4], SHAPES_FULL[5])
 SHAPE_SETS = {"quick": SHAPES_QUICK, "full": SHAPES_FULL}
+
+# The feature checks: a few shapes each (the quick ones; with full, also one query over a long cache:
+# sliding-window decoding), the window and softcap cases on every one of them.
+FEATURE_SHAPE_SETS = {"quick": SHAPES_QUICK, "full": (*SHAPES_QUICK, SHAPES_FULL[6])}
+SOFTCAP = 2.0  # standard-normal inputs give scores of +-3 and beyond: tanh visibly saturates
+CAUSAL_WINDOWS = ((37, 0), (0, 0))  # causal sets right = 0: a window to the left, and the diagonal alone
+WINDOWS = ((64, 32), (-1, 5), (37, -1), (0, 0))  # both sides, right only, left only, the diagonal alone
+
+
+def feature_cases(variant: Variant) -> list[tuple[tuple[int, int], float]]:
+    """(window_size, softcap) of every call a feature variant is checked with ([] for a plain one)."""
+    cases: list[tuple[tuple[int, int], float]] = []
+    windows = CAUSAL_WINDOWS if variant.causal else WINDOWS
+    if "local" in variant.features:
+        cases += [(window, 0.0) for window in windows]
+    if "softcap" in variant.features:
+        cases.append(((-1, -1), SOFTCAP))
+    if "local" in variant.features and "softcap" in variant.features:
+        cases.append((windows[0], SOFTCAP))
+    return cases
+
+
+def checks_for(variant: Variant, shapes: Iterable[Shape]) -> list[Shape]:
+    """The checks of one variant: a plain variant runs on each shape; a feature variant runs each
+    of its feature cases on each shape."""
+    if not variant.features:
+        return list(shapes)
+    return [dataclasses.replace(s, window=window, softcap=softcap)
+            for window, softcap in feature_cases(variant) for s in shapes]
 
 
 def seed_for(seed: int, variant: Variant, shape: Shape) -> int:
@@ -234,8 +287,9 @@ def _check_forward(run, variant: Variant, shape: Shape, seed: int, device: str) 
     from .reference import attention_ref
 
     q, k, v, _ = make_inputs(variant, shape, seed, device)
-    ref, ref_lse = attention_ref(q, k, v, variant.causal)
-    low, low_lse = attention_ref(q, k, v, variant.causal, upcast=False)
+    features = dict(window_size=shape.window, softcap=shape.softcap)
+    ref, ref_lse = attention_ref(q, k, v, variant.causal, **features)
+    low, low_lse = attention_ref(q, k, v, variant.causal, upcast=False, **features)
     lse_bytes = shape.batch * shape.nheads * shape.seqlen_q * 4
     padded = q.numel() // q.shape[-1] * variant.hdim * q.element_size()
     poison(device, [*_nbytes(q), padded, lse_bytes])
@@ -246,7 +300,8 @@ def _check_forward(run, variant: Variant, shape: Shape, seed: int, device: str) 
 
 
 def check_fwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
-    return _check_forward(lambda q, k, v: module.flash_attn_func(q, k, v, causal=variant.causal, return_lse=True),
+    return _check_forward(lambda q, k, v: module.flash_attn_func(q, k, v, causal=variant.causal, return_lse=True,
+                                                                 **shape.feature_kwargs()),
                           variant, shape, seed, device)
 
 
@@ -255,16 +310,17 @@ def check_bwd(module, variant: Variant, shape: Shape, seed: int, device: str) ->
     from .reference import attention_ref
 
     q, k, v, dout = make_inputs(variant, shape, seed, device)
+    features = dict(window_size=shape.window, softcap=shape.softcap)
     leaves32 = [t.float().requires_grad_() for t in (q, k, v)]
-    out32, lse32 = attention_ref(*leaves32, variant.causal)
+    out32, lse32 = attention_ref(*leaves32, variant.causal, **features)
     grads32 = torch.autograd.grad(out32, leaves32, dout.float())
     leaves_low = [t.clone().requires_grad_() for t in (q, k, v)]
-    out_low, _ = attention_ref(*leaves_low, variant.causal, upcast=False)
+    out_low, _ = attention_ref(*leaves_low, variant.causal, upcast=False, **features)
     grads_low = torch.autograd.grad(out_low, leaves_low, dout)
     out, lse = out32.detach().to(q.dtype), lse32.detach()
     per_query_head = shape.batch * shape.seqlen_k * shape.nheads * variant.hdim * q.element_size()
     poison(device, [*_nbytes(q, k, v), per_query_head])
-    dq, dk, dv = module.mha_bwd(dout, q, k, v, out, lse, causal=variant.causal)
+    dq, dk, dv = module.mha_bwd(dout, q, k, v, out, lse, causal=variant.causal, **shape.feature_kwargs())
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
     return [compare(name, got, ref, low)
@@ -273,9 +329,11 @@ def check_bwd(module, variant: Variant, shape: Shape, seed: int, device: str) ->
 
 def check_splitkv(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
     """Split-KV decoding over the whole cache, with SPLITKV_SPLITS splits forced so that the split
-    forward and the combine both run on every shape."""
+    forward and the combine both run on every shape (a window aligns to the cache's last key, as
+    the causal mask does)."""
     return _check_forward(
-        lambda q, k, v: module.mha_fwd_kvcache(q, k, v, causal=variant.causal, num_splits=SPLITKV_SPLITS),
+        lambda q, k, v: module.mha_fwd_kvcache(q, k, v, causal=variant.causal, num_splits=SPLITKV_SPLITS,
+                                               **shape.feature_kwargs()),
         variant, shape, seed, device)
 
 
@@ -309,18 +367,21 @@ def lost_context(row: Row) -> bool:
 
 
 def run_checks(module, variants: list[Variant], shapes: Iterable[Shape], *, seed: int, device: str = "cuda",
-               skipped: Iterable[tuple[Variant, str]] = (), on_row: Callable[[Row], None] = lambda row: None,
+               feature_shapes: Iterable[Shape] | None = None, skipped: Iterable[tuple[Variant, str]] = (),
+               on_row: Callable[[Row], None] = lambda row: None,
                before: Callable[[Variant, Shape], None] = lambda v, s: None) -> list[Row]:
-    """Every variant on every shape, in order; `skipped` variants get one skip row each. After a
-    row that lost the CUDA context, the remaining rows are skips naming that row."""
+    """Every variant on its checks, in order: a plain variant on `shapes`, a feature variant's cases
+    on `feature_shapes` (default: `shapes`); `skipped` variants get one skip row each. After a row
+    that lost the CUDA context, the remaining rows are skips naming that row."""
     rows = []
     for variant, why in skipped:
         rows.append(Row(variant.name, "-", skipped=why))
         on_row(rows[-1])
     shapes = list(shapes)
+    feature_shapes = shapes if feature_shapes is None else list(feature_shapes)
     lost: Row | None = None
     for variant in variants:
-        for shape in shapes:
+        for shape in checks_for(variant, feature_shapes if variant.features else shapes):
             if lost is not None:
                 rows.append(Row(variant.name, shape.label(variant), skipped=(
                     f"not run: the CUDA context was lost at {lost.variant} {lost.shape}; rerun with --sanitize "
@@ -342,12 +403,22 @@ def _num(x: float) -> str:
     return "nan" if math.isnan(x) else "inf" if math.isinf(x) else f"{x:.2e}"
 
 
-def table_header(variant_width: int = 30) -> str:
-    return (f"{'variant':<{variant_width}}  {'shape':<28}  {'tensor':<6}  {'max err':>9}  {'ref err':>9}  "
+SHAPE_WIDTH = 28
+
+
+def shape_width(variants: Iterable[Variant], shapes: Iterable[Shape], feature_shapes: Iterable[Shape]) -> int:
+    """The shape column's width for run_checks' rows (a feature check's label adds its window and softcap)."""
+    shapes, feature_shapes = list(shapes), list(feature_shapes)
+    return max([SHAPE_WIDTH] + [len(s.label(v)) for v in variants
+                                for s in checks_for(v, feature_shapes if v.features else shapes)])
+
+
+def table_header(variant_width: int = 30, shape_width: int = SHAPE_WIDTH) -> str:
+    return (f"{'variant':<{variant_width}}  {'shape':<{shape_width}}  {'tensor':<6}  {'max err':>9}  {'ref err':>9}  "
             f"{'tol':>9}  {'mismatch':>8}  result")
 
 
-def format_row(row: Row, variant_width: int = 30) -> str:
+def format_row(row: Row, variant_width: int = 30, shape_width: int = SHAPE_WIDTH) -> str:
     worst = row.worst
     if worst is None:
         numbers = f"{'-':<6}  {'-':>9}  {'-':>9}  {'-':>9}  {'-':>8}"
@@ -355,7 +426,7 @@ def format_row(row: Row, variant_width: int = 30) -> str:
         numbers = (f"{worst.tensor:<6}  {_num(worst.max_abs_err):>9}  {_num(worst.ref_err):>9}  "
                    f"{_num(worst.tol):>9}  {worst.mismatch_pct:>7.3f}%")
     reason = f" ({row.reason})" if row.reason else ""
-    return f"{row.variant:<{variant_width}}  {row.shape:<28}  {numbers}  {row.status}{reason}"
+    return f"{row.variant:<{variant_width}}  {row.shape:<{shape_width}}  {numbers}  {row.status}{reason}"
 
 
 def summary(rows: list[Row]) -> str:

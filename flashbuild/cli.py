@@ -23,6 +23,8 @@ SELECTION_HELP = {
     "direction": f"Directions: {','.join(DIRECTIONS)}. Default: every implemented one "
                  f"({','.join(implemented_directions())}).",
     "causal": "Causal variants: on, off or both. Default: both.",
+    "no_local": "Compile out local (sliding-window) attention: no *_local TUs; a call that needs a window raises.",
+    "no_softcap": "Compile out softcap: no *_softcap TUs; a call with softcap > 0 raises.",
 }
 
 
@@ -63,7 +65,7 @@ class FlashbuildGroup(click.Group):
 @click.version_option(__version__, prog_name="flashbuild")
 def cli():
     """Selective builds of FlashAttention-style CUDA kernels: pick head dims, dtypes, archs,
-    directions and causal variants; flashbuild renders, compiles and links only those."""
+    directions, causal variants and features; flashbuild renders, compiles and links only those."""
 
 
 def _apply(options):
@@ -82,6 +84,8 @@ selection_options = _apply([
     click.option("--arch", help=SELECTION_HELP["arch"]),
     click.option("--direction", help=SELECTION_HELP["direction"]),
     click.option("--causal", help=SELECTION_HELP["causal"]),
+    click.option("--no-local", "no_local", is_flag=True, help=SELECTION_HELP["no_local"]),
+    click.option("--no-softcap", "no_softcap", is_flag=True, help=SELECTION_HELP["no_softcap"]),
     click.option("--config", help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
 ])
 build_options = _apply([
@@ -93,7 +97,7 @@ build_options = _apply([
     click.option("--launcher", help="Compiler launcher prefixed to compile commands, e.g. ccache or sccache."),
     click.option("--verbose", "-v", is_flag=True, help="Show every command and all compiler output."),
 ])
-SELECTION_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "config")
+SELECTION_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "no_local", "no_softcap", "config")
 
 
 def build_args(selection, options) -> list[str]:
@@ -151,7 +155,9 @@ def build(dry_run, **kwargs):
 @build_options
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs (fresh per variant and shape).")
 @click.option("--shapes", type=click.Choice(["quick", "full"]), default="full", show_default=True,
-              help="quick: 3 shapes (odd seqlen, GQA 8:1, MQA with seqlen_q > seqlen_k); full: all 8.")
+              help="quick: 3 shapes (odd seqlen, GQA 8:1, MQA with seqlen_q > seqlen_k); full: all 8. A feature "
+                   "variant (*_local, *_softcap) runs its window and softcap cases on the quick shapes "
+                   "(and one decode-like shape with full).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the rows as JSON to this file.")
 @click.option("--sanitize", is_flag=True, help="Run the checks under compute-sanitizer (memcheck); a report fails its check.")
 @click.option("--rebuild", is_flag=True, help="Remove the build's outputs and build it again before testing.")
@@ -160,6 +166,7 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
 
     A check passes when the kernel's max abs error is at most twice PyTorch's own error in the input
     dtype (plus a small eps); NaN (or an output element the kernel did not write) never passes.
+    Feature variants (*_local_softcap, ...) are checked on calls with local windows and softcap.
     Exit 1 when any check fails, 2 without a GPU."""
     import os
 
@@ -184,10 +191,12 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
                        "kernels") for v in elsewhere]
         markers = os.environ.get(sanitizing.MARKERS_ENV) == "1"
         width = max([30] + [len(v.name) for v in built])
-        click.echo(checking.table_header(width))
+        shape_sets = (checking.SHAPE_SETS[shapes], checking.FEATURE_SHAPE_SETS[shapes])
+        shape_width = checking.shape_width(here, *shape_sets)
+        click.echo(checking.table_header(width, shape_width))
         rows = checking.run_checks(
-            module, here, checking.SHAPE_SETS[shapes], seed=seed, device=gpu.device, skipped=skipped,
-            on_row=lambda row: click.echo(checking.format_row(row, width)),
+            module, here, shape_sets[0], feature_shapes=shape_sets[1], seed=seed, device=gpu.device, skipped=skipped,
+            on_row=lambda row: click.echo(checking.format_row(row, width, shape_width)),
             before=(lambda v, s: click.echo(sanitizing.marker_line(v.name, s.label(v)))) if markers else
             (lambda v, s: None))
     click.echo(checking.summary(rows))
@@ -217,9 +226,10 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
                                    f"its last lines: {last}")
         rows = sanitizing.apply(checking.rows_from_json(json_path.read_text()), reports)
     width = max([30] + [len(r.variant) for r in rows])
-    click.echo(checking.table_header(width))
+    shape_width = max([checking.SHAPE_WIDTH] + [len(r.shape) for r in rows])
+    click.echo(checking.table_header(width, shape_width))
     for row in rows:
-        click.echo(checking.format_row(row, width))
+        click.echo(checking.format_row(row, width, shape_width))
     return rows
 
 
@@ -229,6 +239,11 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
 @click.option("--seqlens", default=",".join(map(str, (1024, 2048, 4096, 8192, 16384))), show_default=True,
               help="Sequence lengths (batch = 16384 / seqlen), comma-separated; 4k means 4096.")
 @click.option("--reps", type=click.IntRange(1), default=30, show_default=True, help="Timed reps per measurement (the median is reported).")
+@click.option("--window", "window_text", metavar="LEFT,RIGHT",
+              help="Measure the local feature variants (*_local*) with window_size=(LEFT, RIGHT), e.g. 256,0 "
+                   "(-1: unbounded). FLOPs count the visible pairs only.")
+@click.option("--softcap", type=click.FloatRange(0, min_open=True), help="Measure the softcap feature variants "
+              "(*_softcap) with this softcap, e.g. 30.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the results as CSV.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON (for --compare).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Plot TFLOPS vs seqlen to this PNG.")
@@ -236,23 +251,30 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
 @click.option("--results", "results_path", type=click.Path(dir_okay=False),
               help="Report an earlier --json file instead of measuring (table, --csv, --plot, --compare; no GPU).")
 @click.option("--rebuild", is_flag=True, help="Remove the build's outputs and build it again before measuring.")
-def bench(seqlens, reps, csv_path, json_path, plot_path, compare_path, results_path, rebuild, **kwargs):
+def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, compare_path, results_path, rebuild,
+          **kwargs):
     """TFLOPS and ms of the variants a build holds, beside PyTorch SDPA's flash, cuDNN and efficient
-    backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed)."""
+    backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed).
+    Feature variants are measured with --window and/or --softcap (skipped without them)."""
     from . import bench as benching
 
     try:
         seqlen_values = benching.parse_seqlens(seqlens)
     except ValueError as exc:
         raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--seqlens") from None
+    try:
+        window = benching.parse_window(window_text) if window_text else (-1, -1)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--window") from None
     old = benching.load_results(compare_path, "--compare") if compare_path else None
     if results_path:
-        given = [f"--{k}" for k in SELECTION_KEYS if kwargs.get(k)]
+        given = [f"--{k.replace('_', '-')}" for k in SELECTION_KEYS if kwargs.get(k)]
+        given += [flag for flag, value in (("--window", window_text), ("--softcap", softcap)) if value]
         if given:
             raise click.UsageError(f"--results reports the file as it is: drop {', '.join(given)}")
         info, results = benching.load_results(results_path, "--results")
     else:
-        info, results = _measure(seqlen_values, reps, rebuild, kwargs)
+        info, results = _measure(seqlen_values, reps, rebuild, kwargs, window, softcap or 0.0)
     click.echo(benching.table(results))
     if csv_path:
         _write(csv_path, benching.results_csv(results))
@@ -266,7 +288,7 @@ def bench(seqlens, reps, csv_path, json_path, plot_path, compare_path, results_p
         click.echo(benching.compare_table(changes, only_new, only_old, compare_path))
 
 
-def _measure(seqlens, reps, rebuild, kwargs):
+def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
     import datetime
 
     from . import __version__, bench as benching, builder, runtime
@@ -286,6 +308,16 @@ def _measure(seqlens, reps, rebuild, kwargs):
         builder.log(f"not measured (the standard's shapes are for {', '.join(benching.DIRECTIONS)}): "
                     f"{', '.join(v.name for v in unmeasured)}")
         here = [v for v in here if v.direction in benching.DIRECTIONS]
+    asked = benching.features_asked(window, softcap)
+    for feature in asked:
+        if not any(feature in v.features for v in here):
+            builder.log(f"--{'window' if feature == 'local' else 'softcap'}: no variant measured here has {feature} "
+                        f"(built without it, or with --no-{feature}): the plain variants are measured as they are")
+    idle = [v for v in here if v.features and not set(v.features) & set(asked)]
+    if idle:
+        builder.log(f"not measured (a feature variant runs only for calls with its features: pass --window LEFT,RIGHT "
+                    f"and/or --softcap X): {', '.join(v.name for v in idle)}")
+        here = [v for v in here if v not in idle]
     names = {v.name for v in built}
     results = []
     builder.log(f"measuring {len(here)} variants x {len(seqlens)} seqlens x {len(benching.BACKENDS)} backends "
@@ -293,12 +325,16 @@ def _measure(seqlens, reps, rebuild, kwargs):
     try:
         for variant in here:
             has_fwd = variant.name.replace("bwd_", "fwd_", 1) in names
+            features = benching.features_for(variant, window, softcap)
             for seqlen in seqlens:
-                results += benching.measure(module, variant, seqlen, reps=reps, has_fwd=has_fwd, log=builder.log)
+                results += benching.measure(module, variant, seqlen, reps=reps, has_fwd=has_fwd, log=builder.log,
+                                            **features)
     except RuntimeError as exc:  # a CUDA error outside one backend's measurement leaves the context unusable
         raise BuildError(f"the benchmark stopped: {str(exc).strip().splitlines()[0]}") from None
+    extra = (["--window", f"{window[0]},{window[1]}"] if window != (-1, -1) else []) + (
+        ["--softcap", f"{softcap:g}"] if softcap else [])
     info = {"command": " ".join(["flashbuild", "bench", *build_args(selection, options),
-                                 "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps)]),
+                                 "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps), *extra]),
             "device": gpu.describe(), "torch": gpu.torch, "flashbuild": __version__,
             "build_key": module.build_key(), "date": datetime.datetime.now().isoformat(timespec="seconds")}
     return info, results
@@ -379,7 +415,7 @@ def list_(as_json):
     if as_json:
         click.echo(json.dumps({
             "axes": {"hdim": list(v.HEAD_DIMS), "dtype": list(v.DTYPES), "arch": [*v.ARCHS, v.NATIVE],
-                     "direction": list(v.DIRECTIONS), "causal": list(v.CAUSAL_MODES)},
+                     "direction": list(v.DIRECTIONS), "causal": list(v.CAUSAL_MODES), "features": list(v.FEATURES)},
             "implemented_directions": list(v.implemented_directions()),
             "families": families,
             "cache_dir": str(env.cache_dir()),
@@ -393,6 +429,8 @@ def list_(as_json):
     click.echo(f"  arch       {', '.join(v.ARCHS)}, native (the GPU's)")
     click.echo(f"  direction  {', '.join(v.DIRECTIONS)}")
     click.echo(f"  causal     {', '.join(v.CAUSAL_MODES)}")
+    click.echo(f"  features   {', '.join(v.FEATURES)} (each compiled in by default, into a *_{'_'.join(v.FEATURES)} "
+               f"variant beside each plain one; {', '.join(f'--no-{f}' for f in v.FEATURES)} compile one out)")
     click.echo("families (direction, arch -> family):")
     for direction in v.DIRECTIONS:
         served = [f"{f['arch']} {f['family']}" for f in families if f["direction"] == direction]

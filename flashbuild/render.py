@@ -1,5 +1,11 @@
 """Render the generated sources of a build from templates/: one instantiation TU per variant,
-the narrowed dispatch header and the compiled-in table. This module holds the one Jinja
+the narrowed dispatch header and the compiled-in table.
+
+Context: an instantiation template gets `variant` (its features_mask is the kernel's feature
+template argument), `family` and `dtype_enum`; dispatch.h.j2 and build_table.h.j2 get the axes
+(`archs`, `hdims`, `dtypes`, `causal`, `directions`) and the features axis (`features`,
+`features_mask`, `feature_suffix`), build_table.h.j2 also `variants`, `all_directions` and
+`build_key`. Every template gets `version`, `template` and `target`. This module holds the one Jinja
 environment (StrictUndefined: a typo in a template is an error, not empty C++)."""
 
 from __future__ import annotations
@@ -82,6 +88,10 @@ def render_texts(selection: Selection, *, build_key: str) -> dict[str, str]:
         archs=sorted({v.arch_number for v in selection.variants}),
         hdims=list(selection.hdims), dtypes=list(selection.dtypes), causal=list(selection.causal),
         directions=list(selection.directions),
+        # The features axis: the names compiled in (canonical order), their bit mask (the feature
+        # variants' template argument) and the suffix of the feature variants' names.
+        features=list(selection.features), features_mask=selection.features_mask,
+        feature_suffix=selection.feature_suffix,
     )
     target = f"selection {selection.describe()}"
     texts[DISPATCH_HEADER] = _render("dispatch.h.j2", target, **axes)

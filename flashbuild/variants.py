@@ -6,6 +6,7 @@ and every value is checked here, so only known ints and enum names ever reach ge
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -29,7 +30,11 @@ NATIVE = "native"
 DIRECTIONS = ("fwd", "bwd", "splitkv")
 CAUSAL_MODES = {"off": (False,), "on": (True,), "both": (False, True)}
 ARCH_NUMBER = {"sm80": 80, "sm86": 86, "sm89": 89, "sm90": 90}
-CONFIG_KEYS = ("hdim", "dtype", "arch", "direction", "causal")
+# Features a build can compile out. Each is a bit of a variant's features_mask (the kernels' template
+# argument); a feature kernel switches each compiled feature on at runtime only when a call asks for it.
+FEATURES = ("local", "softcap")
+FEATURE_BITS = {"local": 1, "softcap": 2}
+CONFIG_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "features")
 
 
 # ---------------------------------------------------------------- families
@@ -81,23 +86,53 @@ def family_for(direction: str, arch: str) -> Family:
 
 # ---------------------------------------------------------------- variants
 
-_VARIANT_NAME = re.compile(rf"({'|'.join(DIRECTIONS)})_hdim(\d+)_({'|'.join(DTYPES)})(_causal)?_({'|'.join(ARCHS)})")
+def features_mask(features: Iterable[str]) -> int:
+    """The OR of the features' bits: 0 none, 1 local, 2 softcap, 3 both."""
+    mask = 0
+    for feature in features:
+        mask |= FEATURE_BITS[feature]
+    return mask
+
+
+def feature_suffix(features: Iterable[str]) -> str:
+    """'_local_softcap', '_local', '_softcap' or '': what a feature variant's name ends in."""
+    features = tuple(features)
+    return "_" + "_".join(features) if features else ""
+
+
+_VARIANT_NAME = re.compile(rf"({'|'.join(DIRECTIONS)})_hdim(\d+)_({'|'.join(DTYPES)})(_causal)?_({'|'.join(ARCHS)})"
+                           + "".join(f"(_{feature})?" for feature in FEATURES))
 
 @dataclass(frozen=True)
 class Variant:
     """One kernel instantiation. Its name is the TU file name, the object name, the key in the
-    compiled-in table and the text in errors; the C++ binding rebuilds the same names."""
+    compiled-in table and the text in errors; the C++ binding rebuilds the same names.
+
+    `features` (canonical order) are the features compiled into this kernel: () is the plain
+    kernel, which serves calls that ask for none; a feature variant serves every call that needs
+    a window and/or a softcap, switching each of its features on only when the call asks."""
 
     direction: str
     hdim: int
     dtype: str
     causal: bool
     arch: str
+    features: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        canonical = tuple(f for f in FEATURES if f in self.features)
+        if self.features != canonical or len(set(self.features)) != len(self.features):
+            raise ValueError(f"features {self.features!r}: expected distinct names of {', '.join(FEATURES)}, "
+                             f"in that order")
 
     @property
     def name(self) -> str:
         causal = "_causal" if self.causal else ""
-        return f"{self.direction}_hdim{self.hdim}_{self.dtype}{causal}_{self.arch}"
+        return f"{self.direction}_hdim{self.hdim}_{self.dtype}{causal}_{self.arch}{feature_suffix(self.features)}"
+
+    @property
+    def features_mask(self) -> int:
+        return features_mask(self.features)
 
     @property
     def arch_number(self) -> int:
@@ -116,54 +151,76 @@ class Variant:
         """The variant of a canonical name, e.g. what a built extension's variants() returns."""
         match = _VARIANT_NAME.fullmatch(name)
         if match is None:
-            raise ValueError(f"{name!r} is not a variant name (e.g. fwd_hdim64_fp16_causal_sm90)")
-        direction, hdim, dtype, causal, arch = match.groups()
-        return cls(direction, int(hdim), dtype, bool(causal), arch)
+            raise ValueError(f"{name!r} is not a variant name (e.g. fwd_hdim64_fp16_causal_sm90, "
+                             f"fwd_hdim64_fp16_causal_sm90_local_softcap)")
+        direction, hdim, dtype, causal, arch, *features = match.groups()
+        return cls(direction, int(hdim), dtype, bool(causal), arch, tuple(f[1:] for f in features if f))
 
     def describe(self) -> str:
-        return f"{self.direction}, hdim {self.hdim}, {self.dtype}, {'causal' if self.causal else 'not causal'}, {self.arch}"
+        with_features = f", with {'+'.join(self.features)}" if self.features else ""
+        return (f"{self.direction}, hdim {self.hdim}, {self.dtype}, {'causal' if self.causal else 'not causal'}, "
+                f"{self.arch}{with_features}")
 
     def sort_key(self) -> tuple:
+        """Canonical order; a feature variant comes right after its plain variant."""
         return (DIRECTIONS.index(self.direction), self.hdim, DTYPES.index(self.dtype),
-                self.causal, ARCHS.index(self.arch))
+                self.causal, ARCHS.index(self.arch), self.features_mask)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The validated axis values; the variants are their cross product. Values are kept in the
-    canonical axis order, so the same selection given in another order is equal."""
+    """The validated axis values; the variants are their cross product (the plain variants), plus,
+    when `features` is not empty, one feature variant per plain variant holding those features.
+    Values are kept in the canonical axis order, so the same selection given in another order is
+    equal."""
 
     hdims: tuple[int, ...]
     dtypes: tuple[str, ...]
     causal: tuple[bool, ...]
     directions: tuple[str, ...]
     archs: tuple[str, ...]
+    features: tuple[str, ...] = FEATURES
 
     @property
     def variants(self) -> tuple[Variant, ...]:
         product = itertools.product(self.directions, self.hdims, self.dtypes, self.causal, self.archs)
-        return tuple(sorted((Variant(*values) for values in product), key=Variant.sort_key))
+        plain = [Variant(*values) for values in product]
+        with_features = [dataclasses.replace(v, features=self.features) for v in plain] if self.features else []
+        return tuple(sorted(plain + with_features, key=Variant.sort_key))
 
     @property
     def causal_mode(self) -> str:
         return {(False,): "off", (True,): "on"}.get(self.causal, "both")
 
+    @property
+    def features_mask(self) -> int:
+        return features_mask(self.features)
+
+    @property
+    def feature_suffix(self) -> str:
+        return feature_suffix(self.features)
+
     def describe(self) -> str:
         return (f"{','.join(self.directions)} x hdim {','.join(map(str, self.hdims))} x "
-                f"{','.join(self.dtypes)} x causal {self.causal_mode} x {','.join(self.archs)}")
+                f"{','.join(self.dtypes)} x causal {self.causal_mode} x {','.join(self.archs)} x "
+                f"features {','.join(self.features) or 'none'}")
 
     def as_kwargs(self) -> dict[str, Any]:
-        """The arguments of flashbuild.load() that select exactly this."""
+        """The arguments of flashbuild.load() that select exactly this (features only when not all on,
+        the default)."""
         def one_or_list(values):
             return values[0] if len(values) == 1 else list(values)
-        return {"hdim": one_or_list(self.hdims), "dtype": one_or_list(self.dtypes),
-                "arch": one_or_list(self.archs), "direction": one_or_list(self.directions),
-                "causal": self.causal_mode}
+        kwargs = {"hdim": one_or_list(self.hdims), "dtype": one_or_list(self.dtypes),
+                  "arch": one_or_list(self.archs), "direction": one_or_list(self.directions),
+                  "causal": self.causal_mode}
+        if self.features != FEATURES:
+            kwargs["features"] = list(self.features)
+        return kwargs
 
     def as_cli(self) -> str:
         return (f"--hdim {','.join(map(str, self.hdims))} --dtype {','.join(self.dtypes)} "
                 f"--arch {','.join(self.archs)} --direction {','.join(self.directions)} "
-                f"--causal {self.causal_mode}")
+                f"--causal {self.causal_mode}" + "".join(f" --no-{f}" for f in FEATURES if f not in self.features))
 
 
 @dataclass(frozen=True)
@@ -271,6 +328,41 @@ def parse_archs(value: Any, source: str = "--arch",
     return tuple(a for a in ARCHS if a in archs)
 
 
+def _use_features(source: str) -> str:
+    """The fix for a bad features value: a load()/build() argument, or the key in a preset file."""
+    every = ", ".join(f'"{f}"' for f in FEATURES)
+    if ": " not in source:
+        return f"pass {source}=[{every}] (the default), a subset of them, or {source}=[] (none)"
+    file, key = source.split(": ", 1)
+    return f"set {key} = [{every}] (the default), a subset of them, or {key} = [] (none) in {file}"
+
+
+def parse_features(value: Any, source: str = "features") -> tuple[str, ...]:
+    """Feature names in canonical order: a list (empty: none), "local,softcap", or "none"."""
+    valid = f"valid: {', '.join(FEATURES)}, or none"
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if not text:
+            raise SelectionError(f"{source}: empty string ({valid}); {_use_features(source)}")
+        raw = text.split(",")
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
+        raw = list(value)
+    else:
+        raise SelectionError(f"{source} {value!r}: expected a list of feature names ({valid}); {_use_features(source)}")
+    items = []
+    for item in raw:
+        if not isinstance(item, str):
+            raise SelectionError(f"{source} {item!r}: not a feature name ({valid}); {_use_features(source)}")
+        if item.strip():
+            items.append(item.strip().lower())
+    if items == ["none"]:
+        return ()
+    for item in items:
+        if item not in FEATURES:
+            raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source)}")
+    return tuple(f for f in FEATURES if f in items)
+
+
 def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> list[str]:
     pass_arch = f"pass {source} {'|'.join(ARCHS)}" if source.startswith("--") else _use(source, ARCHS[0])
     caps = detect()
@@ -321,25 +413,34 @@ def load_config(name_or_path: str | Path) -> dict[str, Any]:
 
 
 def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: Any = None,
-           causal: Any = None, config: str | Path | None = None,
-           detect: Callable[[], list[str]] | None = None) -> Selection:
+           causal: Any = None, features: Any = None, without: Iterable[str] = (),
+           config: str | Path | None = None, detect: Callable[[], list[str]] | None = None) -> Selection:
     """The Selection from explicit values (CLI flags or load() arguments), over a preset's values,
     over the defaults: every head dim, fp16 and bf16, causal both, every implemented direction,
-    the native arch. None means "not given"."""
+    the native arch, every feature. None means "not given". `features` replaces the preset's (or
+    the default) features; `without` then removes some (the CLI's --no-local, --no-softcap)."""
     values: dict[str, tuple[Any, str]] = {
         "hdim": (HEAD_DIMS, "--hdim"), "dtype": (DTYPES, "--dtype"), "arch": (NATIVE, "--arch"),
         "direction": (implemented_directions(), "--direction"), "causal": ("both", "--causal"),
+        "features": (FEATURES, "features"),
     }
     if config is not None:
         values.update(load_config(config))
     given = {"hdim": hdim, "dtype": dtype, "arch": arch, "direction": direction, "causal": causal}
     values.update({key: (value, f"--{key}") for key, value in given.items() if value is not None})
+    if features is not None:
+        values["features"] = (features, "features")
+    unknown = [f for f in without if f not in FEATURES]
+    if unknown:
+        raise SelectionError(f"--no-{unknown[0]}: no such feature (features: {', '.join(FEATURES)}); "
+                             f"use {' or '.join(f'--no-{f}' for f in FEATURES)}")
     selection = Selection(
         hdims=parse_hdims(*values["hdim"]),
         dtypes=parse_dtypes(*values["dtype"]),
         causal=parse_causal(*values["causal"]),
         directions=parse_directions(*values["direction"]),
         archs=parse_archs(*values["arch"], detect=detect),
+        features=tuple(f for f in parse_features(*values["features"]) if f not in without),
     )
     check_families(selection)
     return selection

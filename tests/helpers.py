@@ -14,20 +14,21 @@ from flashbuild.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
-# A stand-in for kernels/ampere/fwd_launch.h: the same run_fwd contract, a trivial kernel.
+# A stand-in for kernels/ampere/fwd_launch.h: the same run_fwd contract (the 5th template argument is
+# the variant's features_mask), a trivial kernel.
 FAKE_LAUNCH_H = """\
 #pragma once
 #include "flash/params.h"
 
 namespace flashbuild {
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 __global__ void fake_fwd_kernel(FwdParams params) {
-  if (threadIdx.x == 0) params.lse[0] = float(kArch * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType));
+  if (threadIdx.x == 0) params.lse[0] = float(kArch * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType) + 10 * kFeatures);
 }
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {
-  fake_fwd_kernel<kArch, kHeadDim, kDType, kIsCausal><<<1, 32, 0, stream>>>(params);
+  fake_fwd_kernel<kArch, kHeadDim, kDType, kIsCausal, kFeatures><<<1, 32, 0, stream>>>(params);
 }
 }  // namespace flashbuild
 """
@@ -41,14 +42,14 @@ FAKE_BWD_LAUNCH_H = """\
 #include "ampere/bwd_detail.h"
 
 namespace flashbuild {
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 __global__ void fake_bwd_kernel(BwdParams params) {
-  if (threadIdx.x == 0) params.dq_accum[0] = bwd_detail_value(kArch * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType));
+  if (threadIdx.x == 0) params.dq_accum[0] = bwd_detail_value(kArch * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType) + 10 * kFeatures);
 }
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
-  fake_bwd_kernel<kArch, kHeadDim, kDType, kIsCausal><<<1, 32, 0, stream>>>(params);
+  fake_bwd_kernel<kArch, kHeadDim, kDType, kIsCausal, kFeatures><<<1, 32, 0, stream>>>(params);
 }
 }  // namespace flashbuild
 """
@@ -60,14 +61,14 @@ FAKE_SPLITKV_LAUNCH_H = """\
 #include "flash/params.h"
 
 namespace flashbuild {
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 __global__ void fake_splitkv_kernel(FwdParams params) {
-  if (threadIdx.x == 0) params.lse[0] = float(params.num_splits + kArch + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType));
+  if (threadIdx.x == 0) params.lse[0] = float(params.num_splits + kArch + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType) + 10 * kFeatures);
 }
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
-  fake_splitkv_kernel<kArch, kHeadDim, kDType, kIsCausal><<<1, 32, 0, stream>>>(params);
+  fake_splitkv_kernel<kArch, kHeadDim, kDType, kIsCausal, kFeatures><<<1, 32, 0, stream>>>(params);
 }
 }  // namespace flashbuild
 """

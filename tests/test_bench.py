@@ -152,3 +152,72 @@ def test_bad_seqlens_and_reps_are_usage_errors():
     for args in (["--seqlens", "1k,abc"], ["--reps", "0"]):
         result = run_cli("bench", "--arch", "sm90", *args)
         assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+# ---------------------------------------------------------------- feature variants: window and softcap
+
+LOCAL = Variant("fwd", 64, "fp16", True, "sm90", ("local", "softcap"))
+
+
+@pytest.mark.parametrize("sq, sk", [(9, 9), (5, 12), (12, 5), (1, 30)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [(-1, -1), (3, 0), (0, 0), (-1, 2), (4, -1), (2, 3), (100, 100)])
+def test_visible_pairs_count_the_reference_mask_exactly(sq, sk, causal, window):
+    pytest.importorskip("torch")  # for the reference's mask; visible_pairs itself needs no torch
+    from flashbuild.reference import hidden_keys
+
+    hidden = hidden_keys(sq, sk, causal, window)
+    want = sq * sk if hidden is None else int((~hidden).sum())
+    assert bench.visible_pairs(sq, sk, causal, window) == want
+
+
+def test_flops_with_a_window_count_4d_per_visible_pair():
+    p = problem(LOCAL, 4096, window=(256, 0))  # b 4, h 32, d 64, causal
+    pairs = sum(min(i, 256) + 1 for i in range(4096))
+    assert bench.visible_pairs(4096, 4096, True, (256, 0)) == pairs
+    assert bench.flops(p) == 4 * 4 * 32 * 64 * pairs
+    assert bench.flops(problem(Variant("bwd", 64, "fp16", True, "sm90", ("local",)), 4096, (256, 0))) == \
+        2.5 * bench.flops(p)
+    assert bench.flops(problem(LOCAL, 4096, softcap=30.0)) == bench.flops(problem(FWD_CAUSAL, 4096))  # the standard
+    assert p.feature_kwargs() == {"window_size_left": 256, "window_size_right": 0}
+    assert problem(LOCAL, 1024, (256, 0), 30.0).feature_kwargs() == {"window_size_left": 256, "window_size_right": 0,
+                                                                     "softcap": 30.0}
+    assert problem(FWD, 1024).feature_kwargs() == {}
+
+
+def test_window_option_parses_and_rejects_bad_values():
+    assert bench.parse_window("256,0") == (256, 0) and bench.parse_window(" -1, 5") == (-1, 5)
+    for bad in ("256", "a,b", "-1,-1", "-2,0", "1,2,3", ""):
+        with pytest.raises(ValueError, match="expected LEFT,RIGHT"):
+            bench.parse_window(bad)
+    result = run_cli("bench", "--arch", "sm90", "--window", "256")
+    assert result.exit_code == 2 and "--window" in result.stderr and "Traceback" not in result.output
+    assert run_cli("bench", "--arch", "sm90", "--softcap", "-3").exit_code == 2
+
+
+def test_feature_variants_are_measured_with_the_features_they_hold():
+    assert bench.features_asked((256, 0), 0.0) == ("local",) and bench.features_asked((-1, -1), 30.0) == ("softcap",)
+    assert bench.features_for(FWD, (256, 0), 30.0) == {"window": (-1, -1), "softcap": 0.0}  # plain: plain calls
+    assert bench.features_for(LOCAL, (256, 0), 30.0) == {"window": (256, 0), "softcap": 30.0}
+    assert bench.features_for(Variant("fwd", 64, "fp16", True, "sm90", ("softcap",)), (256, 0), 30.0) == {
+        "window": (-1, -1), "softcap": 30.0}
+
+
+def test_results_name_their_window_and_softcap_and_old_files_still_load(tmp_path):
+    rows = [bench.result(LOCAL, problem(LOCAL, 1024, (256, 0), 30.0), bench.OURS, 1.0, 10),
+            bench.result(FWD_CAUSAL, problem(FWD_CAUSAL, 1024), bench.OURS, 1.0, 10)]
+    assert rows[0].label == "fwd_hdim64_fp16_causal_sm90_local_softcap (window 256,0, softcap 30)"
+    assert rows[1].label == FWD_CAUSAL.name
+    assert rows[0].tflops < rows[1].tflops  # the same time over fewer FLOPs
+    text = bench.table(rows)
+    assert "fwd_hdim64_fp16_causal_sm90_local_softcap (window 256,0, softcap 30)  " in text
+    path = tmp_path / "r.json"
+    path.write_text(bench.results_json(rows))
+    assert bench.load_results(path)[1] == rows
+    old = json.loads(path.read_text())
+    for row in old["results"]:
+        for name in ("window_left", "window_right", "softcap"):
+            del row[name]
+    path.write_text(json.dumps(old))
+    assert [r.asked for r in bench.load_results(path)[1]] == ["", ""]  # a file from before features loads
+    bench.plot(rows, tmp_path / "p.png")

@@ -31,12 +31,14 @@ def key(flags=CompileFlags(), versions=VERSIONS, **selection):
 
 def test_key_is_readable_and_ends_in_a_short_hash():
     k = key(hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="both")
-    assert re.fullmatch(r"sm90-fp16-h64-fwd-c01-[0-9a-f]{8}", k), k
-    assert re.fullmatch(r"sm80\+sm90-fp16\+bf16-h64\+128-fwd-c1-lineinfo-[0-9a-f]{8}",
+    assert re.fullmatch(r"sm90-fp16-h64-fwd-c01-fLS-[0-9a-f]{8}", k), k
+    assert re.fullmatch(r"sm80\+sm90-fp16\+bf16-h64\+128-fwd-c1-fnone-lineinfo-[0-9a-f]{8}",
                         key(CompileFlags(lineinfo=True), hdim="64,128", dtype="fp16,bf16", arch="sm80,sm90",
-                            direction="fwd", causal="on"))
-    default = key(hdim=64, dtype="fp16", arch="sm90", causal="both")  # every implemented direction
-    assert re.fullmatch(r"sm90-fp16-h64-fwd\+bwd\+splitkv-c01-[0-9a-f]{8}", default), default
+                            direction="fwd", causal="on", features=[]))
+    default = key(hdim=64, dtype="fp16", arch="sm90", causal="both")  # every implemented direction, every feature
+    assert re.fullmatch(r"sm90-fp16-h64-fwd\+bwd\+splitkv-c01-fLS-[0-9a-f]{8}", default), default
+    assert "-c01-fL-" in key(hdim=64, dtype="fp16", arch="sm90", features=["local"])
+    assert "-c01-fS-" in key(hdim=64, dtype="fp16", arch="sm90", features="softcap")
 
 
 def test_key_ignores_the_order_values_are_given_in():
@@ -47,6 +49,7 @@ def test_key_ignores_the_order_values_are_given_in():
 @pytest.mark.parametrize("change", [
     dict(selection=dict(hdim="64,128")), dict(selection=dict(dtype="bf16")), dict(selection=dict(arch="sm80")),
     dict(selection=dict(causal="on")), dict(selection=dict(direction="fwd")),
+    dict(selection=dict(features=[])), dict(selection=dict(features=["local"])), dict(selection=dict(features="softcap")),
     dict(flags=CompileFlags(debug=True)), dict(flags=CompileFlags(lineinfo=True)),
     dict(flags=CompileFlags(nvcc_flags=("-Xptxas=-v",))),
     dict(versions={**VERSIONS, "flashbuild": "0.2.0"}), dict(versions={**VERSIONS, "nvcc": "12.8.93"}),
@@ -129,10 +132,13 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"{direction}_hdim64_fp16_sm90" in out and f"{direction}_hdim64_fp16_causal_sm90" in out
         assert f"from templates/{direction}_instantiate.cu.j2" in out
         assert f"obj/{direction}_hdim64_fp16_sm90.o" in out
+        assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
     assert "ampere; no Hopper family yet" in out
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 6 kernel TUs:" in out
-    assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-[0-9a-f]{8}", out)
+    assert "compile 12 kernel TUs:" in out  # each plain TU and its local+softcap TU
+    assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
+           "window_size or softcap" in out
+    assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-fLS-[0-9a-f]{8}", out)
     assert "jobs" in out
     assert not (tmp_path / "bd").exists() and not cache.exists()
 
@@ -247,17 +253,21 @@ def test_plain_build_without_cuda_torch_compiles_then_stops_with_the_reason(monk
     monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
     monkeypatch.setattr(builder, "run_ninja", fake_ninja_success)
     monkeypatch.setattr(builder, "torch_link_spec", lambda plan: pytest.fail("must not touch torch"))
-    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="off")
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="off",
+                                               no_softcap=True)
     with pytest.raises(BuildError) as info:
         builder.build(selection, options)
     message = str(info.value)
-    assert "compiled 1 kernel object" in message
+    assert "compiled 2 kernel objects" in message
     assert "torch 2.13.0+cpu has no CUDA" in message
     assert "install a CUDA build of torch" in message and "--compile-only" in message
-    assert "`flashbuild --hdim 64 --dtype fp16 --arch sm90 --direction fwd --causal off`" in message
+    assert "`flashbuild --hdim 64 --dtype fp16 --arch sm90 --direction fwd --causal off --no-softcap`" in message
     build_dir = next(cache.iterdir())
     assert (build_dir / "generated" / "fwd_hdim64_fp16_sm90.cu").is_file()
-    assert json.loads((build_dir / "manifest.json").read_text())["extension"] is None
+    assert (build_dir / "generated" / "fwd_hdim64_fp16_sm90_local.cu").is_file()
+    manifest = json.loads((build_dir / "manifest.json").read_text())
+    assert manifest["extension"] is None
+    assert manifest["selection"]["features"] == ["local"]
     assert "flash_api" not in (build_dir / "build.ninja").read_text()
 
 
@@ -266,10 +276,12 @@ def test_compile_only_needs_no_torch(monkeypatch, cache, fake_root):
     monkeypatch.setattr(builder, "run_ninja", fake_ninja_success)
     selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", compile_only=True)
     result = builder.build(selection, options)
-    assert result.extension is None and result.key.startswith("sm90-fp16-h64-fwd+bwd+splitkv-c01-")
-    assert result.manifest["variants"] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90",
-                                           "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90",
-                                           "splitkv_hdim64_fp16_sm90", "splitkv_hdim64_fp16_causal_sm90"]
+    assert result.extension is None and result.key.startswith("sm90-fp16-h64-fwd+bwd+splitkv-c01-fLS-")
+    assert result.manifest["variants"] == [f"{d}_hdim64_fp16{c}_sm90{f}" for d in ("fwd", "bwd", "splitkv")
+                                           for c in ("", "_causal") for f in ("", "_local_softcap")]
+    assert result.manifest["selection"] == {"hdim": [64], "dtype": ["fp16"], "arch": ["sm90"],
+                                            "direction": ["fwd", "bwd", "splitkv"], "causal": "both",
+                                            "features": ["local", "softcap"]}
     assert json.loads((result.build_dir / "manifest.json").read_text()) == result.manifest
 
 
@@ -330,18 +342,24 @@ def test_successful_build_prints_where_what_and_how_to_load(monkeypatch, cache):
                                    module_name="_flashbuild_0123abcd")
 
     monkeypatch.setattr(builder, "build", fake_build)
-    result = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--lineinfo")
+    result = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--lineinfo", "--no-softcap")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == f"extension  {cache / 'k' / '_flashbuild_0123abcd.so'}"
-    assert lines[2] == ("holds      6 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_causal_sm90, "
-                        "bwd_hdim64_fp16_sm90, bwd_hdim64_fp16_causal_sm90, "
-                        "splitkv_hdim64_fp16_sm90, splitkv_hdim64_fp16_causal_sm90")
+    assert lines[2] == ("holds      12 variants: fwd_hdim64_fp16_sm90, fwd_hdim64_fp16_sm90_local, "
+                        "fwd_hdim64_fp16_causal_sm90, fwd_hdim64_fp16_causal_sm90_local, "
+                        "bwd_hdim64_fp16_sm90, bwd_hdim64_fp16_sm90_local, "
+                        "bwd_hdim64_fp16_causal_sm90, bwd_hdim64_fp16_causal_sm90_local, "
+                        "splitkv_hdim64_fp16_sm90, splitkv_hdim64_fp16_sm90_local, "
+                        "splitkv_hdim64_fp16_causal_sm90, splitkv_hdim64_fp16_causal_sm90_local")
     snippet = re.search(r'^load it    python3 -c "(.*)"$', lines[3]).group(1)
     call = ast.parse(snippet).body[1].value  # m = flashbuild.load(...)
     assert ast.unparse(call.func) == "flashbuild.load"
-    assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {
-        "hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": ["fwd", "bwd", "splitkv"], "causal": "both", "lineinfo": True}
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert kwargs == {"hdim": 64, "dtype": "fp16", "arch": "sm90", "direction": ["fwd", "bwd", "splitkv"],
+                      "causal": "both", "features": ["local"], "lineinfo": True}
+    assert builder.parse_request(**kwargs)[0] == builder.parse_request(hdim=64, dtype="fp16", arch="sm90",
+                                                                       no_softcap=True)[0]
 
 
 # ---------------------------------------------------------------- list, clean, doctor
@@ -366,8 +384,10 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert "32, 64, 96, 128, 192, 256" in text.stdout and "sm80 ampere" in text.stdout
     assert "bwd        sm80 ampere" in text.stdout and "splitkv    sm80 ampere" in text.stdout
     assert "sm90-fp16-h64-fwd-c01-aaaaaaaa  1 variant  " in text.stdout and "not-a-build" not in text.stdout
+    assert "features   local, softcap (each compiled in by default" in text.stdout and "--no-local" in text.stdout
     data = json.loads(run_cli("list", "--json").stdout)
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
+    assert data["axes"]["features"] == ["local", "softcap"]
     assert {"direction": "fwd", "arch": "sm90", "family": "ampere",
             "note": "no Hopper family yet: the Ampere-path kernel compiled for sm_90a"} in data["families"]
     assert [(b["key"], b["variants"], b["has_extension"]) for b in data["builds"]] == [

@@ -22,6 +22,10 @@ from helpers import run_cli  # noqa: E402
 
 FWD = Variant("fwd", 64, "fp16", True, "sm90")
 BWD = Variant("bwd", 64, "fp16", True, "sm90")
+FEATURES = ("local", "softcap")
+# Small shapes for the feature checks on CPU: every window bounds the keys of some row; in the second,
+# rows 0-29 sit before the first key (causal and right-bounded rows that see none).
+SMALL = (Shape(1, 40, 200, 4, 2), Shape(1, 50, 20, 2, 1))
 
 
 class FakeExt:
@@ -39,11 +43,20 @@ class FakeExt:
     def build_key(self):
         return "sm90-fp16-h64-fwd+bwd-c1-0123abcd"
 
-    def flash_attn_func(self, q, k, v, causal=False, softmax_scale=None, return_lse=False):
+    def _features(self, window_size_left, window_size_right, softcap):
+        """What this fake kernel applies of the call's window and softcap (a fault drops one)."""
+        window = (-1, -1) if self.fault == "ignore-window" else (window_size_left, window_size_right)
+        if self.fault == "window-off-by-one" and window[0] >= 0:
+            window = (window[0] + 1, window[1])
+        return dict(window_size=window, softcap=0.0 if self.fault == "ignore-softcap" else softcap)
+
+    def flash_attn_func(self, q, k, v, causal=False, softmax_scale=None, return_lse=False, window_size_left=-1,
+                        window_size_right=-1, softcap=0.0):
         self.calls += 1
         if self.fault == "raise":
             raise VariantNotBuiltError("flashbuild: this build has no kernel fwd_hdim64_fp16_causal_sm90 (...)")
-        out, lse = attention_ref(q, k, v, causal, softmax_scale)
+        out, lse = attention_ref(q, k, v, causal, softmax_scale,
+                                 **self._features(window_size_left, window_size_right, softcap))
         out = out.to(q.dtype)
         if self.fault == "unwritten":
             out[:, -1, -1, -1] = float("nan")  # what a poisoned output shows where the kernel wrote nothing
@@ -58,14 +71,16 @@ class FakeExt:
         return (out, lse) if return_lse else out
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
-                        num_splits=0):
+                        num_splits=0, **features):
         assert cache_seqlens is None and num_splits == checking.SPLITKV_SPLITS
-        return self.flash_attn_func(q, k_cache, v_cache, causal, softmax_scale, return_lse=True)
+        return self.flash_attn_func(q, k_cache, v_cache, causal, softmax_scale, return_lse=True, **features)
 
-    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None):
+    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None, window_size_left=-1,
+                window_size_right=-1, softcap=0.0):
         self.calls += 1
         leaves = [t.float().requires_grad_() for t in (q, k, v)]
-        ref, _ = attention_ref(*leaves, causal, softmax_scale)
+        ref, _ = attention_ref(*leaves, causal, softmax_scale,
+                               **self._features(window_size_left, window_size_right, softcap))
         dq, dk, dv = (g.to(q.dtype) for g in torch.autograd.grad(ref, leaves, dout.float()))
         if self.fault == "dk":
             dk = dk * 1.05
@@ -245,6 +260,82 @@ def test_table_json_and_summary():
                                                                          for r in rows]
 
 
+# ---------------------------------------------------------------- feature variants
+
+def test_a_plain_variant_keeps_its_checks_and_a_feature_variant_gets_window_and_softcap_cases():
+    plain = Variant("fwd", 64, "fp16", False, "sm90")
+    assert checking.checks_for(plain, SHAPES_FULL) == list(SHAPES_FULL)
+    both = Variant("fwd", 64, "fp16", False, "sm90", FEATURES)
+    assert checking.feature_cases(both) == [((64, 32), 0.0), ((-1, 5), 0.0), ((37, -1), 0.0), ((0, 0), 0.0),
+                                            ((-1, -1), 2.0), ((64, 32), 2.0)]
+    causal = Variant("bwd", 64, "fp16", True, "sm90", FEATURES)
+    assert checking.feature_cases(causal) == [((37, 0), 0.0), ((0, 0), 0.0), ((-1, -1), 2.0), ((37, 0), 2.0)]
+    assert checking.feature_cases(Variant("fwd", 64, "fp16", True, "sm90", ("local",))) == [((37, 0), 0.0),
+                                                                                             ((0, 0), 0.0)]
+    assert checking.feature_cases(Variant("splitkv", 64, "fp16", False, "sm90", ("softcap",))) == [((-1, -1), 2.0)]
+    assert checking.feature_cases(plain) == []
+    quick = checking.checks_for(both, SHAPES_QUICK)
+    assert len(quick) == 6 * len(SHAPES_QUICK)  # every case on every shape
+    assert [s.label(both) for s in quick[:1]] == ["b2 sq17 sk17 h4/4 d64 window 64,32"]
+    assert quick[-1].label(both) == "b1 sq1023 sk113 h8/1 d64 window 64,32 softcap 2"
+    assert [s.label(both) for s in quick if s.window == (-1, -1)][0] == "b2 sq17 sk17 h4/4 d64 softcap 2"
+    assert quick[0].feature_kwargs() == dict(window_size_left=64, window_size_right=32)
+    assert quick[-1].feature_kwargs() == dict(window_size_left=64, window_size_right=32, softcap=2.0)
+    assert SHAPES_QUICK[0].feature_kwargs() == {}  # a plain check calls as before
+
+
+def test_feature_checks_run_on_a_few_shapes():
+    assert checking.FEATURE_SHAPE_SETS["quick"] == SHAPES_QUICK
+    full = checking.FEATURE_SHAPE_SETS["full"]
+    assert set(SHAPES_QUICK) < set(full) <= set(SHAPES_FULL) and len(full) == 4
+    assert any(s.seqlen_q == 1 and s.seqlen_k == 1023 for s in full)  # sliding-window decoding
+    both = Variant("fwd", 64, "fp16", True, "sm90", FEATURES)
+    rows = run_checks(FakeExt(), [Variant("fwd", 64, "fp16", True, "sm90"), both], [SMALL[0]], seed=0, device="cpu",
+                      feature_shapes=SMALL)
+    assert [(r.variant, r.shape) for r in rows[:2]] == [(FWD.name, "b1 sq40 sk200 h4/2 d64"),
+                                                        (both.name, "b1 sq40 sk200 h4/2 d64 window 37,0")]
+    assert len(rows) == 1 + 4 * len(SMALL)
+    assert checking.shape_width([both], [SMALL[0]], SMALL) == len("b1 sq40 sk200 h4/2 d64 window 37,0 softcap 2")
+
+
+def test_a_correct_kernel_passes_every_feature_check():
+    variants = [Variant("fwd", 64, "bf16", False, "sm80", FEATURES), Variant("bwd", 64, "bf16", True, "sm80", FEATURES),
+                Variant("splitkv", 32, "fp16", True, "sm80", FEATURES)]
+    rows = run_checks(FakeExt(), variants, SHAPES_QUICK, seed=5, device="cpu", feature_shapes=SMALL)
+    assert len(rows) == (6 + 4 + 4) * len(SMALL)
+    assert [r.status for r in rows] == ["pass"] * len(rows), [(r.variant, r.shape, r.reason) for r in rows if not r.passed]
+    assert sum("window" in r.shape for r in rows) and sum("softcap 2" in r.shape for r in rows)
+    assert len({(r.variant, r.shape) for r in rows}) == len(rows)  # each row names its case
+
+
+def test_feature_inputs_differ_per_case():
+    both = Variant("fwd", 64, "fp16", False, "sm90", FEATURES)
+    checks = checking.checks_for(both, SHAPES_QUICK)
+    one, other = checks[0], checks[len(SHAPES_QUICK)]  # one shape, two windows
+    assert (one.batch, one.seqlen_q, one.seqlen_k) == (other.batch, other.seqlen_q, other.seqlen_k)
+    a = checking.make_inputs(both, one, seed=0, device="cpu")[0]
+    b = checking.make_inputs(both, other, seed=0, device="cpu")[0]
+    assert a.shape == b.shape and not torch.equal(a, b)
+
+
+@pytest.mark.parametrize("fault, variant", [
+    ("ignore-window", Variant("fwd", 64, "fp16", False, "sm90", FEATURES)),
+    ("window-off-by-one", Variant("fwd", 64, "fp16", True, "sm90", ("local",))),
+    ("ignore-softcap", Variant("fwd", 64, "fp16", False, "sm90", ("softcap",))),
+    ("ignore-window", Variant("bwd", 64, "fp16", True, "sm90", FEATURES)),
+    ("ignore-softcap", Variant("bwd", 64, "bf16", False, "sm90", FEATURES)),
+    ("ignore-window", Variant("splitkv", 64, "fp16", False, "sm90", ("local",))),
+])
+def test_a_kernel_that_drops_a_feature_fails_its_feature_checks(fault, variant):
+    rows = run_checks(FakeExt(fault), [variant], [], seed=0, device="cpu", feature_shapes=SMALL[:1])
+    asked = "window" if "window" in fault else "softcap"
+    failed = [r for r in rows if r.status == "FAIL"]
+    assert failed and all(asked in r.shape for r in failed)
+    tensors = ("dq", "dk", "dv") if variant.direction == "bwd" else ("out", "lse")
+    assert all(r.worst.tensor in tensors and r.reason.startswith(f"{r.worst.tensor}: ") for r in failed)
+    assert all(r.status == "pass" for r in rows if asked not in r.shape)  # the other feature's cases still pass
+
+
 # ---------------------------------------------------------------- sanitizer reports
 
 SANITIZED = """\
@@ -342,3 +433,18 @@ def test_test_command_exits_1_with_one_line_naming_the_failures(fake_gpu):
     (line,) = result.stderr.strip().splitlines()[-1:]
     assert line.startswith("flashbuild: error: 3 of 6 checks failed: bwd_hdim64_fp16_causal_sm90 ")
     assert "dk: error above tolerance" in line
+
+
+def test_test_command_checks_a_feature_variant_with_windows_and_softcap(fake_gpu):
+    feature = Variant("fwd", 64, "fp16", True, "sm90", FEATURES)
+    fake_gpu(FakeExt(names=[FWD.name, feature.name]))
+    result = run_cli("test", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--causal", "on", "--direction",
+                     "fwd", "--shapes", "quick")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    rows = [line for line in lines if line.startswith(feature.name)]
+    assert len(rows) == 4 * len(SHAPES_QUICK)  # (37, 0), (0, 0), softcap, both: on each quick shape
+    assert any(" window 37,0 softcap 2 " in line for line in rows) and any(" window 0,0 " in line for line in rows)
+    columns = {line.index(" out ") if " out " in line else line.index(" lse ") for line in lines[1:-1]}
+    assert len(columns) == 1  # the shape column is wide enough for the feature labels
+    assert lines[-1] == f"{len(SHAPES_QUICK) * 5} passed, 0 failed ({len(SHAPES_QUICK) * 5} checks of 2 variants)"

@@ -4,6 +4,7 @@ processes building one key, and the real forward kernel compiled for sm_80 and s
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from helpers import REPO, make_root, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
-SLICE = ["--hdim", "64", "--dtype", "fp16", "--direction", "fwd"]
+SLICE = ["--hdim", "64", "--dtype", "fp16", "--direction", "fwd", "--no-local", "--no-softcap"]  # plain TUs only
 
 
 def flashbuild(*args: str, cache: Path, root: Path | None = None) -> subprocess.CompletedProcess:
@@ -101,6 +102,21 @@ def test_plain_build_with_cpu_torch_compiles_then_stops(tmp_path):
     message = result.stderr.strip().splitlines()[-1]
     assert "compiled 1 kernel object" in message and "has no CUDA" in message and "--compile-only" in message
     assert list(objects(cache)) == ["fwd_hdim64_fp16_sm80"]
+
+
+def test_a_feature_tu_instantiates_the_kernel_with_its_features_mask(tmp_path):
+    """The synthetic kernel with one feature compiled in: the plain TU and the *_local TU, each
+    instantiating run_fwd with its mask as the last template argument (0 and 1)."""
+    root, cache = make_root(tmp_path), tmp_path / "cache"
+    result = flashbuild("--hdim", "64", "--dtype", "fp16", "--direction", "fwd", "--no-softcap", "--arch", "sm80",
+                        "--causal", "off", "--compile-only", cache=cache, root=root)
+    assert result.returncode == 0, result.stderr
+    assert sorted(objects(cache)) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm80_local"]
+    (build_dir,) = cache.iterdir()
+    for name, mask in (("fwd_hdim64_fp16_sm80", 0), ("fwd_hdim64_fp16_sm80_local", 1)):
+        symbols = subprocess.run(["nm", "-C", str(build_dir / "obj" / f"{name}.o")], capture_output=True, text=True,
+                                 check=True).stdout
+        assert re.search(rf"flashbuild::run_fwd<80, 64, \(flashbuild::DType\)\d, false, {mask}>", symbols), name
 
 
 def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):

@@ -16,7 +16,8 @@ from helpers import FAKE_BWD_DETAIL, make_root, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
-SELECTION = dict(hdim=64, dtype="fp16", arch="sm80", direction="fwd,bwd", causal="both", compile_only=True)
+SELECTION = dict(hdim=64, dtype="fp16", arch="sm80", direction="fwd,bwd", causal="both", features=[],
+                 compile_only=True)
 FWD_TUS = {"fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_causal_sm80"}
 BWD_TUS = {"bwd_hdim64_fp16_sm80", "bwd_hdim64_fp16_causal_sm80"}
 

@@ -6,7 +6,7 @@ import pytest
 
 from flashbuild import env
 from flashbuild.errors import SelectionError
-from flashbuild.variants import (CompileFlags, HEAD_DIMS, Variant, implemented_directions, load_config,
+from flashbuild.variants import (FEATURES, CompileFlags, HEAD_DIMS, Variant, implemented_directions, load_config,
                                  select)
 from helpers import REPO, run_cli
 
@@ -17,14 +17,137 @@ def test_variant_names_follow_the_canonical_format():
 
 
 def test_selection_is_the_cross_product_in_canonical_order():
-    s = select(hdim="128,64", dtype="bf16,fp16", arch="sm90", direction="bwd,fwd", causal="both")
+    s = select(hdim="128,64", dtype="bf16,fp16", arch="sm90", direction="bwd,fwd", causal="both", features=[])
     names = [v.name for v in s.variants]
     assert len(names) == 2 * 2 * 2 * 2
     assert names[:4] == ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90",
                          "fwd_hdim64_bf16_sm90", "fwd_hdim64_bf16_causal_sm90"]
     assert names[8] == "bwd_hdim64_fp16_sm90"  # directions first, then head dims
     assert s == select(hdim=[64, 128], dtype=["fp16", "bf16"], arch=["sm90"], direction=["fwd", "bwd"],
-                       causal="both")
+                       causal="both", features="none")
+
+
+def test_features_add_one_feature_variant_right_after_each_plain_one():
+    s = select(hdim="128,64", dtype="fp16", arch="sm80,sm90", direction="bwd,fwd", causal="both")
+    assert s.features == FEATURES == ("local", "softcap")  # the default: every feature
+    names = [v.name for v in s.variants]
+    assert len(names) == 2 * (2 * 2 * 2 * 2)
+    assert names[:4] == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm80_local_softcap",
+                         "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_local_softcap"]
+    plain = [v for v in s.variants if not v.features]
+    assert [v.name for v in plain] == [v.name for v in select(hdim="64,128", dtype="fp16", arch="sm80,sm90",
+                                                              direction="fwd,bwd", causal="both", features=[]).variants]
+    assert all(v.features == ("local", "softcap") and v.features_mask == 3 for v in s.variants if v.features)
+    one = select(hdim=64, dtype="fp16", arch="sm90", direction="fwd", causal="on", features=["softcap"])
+    assert [v.name for v in one.variants] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_causal_sm90_softcap"]
+    assert [v.features_mask for v in one.variants] == [0, 2]
+
+
+@pytest.mark.parametrize("variant, name, mask, described", [
+    (Variant("fwd", 64, "fp16", True, "sm90", ("local", "softcap")), "fwd_hdim64_fp16_causal_sm90_local_softcap", 3,
+     "fwd, hdim 64, fp16, causal, sm90, with local+softcap"),
+    (Variant("bwd", 128, "bf16", False, "sm80", ("local",)), "bwd_hdim128_bf16_sm80_local", 1,
+     "bwd, hdim 128, bf16, not causal, sm80, with local"),
+    (Variant("splitkv", 256, "fp16", False, "sm86", ("softcap",)), "splitkv_hdim256_fp16_sm86_softcap", 2,
+     "splitkv, hdim 256, fp16, not causal, sm86, with softcap"),
+    (Variant("fwd", 32, "bf16", True, "sm89"), "fwd_hdim32_bf16_causal_sm89", 0, "fwd, hdim 32, bf16, causal, sm89"),
+])
+def test_feature_variant_names_masks_and_the_round_trip(variant, name, mask, described):
+    assert variant.name == name and variant.features_mask == mask and variant.describe() == described
+    assert Variant.from_name(name) == variant
+
+
+@pytest.mark.parametrize("name", ["fwd_hdim64_fp16_sm90_softcap_local", "fwd_hdim64_fp16_sm90_local_local",
+                                  "fwd_hdim64_fp16_sm90_window", "fwd_hdim64_fp16_local_sm90"])
+def test_from_name_refuses_features_out_of_order_or_unknown(name):
+    with pytest.raises(ValueError, match="not a variant name"):
+        Variant.from_name(name)
+
+
+def test_a_variant_refuses_unknown_or_unordered_features():
+    for features in (("softcap", "local"), ("window",), ("local", "local")):
+        with pytest.raises(ValueError, match="expected distinct names of local, softcap"):
+            Variant("fwd", 64, "fp16", False, "sm90", features)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, ("local", "softcap")), ([], ()), ("none", ()), (["none"], ()), ("local", ("local",)),
+    (["softcap"], ("softcap",)), ("softcap, local", ("local", "softcap")), (("LOCAL", "softcap"), ("local", "softcap")),
+])
+def test_load_takes_features_as_a_list_a_string_or_none(value, expected):
+    s = select(hdim=64, dtype="fp16", arch="sm90", direction="fwd", features=value)
+    assert s.features == expected
+    assert select(**s.as_kwargs()) == s  # as_kwargs selects the same, features included
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("lokal", ['features lokal: not a feature (valid: local, softcap, or none)',
+               'pass features=["local", "softcap"] (the default), a subset of them, or features=[] (none)']),
+    (["local", "window"], ["features window: not a feature"]),
+    ("", ["features: empty string"]),
+    (3, ["features 3: expected a list of feature names"]),
+    ([1], ["features 1: not a feature name"]),
+])
+def test_bad_features_name_the_valid_ones_and_the_fix(value, expected):
+    with pytest.raises(SelectionError) as info:
+        select(hdim=64, dtype="fp16", arch="sm90", features=value)
+    for text in expected:
+        assert text in str(info.value)
+
+
+def test_no_local_and_no_softcap_flags_compile_features_out(cache):
+    both = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--dry-run")
+    assert "compile 4 kernel TUs:" in both.stdout and "fwd_hdim64_fp16_causal_sm90_local_softcap" in both.stdout
+    assert "features   local, softcap: each plain variant has a *_local_softcap variant" in both.stdout
+    narrowed = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local",
+                       "--no-softcap", "--dry-run")
+    assert narrowed.exit_code == 0, narrowed.output
+    assert "compile 2 kernel TUs:" in narrowed.stdout and "sm90_local" not in narrowed.stdout
+    assert "x features none (2 variants)" in narrowed.stdout
+    assert "features   none: calls with window_size or softcap raise VariantNotBuiltError" in narrowed.stdout
+    softcap = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local",
+                      "--dry-run")
+    assert "fwd_hdim64_fp16_sm90_softcap " in softcap.stdout and "sm90_local" not in softcap.stdout
+    for command in ("test", "bench", "inspect", "watch"):
+        help_text = run_cli(command, "--help").stdout
+        assert "--no-local" in help_text and "--no-softcap" in help_text, command
+
+
+def test_as_cli_names_each_feature_that_is_off():
+    from flashbuild.builder import parse_request
+
+    for flags, tail in [((), "--causal both"), (("no_local",), "--causal both --no-local"),
+                        (("no_local", "no_softcap"), "--causal both --no-local --no-softcap")]:
+        selection, _ = parse_request(hdim=64, dtype="fp16", arch="sm90", **{f: True for f in flags})
+        assert selection.as_cli().endswith(tail)
+        again, _ = parse_request(**{k.replace("-", "_"): v for k, v in _cli_kwargs(selection.as_cli()).items()})
+        assert again == selection
+
+
+def _cli_kwargs(text: str) -> dict:
+    """--hdim 64 --no-local ... -> {"hdim": "64", "no_local": True, ...}"""
+    words, kwargs = text.split(), {}
+    for i, word in enumerate(words):
+        if word.startswith("--"):
+            value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else True
+            kwargs[word[2:]] = value
+    return kwargs
+
+
+def test_flags_remove_features_from_the_preset(tmp_path):
+    preset = tmp_path / "mine.toml"
+    preset.write_text('[selection]\nhdim = [64]\narch = ["sm90"]\ndirection = ["fwd"]\nfeatures = ["softcap"]\n')
+    assert select(config=preset).features == ("softcap",)
+    assert select(config=preset, without=("softcap",)).features == ()
+    assert select(config=preset, without=("local",)).features == ("softcap",)
+    assert select(config=preset, features=["local"]).features == ("local",)  # an explicit value replaces it
+    preset.write_text('[selection]\nhdim = [64]\narch = ["sm90"]\nfeatures = []\n')
+    assert select(config=preset).features == ()
+    preset.write_text('[selection]\nhdim = [64]\narch = ["sm90"]\nfeatures = ["locall"]\n')
+    with pytest.raises(SelectionError, match=r'mine.toml: features locall: not a feature .*'
+                                             r'set features = \["local", "softcap"\] \(the default\), a subset of them, '
+                                             r'or features = \[\] \(none\) in mine.toml'):
+        select(config=preset)
 
 
 def test_defaults_are_every_head_dim_both_dtypes_causal_both_and_the_native_arch(monkeypatch):
@@ -35,7 +158,8 @@ def test_defaults_are_every_head_dim_both_dtypes_causal_both_and_the_native_arch
     assert s.causal == (False, True)
     assert s.directions == implemented_directions() == ("fwd", "bwd", "splitkv")
     assert s.archs == ("sm90",)
-    assert len(s.variants) == 3 * 6 * 2 * 2
+    assert s.features == ("local", "softcap")
+    assert len(s.variants) == 3 * 6 * 2 * 2 * 2  # each plain variant and its local+softcap variant
 
 
 def test_native_becomes_each_gpus_arch():
@@ -104,7 +228,19 @@ def test_presets_in_configs_are_all_valid():
 
 def test_ci_compile_preset_is_one_tu_per_arch():
     names = [v.name for v in select(config="ci-compile").variants]
-    assert names == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90"]
+    assert names == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90"]  # features = []: CI compiles plain TUs
+
+
+def test_preset_descriptions_count_their_tus():
+    import re
+
+    from flashbuild.variants import tomllib
+
+    for preset in sorted((REPO / "configs").glob("*.toml")):
+        description = tomllib.loads(preset.read_text())["description"]
+        count = re.search(r"\((\d+) TUs", description)
+        if count:
+            assert int(count.group(1)) == len(select(config=preset.stem).variants), preset.name
 
 
 def test_flags_override_the_preset_and_the_preset_overrides_defaults(tmp_path):
@@ -121,7 +257,8 @@ def test_flags_override_the_preset_and_the_preset_overrides_defaults(tmp_path):
 def test_preset_errors_name_the_key_and_the_valid_keys(tmp_path):
     preset = tmp_path / "typo.toml"
     preset.write_text('[selection]\nhdims = [64]\n')
-    with pytest.raises(SelectionError, match=r"unknown key hdims.*valid keys: hdim, dtype, arch, direction, causal"):
+    with pytest.raises(SelectionError, match=r"unknown key hdims.*valid keys: hdim, dtype, arch, direction, causal, "
+                                             r"features"):
         load_config(preset)
     preset.write_text('[selection]\nhdim = [80]\narch = ["sm90"]\n')
     with pytest.raises(SelectionError, match=r"typo.toml: hdim 80: .*set hdim = 96 in typo.toml"):
@@ -142,10 +279,11 @@ def test_debug_and_lineinfo_contradict_but_each_alone_is_fine():
 
 
 def test_python_api_takes_ints_lists_and_bool_causal():
-    s = select(hdim=64, dtype="fp16", arch="sm80", direction="fwd", causal=True)
+    s = select(hdim=64, dtype="fp16", arch="sm80", direction="fwd", causal=True, features=[])
     assert [v.name for v in s.variants] == ["fwd_hdim64_fp16_causal_sm80"]
-    both = select(hdim=64, dtype="fp16", arch="sm80", direction=["fwd", "bwd"], causal=True)
-    assert [v.name for v in both.variants] == ["fwd_hdim64_fp16_causal_sm80", "bwd_hdim64_fp16_causal_sm80"]
+    both = select(hdim=64, dtype="fp16", arch="sm80", direction=["fwd", "bwd"], causal=True, features="local")
+    assert [v.name for v in both.variants] == ["fwd_hdim64_fp16_causal_sm80", "fwd_hdim64_fp16_causal_sm80_local",
+                                              "bwd_hdim64_fp16_causal_sm80", "bwd_hdim64_fp16_causal_sm80_local"]
 
 
 def test_a_direction_no_family_implements_names_the_implemented_ones(monkeypatch):
