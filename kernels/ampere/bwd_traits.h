@@ -22,14 +22,16 @@ constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages)
 }
 
 // dK and dV accumulators cost 2 * block_n * head_dim / threads registers for the whole kernel, so
-// large head dims take half the key rows. A second Q/dO stage is used whenever it fits: with one
-// CTA per SM (the register file is full) nothing else hides the load latency of the next block.
+// large head dims take half the key rows; small ones take twice the query rows per step, which
+// halves how often K and V are read from shared memory per FLOP (hdim 64 on the H200: 229 -> 253
+// TFLOPS at 16k, benchmarks/bwd_tile_sweep.md). A second Q/dO stage is used whenever it fits: with
+// one CTA per SM (the register file is full) nothing else hides the load latency of the next block.
 constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
   (void)causal;
 #if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
   const int block_m = FLASHBUILD_BWD_BLOCK_M, block_n = FLASHBUILD_BWD_BLOCK_N;
 #else
-  const int block_m = 64, block_n = head_dim <= 128 ? 128 : 64;
+  const int block_m = head_dim <= 64 ? 128 : 64, block_n = head_dim <= 128 ? 128 : 64;
 #endif
   const int stages = bwd_smem_bytes(head_dim, block_m, block_n, 2) <= max_smem_bytes(arch) ? 2 : 1;
   return {block_m, block_n, 8, stages};
@@ -57,8 +59,11 @@ struct BwdTraits {
   using TiledMmaSdP = TiledMMA<Atom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>;
   // dV = P^T dO and dK = dS^T Q over (block_n, head_dim): warps 4 x 2.
   using TiledMmadKV = TiledMMA<Atom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
-  // dQ = dS K over (block_m, head_dim): warps 4 x 2.
-  using TiledMmadQ = TiledMMA<Atom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
+  // dQ = dS K over (block_m, head_dim): warps (block_m / 32) x the rest, so that each warp's tile
+  // is 32 rows high and square-ish (a 16-row tile would read the K operand twice as often).
+  static constexpr int kWarpsMdQ = kBlockM / 32 < kNWarps ? kBlockM / 32 : kNWarps;
+  using TiledMmadQ = TiledMMA<Atom, Layout<Shape<Int<kWarpsMdQ>, Int<kNWarps / kWarpsMdQ>, _1>>,
+                              Tile<Int<16 * kWarpsMdQ>, Int<16 * (kNWarps / kWarpsMdQ)>, _16>>;
 
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
   using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
