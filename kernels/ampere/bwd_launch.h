@@ -13,6 +13,8 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   constexpr ampere::BwdTile kTile = ampere::bwd_tile(kArch, kHeadDim, kIsCausal);
   using Traits = ampere::BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
+  static_assert(Traits::kSmemBytes <= ampere::max_smem_bytes(kArch),
+                "this head dim's backward tile does not fit this arch's shared memory (hdim 192/256 on sm86/sm89)");
 
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }

@@ -26,12 +26,15 @@ constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages)
 // halves how often K and V are read from shared memory per FLOP (hdim 64 on the H200: 229 -> 253
 // TFLOPS at 16k, benchmarks/bwd_tile_sweep.md). A second Q/dO stage is used whenever it fits: with
 // one CTA per SM (the register file is full) nothing else hides the load latency of the next block.
+// Where a tile does not fit even with one stage (sm86/sm89 have 99 KB), halve its blocks.
 constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
   (void)causal;
 #if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
-  const int block_m = FLASHBUILD_BWD_BLOCK_M, block_n = FLASHBUILD_BWD_BLOCK_N;
+  int block_m = FLASHBUILD_BWD_BLOCK_M, block_n = FLASHBUILD_BWD_BLOCK_N;
 #else
-  const int block_m = head_dim <= 64 ? 128 : 64, block_n = head_dim <= 128 ? 128 : 64;
+  int block_m = head_dim <= 64 ? 128 : 64, block_n = head_dim <= 128 ? 128 : 64;
+  if (bwd_smem_bytes(head_dim, block_m, block_n, 1) > max_smem_bytes(arch) && block_m > 64) { block_m = 64; }
+  if (bwd_smem_bytes(head_dim, block_m, block_n, 1) > max_smem_bytes(arch) && block_n > 64) { block_n = 64; }
 #endif
   const int stages = bwd_smem_bytes(head_dim, block_m, block_n, 2) <= max_smem_bytes(arch) ? 2 : 1;
   return {block_m, block_n, 8, stages};
