@@ -171,7 +171,7 @@ class Result:
 
     @property
     def key(self) -> tuple:
-        return (self.variant, self.seqlen, self.backend)
+        return (self.variant, self.asked, self.seqlen, self.backend)
 
     @property
     def asked(self) -> str:
@@ -252,15 +252,15 @@ def _cell(r: Result | None) -> str:
 def table(results: list[Result]) -> str:
     """One line per variant and seqlen: TFLOPS (ms) of each backend."""
     by_key = {r.key: r for r in results}
-    problems = list(dict.fromkeys((r.variant, r.label, r.seqlen, r.batch, r.nheads) for r in results))
+    problems = list(dict.fromkeys((r.variant, r.asked, r.label, r.seqlen, r.batch, r.nheads) for r in results))
     backends = [b for b in BACKENDS if any(r.backend == b for r in results)]
-    width = max([len("variant")] + [len(p[1]) for p in problems])
+    width = max([len("variant")] + [len(p[2]) for p in problems])
     head = f"{'variant':<{width}}  {'seqlen':>6}  {'b x h':>7}  " + "  ".join(f"{b:>22}" for b in backends)
     lines = [head, "TFLOPS (median ms)".rjust(len(head))]
-    for variant, label, seqlen, batch, nheads in problems:
-        cells = "  ".join(f"{_cell(by_key.get((variant, seqlen, b))):>22}" for b in backends)
+    for variant, asked, label, seqlen, batch, nheads in problems:
+        cells = "  ".join(f"{_cell(by_key.get((variant, asked, seqlen, b))):>22}" for b in backends)
         lines.append(f"{label:<{width}}  {seqlen:>6}  {f'{batch}x{nheads}':>7}  {cells}")
-    notes = [f"  {r.backend} {r.variant} seqlen {r.seqlen}: {r.note}" for r in results if r.ms is None and r.note]
+    notes = [f"  {r.backend} {r.label} seqlen {r.seqlen}: {r.note}" for r in results if r.ms is None and r.note]
     if notes:
         lines += ["n/a:"] + notes
     return "\n".join(lines)
@@ -283,7 +283,8 @@ class Change:
 
 
 def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Result], list[Result]]:
-    """(rows in both, rows only new, rows only old), matched by variant, seqlen and backend."""
+    """(rows in both, rows only new, rows only old), matched by variant (with its window and softcap),
+    seqlen and backend."""
     old_by_key = {r.key: r for r in old}
     new_keys = {r.key for r in new}
     changes = [Change(old_by_key[r.key], r) for r in new if r.key in old_by_key]
@@ -291,7 +292,7 @@ def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Re
 
 
 def compare_table(changes: list[Change], only_new: list[Result], only_old: list[Result], old_name: str) -> str:
-    width = max([len("variant")] + [len(c.new.variant) for c in changes])
+    width = max([len("variant")] + [len(c.new.label) for c in changes])
     lines = [f"change vs {old_name} (TFLOPS; a regression is more than {REGRESSION_PCT:g}% slower):",
              f"{'variant':<{width}}  {'seqlen':>6}  {'backend':<14}  {'old':>7}  {'new':>7}  {'change':>8}"]
     for c in changes:
@@ -299,7 +300,7 @@ def compare_table(changes: list[Change], only_new: list[Result], only_old: list[
         new = f"{c.new.tflops:7.1f}" if c.new.tflops else f"{'n/a':>7}"
         pct = f"{c.pct:+7.1f}%" if c.pct is not None else f"{'-':>8}"
         mark = "  REGRESSION" if c.regression else ""
-        lines.append(f"{c.new.variant:<{width}}  {c.new.seqlen:>6}  {c.new.backend:<14}  {old}  {new}  {pct}{mark}")
+        lines.append(f"{c.new.label:<{width}}  {c.new.seqlen:>6}  {c.new.backend:<14}  {old}  {new}  {pct}{mark}")
     regressions = [c for c in changes if c.regression]
     ours = [c for c in regressions if c.new.backend == OURS]
     lines.append(f"{len(regressions)} regression{'' if len(regressions) == 1 else 's'} "

@@ -221,3 +221,14 @@ def test_results_name_their_window_and_softcap_and_old_files_still_load(tmp_path
     path.write_text(json.dumps(old))
     assert [r.asked for r in bench.load_results(path)[1]] == ["", ""]  # a file from before features loads
     bench.plot(rows, tmp_path / "p.png")
+
+
+def test_one_variant_measured_with_a_window_and_with_a_softcap_keeps_two_rows():
+    windowed = bench.result(LOCAL, problem(LOCAL, 2048, (256, 0)), bench.OURS, 0.5, 10)
+    capped = bench.result(LOCAL, problem(LOCAL, 2048, softcap=30.0), bench.OURS, 2.0, 10)
+    assert windowed.key != capped.key
+    lines = bench.table([windowed, capped]).splitlines()
+    assert "(window 256,0)" in lines[2] and "(0.500 ms)" in lines[2]
+    assert "(softcap 30)" in lines[3] and "(2.000 ms)" in lines[3]
+    changes, only_new, only_old = bench.compare([windowed], [windowed, capped])
+    assert len(changes) == 1 and only_new == [capped] and not only_old  # another window is another problem
