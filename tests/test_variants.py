@@ -163,7 +163,7 @@ def test_defaults_are_every_head_dim_both_dtypes_causal_both_and_the_native_arch
 
 
 def test_native_becomes_each_gpus_arch():
-    assert select(arch="native", detect=lambda: ["8.0", "8.6"]).archs == ("sm80", "sm86")
+    assert select(hdim=64, arch="native", detect=lambda: ["8.0", "8.6"]).archs == ("sm80", "sm86")
     assert select(arch="native,sm90", detect=lambda: ["8.0"]).archs == ("sm80", "sm90")
 
 
@@ -294,3 +294,11 @@ def test_a_direction_no_family_implements_names_the_implemented_ones(monkeypatch
     assert result.exit_code == 2
     assert "direction splitkv: no kernel family implements it yet (implemented: fwd, bwd)" in result.output
     assert "--direction fwd,bwd" in result.output and "Traceback" not in result.output
+
+
+def test_backward_of_large_head_dims_does_not_fit_sm86_and_says_what_does():
+    with pytest.raises(SelectionError, match=r"bwd_hdim192_fp16_sm86: head dim 192 backward does not build for sm86.*"
+                                             r"--hdim 64,128"):
+        select(hdim="64,128,192", dtype="fp16", arch="sm86", direction="fwd,bwd")
+    assert select(hdim="192", dtype="fp16", arch="sm86", direction="fwd").hdims == (192,)
+    assert select(hdim="192", dtype="fp16", arch="sm80", direction="bwd").hdims == (192,)
