@@ -25,7 +25,8 @@ from flashbuild.reference import attention_ref  # noqa: E402
 # hdim 64 fp16, forward and backward (and split-KV decode once a family implements it).
 DIRECTIONS = ",".join(d for d in ("fwd", "bwd", "splitkv") if d in variants.implemented_directions())
 SELECTION = dict(hdim=64, dtype="fp16", arch="native", direction=DIRECTIONS, causal="both")
-FWD_ONLY = dict(hdim=64, dtype="fp16", arch="native", direction="fwd", causal="both")  # test_fwd_gpu.py's build
+FWD_ONLY = dict(hdim=64, dtype="fp16", arch="native", direction="fwd", causal="both",
+                features=[])  # test_fwd_gpu.py's build
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +99,11 @@ def test_fake_impls_match_the_real_outputs(m):
     """opcheck compares the fake impls' shapes, dtypes and strides with real calls and tests the
     autograd registration and AOT dispatch; head dim 48 makes the binding return narrowed views."""
     q, k, v = randn(2, 33, 4, 48, grad=True), randn(2, 65, 2, 48, grad=True), randn(2, 65, 2, 48, grad=True)
-    torch.library.opcheck(m.ops.fwd, (q, k, v, True, None))
-    out, lse = m.ops.fwd(q.detach(), k.detach(), v.detach(), True, None)
-    torch.library.opcheck(m.ops.bwd, (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out, lse, True, None))
+    for features in ((-1, -1, 0.0), (16, 0, 20.0)):  # the plain kernel, and the local+softcap one
+        torch.library.opcheck(m.ops.fwd, (q, k, v, True, None, *features))
+        out, lse = m.ops.fwd(q.detach(), k.detach(), v.detach(), True, None, *features)
+        torch.library.opcheck(m.ops.bwd, (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out, lse, True,
+                                          None, *features))
 
 
 class TinyAttention(torch.nn.Module):

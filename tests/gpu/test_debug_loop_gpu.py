@@ -41,8 +41,12 @@ def test_every_variant_of_the_build_passes_the_quick_shapes(ext, tmp_path):
     print(result.stdout)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["passed"] and len(data["rows"]) == len(ext.variants()) * len(checking.SHAPES_QUICK)
+    variants = [Variant.from_name(name) for name in ext.variants()]
+    expected = sum(len(checking.checks_for(v, checking.FEATURE_SHAPE_SETS["quick"] if v.features
+                                           else checking.SHAPES_QUICK)) for v in variants)
+    assert data["passed"] and len(data["rows"]) == expected
     assert {r["variant"].split("_")[0] for r in data["rows"]} == set(implemented_directions())
+    assert any("window" in r["shape"] for r in data["rows"]) and any("softcap" in r["shape"] for r in data["rows"])
 
 
 def test_a_wrong_kernel_is_caught(ext):
@@ -66,6 +70,17 @@ def test_bench_measures_ours_beside_sdpa(ext):
     assert ours.ms and ours.ms > 0 and ours.tflops > 1, ours
     assert all(r.ms is None and r.note or r.tflops > 0 for r in results)  # a number, or n/a with the reason
     print("\n" + bench.table(results))
+
+
+def test_bench_measures_a_feature_variant_with_a_window_and_softcap(ext):
+    variant = next(Variant.from_name(n) for n in ext.variants() if n.startswith("fwd_") and n.endswith("_local_softcap"))
+    windowed = bench.measure(ext, variant, 2048, reps=3, has_fwd=True, window=(256, 0))
+    assert windowed[0].backend == bench.OURS and windowed[0].tflops > 1 and windowed[0].asked == "window 256,0"
+    efficient = next(r for r in windowed if r.backend == "sdpa-efficient")  # the window as a boolean mask
+    assert efficient.ms or efficient.note
+    capped = bench.measure(ext, variant, 2048, reps=3, has_fwd=True, softcap=30.0)
+    assert capped[0].tflops > 1 and all(r.ms is None and "softcap" in r.note for r in capped[1:])
+    print("\n" + bench.table(windowed + capped))
 
 
 def test_bench_command_writes_json_csv_plot_and_compares(ext, tmp_path):
@@ -97,7 +112,7 @@ __global__ void oob_fwd_kernel(FwdParams params) {
   if (threadIdx.x == 0 && blockIdx.x == 0) params.lse[1ll << 40] = 1.0f;
 }
 
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal>
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {
   oob_fwd_kernel<<<1, 32, 0, stream>>>(params);
 }
@@ -112,7 +127,7 @@ def test_sanitize_fails_a_kernel_that_writes_out_of_bounds(tmp_path, monkeypatch
     monkeypatch.setenv("FLASHBUILD_ROOT", str(root))
     monkeypatch.setenv("FLASHBUILD_CACHE_DIR", str(tmp_path / "cache"))
     result = run_cli("test", "--hdim", "64", "--dtype", "fp16", "--arch", "native", "--direction", "fwd",
-                     "--causal", "off", "--shapes", "quick", "--sanitize")
+                     "--causal", "off", "--no-local", "--no-softcap", "--shapes", "quick", "--sanitize")
     print(result.output)
     assert result.exit_code == 1
     first = next(line for line in result.stdout.splitlines() if line.startswith("fwd_hdim64_fp16_sm"))

@@ -12,7 +12,7 @@ import flashbuild
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-SMALL = dict(dtype="fp16", arch="native", direction="fwd", causal="off")
+SMALL = dict(dtype="fp16", arch="native", direction="fwd", causal="off", features=[])
 
 
 def test_each_build_answers_with_its_own_table_and_kernels():
