@@ -60,13 +60,28 @@ struct BwdTraits {
   using Atom = MMA_Atom<MmaOp>;
   // S = Q K^T and dP = dO V^T over (block_m, block_n): warps 2 (rows) x 4 (cols).
   using TiledMmaSdP = TiledMMA<Atom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>;
-  // dV = P^T dO and dK = dS^T Q over (block_n, head_dim): warps 4 x 2.
-  using TiledMmadKV = TiledMMA<Atom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
-  // dQ = dS K over (block_m, head_dim): warps (block_m / 32) x the rest, so that each warp's tile
-  // is 32 rows high and square-ish (a 16-row tile would read the K operand twice as often).
-  static constexpr int kWarpsMdQ = kBlockM / 32 < kNWarps ? kBlockM / 32 : kNWarps;
-  using TiledMmadQ = TiledMMA<Atom, Layout<Shape<Int<kWarpsMdQ>, Int<kNWarps / kWarpsMdQ>, _1>>,
-                              Tile<Int<16 * kWarpsMdQ>, Int<16 * (kNWarps / kWarpsMdQ)>, _16>>;
+  // dV = P^T dO and dK = dS^T Q over (block_n, head_dim), and dQ = dS K over (block_m, head_dim):
+  // warps (rows / 32) x the rest, so that each warp's tile is 32 rows high and as square as the
+  // output allows. A warp reads (tile rows + tile cols) x k operand elements from shared memory
+  // per product, which is what bounds these kernels: at hdim 256, 4 x 2 warps over (64, 256)
+  // would read 50% more than 2 x 4.
+  // Where the columns do not divide among that many column warps (hdim 96 over 4), rows take more.
+  static constexpr int row_warps(int rows, int cols) {
+    int warps = std::min(rows / 32, kNWarps);
+    while (cols % (16 * (kNWarps / warps)) != 0 && warps < kNWarps && rows % (32 * warps) == 0) { warps *= 2; }
+    return warps;
+  }
+  template <int kRows, int kCols, int kRowWarps = row_warps(kRows, kCols)>
+  using RowTiledMma = TiledMMA<Atom, Layout<Shape<Int<kRowWarps>, Int<kNWarps / kRowWarps>, _1>>,
+                               Tile<Int<16 * kRowWarps>, Int<16 * (kNWarps / kRowWarps)>, _16>>;
+  using TiledMmadKV = RowTiledMma<kBlockN, kHeadDim>;
+  using TiledMmadQ = RowTiledMma<kBlockM, kHeadDim>;
+  // Every product's tile must divide its output: CuTe would not say so, the results would be wrong.
+  static_assert(kBlockM % 32 == 0 && kBlockN % 64 == 0, "S and dP tiles are 32 x 64");
+  static_assert(kBlockN % (16 * row_warps(kBlockN, kHeadDim)) == 0 &&
+                    kHeadDim % (16 * (kNWarps / row_warps(kBlockN, kHeadDim))) == 0, "dK/dV tile must divide the output");
+  static_assert(kBlockM % (16 * row_warps(kBlockM, kHeadDim)) == 0 &&
+                    kHeadDim % (16 * (kNWarps / row_warps(kBlockM, kHeadDim))) == 0, "dQ tile must divide the output");
 
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
   using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
