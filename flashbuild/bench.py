@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .errors import ResultsFormatError
-from .variants import Variant
+from .variants import Variant, feature_kwargs
 
 TOKENS = 16384
 MODEL_DIM = 2048
@@ -64,12 +64,7 @@ class Problem:
 
     def feature_kwargs(self) -> dict[str, Any]:
         """The raw functions' keywords for this problem's window and softcap (none for a plain one)."""
-        kwargs: dict[str, Any] = {}
-        if self.window != (-1, -1):
-            kwargs.update(window_size_left=self.window[0], window_size_right=self.window[1])
-        if self.softcap:
-            kwargs["softcap"] = self.softcap
-        return kwargs
+        return feature_kwargs(self.window, self.softcap)
 
 
 def problem(variant: Variant, seqlen: int, window: tuple[int, int] = (-1, -1), softcap: float = 0.0) -> Problem:

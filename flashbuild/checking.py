@@ -27,7 +27,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
-from .variants import Variant
+from .variants import Variant, feature_kwargs
 
 TOLERANCE_FACTOR = 2.0
 EPS = {"out": 1e-4, "lse": 1e-3, "dq": 1e-4, "dk": 1e-4, "dv": 1e-4}
@@ -70,13 +70,8 @@ class Shape:
         return label
 
     def feature_kwargs(self) -> dict[str, Any]:
-        """The raw functions' keywords for this check's window and softcap (none for a plain check)."""
-        kwargs: dict[str, Any] = {}
-        if self.window != (-1, -1):
-            kwargs.update(window_size_left=self.window[0], window_size_right=self.window[1])
-        if self.softcap:
-            kwargs["softcap"] = self.softcap
-        return kwargs
+        """The raw functions' keywords for this check's window and softcap (none for a plain one)."""
+        return feature_kwargs(self.window, self.softcap)
 
 
 SHAPES_FULL = (

@@ -37,6 +37,17 @@ FEATURE_BITS = {"local": 1, "softcap": 2}
 CONFIG_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "features")
 
 
+def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
+    """The binding's keywords for a call with this window_size and softcap: none when the call asks
+    for neither (so a plain build's functions are called exactly as before features existed)."""
+    kwargs: dict[str, Any] = {}
+    if tuple(window) != (-1, -1):
+        kwargs.update(window_size_left=window[0], window_size_right=window[1])
+    if softcap:
+        kwargs["softcap"] = softcap
+    return kwargs
+
+
 # ---------------------------------------------------------------- families
 
 @dataclass(frozen=True)
