@@ -76,6 +76,20 @@ std::string feature_flags(int needed_mask) {
   return flags;
 }
 
+// The flashbuild command that builds what this build holds plus what a call asked for.
+std::string rebuild_command(const char* direction, int hdim, const char* dtype, bool causal, int arch,
+                            int needed_features) {
+  bool any_causal = causal, any_noncausal = !causal;
+  for (bool c : table::kCausal) {
+    any_causal = any_causal || c;
+    any_noncausal = any_noncausal || !c;
+  }
+  const char* causal_flag = any_causal && any_noncausal ? "both" : (any_causal ? "on" : "off");
+  return "flashbuild --hdim " + axis_with(table::kHeadDims, hdim) + " --dtype " + axis_with(table::kDTypes, dtype) +
+         " --arch " + axis_with(table::kArchs, arch, "sm") + " --direction " + axis_with(table::kDirections, direction) +
+         " --causal " + causal_flag + feature_flags(needed_features);
+}
+
 // The message for a call this build cannot serve: what was asked, what the build holds, and the
 // command that builds both.
 [[noreturn]] void variant_not_built(const std::string& asked, const char* direction, int hdim, int user_hdim,
@@ -88,18 +102,7 @@ std::string feature_flags(int needed_mask) {
   if (!features_asked.empty()) msg += ", " + features_asked;
   msg += "). It holds: ";
   for (int i = 0; i < table::kNumVariants; ++i) msg += std::string(i ? ", " : "") + table::kVariants[i];
-  bool any_causal = causal, any_noncausal = !causal;
-  for (bool c : table::kCausal) {
-    any_causal = any_causal || c;
-    any_noncausal = any_noncausal || !c;
-  }
-  const char* causal_flag = any_causal && any_noncausal ? "both" : (any_causal ? "on" : "off");
-  const char* asked_dtype = dtype;
-  const char* asked_direction = direction;
-  msg += ". Build one that holds it with: flashbuild --hdim " + axis_with(table::kHeadDims, hdim) + " --dtype " +
-         axis_with(table::kDTypes, asked_dtype) + " --arch " + axis_with(table::kArchs, arch, "sm") +
-         " --direction " + axis_with(table::kDirections, asked_direction) + " --causal " + causal_flag +
-         feature_flags(needed_features);
+  msg += ". Build one that holds it with: " + rebuild_command(direction, hdim, dtype, causal, arch, needed_features);
   throw VariantNotBuilt(msg);
 }
 
@@ -230,11 +233,9 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
     std::string built = table::kNumFeatures ? "" : "none";
     for (int i = 0; i < table::kNumFeatures; ++i) built += std::string(i ? ", " : "") + table::kFeatures[i];
     throw VariantNotBuilt(std::string("flashbuild: this build has no ") + what + " (asked: " + features +
-                          "): it was built with " + flag + " (its features: " + built + "). Build it with: flashbuild" +
-                          " --hdim " + axis_with(table::kHeadDims, c.hdim) + " --dtype " +
-                          axis_with(table::kDTypes, dtype) + " --arch " + axis_with(table::kArchs, c.arch, "sm") +
-                          " --direction " + axis_with(table::kDirections, direction) + " --causal both" +
-                          feature_flags(c.features) + ", or call without " +
+                          "): it was built with " + flag + " (its features: " + built + "). Build it with: " +
+                          rebuild_command(direction, c.hdim, dtype, c.causal, c.arch, c.features) +
+                          ", or call without " +
                           ((missing & kLocal) ? "window_size" : "softcap"));
   }
   const std::string asked = c.features ? base + table::kFeatureSuffix : base;
