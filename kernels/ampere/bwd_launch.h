@@ -17,10 +17,13 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
                 "this head dim's backward tile does not fit this arch's shared memory (hdim 192/256 on sm86/sm89)");
 
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
-  if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
-  const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
-                      params.batch);
-  ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);
+  if (params.batch == 0 || params.nheads == 0) { return; }
+  if (params.seqlen_q > 0) {
+    const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
+                        params.batch);
+    ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);
+  }
+  // With no query rows the main kernel still runs: it writes the zero dK and dV of every key.
   if (params.seqlen_k > 0) {
     const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
     ampere::launch(&ampere::bwd_kernel<Traits, kIsCausal, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,

@@ -213,3 +213,13 @@ def test_kvcache_matches_flash_attn_func_on_the_cache_prefix(m, seqlen_q, causal
 def _spans(cu_seqlens):
     bounds = cu_seqlens.tolist()
     return list(zip(bounds[:-1], bounds[1:]))
+
+
+def test_backward_with_no_query_rows_gives_zero_dk_dv(m):
+    # No query sees the keys: their gradients are exactly zero, never unwritten memory.
+    poison_allocator()
+    q, k, v = randn(2, 0, 4, 64), randn(2, 37, 4, 64), randn(2, 37, 4, 64)
+    out, lse = m.ext.flash_attn_func(q, k, v, return_lse=True)
+    dq, dk, dv = m.ext.mha_bwd(torch.randn_like(out), q, k, v, out, lse)
+    assert dq.shape == q.shape
+    assert (dk == 0).all() and (dv == 0).all()
