@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from flashbuild.reference import attention_ref, hidden_keys  # noqa: E402
+from flashbuild.reference import apply_rotary, attention_ref, cache_slots, hidden_keys, kvcache_ref  # noqa: E402
 
 
 def visible(i, j, sq, sk, causal, window):
@@ -152,3 +152,93 @@ def test_softcap_in_low_precision_is_computed_in_that_precision_and_differentiab
     small = [t[:, :4, :, :4].double().requires_grad_() for t in (q, k, v)]  # float64 throughout (upcast=False)
     assert torch.autograd.gradcheck(
         lambda *t: attention_ref(*t, causal=True, upcast=False, softcap=1.5, window_size=(2, 0))[0], small)
+
+
+# ---------------------------------------------------------------- rotary embedding and the KV cache
+
+def rope_angles(positions: int, rotary_dim: int, base: float = 10000.0):
+    """cos, sin (positions, rotary_dim / 2) of the standard RoPE: angle i of position p is
+    p * base^(-2i / rotary_dim)."""
+    inv_freq = base ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+    angles = torch.arange(positions, dtype=torch.float64).view(-1, 1) * inv_freq
+    return angles.cos().float(), angles.sin().float()
+
+
+def test_rotary_on_one_pair_is_a_plane_rotation_in_both_layouts():
+    x = torch.tensor([[[[1.0, 2.0, 3.0, 4.0, 5.0]]]])  # head dim 5, rotary_dim 4: the last column passes through
+    theta = torch.tensor([[0.0, 0.0], [0.3, 1.1]])
+    at = torch.tensor([[1]])
+    got = apply_rotary(x, theta.cos(), theta.sin(), at, interleaved=True)[0, 0, 0]
+    c, s = theta[1].cos(), theta[1].sin()
+    want = [1 * c[0] - 2 * s[0], 2 * c[0] + 1 * s[0], 3 * c[1] - 4 * s[1], 4 * c[1] + 3 * s[1], 5.0]
+    torch.testing.assert_close(got, torch.tensor(want))
+    got = apply_rotary(x, theta.cos(), theta.sin(), at, interleaved=False)[0, 0, 0]  # pairs (0, 2), (1, 3)
+    want = [1 * c[0] - 3 * s[0], 2 * c[1] - 4 * s[1], 3 * c[0] + 1 * s[0], 4 * c[1] + 2 * s[1], 5.0]
+    torch.testing.assert_close(got, torch.tensor(want))
+    torch.testing.assert_close(apply_rotary(x, theta.cos(), theta.sin(), torch.tensor([[0]])), x)  # angle 0
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_rotary_keeps_norms_and_scores_depend_on_the_distance_only(interleaved):
+    cos, sin = rope_angles(64, 16)
+    q, k = torch.randn(1, 1, 1, 24), torch.randn(1, 1, 1, 24)  # rotary_dim 16 of head dim 24
+
+    def rot(x, p):
+        return apply_rotary(x, cos, sin, torch.tensor([[p]]), interleaved)
+
+    torch.testing.assert_close(rot(q, 37).norm(), q.norm())
+    torch.testing.assert_close(rot(q, 37)[..., 16:], q[..., 16:])
+    score = lambda m, n: (rot(q, m) * rot(k, n)).sum()  # noqa: E731
+    torch.testing.assert_close(score(10, 3), score(50, 43), atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(score(10, 3), score(10, 4), atol=1e-3)
+
+
+def test_rotary_layouts_are_the_same_rotation_of_permuted_columns():
+    cos, sin = rope_angles(32, 8)
+    x = torch.randn(2, 5, 3, 12)
+    positions = torch.randint(0, 32, (2, 5))
+    halves = torch.cat([torch.arange(0, 8, 2), torch.arange(1, 8, 2), torch.arange(8, 12)])  # interleaved -> halves
+    torch.testing.assert_close(apply_rotary(x, cos, sin, positions, True)[..., halves],
+                               apply_rotary(x[..., halves], cos, sin, positions, False))
+    assert apply_rotary(x.half(), cos, sin, positions).dtype == torch.float16
+    with pytest.raises(ValueError, match="rotary_dim"):
+        apply_rotary(x[..., :6], cos, sin, positions)
+
+
+def test_cache_slots_of_a_paged_and_a_batch_indexed_cache():
+    positions = torch.tensor([[0, 7, 8], [3, 15, 16]])
+    table = torch.tensor([[5, 2, 9], [1, 0, 4]])
+    block, row = cache_slots(positions, block_table=table, page_size=8)
+    assert block.tolist() == [[5, 5, 2], [1, 0, 4]] and row.tolist() == [[0, 7, 0], [3, 7, 0]]
+    block, row = cache_slots(positions, batch_rows=torch.tensor([3, 1]))
+    assert block.tolist() == [[3, 3, 3], [1, 1, 1]] and row.tolist() == positions.tolist()
+
+
+def test_kvcache_ref_appends_then_attends_over_the_prefix_and_leaves_its_inputs_alone():
+    q, k_cache, v_cache = torch.randn(2, 3, 4, 16), torch.randn(2, 20, 2, 16), torch.randn(2, 20, 2, 16)
+    k, v = torch.randn(2, 3, 2, 16), torch.randn(2, 3, 2, 16)
+    before = k_cache.clone()
+    lens, leftpad = torch.tensor([4, 11]), torch.tensor([0, 2])
+    out, lse, new_k, new_v = kvcache_ref(q, k_cache, v_cache, k, v, cache_seqlens=lens, cache_leftpad=leftpad,
+                                         causal=True)
+    assert torch.equal(k_cache, before)
+    assert torch.equal(new_k[0, 4:7], k[0]) and torch.equal(new_v[1, 11:14], v[1])
+    assert torch.equal(new_k[0, :4], before[0, :4]) and torch.equal(new_k[0, 7:], before[0, 7:])
+    for b, (start, end) in enumerate([(0, 7), (2, 14)]):
+        want, want_lse = attention_ref(q[b:b + 1], new_k[b:b + 1, start:end], new_v[b:b + 1, start:end], True)
+        torch.testing.assert_close(out[b:b + 1], want)
+        torch.testing.assert_close(lse[b:b + 1], want_lse)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_kvcache_ref_rotates_q_per_row_only_when_causal_or_windowed(causal):
+    cos, sin = rope_angles(16, 8)
+    q, cache = torch.randn(1, 3, 2, 8), torch.randn(1, 16, 2, 8)
+    k, v = torch.randn(1, 3, 2, 8), torch.randn(1, 3, 2, 8)
+    lens = torch.tensor([5])
+    out, *_ = kvcache_ref(q, cache, cache, k, v, cos, sin, lens, causal=causal)
+    offsets = torch.arange(3) if causal else torch.zeros(3, dtype=torch.long)
+    q_rot = apply_rotary(q, cos, sin, (5 + offsets).view(1, 3))
+    keys = torch.cat([cache[:, :5], apply_rotary(k, cos, sin, torch.arange(5, 8).view(1, 3))], dim=1)
+    values = torch.cat([cache[:, :5], v], dim=1)
+    torch.testing.assert_close(out, attention_ref(q_rot, keys, values, causal)[0])
