@@ -6,19 +6,30 @@
 
 #include "ampere/block_info.h"
 #include "ampere/features.h"
+#include "ampere/kv_cache.h"
 #include "ampere/softmax.h"
 #include "ampere/traits.h"
 
 namespace flashbuild::ampere {
 
-// kIsSplit: this CTA covers key blocks of split blockIdx.z % num_splits only and writes an fp32
-// partial result for the combine kernel (split-KV decoding). kFeatures: see flash/params.h.
-template <class Traits, bool kIsCausal, bool kIsSplit, int kFeatures>
+// What one launch of the forward kernel reads and writes.
+enum class FwdMode {
+  kFull,         // flash_attn_func / varlen: contiguous K/V, O and the LSE written directly
+  kDecode,       // split-KV with one split: K/V from a KV cache (ampere/kv_cache.h), O written directly
+  kDecodeSplit,  // split-KV: the KV cache, key blocks of split blockIdx.z % num_splits only, an fp32
+                 // partial result for the combine kernel
+};
+
+// kFeatures: see flash/params.h. Only the decode modes pay for the KV cache's addressing (a batch
+// row index, leftpad rows, a block-table lookup per key tile); kFull compiles without it.
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
 __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr bool kIsDecode = kMode != FwdMode::kFull;
+  constexpr bool kIsSplit = kMode == FwdMode::kDecodeSplit;
 
   extern __shared__ char smem[];
   const int tidx = threadIdx.x;
@@ -28,8 +39,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   const int batch = kIsSplit ? blockIdx.z / params.num_splits : blockIdx.z;
   const int split = kIsSplit ? blockIdx.z % params.num_splits : 0;
 
-  const SeqInfo info(batch, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k,
-                     params.seqused_k);
+  SeqInfo info(batch, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, params.seqused_k);
+  if constexpr (kIsDecode) { info.seqlen_k = decode_seqlen_k(params, batch); }
   if (m_block * kBlockM >= info.seqlen_q) { return; }  // a shorter sequence of a packed batch
   const int head_k = head / (params.nheads / params.nheads_k);
   const auto mask = make_mask<kIsCausal, kFeatures>(params, info.seqlen_q, info.seqlen_k);
@@ -60,6 +71,15 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));        // (N, D, nb)
   Tensor gV = local_tile(mV, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, 0));        // (N, D, nb)
   Tensor gO = local_tile(mO, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(m_block, 0));  // (M, D)
+  // Decoding reads each key tile from wherever the cache keeps it (a page of a paged cache, the
+  // cache row of cache_batch_idx, after the leftpad rows); the tile's rows are contiguous.
+  [[maybe_unused]] const CacheRow cache = kIsDecode ? CacheRow(params, batch) : CacheRow{};
+  auto cache_tile = [&](const void* base, int64_t head_stride, int64_t batch_stride, int64_t row_stride,
+                        CacheSlot slot) {
+    const Element* first =
+        static_cast<const Element*>(base) + head_k * head_stride + slot.offset(batch_stride, row_stride);
+    return make_tensor(make_gmem_ptr(first), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(row_stride, _1{}));
+  };
 
   // Shared tiles: Q, then single-buffered K and V. The output reuses Q's space at the end.
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
@@ -105,23 +125,52 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   OnlineSoftmax<kRows> softmax;
   clear(acc_o);
 
+  // Key tile n_block of K and V as this thread's share of the copy, and where a decoding call's
+  // cache keeps it (`slot`: unused by the plain forward).
+  auto slot_of = [&](int n_block) {
+    if constexpr (kIsDecode) {
+      return cache.key_slot(n_block * kBlockN);
+    } else {
+      return CacheSlot{};
+    }
+  };
+  auto k_tile = [&](int n_block, [[maybe_unused]] CacheSlot slot) {
+    if constexpr (kIsDecode) {
+      return gmem_thr_copy.partition_S(
+          cache_tile(params.k, params.k_head_stride, params.k_batch_stride, params.k_row_stride, slot));
+    } else {
+      return tKgK(_, _, _, n_block);
+    }
+  };
+  auto v_tile = [&](int n_block, [[maybe_unused]] CacheSlot slot) {
+    if constexpr (kIsDecode) {
+      return gmem_thr_copy.partition_S(
+          cache_tile(params.v, params.v_head_stride, params.v_batch_stride, params.v_row_stride, slot));
+    } else {
+      return tVgV(_, _, _, n_block);
+    }
+  };
+
   const int q_rows = info.seqlen_q - m_block * kBlockM;
   if (n_block_max > n_block_min) {
     // Key blocks run from the last to the first: only the first steps can need masking (and,
     // with a local window, the last ones).
     int n_block = n_block_max - 1;
+    CacheSlot slot = slot_of(n_block);
     copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
-    copy_rows(gmem_copy, tKgK(_, _, _, n_block), tKsK, tKVcKV, info.seqlen_k - n_block * kBlockN);
+    copy_rows(gmem_copy, k_tile(n_block, slot), tKsK, tKVcKV, info.seqlen_k - n_block * kBlockN);
     cp_async_fence();
 
     for (; n_block >= n_block_min; --n_block) {
+      // Decoding: the next tile's block-table lookup goes out now, long before K[n_block - 1] needs it.
+      const CacheSlot next_slot = n_block > n_block_min ? slot_of(n_block - 1) : slot;
       Tensor acc_s = partition_fragment_C(tiled_mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
       clear(acc_s);
       cp_async_wait<0>();
       __syncthreads();  // K[n_block] landed; every warp is done with V[n_block + 1]
 
       // V streams in while the tensor cores compute S = Q·K^T.
-      copy_rows(gmem_copy, tVgV(_, _, _, n_block), tVsV, tKVcKV, info.seqlen_k - n_block * kBlockN);
+      copy_rows(gmem_copy, v_tile(n_block, slot), tVsV, tKVcKV, info.seqlen_k - n_block * kBlockN);
       cp_async_fence();
       gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_copy_q,
                      smem_thr_copy_k);
@@ -134,9 +183,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
       __syncthreads();  // V[n_block] landed; every warp is done with K[n_block]
       // The next K streams in while we do the softmax and P·V.
       if (n_block > n_block_min) {
-        copy_rows(gmem_copy, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV, info.seqlen_k - (n_block - 1) * kBlockN);
+        copy_rows(gmem_copy, k_tile(n_block - 1, next_slot), tKsK, tKVcKV, info.seqlen_k - (n_block - 1) * kBlockN);
         cp_async_fence();
       }
+      slot = next_slot;
 
       softmax.update(acc_s, acc_o, score_scale.scale_log2);
       Tensor rP = convert_type<Element>(acc_s);

@@ -15,8 +15,8 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
   ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
-  ampere::launch(&ampere::fwd_kernel<Traits, kIsCausal, false, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes, stream,
-                 params);
+  ampere::launch(&ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kFull, kFeatures>, grid, Traits::kNThreads,
+                 Traits::kSmemBytes, stream, params);
 }
 
 }  // namespace flashbuild

@@ -1,7 +1,9 @@
-// Runtime flags -> template arguments for split-KV decoding: the forward kernel over one slice of
-// the keys per split, then the combine kernel. With one split the forward kernel writes O directly.
+// Runtime flags -> template arguments for split-KV decoding: the append kernel when the call adds
+// new keys (ampere/append_kv.h), the forward kernel over one slice of the keys per split, then the
+// combine kernel. With one split the forward kernel writes O directly.
 #pragma once
 
+#include "ampere/append_kv.h"
 #include "ampere/fwd_kernel.h"
 #include "ampere/splitkv_combine.h"
 #include "flash/splitkv_heuristic.h"
@@ -20,11 +22,14 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
     throw std::runtime_error("flashbuild: run_splitkv needs 1.." + std::to_string(kMaxSplits) + " splits, got " +
                              std::to_string(params.num_splits));
   }
-  if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
+  if (params.batch == 0) { return; }
+  // The new keys go into the cache even when no query row attends to them (seqlen_q = 0).
+  if (params.knew != nullptr) { ampere::run_append_kv<Element>(params, stream); }
+  if (params.seqlen_q == 0 || params.nheads == 0) { return; }
 
   const bool split = params.num_splits > 1;
-  auto kernel = split ? &ampere::fwd_kernel<Traits, kIsCausal, true, kFeatures>
-                      : &ampere::fwd_kernel<Traits, kIsCausal, false, kFeatures>;
+  auto kernel = split ? &ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kDecodeSplit, kFeatures>
+                      : &ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kDecode, kFeatures>;
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads,
                   params.batch * params.num_splits);
   ampere::launch(kernel, grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);

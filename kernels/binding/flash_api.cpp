@@ -126,30 +126,34 @@ int device_arch(const at::Tensor& t) {
   return best >= 0 ? best : cc;
 }
 
-void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  TORCH_CHECK(q.is_cuda() && k.is_cuda() && v.is_cuda(), "flashbuild: q, k and v must be CUDA tensors (got ",
+// q, k, v of one call; `k_name`/`v_name` name k and v in the messages (k_cache, v_cache for a KV
+// cache, whose batch may differ from q's: same_batch = false).
+void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::string& k_name = "k",
+               const std::string& v_name = "v", bool same_batch = true) {
+  const std::string qkv = "q, " + k_name + " and " + v_name, kv = k_name + " and " + v_name;
+  TORCH_CHECK(q.is_cuda() && k.is_cuda() && v.is_cuda(), "flashbuild: ", qkv, " must be CUDA tensors (got ",
               q.device(), ", ", k.device(), ", ", v.device(), "); move them with .cuda()");
-  TORCH_CHECK(q.device() == k.device() && q.device() == v.device(),
-              "flashbuild: q, k and v must be on the same device (got ", q.device(), ", ", k.device(), ", ",
-              v.device(), "); move k and v with .to(q.device)");
+  TORCH_CHECK(q.device() == k.device() && q.device() == v.device(), "flashbuild: ", qkv,
+              " must be on the same device (got ", q.device(), ", ", k.device(), ", ", v.device(), "); move ", kv,
+              " with .to(q.device)");
   const auto dt = q.scalar_type();
   TORCH_CHECK(dt == at::kHalf || dt == at::kBFloat16, "flashbuild: q must be float16 or bfloat16, got ", dt,
               "; convert with q.half() or q.bfloat16()");
-  TORCH_CHECK(k.scalar_type() == dt && v.scalar_type() == dt, "flashbuild: q, k and v must share one dtype (got ",
-              dt, ", ", k.scalar_type(), ", ", v.scalar_type(), "); convert k and v with .to(q.dtype)");
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
-              "flashbuild: q, k, v must be 4-D (batch, seqlen, nheads, head_dim); got ", q.sizes(), ", ",
-              k.sizes(), ", ", v.sizes());
-  TORCH_CHECK(q.size(0) == k.size(0) && k.sizes() == v.sizes(), "flashbuild: k and v must have the same shape and "
-              "the batch of q; got q ", q.sizes(), ", k ", k.sizes(), ", v ", v.sizes());
-  TORCH_CHECK(q.size(3) == k.size(3), "flashbuild: q and k must have the same head dim; got ", q.size(3), " and ",
-              k.size(3));
+  TORCH_CHECK(k.scalar_type() == dt && v.scalar_type() == dt, "flashbuild: ", qkv, " must share one dtype (got ",
+              dt, ", ", k.scalar_type(), ", ", v.scalar_type(), "); convert ", kv, " with .to(q.dtype)");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "flashbuild: ", qkv,
+              " must be 4-D (batch, seqlen, nheads, head_dim); got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  TORCH_CHECK((!same_batch || q.size(0) == k.size(0)) && k.sizes() == v.sizes(), "flashbuild: ", kv,
+              " must have the same shape", (same_batch ? " and the batch of q" : ""), "; got q ", q.sizes(), ", ",
+              k_name, " ", k.sizes(), ", ", v_name, " ", v.sizes());
+  TORCH_CHECK(q.size(3) == k.size(3), "flashbuild: q and ", k_name, " must have the same head dim; got ", q.size(3),
+              " and ", k.size(3));
   TORCH_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "flashbuild: the number of query heads (", q.size(2),
               ") must be a multiple of the number of key/value heads (", k.size(2), ")");
   TORCH_CHECK(q.size(3) > 0 && q.size(3) <= 256, "flashbuild: head dim must be in 1..256 (kernel sizes 32, 64, 96, "
               "128, 192, 256; smaller ones run padded), got ", q.size(3));
   for (const at::Tensor* t : {&q, &k, &v}) {
-    TORCH_CHECK(t->stride(-1) == 1, "flashbuild: the last dimension of q, k and v must be contiguous; call "
+    TORCH_CHECK(t->stride(-1) == 1, "flashbuild: the last dimension of ", qkv, " must be contiguous; call "
                 ".contiguous() first (got strides ", t->strides(), ")");
   }
 }
@@ -363,33 +367,165 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   return {unpad(out, c), lse};
 }
 
-// Decoding over a KV cache: few queries (seqlen_q 1-16) against cache_seqlens[b] keys of each
-// batch row, the keys split across CTAs when the batch alone does not fill the GPU.
-std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                                        const std::optional<at::Tensor>& cache_seqlens, bool causal,
-                                        std::optional<double> softmax_scale, int64_t num_splits,
-                                        const FeatureArgs& f) {
-  check_qkv(q_in, k_cache, v_cache);
-  if (cache_seqlens) {
-    TORCH_CHECK(cache_seqlens->is_cuda() && cache_seqlens->scalar_type() == at::kInt && cache_seqlens->dim() == 1 &&
-                    cache_seqlens->size(0) == q_in.size(0),
-                "flashbuild: cache_seqlens must be an int32 CUDA tensor of shape (batch,) = (", q_in.size(0), ",) (got ",
-                cache_seqlens->scalar_type(), " ", cache_seqlens->sizes(), " on ", cache_seqlens->device(),
-                "); convert with .to(torch.int32).to(q.device)");
+// flash-attn's optional arguments of flash_attn_with_kvcache, as the binding takes them.
+struct KVCacheArgs {
+  std::optional<at::Tensor> k, v;  // new keys and values, appended to the cache in place
+  std::optional<at::Tensor> cache_seqlens;
+  std::optional<at::Tensor> rotary_cos, rotary_sin;
+  std::optional<at::Tensor> cache_batch_idx, cache_leftpad, block_table;
+  bool rotary_interleaved = true;
+};
+
+// An int32 tensor of a KV-cache call with one entry (or row) per batch row of q.
+void check_index(const at::Tensor& t, const char* name, const at::Tensor& q, int dims, const char* shape) {
+  TORCH_CHECK(t.scalar_type() == at::kInt, "flashbuild: ", name, " must be int32, got ", t.scalar_type(),
+              "; convert it with .to(torch.int32)");
+  TORCH_CHECK(t.device() == q.device(), "flashbuild: ", name, " must be on q's device ", q.device(), " (got ",
+              t.device(), "); move it with .to(q.device)");
+  TORCH_CHECK(t.dim() == dims && t.size(0) == q.size(0), "flashbuild: ", name, " must have shape ", shape,
+              " with batch = ", q.size(0), " (q's); got ", t.sizes());
+  TORCH_CHECK(t.stride(-1) == 1, "flashbuild: ", name, " must be contiguous; call .contiguous() first (got strides ",
+              t.strides(), ")");
+}
+
+// What the checks of a KV-cache call found out about its cache.
+struct CacheShape {
+  bool paged;
+  int page_size;   // paged only
+  int capacity;    // the positions one batch row's cache holds
+  int seqlen_new;  // appended keys per row (0: none)
+  int rotary_dim;  // 0: no rotary
+};
+
+// The KV-cache arguments beyond q, k_cache and v_cache (check_qkv's), each error naming the argument,
+// what was given and the fix. kernel_hdim: the kernel size the head dim runs on.
+CacheShape check_kvcache_args(const at::Tensor& q, const at::Tensor& k_cache, const KVCacheArgs& a, int kernel_hdim) {
+  CacheShape g{};
+  const int64_t batch = q.size(0), nheads_k = k_cache.size(2), head_dim = q.size(3);
+  g.paged = a.block_table.has_value();
+  if (g.paged) {
+    check_index(*a.block_table, "block_table", q, 2, "(batch, max_pages_per_sequence)");
+    TORCH_CHECK(!a.cache_batch_idx && !a.cache_leftpad, "flashbuild: a paged KV cache (block_table) does not take ",
+                (a.cache_batch_idx ? "cache_batch_idx" : "cache_leftpad"), " (flash-attn does not either): its "
+                "block table already says where each row's keys are; pass ",
+                (a.cache_batch_idx ? "cache_batch_idx" : "cache_leftpad"), "=None");
+    g.page_size = int(k_cache.size(1));
+    const int block_n = splitkv_block_n(kernel_hdim);
+    TORCH_CHECK(g.page_size > 0 && g.page_size % block_n == 0, "flashbuild: a paged KV cache needs a page size "
+                "(k_cache.size(1)) that is a multiple of ", block_n, ", the split-KV kernel's key block at head dim ",
+                kernel_hdim, " (so that no key tile straddles two pages); got k_cache ", k_cache.sizes(),
+                ", page size ", g.page_size, ". Use a page size of ", block_n, ", ", 2 * block_n, ", ", 3 * block_n,
+                ", ... (256, flash-attn's rule, works at every head dim)");
+    g.capacity = int(a.block_table->size(1) * g.page_size);
+  } else {
+    if (a.cache_batch_idx) {
+      check_index(*a.cache_batch_idx, "cache_batch_idx", q, 1, "(batch,)");
+    } else {
+      TORCH_CHECK(k_cache.size(0) == batch, "flashbuild: k_cache and v_cache must have q's batch (", batch,
+                  ") rows; got k_cache ", k_cache.sizes(), ". Pass cache_batch_idx (int32, (batch,)) to pick rows "
+                  "of a larger cache");
+    }
+    g.capacity = int(k_cache.size(1));
   }
+  if (a.cache_seqlens) check_index(*a.cache_seqlens, "cache_seqlens", q, 1, "(batch,)");
+  if (a.cache_leftpad) check_index(*a.cache_leftpad, "cache_leftpad", q, 1, "(batch,)");
+
+  TORCH_CHECK(a.k.has_value() == a.v.has_value(), "flashbuild: new keys and values are appended together: got ",
+              (a.k ? "k" : "v"), " without ", (a.k ? "v" : "k"), "; pass both k= and v= (batch, seqlen_new, nheads_k, "
+              "head_dim), or neither");
+  if (a.k) {
+    const at::Tensor &k = *a.k, &v = *a.v;
+    for (const at::Tensor* t : {&k, &v}) {
+      const char* name = t == &k ? "k" : "v";
+      TORCH_CHECK(t->device() == q.device() && t->scalar_type() == q.scalar_type(), "flashbuild: ", name,
+                  " (the new ", (t == &k ? "keys" : "values"), ") must have q's dtype and device (", q.scalar_type(),
+                  ", ", q.device(), "); got ", t->scalar_type(), " on ", t->device(), "; convert with .to(q)");
+      TORCH_CHECK(t->dim() == 4 && t->size(0) == batch && t->size(2) == nheads_k && t->size(3) == head_dim,
+                  "flashbuild: ", name, " must have shape (batch, seqlen_new, nheads_k, head_dim) = (", batch,
+                  ", seqlen_new, ", nheads_k, ", ", head_dim, "); got ", t->sizes());
+      TORCH_CHECK(t->stride(-1) == 1, "flashbuild: the last dimension of ", name, " must be contiguous; call "
+                  ".contiguous() first (got strides ", t->strides(), ")");
+    }
+    TORCH_CHECK(k.sizes() == v.sizes(), "flashbuild: k and v must have the same shape; got ", k.sizes(), " and ",
+                v.sizes());
+    TORCH_CHECK(a.cache_seqlens.has_value(), "flashbuild: appending k and v needs cache_seqlens (where each row's "
+                "new keys go); pass cache_seqlens= (an int, or int32 (batch,))");
+    TORCH_CHECK(k.size(1) <= g.capacity, "flashbuild: k and v append ", k.size(1), " keys per row, more than the "
+                "cache holds (", g.capacity, " positions); make the cache larger");
+    g.seqlen_new = int(k.size(1));
+  }
+
+  TORCH_CHECK(a.rotary_cos.has_value() == a.rotary_sin.has_value(), "flashbuild: rotary embedding needs both "
+              "rotary_cos and rotary_sin; got only ", (a.rotary_cos ? "rotary_cos" : "rotary_sin"));
+  if (a.rotary_cos) {
+    TORCH_CHECK(a.k.has_value(), "flashbuild: rotary_cos/rotary_sin rotate the appended keys and q, so they need k= "
+                "and v= (flash-attn's rule); without new keys, rotate q yourself and pass rotary_cos=None, "
+                "rotary_sin=None");
+    const at::Tensor &cos = *a.rotary_cos, &sin = *a.rotary_sin;
+    for (const at::Tensor* t : {&cos, &sin}) {
+      const char* name = t == &cos ? "rotary_cos" : "rotary_sin";
+      TORCH_CHECK(t->device() == q.device() && t->scalar_type() == q.scalar_type(), "flashbuild: ", name,
+                  " must have q's dtype and device (", q.scalar_type(), ", ", q.device(), "); got ", t->scalar_type(),
+                  " on ", t->device(), "; convert with .to(q)");
+      TORCH_CHECK(t->dim() == 2 && t->sizes() == cos.sizes(), "flashbuild: rotary_cos and rotary_sin must both be "
+                  "(seqlen_ro, rotary_dim / 2); got ", cos.sizes(), " and ", sin.sizes());
+      TORCH_CHECK(t->is_contiguous(), "flashbuild: ", name, " must be contiguous; call .contiguous() first (got "
+                  "strides ", t->strides(), ")");
+    }
+    g.rotary_dim = int(2 * cos.size(1));
+    TORCH_CHECK(g.rotary_dim > 0 && g.rotary_dim <= head_dim, "flashbuild: rotary_cos is (seqlen_ro, rotary_dim / 2) "
+                "with 0 < rotary_dim <= head_dim (", head_dim, "); got ", cos.sizes(), ", rotary_dim ", g.rotary_dim);
+    TORCH_CHECK(cos.size(0) >= g.capacity, "flashbuild: rotary_cos/rotary_sin have ", cos.size(0), " positions, "
+                "fewer than the cache's ", g.capacity, "; give one row of angles per cache position");
+  }
+  return g;
+}
+
+// A padded head dim runs on a zero-padded copy of the cache, so the appended rows land in the copy;
+// this writes them back to the caller's cache (torch indexing: the kernels only know the copy).
+void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, const KVCacheArgs& a, const CacheShape& g,
+                         int batch) {
+  const auto longs = a.cache_seqlens->options().dtype(at::kLong);
+  const at::Tensor pos = a.cache_seqlens->to(at::kLong).unsqueeze(1) + at::arange(g.seqlen_new, longs).unsqueeze(0);
+  at::Tensor block, row;
+  if (g.paged) {
+    block = a.block_table->to(at::kLong).gather(1, at::div(pos, g.page_size, "floor"));
+    row = at::remainder(pos, g.page_size);
+  } else {
+    const at::Tensor rows = a.cache_batch_idx ? a.cache_batch_idx->to(at::kLong) : at::arange(batch, longs);
+    block = rows.unsqueeze(1).expand_as(pos);
+    row = pos;
+  }
+  cache.index_put_({block, row}, padded.index({block, row}).narrow(-1, 0, cache.size(-1)));
+}
+
+// Decoding over a KV cache: few queries (seqlen_q 1-16) against cache_seqlens[b] keys of each
+// batch row, the keys split across CTAs when the batch alone does not fill the GPU. With k and v,
+// first appends them to the cache in place (rotated with rotary_cos/sin, which rotate q too).
+std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                        const KVCacheArgs& a, bool causal, std::optional<double> softmax_scale,
+                                        int64_t num_splits, const FeatureArgs& f) {
+  check_qkv(q_in, k_cache, v_cache, "k_cache", "v_cache", /*same_batch=*/false);
   TORCH_CHECK(num_splits >= 0 && num_splits <= kMaxSplits, "flashbuild: num_splits must be 0 (auto) to ",
               kMaxSplits, ", got ", num_splits);
   const int batch = q_in.size(0), seqlen_q = q_in.size(1), nheads = q_in.size(2), nheads_k = k_cache.size(2);
+  const CacheShape g = check_kvcache_args(q_in, k_cache, a, kernel_head_dim(q_in.size(3)));
   // One query row sees the whole cache either way, so causal only matters for seqlen_q > 1; then
   // the query heads sharing a K/V head become rows of one block, and each CTA reads K/V once for
   // all of them.
   const bool single_row = seqlen_q == 1;
-  const Call c = resolve("splitkv", q_in, causal && !single_row, softmax_scale, f, seqlen_q, k_cache.size(1));
+  const Call c = resolve("splitkv", q_in, causal && !single_row, softmax_scale, f, seqlen_q, g.capacity);
   c10::cuda::CUDAGuard device_guard(q_in.device());
   // Packed rows would be taken for query positions by a local window's mask.
   const bool pack = single_row && nheads > nheads_k && !(c.features & kLocal);
   const int group = nheads / nheads_k;
-  at::Tensor q = pad_head_dim(q_in, c.hdim);
+  // The kernels read (and append to) the cache itself, or a zero-padded copy for a padded head dim.
+  const at::Tensor k = pad_head_dim(k_cache, c.hdim), v = pad_head_dim(v_cache, c.hdim);
+  at::Tensor q = pad_head_dim(q_in, c.hdim), q_unrotated;
+  if (g.rotary_dim) {  // the append kernel writes q rotated into a scratch copy, which the attention reads
+    q_unrotated = q.contiguous();
+    q = at::empty_like(q_unrotated);
+  }
   at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
   at::Tensor out_rows = out, lse;
   if (pack) {  // (b, 1, h, d) -> (b, group, h_k, d): query head kh * group + j becomes row j of head kh
@@ -399,9 +535,33 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   } else {
     lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
   }
-  const at::Tensor k = pad_head_dim(k_cache, c.hdim), v = pad_head_dim(v_cache, c.hdim);
-  FwdParams p = fwd_params(c, q, k, v, out_rows, lse, batch, q.size(1), k.size(1));
-  if (cache_seqlens) p.seqused_k = cache_seqlens->data_ptr<int>();
+  FwdParams p = fwd_params(c, q, k, v, out_rows, lse, batch, q.size(1), g.capacity);
+  if (a.cache_seqlens) p.seqused_k = a.cache_seqlens->data_ptr<int>();
+  if (a.cache_batch_idx) p.cache_batch_idx = a.cache_batch_idx->data_ptr<int>();
+  if (a.cache_leftpad) p.cache_leftpad = a.cache_leftpad->data_ptr<int>();
+  if (g.paged) {
+    p.block_table = a.block_table->data_ptr<int>();
+    p.block_table_batch_stride = a.block_table->stride(0);
+    p.page_size = g.page_size;
+  }
+  at::Tensor knew, vnew;
+  if (a.k) {  // even with no new rows: the append kernel is what rotates q
+    knew = pad_head_dim(*a.k, c.hdim), vnew = pad_head_dim(*a.v, c.hdim);
+    const Strides sk = strides_of(knew), sv = strides_of(vnew);
+    p.knew = knew.data_ptr(), p.vnew = vnew.data_ptr(), p.seqlen_knew = g.seqlen_new;
+    p.knew_batch_stride = sk.batch, p.knew_row_stride = sk.row, p.knew_head_stride = sk.head;
+    p.vnew_batch_stride = sv.batch, p.vnew_row_stride = sv.row, p.vnew_head_stride = sv.head;
+  }
+  if (g.rotary_dim) {
+    p.rotary_cos = a.rotary_cos->data_ptr(), p.rotary_sin = a.rotary_sin->data_ptr();
+    p.rotary_dim = g.rotary_dim, p.rotary_interleaved = a.rotary_interleaved;
+    // flash-attn's rule: causal or local calls rotate query i at cache_seqlens + i, others all at
+    // cache_seqlens (a window side as long as the cache bounds nothing).
+    const auto bounds = [&](int64_t side) { return side >= 0 && side < g.capacity; };
+    p.rotary_q_per_row = c.causal || bounds(f.window_left) || bounds(f.window_right);
+    p.q_unrotated = q_unrotated.data_ptr(), p.q_rotated = q.data_ptr();
+    p.rotary_q_seqlen = seqlen_q, p.rotary_q_nheads = nheads;
+  }
   const int num_sms = at::cuda::getDeviceProperties(q.get_device())->multiProcessorCount;
   p.num_splits = num_splits > 0 ? int(num_splits)
                                 : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
@@ -416,6 +576,10 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
+  if (g.seqlen_new && c.hdim != c.user_hdim) {
+    write_back_appended(k_cache, k, a, g, batch);
+    write_back_appended(v_cache, v, a, g, batch);
+  }
   if (pack) lse = lse.view({batch, nheads, 1});
   return {unpad(out, c), lse};
 }
@@ -602,16 +766,30 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "mha_fwd_kvcache",
       [=](const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
           const std::optional<at::Tensor>& cache_seqlens, bool causal, std::optional<double> softmax_scale,
-          int64_t num_splits, int64_t window_size_left, int64_t window_size_right, double softcap) {
-        return flashbuild::mha_fwd_kvcache(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits,
+          int64_t num_splits, int64_t window_size_left, int64_t window_size_right, double softcap,
+          const std::optional<at::Tensor>& k, const std::optional<at::Tensor>& v,
+          const std::optional<at::Tensor>& rotary_cos, const std::optional<at::Tensor>& rotary_sin,
+          const std::optional<at::Tensor>& cache_batch_idx, const std::optional<at::Tensor>& cache_leftpad,
+          const std::optional<at::Tensor>& block_table, bool rotary_interleaved) {
+        const flashbuild::KVCacheArgs args{k, v, cache_seqlens, rotary_cos, rotary_sin, cache_batch_idx,
+                                           cache_leftpad, block_table, rotary_interleaved};
+        return flashbuild::mha_fwd_kvcache(q, k_cache, v_cache, args, causal, softmax_scale, num_splits,
                                            feature_args(window_size_left, window_size_right, softcap));
       },
       "Decoding: q (batch, seqlen_q, nheads, head_dim) against k_cache/v_cache (batch, seqlen_cache, nheads_k, "
       "head_dim), the first cache_seqlens[b] keys of each row (all when None); split-KV with num_splits splits "
-      "(0: chosen from the SM count). Returns [out, lse].",
+      "(0: chosen from the SM count). k/v (batch, seqlen_new, nheads_k, head_dim) are first written into the "
+      "cache in place at rows cache_seqlens[b].., then attended to; rotary_cos/rotary_sin (seqlen_ro, rotary_dim / "
+      "2) rotate them and q (rotary_interleaved: GPT-J pairs, else GPT-NeoX halves); cache_batch_idx picks cache "
+      "rows, cache_leftpad skips leading rows, block_table (batch, max_pages) reads a paged cache "
+      "(num_pages, page_size, nheads_k, head_dim). Returns [out, lse]. Int tensors are int32 on q's device.",
       py::arg("q"), py::arg("k_cache"), py::arg("v_cache"), py::arg("cache_seqlens") = py::none(),
       py::arg("causal") = false, py::arg("softmax_scale") = py::none(), py::arg("num_splits") = 0,
-      py::arg("window_size_left") = -1, py::arg("window_size_right") = -1, py::arg("softcap") = 0.0);
+      py::arg("window_size_left") = -1, py::arg("window_size_right") = -1, py::arg("softcap") = 0.0,
+      py::arg("k") = py::none(), py::arg("v") = py::none(), py::arg("rotary_cos") = py::none(),
+      py::arg("rotary_sin") = py::none(), py::arg("cache_batch_idx") = py::none(),
+      py::arg("cache_leftpad") = py::none(), py::arg("block_table") = py::none(),
+      py::arg("rotary_interleaved") = true);
   m.def("variants", &flashbuild::variants, "The variants this build holds, by canonical name.");
   m.def("features", &flashbuild::features, "The features compiled into this build (local, softcap).");
   m.def("build_key", [] { return std::string(flashbuild::build_table::kBuildKey); });

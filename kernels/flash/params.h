@@ -58,6 +58,48 @@ struct FwdParams {
   int num_splits;
   float* __restrict__ o_accum;
   float* __restrict__ lse_accum;
+
+  // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of
+  // cache row cache_batch_idx[b] (b when null), skipping its first cache_leftpad[b] rows (0 when
+  // null), so it sees seqused_k[b] + seqlen_knew - cache_leftpad[b] keys. With a block_table the
+  // cache is paged instead: k/v are (num_pages, page_size, nheads_k, head_dim), the batch strides
+  // step from page to page, and cache position p of row b lives in page
+  // block_table[b * block_table_batch_stride + p / page_size], row p % page_size. page_size is a
+  // multiple of the split-KV key block (flash/splitkv_heuristic.h), so no key tile straddles two
+  // pages; the binding refuses cache_batch_idx and cache_leftpad with a block table.
+  const int* __restrict__ cache_batch_idx;
+  const int* __restrict__ cache_leftpad;
+  const int* __restrict__ block_table;
+  int64_t block_table_batch_stride;
+  int page_size;
+
+  // Appending (knew non-null; seqused_k is then set): knew/vnew (batch, seqlen_knew, nheads_k,
+  // head_dim) are written into the cache at positions seqused_k[b] .. seqused_k[b] + seqlen_knew - 1
+  // (cache positions, leftpad rows included) before the attention reads it. seqused_k is not changed:
+  // the caller advances its own lengths, as with flash-attn.
+  const void* __restrict__ knew;
+  const void* __restrict__ vnew;
+  int64_t knew_batch_stride, knew_row_stride, knew_head_stride;
+  int64_t vnew_batch_stride, vnew_row_stride, vnew_head_stride;
+  int seqlen_knew;
+
+  // Rotary embedding (rotary_dim > 0, only with knew): rotary_cos/rotary_sin are contiguous
+  // (seqlen_ro, rotary_dim / 2) in the element type. Column pairs (2i, 2i + 1) rotate by angle i
+  // when rotary_interleaved (GPT-J), pairs (i, i + rotary_dim / 2) otherwise (GPT-NeoX); columns
+  // from rotary_dim on pass through. New key i of row b is rotated at position seqused_k[b] + i; query
+  // row i at seqused_k[b] + i when rotary_q_per_row (causal or local calls), else at seqused_k[b].
+  // q is not rotated in place: q_unrotated (contiguous (batch, rotary_q_seqlen, rotary_q_nheads,
+  // head_dim)) is written rotated to q_rotated (the same shape), and `q` above views q_rotated (GQA
+  // packing included).
+  const void* __restrict__ rotary_cos;
+  const void* __restrict__ rotary_sin;
+  int rotary_dim;
+  bool rotary_interleaved;
+  bool rotary_q_per_row;
+  const void* __restrict__ q_unrotated;
+  void* __restrict__ q_rotated;
+  int rotary_q_seqlen;
+  int rotary_q_nheads;
 };
 
 // Backward attention, three kernels in run_bwd: dsum = rowsum(dO * O) (the softmax-gradient
@@ -119,7 +161,8 @@ void run_bwd(const BwdParams& params, cudaStream_t stream);
 
 // Split-KV forward for decoding (short seqlen_q, long K/V cache). params.num_splits comes from
 // choose_num_splits (flash/splitkv_heuristic.h); with more than one split, o_accum and lse_accum
-// hold that many partial results.
+// hold that many partial results. With knew set it first appends the new keys and values to the
+// cache (and rotates them and q when rotary_dim > 0), on the same stream.
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream);
 
