@@ -15,8 +15,14 @@ What the wrapper adds to the raw functions:
   raw function as window_size_left, window_size_right and softcap keywords. Whether the build
   holds them is the binding's call: a build with a feature compiled out (--no-local,
   --no-softcap) raises VariantNotBuiltError from the binding, naming the rebuild command.
-- Features our kernels lack (dropout, ALiBi, paged or appended KV cache, rotary, deterministic
-  backward) raise UnsupportedFeatureError instead of being ignored.
+- Features our kernels lack (dropout, ALiBi, deterministic backward) raise
+  UnsupportedFeatureError instead of being ignored.
+- flash_attn_with_kvcache takes all of flash-attn 2's KV-cache arguments: k/v appended to the cache
+  in place (so its op declares k_cache and v_cache mutated), rotary_cos/rotary_sin,
+  cache_batch_idx, cache_leftpad and a paged cache (block_table). Combinations flash-attn refuses
+  (rotary without k/v, k without v or cache_seqlens, block_table with cache_batch_idx or
+  cache_leftpad) and an int cache_seqlens that leaves no room for k are InvalidArgumentError here,
+  before any kernel; shapes, dtypes and devices are the binding's checks.
 - The LSE output carries no gradient (as in flash-attn, whose backward ignores it): it is marked
   non-differentiable, so a loss of the LSE alone says "does not require grad" instead of returning
   a wrong zero gradient.
@@ -198,31 +204,35 @@ def _define(ns: str, ext: Any) -> list:
     varlen_fwd.register_autograd(varlen_backward, setup_context=varlen_setup)
 
     # ------------------------------------------------ decode: q against a KV cache (forward only)
-    @op(f"{ns}::fwd_kvcache", mutates_args=())
-    def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor], causal: bool,
-                    softmax_scale: Optional[float], num_splits: int, window_size_left: int, window_size_right: int,
-                    softcap: float) -> Tuple[Tensor, Tensor]:
+    # k, v (new keys and values) are written into k_cache and v_cache in place: the op mutates them.
+    @op(f"{ns}::fwd_kvcache", mutates_args=("k_cache", "v_cache"))
+    def fwd_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Optional[Tensor], v: Optional[Tensor],
+                    rotary_cos: Optional[Tensor], rotary_sin: Optional[Tensor], cache_seqlens: Optional[Tensor],
+                    cache_batch_idx: Optional[Tensor], cache_leftpad: Optional[Tensor], block_table: Optional[Tensor],
+                    causal: bool, softmax_scale: Optional[float], rotary_interleaved: bool, num_splits: int,
+                    window_size_left: int, window_size_right: int, softcap: float) -> Tuple[Tensor, Tensor]:
+        # Only the arguments a call uses, as keywords: a call without them reaches the binding as before.
+        cache_kwargs = {name: t for name, t in (("k", k), ("v", v), ("rotary_cos", rotary_cos),
+                                                ("rotary_sin", rotary_sin), ("cache_batch_idx", cache_batch_idx),
+                                                ("cache_leftpad", cache_leftpad), ("block_table", block_table))
+                        if t is not None}
+        if rotary_cos is not None:
+            cache_kwargs["rotary_interleaved"] = rotary_interleaved
         out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
             q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits,
-            **features(window_size_left, window_size_right, softcap))
+            **features(window_size_left, window_size_right, softcap), **cache_kwargs)
         return out.contiguous(), lse.contiguous()
 
     @fwd_kvcache.register_fake
-    def _(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits, window_size_left, window_size_right,
+    def _(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+          block_table, causal, softmax_scale, rotary_interleaved, num_splits, window_size_left, window_size_right,
           softcap):
         batch, seqlen_q, nheads, _ = q.shape
         return (q.new_empty((batch, seqlen_q, nheads, v_cache.shape[-1])),
                 q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32))
 
-    def kvcache_setup(ctx, inputs, output):
-        ctx.mark_non_differentiable(output[1])
-
-    def kvcache_backward(ctx, dout, _dlse):
-        raise _unsupported("backward through flash_attn_with_kvcache", "a gradient of its output",
-                           "it is a decode (inference) kernel: call it under torch.no_grad(), or use "
-                           "flash_attn_func for training")
-
-    fwd_kvcache.register_autograd(kvcache_backward, setup_context=kvcache_setup)
+    # No autograd formula: torch.library takes none for an op that mutates its inputs. The wrapper
+    # turns a backward through the output into a clear UnsupportedFeatureError (_forward_only).
 
     return [fwd, bwd, varlen_fwd, varlen_bwd, fwd_kvcache]
 
@@ -373,34 +383,98 @@ class AttentionOps:
         cache_seqlens[b] rows of k_cache, v_cache (batch, seqlen_cache, nheads_k, head_dim);
         cache_seqlens is an int, an int tensor (batch,), or None (the whole cache). The split-KV
         kernel chooses its number of splits when num_splits=0. causal and window_size align to the
-        bottom-right of each row's cache_seqlens keys; softcap as in flash_attn_func. Returns out, or (out, lse) with
-        return_softmax_lse=True; lse is (batch, nheads, seqlen_q) float32. Forward only."""
-        if k is not None or v is not None:
-            raise _unsupported("appending new keys/values to the cache (k=, v=)",
-                               f"k={_describe(k)}, v={_describe(v)}",
-                               "write them into k_cache/v_cache yourself and pass k=None, v=None")
-        if rotary_cos is not None or rotary_sin is not None:
-            raise _unsupported("rotary embedding", f"rotary_cos={_describe(rotary_cos)}, "
-                               f"rotary_sin={_describe(rotary_sin)}", "apply rotary to q and k first")
-        if cache_batch_idx is not None:
-            raise _unsupported("cache_batch_idx", f"cache_batch_idx={_describe(cache_batch_idx)}",
-                               "index the cache yourself (k_cache[idx]) and pass cache_batch_idx=None")
-        if cache_leftpad is not None:
-            raise _unsupported("cache_leftpad", f"cache_leftpad={_describe(cache_leftpad)}",
-                               "pass cache_leftpad=None (cache rows start at 0)")
-        if block_table is not None:
-            raise _unsupported("a paged KV cache (block_table)", f"block_table={_describe(block_table)}",
-                               "pass a contiguous (batch, seqlen_cache, nheads_k, head_dim) cache")
+        bottom-right of each row's keys; softcap as in flash_attn_func. Returns out, or (out, lse) with
+        return_softmax_lse=True; lse is (batch, nheads, seqlen_q) float32. Forward only.
+
+        flash-attn 2's cache arguments:
+        - k, v (batch, seqlen_new, nheads_k, head_dim): written into k_cache/v_cache in place at rows
+          cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1, then attended to (row b sees
+          cache_seqlens[b] + seqlen_new keys). cache_seqlens is not changed: advance it yourself. The
+          cache must have room (checked here for an int cache_seqlens only).
+        - rotary_cos, rotary_sin (seqlen_ro >= the cache's positions, rotary_dim / 2), q's dtype: rotate
+          the new keys at their positions, and q (not in place) at cache_seqlens[b] + i when causal or
+          windowed, else every query at cache_seqlens[b]. rotary_interleaved=True pairs columns
+          (2i, 2i + 1) (GPT-J), False pairs (i, i + rotary_dim / 2) (GPT-NeoX); columns from rotary_dim on
+          pass through. Needs k and v.
+        - cache_batch_idx (batch,): row b uses cache row cache_batch_idx[b].
+        - cache_leftpad (batch,): row b's keys start at cache row cache_leftpad[b] (rotary positions stay
+          cache positions).
+        - block_table (batch, max_pages) with k_cache/v_cache (num_pages, page_size, nheads_k, head_dim):
+          a paged cache; position p of row b is row p % page_size of page block_table[b, p // page_size].
+          page_size must be a multiple of the split-KV key block (128 for head dims up to 128, else 64;
+          flash-attn's 256 always works). Not with cache_batch_idx or cache_leftpad.
+        Index tensors may be any integer dtype and device: they are passed as int32 on q's device."""
         _check_common(0.0, alibi_slopes)
         window, softcap = _window(window_size), _softcap(softcap)
-        q, k_cache, v_cache = (_contiguous_last_dim(t) for t in (q, k_cache, v_cache))
+        _check_kvcache_args(k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                            cache_leftpad, block_table, rotary_interleaved)
+        q = _contiguous_last_dim(q)
+        if k is None:  # read only: a copy with a unit head-dim stride serves as well
+            k_cache, v_cache = _contiguous_last_dim(k_cache), _contiguous_last_dim(v_cache)
+        else:
+            k, v = _contiguous_last_dim(k), _contiguous_last_dim(v)
         if isinstance(cache_seqlens, int):
             cache_seqlens = torch.full((q.shape[0],), cache_seqlens, dtype=torch.int32, device=q.device)
-        elif cache_seqlens is not None:
-            cache_seqlens = _int32_on(cache_seqlens, q.device)
-        out, lse = self.ops.fwd_kvcache(q, k_cache, v_cache, cache_seqlens, causal, softmax_scale, num_splits, *window,
-                                        softcap)
+        cache_seqlens, cache_batch_idx, cache_leftpad, block_table = (
+            None if t is None else _int32_on(t, q.device)
+            for t in (cache_seqlens, cache_batch_idx, cache_leftpad, block_table))
+        rotary_cos, rotary_sin = (None if t is None else t.contiguous() for t in (rotary_cos, rotary_sin))
+        out, lse = self.ops.fwd_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                        cache_batch_idx, cache_leftpad, block_table, causal, softmax_scale,
+                                        rotary_interleaved, num_splits, *window, softcap)
+        out, lse = _forward_only(out), lse.detach()  # the LSE carries no gradient, as in flash_attn_func
         return (out, lse) if return_softmax_lse else out
+
+
+def _no_backward(grad: Tensor) -> None:
+    raise _unsupported("backward through flash_attn_with_kvcache", "a gradient of its output",
+                       "it is a decode (inference) kernel: call it under torch.no_grad(), or use "
+                       "flash_attn_func for training")
+
+
+def _forward_only(out: Tensor) -> Tensor:
+    """The KV-cache output: a backward through it raises UnsupportedFeatureError (a hook runs before
+    torch's own error for an op without an autograd formula would)."""
+    if out.requires_grad:
+        out.register_hook(_no_backward)
+    return out
+
+
+def _check_kvcache_args(k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+                        block_table, rotary_interleaved) -> None:
+    """flash-attn's rules for combining the KV-cache arguments, before any kernel runs (the binding
+    checks shapes, dtypes and devices)."""
+    def invalid(message: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"flashbuild: flash_attn_with_kvcache: {message}")
+
+    if (k is None) != (v is None):
+        given, missing = ("k", "v") if v is None else ("v", "k")
+        raise invalid(f"{given}= was given without {missing}=: new keys and values are appended together; pass both "
+                      f"(batch, seqlen_new, nheads_k, head_dim), or neither")
+    if (rotary_cos is None) != (rotary_sin is None):
+        given, missing = ("rotary_cos", "rotary_sin") if rotary_sin is None else ("rotary_sin", "rotary_cos")
+        raise invalid(f"{given}= was given without {missing}=; pass both (seqlen_ro, rotary_dim / 2), or neither")
+    if rotary_cos is not None and k is None:
+        raise invalid("rotary_cos/rotary_sin rotate the appended keys and q, so they need k= and v= (flash-attn's "
+                      "rule); without new keys, rotate q yourself and pass rotary_cos=None, rotary_sin=None")
+    if not isinstance(rotary_interleaved, bool):
+        raise invalid(f"rotary_interleaved={rotary_interleaved!r}: pass True (GPT-J pairs) or False (GPT-NeoX halves)")
+    if block_table is not None and (cache_batch_idx is not None or cache_leftpad is not None):
+        other = "cache_batch_idx" if cache_batch_idx is not None else "cache_leftpad"
+        raise invalid(f"a paged cache (block_table) does not take {other} (flash-attn does not either): the block "
+                      f"table already says where each row's keys are; pass {other}=None")
+    if k is None:
+        return
+    if cache_seqlens is None:
+        raise invalid("appending k and v needs cache_seqlens (where each row's new keys go); pass cache_seqlens= "
+                      "(an int, or an int tensor (batch,))")
+    if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
+        raise invalid("k_cache and v_cache must have a unit stride in the head dim to be appended to in place (a "
+                      "contiguous copy would receive the new keys instead); allocate them with one")
+    capacity = k_cache.shape[1] * (block_table.shape[1] if block_table is not None else 1)
+    if isinstance(cache_seqlens, int) and not 0 <= cache_seqlens <= capacity - k.shape[1]:
+        raise invalid(f"cache_seqlens={cache_seqlens} plus {k.shape[1]} new keys does not fit the cache's "
+                      f"{capacity} positions; pass 0 <= cache_seqlens <= {capacity - k.shape[1]}, or a larger cache")
 
 
 def _describe(value) -> str:

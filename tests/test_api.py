@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import time
 import types
 
@@ -20,7 +19,7 @@ torch = pytest.importorskip("torch")
 import flashbuild  # noqa: E402
 from flashbuild import api, builder  # noqa: E402
 from flashbuild.errors import VariantNotBuiltError  # noqa: E402
-from flashbuild.reference import attention_ref, hidden_keys  # noqa: E402
+from flashbuild.reference import attention_ref, hidden_keys, kvcache_ref  # noqa: E402
 
 _names = itertools.count()
 NO_FEATURES = dict(window_size_left=-1, window_size_right=-1, softcap=0.0)
@@ -71,6 +70,7 @@ class FakeExtension(types.ModuleType):
         super().__init__(name or f"_flashbuild_test{next(_names)}")
         self.directions, self.pad_to, self.features, self.calls, self.feature_kwargs = (
             directions, pad_to, features, [], [])
+        self.kvcache_kwargs = []  # the KV-cache keywords of each mha_fwd_kvcache call (those given)
         for name in ("variants", "build_key", "flash_attn_func", "mha_bwd", "mha_fwd_kvcache"):
             setattr(self, name, getattr(self, name))  # in the module's namespace, as a binding's functions are
         if varlen:
@@ -149,17 +149,25 @@ class FakeExtension(types.ModuleType):
         return [torch.cat(g) for g in grads]
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
-                        num_splits=0, window_size_left=-1, window_size_right=-1, softcap=0.0):
+                        num_splits=0, window_size_left=-1, window_size_right=-1, softcap=0.0, k=None, v=None,
+                        rotary_cos=None, rotary_sin=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                        rotary_interleaved=True):
+        """The binding's KV-cache call: new keys and values are written into the caches in place."""
         self._need("splitkv", "mha_fwd_kvcache", window_size_left, window_size_right, softcap)
-        assert cache_seqlens is None or cache_seqlens.dtype == torch.int32
-        outs, lses = [], []
-        for b in range(q.shape[0]):
-            n = k_cache.shape[1] if cache_seqlens is None else int(cache_seqlens[b])
-            out, lse = attention_ref(q[b:b + 1], k_cache[b:b + 1, :n], v_cache[b:b + 1, :n], causal, softmax_scale,
-                                     window_size=(window_size_left, window_size_right), softcap=softcap)
-            outs.append(out.to(q.dtype))
-            lses.append(lse)
-        return [torch.cat(outs), torch.cat(lses)]
+        self.kvcache_kwargs.append({name: value for name, value in (
+            ("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin),
+            ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad), ("block_table", block_table),
+            ("rotary_interleaved", rotary_interleaved)) if value is not None and value is not True})
+        for t in (cache_seqlens, cache_batch_idx, cache_leftpad, block_table):
+            assert t is None or (t.dtype == torch.int32 and t.is_contiguous())
+        self._check(q, k_cache, v_cache)
+        out, lse, new_k, new_v = kvcache_ref(
+            q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+            block_table, causal, softmax_scale, (window_size_left, window_size_right), softcap, rotary_interleaved)
+        if k is not None:
+            k_cache.copy_(new_k)
+            v_cache.copy_(new_v)
+        return [self._padded(out.to(q.dtype)), lse]
 
 
 def _spans(cu_seqlens):
@@ -322,6 +330,11 @@ def test_kvcache_is_forward_only_with_a_clear_error(m):
     out = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=5)
     with pytest.raises(api.UnsupportedFeatureError, match="backward through flash_attn_with_kvcache"):
         out.sum().backward()
+    out, lse = m.flash_attn_with_kvcache(q, k_cache, v_cache, torch.randn(1, 1, 2, 8), torch.randn(1, 1, 2, 8),
+                                         cache_seqlens=5, return_softmax_lse=True)  # the op that mutates the cache
+    assert not lse.requires_grad
+    with pytest.raises(api.UnsupportedFeatureError, match="backward through flash_attn_with_kvcache"):
+        (out * 2).sum().backward()
 
 
 # ---------------------------------------------------------------- builds that lack a direction or a function
@@ -449,23 +462,122 @@ def test_unsupported_features_raise_a_clear_error(m, fake_ext, kwargs, feature, 
     assert len(fake_ext.calls) == before  # refused before any kernel ran
 
 
-UNSUPPORTED_KVCACHE = [
-    (dict(k=torch.zeros(1, 1, 2, 8), v=torch.zeros(1, 1, 2, 8)), "appending new keys/values"),
-    (dict(rotary_cos=torch.zeros(16, 4), rotary_sin=torch.zeros(16, 4)), "rotary embedding"),
-    (dict(cache_batch_idx=torch.zeros(1, dtype=torch.int32)), "cache_batch_idx"),
-    (dict(cache_leftpad=torch.zeros(1, dtype=torch.int32)), "cache_leftpad"),
-    (dict(block_table=torch.zeros(1, 4, dtype=torch.int32)), "a paged KV cache"),
-    (dict(alibi_slopes=torch.ones(2)), "ALiBi"),
+def test_alibi_is_unsupported_by_the_kvcache_too(m, fake_ext):
+    q, cache = torch.randn(1, 1, 2, 8), torch.randn(1, 16, 2, 8)
+    before = len(fake_ext.calls)
+    with pytest.raises(api.UnsupportedFeatureError, match=r"^flashbuild: ALiBi is not supported by this build's "
+                                                          r"kernels \(asked: alibi_slopes=tensor of shape \(2,\)\)"):
+        m.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=4, alibi_slopes=torch.ones(2))
+    assert len(fake_ext.calls) == before
+
+
+# ---------------------------------------------------------------- KV cache: append, rotary, batch index, pages
+
+def kv_inputs(batch=2, seqlen_q=3, nheads=4, nheads_k=2, head_dim=16, capacity=24, seqlen_new=3, rotary_dim=8,
+              seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    randn = lambda *size: torch.randn(*size, generator=gen)  # noqa: E731
+    angles = torch.rand(capacity, rotary_dim // 2, generator=gen) * 6.3
+    return dict(q=randn(batch, seqlen_q, nheads, head_dim), k_cache=randn(batch, capacity, nheads_k, head_dim),
+                v_cache=randn(batch, capacity, nheads_k, head_dim), k=randn(batch, seqlen_new, nheads_k, head_dim),
+                v=randn(batch, seqlen_new, nheads_k, head_dim), rotary_cos=angles.cos(), rotary_sin=angles.sin())
+
+
+def paged(cache, page_size, seed=0):
+    """A contiguous (batch, capacity, ...) cache as shuffled pages and the block table that finds them."""
+    batch, capacity = cache.shape[:2]
+    per_row = capacity // page_size
+    table = torch.randperm(batch * per_row, generator=torch.Generator().manual_seed(seed)).view(batch, per_row)
+    pages = torch.empty(batch * per_row, page_size, *cache.shape[2:], dtype=cache.dtype)
+    pages[table.flatten()] = cache.reshape(batch * per_row, page_size, *cache.shape[2:])
+    return pages, table.int()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_kvcache_append_with_rotary_writes_the_cache_in_place(m, fake_ext, causal, interleaved):
+    t = kv_inputs()
+    lens = torch.tensor([5, 17])
+    k_cache, v_cache = t["k_cache"].clone(), t["v_cache"].clone()
+    out = m.flash_attn_with_kvcache(t["q"], k_cache, v_cache, t["k"], t["v"], t["rotary_cos"], t["rotary_sin"],
+                                    cache_seqlens=lens, causal=causal, rotary_interleaved=interleaved)
+    ref, _, ref_k, ref_v = kvcache_ref(t["q"], t["k_cache"], t["v_cache"], t["k"], t["v"], t["rotary_cos"],
+                                       t["rotary_sin"], lens, causal=causal, rotary_interleaved=interleaved)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(k_cache, ref_k)
+    torch.testing.assert_close(v_cache, ref_v)
+    assert not torch.equal(k_cache, t["k_cache"])  # written in place
+    assert fake_ext.kvcache_kwargs[-1].keys() == ({"k", "v", "rotary_cos", "rotary_sin"} |
+                                                  ({"rotary_interleaved"} if not interleaved else set()))
+    assert fake_ext.kvcache_kwargs[-1]["k"].dtype == torch.float32
+
+
+def test_kvcache_paged_and_batch_indexed_caches_match_the_contiguous_one(m):
+    t = kv_inputs(capacity=32)
+    lens = torch.tensor([9, 20])
+    want, *_ = kvcache_ref(t["q"], t["k_cache"], t["v_cache"], t["k"], t["v"], t["rotary_cos"], t["rotary_sin"],
+                           lens, causal=True)
+    pages_k, table = paged(t["k_cache"], 8)
+    pages_v, _ = paged(t["v_cache"], 8)
+    got = m.flash_attn_with_kvcache(t["q"], pages_k, pages_v, t["k"], t["v"], t["rotary_cos"], t["rotary_sin"],
+                                    cache_seqlens=lens, block_table=table.long(), causal=True)  # int64: converted
+    torch.testing.assert_close(got, want)
+    rows = torch.tensor([2, 0])  # q's rows 0, 1 use cache rows 2, 0 of a bigger cache
+    big_k, big_v = torch.randn(3, 32, 2, 16), torch.randn(3, 32, 2, 16)
+    big_k[rows], big_v[rows] = t["k_cache"], t["v_cache"]
+    got = m.flash_attn_with_kvcache(t["q"], big_k, big_v, t["k"], t["v"], t["rotary_cos"], t["rotary_sin"],
+                                    cache_seqlens=lens, cache_batch_idx=rows, causal=True)
+    torch.testing.assert_close(got, want)
+
+
+def test_kvcache_leftpad_skips_the_leading_rows(m):
+    t = kv_inputs()
+    lens, leftpad = torch.tensor([10, 6]), torch.tensor([4, 0])
+    got = m.flash_attn_with_kvcache(t["q"], t["k_cache"].clone(), t["v_cache"].clone(), t["k"], t["v"],
+                                    cache_seqlens=lens, cache_leftpad=leftpad, causal=True)
+    # Row 0 attends to its keys 4..12 (10 cached from row 4 on, plus 3 new ones).
+    k0 = torch.cat([t["k_cache"][:1, 4:10], t["k"][:1]], dim=1)
+    v0 = torch.cat([t["v_cache"][:1, 4:10], t["v"][:1]], dim=1)
+    torch.testing.assert_close(got[:1], attention_ref(t["q"][:1], k0, v0, True)[0])
+
+
+KVCACHE_MISUSE = [
+    (dict(k="k"), "k= was given without v="),
+    (dict(v="v"), "v= was given without k="),
+    (dict(rotary_cos="rotary_cos"), "rotary_cos= was given without rotary_sin="),
+    (dict(rotary_cos="rotary_cos", rotary_sin="rotary_sin"), "rotary_cos/rotary_sin rotate the appended keys and q, "
+                                                             "so they need k= and v="),
+    (dict(k="k", v="v", cache_seqlens=None), "appending k and v needs cache_seqlens"),
+    (dict(k="k", v="v", cache_seqlens=22), "cache_seqlens=22 plus 3 new keys does not fit the cache's 24 positions; "
+                                           "pass 0 <= cache_seqlens <= 21"),
+    (dict(block_table="table", cache_batch_idx="rows"), "a paged cache (block_table) does not take cache_batch_idx"),
+    (dict(block_table="table", cache_leftpad="rows"), "a paged cache (block_table) does not take cache_leftpad"),
+    (dict(k="k", v="v", rotary_cos="rotary_cos", rotary_sin="rotary_sin", rotary_interleaved=1),
+     "rotary_interleaved=1: pass True"),
 ]
 
 
-@pytest.mark.parametrize("kwargs, feature", UNSUPPORTED_KVCACHE, ids=[f for _, f in UNSUPPORTED_KVCACHE])
-def test_unsupported_kvcache_features_raise_a_clear_error(m, kwargs, feature):
-    q = torch.randn(1, 1, 2, 8)
-    cache = torch.randn(1, 16, 2, 8)
-    pattern = rf"^flashbuild: {re.escape(feature)}.* is not supported by this build's kernels \(asked: "
-    with pytest.raises(api.UnsupportedFeatureError, match=pattern):
-        m.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=4, **kwargs)
+@pytest.mark.parametrize("kwargs, message", KVCACHE_MISUSE, ids=[msg.split(":")[0][:40] for _, msg in KVCACHE_MISUSE])
+def test_kvcache_argument_combinations_flash_attn_refuses_are_clear_errors(m, fake_ext, kwargs, message):
+    t = kv_inputs()
+    named = {**t, "table": torch.zeros(2, 3, dtype=torch.int32), "rows": torch.zeros(2, dtype=torch.int32)}
+    call = dict(cache_seqlens=4)
+    call.update({key: named[value] if isinstance(value, str) else value for key, value in kwargs.items()})
+    before = len(fake_ext.calls)
+    with pytest.raises(api.InvalidArgumentError) as info:
+        m.flash_attn_with_kvcache(t["q"], t["k_cache"], t["v_cache"], **call)
+    assert str(info.value).startswith(f"flashbuild: flash_attn_with_kvcache: {message}"), str(info.value)
+    assert "pass" in str(info.value)
+    assert len(fake_ext.calls) == before  # refused before any kernel ran
+
+
+def test_kvcache_append_refuses_a_cache_it_would_have_to_copy(m):
+    t = kv_inputs()
+    strided = torch.randn(2, 24, 2, 32)[..., ::2]  # head dim stride 2: the wrapper cannot append in place
+    with pytest.raises(api.InvalidArgumentError, match="unit stride in the head dim to be appended to in place"):
+        m.flash_attn_with_kvcache(t["q"], strided, strided, t["k"], t["v"], cache_seqlens=4)
+    out = m.flash_attn_with_kvcache(t["q"], strided, strided, cache_seqlens=4)  # read only: a copy is fine
+    torch.testing.assert_close(out, attention_ref(t["q"], strided[:, :4], strided[:, :4])[0])
 
 
 # ---------------------------------------------------------------- fake implementations
@@ -490,9 +602,16 @@ def test_fake_impls_give_exact_shapes_and_dtypes(m):
         assert [g.shape for g in grads] == [(11, 8, 24), (13, 2, 24), (13, 2, 24)]
 
         cache = torch.empty(2, 64, 2, 24, dtype=torch.float16)
-        out, lse = m.ops.fwd_kvcache(q[:, :1], cache, cache, torch.empty(2, dtype=torch.int32), True, None, 0, 32, 0,
-                                     50.0)
+        lens = torch.empty(2, dtype=torch.int32)
+        out, lse = m.ops.fwd_kvcache(q[:, :1], cache, cache, None, None, None, None, lens, None, None, None, True,
+                                     None, True, 0, 32, 0, 50.0)
         assert (out.shape, lse.shape, lse.dtype) == ((2, 1, 8, 24), (2, 8, 1), torch.float32)
+        # Appending to a paged cache with rotary: the outputs follow q, whatever the cache's layout.
+        pages, new = torch.empty(6, 256, 2, 24, dtype=torch.float16), torch.empty(2, 3, 2, 24, dtype=torch.float16)
+        rotary, table = torch.empty(512, 8, dtype=torch.float16), torch.empty(2, 2, dtype=torch.int32)
+        out, lse = m.ops.fwd_kvcache(q[:, :3], pages, pages, new, new, rotary, rotary, lens, None, None, table, True,
+                                     None, False, 0, -1, -1, 0.0)
+        assert (out.shape, lse.shape, lse.dtype) == ((2, 3, 8, 24), (2, 8, 3), torch.float32)
 
 
 def test_meta_tensors_run_the_fake_impls(m, fake_ext):
@@ -516,8 +635,24 @@ def test_opcheck_passes(m, op, features):
         args = (q, k, k.detach().clone().requires_grad_(), cu_q, cu_k, 3, 4, True, 0.5, *features)
     else:
         q, k, v = qkv(2, 1, 9, 4, 2, 8)
-        args = (q, k, v, torch.tensor([9, 4], dtype=torch.int32), True, None, 0, *features)
+        args = (q, k, v, None, None, None, None, torch.tensor([9, 4], dtype=torch.int32), None, None, None, True,
+                None, True, 0, *features)
     torch.library.opcheck(getattr(m.ops, op), args)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "paged"])
+def test_opcheck_passes_for_an_append_that_mutates_the_cache(m, layout):
+    """The appending call writes k_cache and v_cache: the schema declares it (opcheck fails an op
+    that mutates an argument it does not declare)."""
+    t = kv_inputs(capacity=32)
+    lens = torch.tensor([3, 11], dtype=torch.int32)
+    k_cache, v_cache, table = t["k_cache"], t["v_cache"], None
+    if layout == "paged":
+        (k_cache, table), (v_cache, _) = paged(k_cache, 8), paged(v_cache, 8)
+    args = (t["q"], k_cache, v_cache, t["k"], t["v"], t["rotary_cos"], t["rotary_sin"], lens, None, None, table,
+            True, None, False, 0, -1, -1, 0.0)
+    torch.library.opcheck(m.ops.fwd_kvcache, args)
+    assert "Tensor(a1!) k_cache" in str(m.ops.fwd_kvcache._schema)
 
 
 # ---------------------------------------------------------------- torch.compile
@@ -569,6 +704,26 @@ def test_torch_compile_fullgraph_traces_forward_and_backward(m, fake_ext, featur
     assert len(graphs) == 1
     targets = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
     assert f"{m.namespace}.fwd.default" in targets
+
+
+def test_torch_compile_fullgraph_keeps_the_appends_to_the_cache(m, fake_ext):
+    """A compiled decoding step writes the caches exactly as the eager one does (the op declares the
+    mutation, so functionalization writes it back)."""
+    t = kv_inputs()
+    lens = torch.tensor([4, 9], dtype=torch.int32)
+
+    def step(q, k_cache, v_cache, k, v, cos, sin):
+        return m.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, cache_seqlens=lens, causal=True)
+
+    caches = [(t["k_cache"].clone(), t["v_cache"].clone()) for _ in range(2)]
+    eager = step(t["q"], *caches[0], t["k"], t["v"], t["rotary_cos"], t["rotary_sin"])
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")(
+        t["q"], *caches[1], t["k"], t["v"], t["rotary_cos"], t["rotary_sin"])
+    torch.testing.assert_close(compiled, eager)
+    for got, want in zip(caches[1], caches[0]):
+        torch.testing.assert_close(got, want)
+    assert not torch.equal(caches[1][0], t["k_cache"])
 
 
 # ---------------------------------------------------------------- two builds in one process, and load()
