@@ -5,7 +5,10 @@ lengths, GQA 8:1 and MQA, causal with seqlen_q != seqlen_k, outputs poisoned fir
 when max |kernel - fp32 ref| <= 2 * max |PyTorch in the input dtype - fp32 ref| + eps; NaN never
 passes. Forward variants are checked on out and lse; backward variants on dq, dk, dv against fp32
 autograd through the reference (given the reference's out and lse, so a bwd-only build is checked
-alone); split-KV variants on out and lse of mha_fwd_kvcache over the whole cache, split 3 ways. One
+alone); split-KV variants on out and lse of mha_fwd_kvcache over the whole cache, split 3 ways, and
+plain split-KV variants also on the KV-cache calls of a decoding step (SPLITKV_CACHE_SHAPES: new keys
+appended with rotary embedding, a paged cache with a shuffled block table, both together), on out,
+lse and the whole caches after the call (k_cache: the new rows rotated, every other row untouched). One
 row per variant and shape; its numbers are those of the tensor furthest past its tolerance.
 
 A feature variant (e.g. fwd_hdim64_fp16_sm90_local_softcap) runs only for calls that ask for a
@@ -43,9 +46,27 @@ MARKER = "@@flashbuild-check"   # printed before each check when sanitized: attr
 # ---------------------------------------------------------------- shapes
 
 @dataclass(frozen=True)
+class CacheCase:
+    """How a split-KV check uses the KV cache beyond reading all of it: seqlen_new keys appended
+    (k=, v=) after per-row cache lengths, rotated ("interleaved": GPT-J pairs, "halves": GPT-NeoX)
+    over half the head dim, and/or a paged cache of page_size rows per page (0: contiguous)."""
+
+    seqlen_new: int = 0
+    rotary: str = ""
+    page_size: int = 0
+
+    def label(self) -> str:
+        parts = [f"append {self.seqlen_new}"] if self.seqlen_new else []
+        parts += [f"rotary {self.rotary}"] if self.rotary else []
+        parts += [f"paged {self.page_size}"] if self.page_size else []
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
 class Shape:
     """A problem size; head_dim = the kernel's head dim minus `pad` (a smaller head dim runs on the
-    kernel, padded). A feature check also carries the call's window_size and softcap."""
+    kernel, padded). A feature check also carries the call's window_size and softcap; a KV-cache
+    check its CacheCase (seqlen_k is then the cache's capacity)."""
 
     batch: int
     seqlen_q: int
@@ -56,6 +77,7 @@ class Shape:
     note: str = ""
     window: tuple[int, int] = (-1, -1)
     softcap: float = 0.0
+    cache: CacheCase | None = None
 
     def head_dim(self, variant: Variant) -> int:
         return variant.hdim - self.pad
@@ -67,6 +89,8 @@ class Shape:
             label += f" window {self.window[0]},{self.window[1]}"
         if self.softcap:
             label += f" softcap {self.softcap:g}"
+        if self.cache is not None:
+            label += f" {self.cache.label()}"
         return label
 
     def feature_kwargs(self) -> dict[str, Any]:
@@ -86,6 +110,16 @@ SHAPES_FULL = (
 )
 SHAPES_QUICK = (SHAPES_FULL[1], SHAPES_FULL[4], SHAPES_FULL[5])
 SHAPE_SETS = {"quick": SHAPES_QUICK, "full": SHAPES_FULL}
+
+# The KV-cache calls of a decoding step, checked on every plain split-KV variant (both shape sets).
+# Row b of a batch holds seqlen_k - seqlen_new - 97 b cached keys; rotary covers half the head dim.
+# Page size 256 is a multiple of the split-KV key block at every head dim.
+SPLITKV_CACHE_SHAPES = (
+    Shape(3, 1, 1023, 16, 2, cache=CacheCase(1, "halves"), note="GQA 8:1 decode step: packed heads, rotary q"),
+    Shape(2, 5, 700, 8, 2, cache=CacheCase(5, "interleaved"), note="5 new tokens, rotated at their positions"),
+    Shape(3, 1, 1023, 8, 1, cache=CacheCase(page_size=256), note="paged cache, shuffled block table"),
+    Shape(2, 3, 1023, 8, 2, cache=CacheCase(3, "interleaved", 256), note="append into a paged cache"),
+)
 
 # The feature checks: a few shapes each (the quick ones; with full, also one query over a long cache:
 # sliding-window decoding), the window and softcap cases on every one of them.
@@ -109,10 +143,10 @@ def feature_cases(variant: Variant) -> list[tuple[tuple[int, int], float]]:
 
 
 def checks_for(variant: Variant, shapes: Iterable[Shape]) -> list[Shape]:
-    """The checks of one variant: a plain variant runs on each shape; a feature variant runs each
-    of its feature cases on each shape."""
+    """The checks of one variant: a plain variant runs on each shape (a split-KV one on the KV-cache
+    shapes too); a feature variant runs each of its feature cases on each shape."""
     if not variant.features:
-        return list(shapes)
+        return [*shapes, *(SPLITKV_CACHE_SHAPES if variant.direction == "splitkv" else ())]
     return [dataclasses.replace(s, window=window, softcap=softcap)
             for window, softcap in feature_cases(variant) for s in shapes]
 
@@ -332,7 +366,83 @@ def check_splitkv(module, variant: Variant, shape: Shape, seed: int, device: str
         variant, shape, seed, device)
 
 
-CHECKS: dict[str, Callable] = {"fwd": check_fwd, "bwd": check_bwd, "splitkv": check_splitkv}
+def cache_inputs(variant: Variant, shape: Shape, seed: int, device: str) -> dict[str, Any]:
+    """The KV-cache call of a CacheCase check, as mha_fwd_kvcache's keywords plus q: the cache (paged
+    through a shuffled block table when asked), per-row lengths, new keys and values, and RoPE angles."""
+    import torch
+
+    case = shape.cache
+    q, k_cache, v_cache, _ = make_inputs(variant, shape, seed, device)
+    gen = torch.Generator(device=device).manual_seed(seed_for(seed, variant, shape) + 1)
+    batch, capacity, nheads_k, head_dim = k_cache.shape
+    lens = [max(0, capacity - case.seqlen_new - 97 * b) for b in range(batch)]
+    per_row = -(-capacity // case.page_size) if case.page_size else 0
+    positions = per_row * case.page_size or capacity  # a paged row holds whole pages
+    call: dict[str, Any] = dict(q=q, cache_seqlens=torch.tensor(lens, dtype=torch.int32, device=device))
+    if case.seqlen_new:
+        new = [torch.randn(batch, case.seqlen_new, nheads_k, head_dim, generator=gen, device=device).to(q.dtype)
+               for _ in range(2)]
+        call.update(k=new[0], v=new[1])
+    if case.rotary:
+        rotary_dim = head_dim // 2
+        inv_freq = 10000.0 ** (-torch.arange(0, rotary_dim, 2, device=device, dtype=torch.float64) / rotary_dim)
+        angles = torch.arange(positions, device=device, dtype=torch.float64).view(-1, 1) * inv_freq
+        call.update(rotary_cos=angles.cos().to(q.dtype), rotary_sin=angles.sin().to(q.dtype),
+                    rotary_interleaved=case.rotary == "interleaved")
+    if case.page_size:
+        spare = 2  # pages no row uses: a read or write there is a bug
+        table = torch.randperm(batch * per_row + spare, generator=gen, device=device)[:batch * per_row]
+        pages = []
+        for cache in (k_cache, v_cache):
+            padded = torch.nn.functional.pad(cache, (0, 0, 0, 0, 0, per_row * case.page_size - capacity))
+            paged = torch.randn(batch * per_row + spare, case.page_size, nheads_k, head_dim, generator=gen,
+                                device=device).to(q.dtype)
+            paged[table] = padded.reshape(batch * per_row, case.page_size, nheads_k, head_dim)
+            pages.append(paged)
+        k_cache, v_cache = pages
+        call["block_table"] = table.view(batch, per_row).to(torch.int32)
+    call.update(k_cache=k_cache, v_cache=v_cache)
+    return call
+
+
+def check_splitkv_cache(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    """A decoding step's KV-cache call (shape.cache) against flashbuild.reference.kvcache_ref: out,
+    lse, and the whole k_cache and v_cache afterwards, whose fp32 reference holds the new keys
+    rotated in fp32 (the kernel and PyTorch both round them to the cache's dtype)."""
+    import torch
+    from .reference import apply_rotary, cache_slots, kvcache_ref
+
+    call = cache_inputs(variant, shape, seed, device)
+    q, k_cache, v_cache = call.pop("q"), call.pop("k_cache"), call.pop("v_cache")
+    ref, ref_lse, low_k, low_v = kvcache_ref(q, k_cache, v_cache, causal=variant.causal, **call)
+    low, low_lse, _, _ = kvcache_ref(q, k_cache, v_cache, causal=variant.causal, upcast=False, **call)
+    ref_k, ref_v = low_k.float(), low_v.float()
+    if "k" in call:
+        positions = call["cache_seqlens"].long().view(-1, 1) + torch.arange(call["k"].shape[1], device=device)
+        slots = cache_slots(positions, None, call.get("block_table"), k_cache.shape[1])
+        new_k = call["k"].float()
+        if "rotary_cos" in call:
+            new_k = apply_rotary(call["k"], call["rotary_cos"], call["rotary_sin"], positions,
+                                 call["rotary_interleaved"], dtype=torch.float32)
+        ref_k[slots] = new_k
+    k_cache, v_cache = k_cache.clone(), v_cache.clone()  # the call writes these
+    lse_bytes = shape.batch * shape.nheads * shape.seqlen_q * 4
+    poison(device, [*_nbytes(q), lse_bytes])
+    out, lse = module.mha_fwd_kvcache(q, k_cache, v_cache, call.pop("cache_seqlens"), causal=variant.causal,
+                                      num_splits=SPLITKV_SPLITS, **call)
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+    return [compare("out", out, ref, low), compare("lse", lse, ref_lse, low_lse),
+            compare("k_cache", k_cache, ref_k, low_k), compare("v_cache", v_cache, ref_v, low_v)]
+
+
+def check_splitkv_any(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
+    if shape.cache is not None:
+        return check_splitkv_cache(module, variant, shape, seed, device)
+    return check_splitkv(module, variant, shape, seed, device)
+
+
+CHECKS: dict[str, Callable] = {"fwd": check_fwd, "bwd": check_bwd, "splitkv": check_splitkv_any}
 
 
 def check(module, variant: Variant, shape: Shape, *, seed: int, device: str = "cuda") -> Row:

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from flashbuild import checking, runtime, sanitize  # noqa: E402
 from flashbuild.checking import SHAPES_FULL, SHAPES_QUICK, Shape, check, compare, run_checks  # noqa: E402
 from flashbuild.errors import VariantNotBuiltError  # noqa: E402
-from flashbuild.reference import attention_ref  # noqa: E402
+from flashbuild.reference import attention_ref, kvcache_ref  # noqa: E402
 from flashbuild.variants import Variant  # noqa: E402
 from helpers import run_cli  # noqa: E402
 
@@ -71,9 +71,32 @@ class FakeExt:
         return (out, lse) if return_lse else out
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
-                        num_splits=0, **features):
-        assert cache_seqlens is None and num_splits == checking.SPLITKV_SPLITS
-        return self.flash_attn_func(q, k_cache, v_cache, causal, softmax_scale, return_lse=True, **features)
+                        num_splits=0, window_size_left=-1, window_size_right=-1, softcap=0.0, **cache):
+        assert num_splits == checking.SPLITKV_SPLITS
+        features = dict(window_size_left=window_size_left, window_size_right=window_size_right, softcap=softcap)
+        if cache_seqlens is None:  # the whole cache, as flash_attn_func sees it
+            assert not cache
+            return self.flash_attn_func(q, k_cache, v_cache, causal, softmax_scale, return_lse=True, **features)
+        self.calls += 1
+        if "rotary_cos" in cache:  # the binding's rule: an angle row for every cache position
+            table = cache.get("block_table")
+            capacity = k_cache.shape[1] * (1 if table is None else table.shape[1])
+            assert cache["rotary_cos"].shape[0] >= capacity, "rotary_cos has fewer rows than the cache has positions"
+        out, lse, new_k, new_v = kvcache_ref(q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal,
+                                             softmax_scale=softmax_scale, **cache,
+                                             **self._features(window_size_left, window_size_right, softcap))
+        out = out.to(q.dtype)
+        if self.fault == "wrong-row":
+            out[:, -1] += 0.05
+        elif self.fault == "no-rotary-k" and "rotary_cos" in cache:  # the new keys written unrotated
+            new_k = kvcache_ref(q, k_cache, v_cache, cache_seqlens=cache_seqlens, k=cache["k"], v=cache["v"],
+                                block_table=cache.get("block_table"))[2]
+        elif self.fault == "stray-write":
+            new_v.view(-1)[-1] += 1.0  # a cache row the call must not touch
+        if "k" in cache or self.fault == "stray-write":
+            k_cache.copy_(new_k)
+            v_cache.copy_(new_v)
+        return out, lse
 
     def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None, window_size_left=-1,
                 window_size_right=-1, softcap=0.0):
@@ -193,6 +216,50 @@ def test_each_fault_fails_with_its_reason(fault, variant, tensor, reason):
     assert rows[0].worst.tensor == tensor and rows[0].reason.startswith(f"{tensor}: {reason}")
     if fault == "wrong-row":
         assert 0 < rows[0].worst.mismatch_pct < 100
+
+
+SPLITKV = Variant("splitkv", 32, "fp16", True, "sm80")
+
+
+@pytest.mark.parametrize("variant", [SPLITKV, Variant("splitkv", 64, "bf16", False, "sm90")])
+def test_plain_splitkv_variants_check_the_kv_cache_calls_of_a_decoding_step(variant):
+    assert checking.checks_for(variant, [])[-len(checking.SPLITKV_CACHE_SHAPES):] == list(checking.SPLITKV_CACHE_SHAPES)
+    assert not any(s.cache for s in checking.checks_for(Variant("fwd", 32, "fp16", True, "sm80"), SHAPES_QUICK))
+    assert not any(s.cache for s in checking.checks_for(Variant("splitkv", 32, "fp16", True, "sm80", FEATURES),
+                                                        SHAPES_QUICK))
+    rows = run_checks(FakeExt(), [variant], [], seed=2, device="cpu")
+    d = variant.hdim
+    assert [r.shape for r in rows] == [f"b3 sq1 sk1023 h16/2 d{d} append 1 rotary halves",
+                                       f"b2 sq5 sk700 h8/2 d{d} append 5 rotary interleaved",
+                                       f"b3 sq1 sk1023 h8/1 d{d} paged 256",
+                                       f"b2 sq3 sk1023 h8/2 d{d} append 3 rotary interleaved paged 256"]
+    assert [r.status for r in rows] == ["pass"] * 4, [r.reason for r in rows]
+    assert all([m.tensor for m in r.metrics] == ["out", "lse", "k_cache", "v_cache"] for r in rows)
+
+
+def test_cache_inputs_vary_lengths_and_shuffle_pages():
+    call = checking.cache_inputs(SPLITKV, checking.SPLITKV_CACHE_SHAPES[3], seed=0, device="cpu")
+    assert call["cache_seqlens"].tolist() == [1020, 923]  # capacity 1023 - 3 new keys - 97 per row
+    table = call["block_table"]
+    assert table.shape == (2, 4) and table.dtype == torch.int32 and len(set(table.flatten().tolist())) == 8
+    assert table.flatten().tolist() != list(range(8)) and call["k_cache"].shape == (10, 256, 2, 32)  # 2 spare pages
+    assert call["rotary_cos"].shape == (1024, 8) and call["rotary_interleaved"] is True  # 4 pages of 256
+    q, k = call["q"], call["k"]
+    assert q.shape == (2, 3, 8, 32) and k.shape == (2, 3, 2, 32) and q.dtype == k.dtype == torch.float16
+
+
+@pytest.mark.parametrize("fault, tensor", [("no-rotary-k", "k_cache"), ("stray-write", "v_cache"),
+                                           ("wrong-row", "out")])
+def test_a_kernel_that_gets_the_cache_wrong_fails_its_cache_checks(fault, tensor):
+    rows = run_checks(FakeExt(fault), [SPLITKV], [], seed=0, device="cpu")
+    failed = [r for r in rows if r.status == "FAIL"]
+    assert failed and all(r.reason.startswith(f"{tensor}: error above tolerance") for r in failed if r.worst.tensor
+                          == tensor), [(r.shape, r.reason) for r in rows]
+    if fault == "no-rotary-k":  # only the rotary checks, and there the keys in the cache are wrong
+        assert {r.shape for r in failed} == {r.shape for r in rows if "rotary" in r.shape}
+        assert all(any(m.tensor == "k_cache" and not m.passed for m in r.metrics) for r in failed)
+    else:
+        assert len(failed) == len(rows)
 
 
 def test_a_call_that_raises_fails_its_row_with_the_error():
