@@ -1,12 +1,21 @@
 """Split-KV decode bandwidth on the GPU: K/V bytes read per second by mha_fwd_kvcache.
 
 Usage (prints a markdown table; writes JSON when given a path):
-    python3 benchmarks/decode_bandwidth.py [--json out.json]
+    python3 benchmarks/decode_bandwidth.py [--json out.json] [--paged PAGE_SIZE] [--batch 1,8,64]
+                                           [--cache 4096,16384,65536,131072]
 
 One query token per sequence (seqlen_q = 1), 32 query heads sharing 8 K/V heads, head dim 128, fp16, the
 whole cache valid (cache_seqlens = cache length). Bytes = K + V of the cache, read once. Median of 50
 CUDA-event timings after 5 warm-ups, the raw extension call (no Python wrapper). `auto` lets the binding
 choose the number of splits; `1 split` forces none, to show what splitting buys.
+
+--paged PAGE_SIZE measures a paged cache beside the contiguous one: the same keys in pages of PAGE_SIZE
+rows, in shuffled order behind a block table (flash_attn_with_kvcache's block_table), and reports both
+(and the paged/contiguous time ratio) on the same inputs. The calls of a row are timed in turns, rep by
+rep.
+
+The kernels come from the build of the split-KV GPU tests (tests/gpu/test_kvcache_gpu.py: hdim 64 and
+128, fp16, causal and not, with the local and softcap variants), so one build serves both.
 """
 
 from __future__ import annotations
@@ -21,31 +30,60 @@ import flashbuild
 HEADS, KV_HEADS, HDIM = 32, 8, 128
 
 
-def median_ms(fn, reps: int = 50) -> float:
-    for _ in range(5):
-        fn()
+def median_ms(*fns, reps: int = 50) -> list[float]:
+    """The median time of each function; their timings alternate rep by rep, so that a drift of the
+    clocks over the run weighs on all of them alike."""
+    for fn in fns:
+        for _ in range(5):
+            fn()
     torch.cuda.synchronize()
-    times = []
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+        for fn, samples in zip(fns, times):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+    return [sorted(samples)[len(samples) // 2] for samples in times]
+
+
+def to_pages(cache: torch.Tensor, page_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(batch, capacity, heads, dim) -> pages (batch * capacity / page_size, page_size, heads, dim) in
+    shuffled order, and the int32 block table (batch, capacity / page_size) that finds them."""
+    batch, capacity = cache.shape[:2]
+    per_row = capacity // page_size
+    table = torch.randperm(batch * per_row, device=cache.device)
+    pages = torch.empty(batch * per_row, page_size, *cache.shape[2:], dtype=cache.dtype, device=cache.device)
+    pages[table] = cache.reshape(batch * per_row, page_size, *cache.shape[2:])
+    return pages, table.view(batch, per_row).int()
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--paged", type=int, default=0, metavar="PAGE_SIZE",
+                        help="also time a paged cache of PAGE_SIZE-row pages (a multiple of 128 at head dim 128)")
+    parser.add_argument("--batch", type=ints, default=[1, 8, 64], help="batch sizes, e.g. 8 or 1,8,64")
+    parser.add_argument("--cache", type=ints, default=[4096, 16384, 65536, 131072], help="cache lengths")
     args = parser.parse_args()
-    ext = flashbuild.load(hdim=HDIM, dtype="fp16", arch="native", direction="splitkv", causal="off").ext
+    if args.paged and any(cache % args.paged for cache in args.cache):
+        parser.error(f"--paged {args.paged} must divide every --cache length ({args.cache})")
+    ext = flashbuild.load(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both").ext
     rows = []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, build {ext.build_key()}")
-    print("| batch | cache | time (us) | GB/s auto | GB/s 1 split |\n| --- | --- | --- | --- | --- |")
-    for batch in (1, 8, 64):
-        for cache in (4096, 16384, 65536, 131072):
+    header = "| batch | cache | time (us) | GB/s auto | GB/s 1 split |"
+    if args.paged:
+        header += f" paged {args.paged}: time (us) | GB/s | paged / contiguous time |"
+    print(header)
+    print("|" + " --- |" * (header.count("|") - 1))
+    for batch in args.batch:
+        for cache in args.cache:
             if batch * cache > 64 * 65536:  # keep K + V under ~9 GB
                 continue
             q = torch.randn(batch, 1, HEADS, HDIM, device="cuda", dtype=torch.float16)
@@ -53,13 +91,24 @@ def main() -> None:
             v = torch.randn_like(k)
             lens = torch.full((batch,), cache, dtype=torch.int32, device="cuda")
             gb = 2 * batch * cache * KV_HEADS * HDIM * 2 / 1e9
-            auto = median_ms(lambda: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 0))
-            single = median_ms(lambda: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 1))
+            calls = [lambda: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 0),
+                     lambda: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 1)]
+            if args.paged:
+                (k_pages, table), (v_pages, _) = to_pages(k, args.paged), to_pages(v, args.paged)
+                calls.append(lambda: ext.mha_fwd_kvcache(q, k_pages, v_pages, lens, False, None, 0,
+                                                         block_table=table))
+            auto, single, *paged = median_ms(*calls)
             row = {"batch": batch, "cache": cache, "us": auto * 1e3, "gbps": gb / auto * 1e3,
                    "gbps_one_split": gb / single * 1e3}
+            line = f"| {batch} | {cache} | {row['us']:.1f} | {row['gbps']:.0f} | {row['gbps_one_split']:.0f} |"
+            if args.paged:
+                row.update(page_size=args.paged, paged_us=paged[0] * 1e3, paged_gbps=gb / paged[0] * 1e3,
+                           paged_over_contiguous=paged[0] / auto)
+                line += f" {row['paged_us']:.1f} | {row['paged_gbps']:.0f} | {row['paged_over_contiguous']:.3f} |"
+                del k_pages, v_pages
             rows.append(row)
-            print(f"| {batch} | {cache} | {row['us']:.1f} | {row['gbps']:.0f} | {row['gbps_one_split']:.0f} |", flush=True)
-            del k, v
+            print(line, flush=True)
+            del k, v, calls
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
