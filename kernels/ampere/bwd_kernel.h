@@ -1,7 +1,8 @@
 // The Ampere-path FlashAttention backward kernel. One CTA owns kBlockN keys of one (batch, head)
 // and walks the query blocks that may see them, recomputing P from the forward LSE:
 //   S = Q K^T, P = exp(S * scale - LSE), dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
-//   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum).
+//   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum, issued
+//   between the dK product's MMAs).
 // P and dS go through shared memory because the dV/dK products read them transposed.
 // With softcap, S becomes T = tanh(S * scale / softcap), P = exp(T * softcap - LSE), and dS picks
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
@@ -63,8 +64,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
              head * params.dk_head_stride;
   auto* dv = static_cast<Element*>(params.dv) + info.k_offset(params.dk_batch_stride, params.dk_row_stride) +
              head * params.dk_head_stride;
-  float* dq = params.dq_accum + info.q_offset(params.dq_batch_stride, params.dq_row_stride) +
-              head * params.dq_head_stride;
+  float* dq = params.dq_accum + info.q_offset(params.dq_batch_stride, kHeadDim) + head * params.dq_head_stride;
   Tensor gQ = local_tile(rows_of(q, seqlen_q, params.q_row_stride), TileMD{}, make_coord(_, 0));      // (M, D, mb)
   Tensor gdO = local_tile(rows_of(d_o, seqlen_q, params.do_row_stride), TileMD{}, make_coord(_, 0));  // (M, D, mb)
   Tensor gK = local_tile(rows_of(k, seqlen_k, params.k_row_stride), TileND{}, make_coord(n_block, 0));
@@ -153,8 +153,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   Tensor tdQsKt = thr_copy_dq_b.partition_S(sKt);
   Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(TileMD{}));
 
-  // Q, dO and their rows' LSE and dsum of one query block into one stage. Padding rows get
-  // LSE = +inf, so their P (and with it dS) is exactly 0.
+  // Q, dO and their rows' LSE and dsum of one query block into one stage, all asynchronously.
+  // Padding rows read as zeros: their Q and dO rows are 0, so whatever P they get, their dS and
+  // their share of dV and dK are exactly 0 (and their dQ rows are not written).
+  static_assert(kBlockM <= Traits::kNThreads, "one thread per query row loads the row statistics");
   const int m_block_min = mask.m_block_min(n_block, kBlockM, kBlockN);
   const int m_block_max = mask.m_block_max(n_block, kBlockM, kBlockN);
   auto load_query_block = [&](int m_block, int stage) {
@@ -163,13 +165,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     Tensor tdOsdO = gmem_thr_copy.partition_D(stage_do(stage));
     copy_rows(gmem_copy, tQgQ(_, _, _, m_block), tQsQ, tQcQ, q_rows);
     copy_rows(gmem_copy, tdOgdO(_, _, _, m_block), tdOsdO, tQcQ, q_rows);
-    cp_async_fence();
-    float* stats = s_stats + stage * 2 * kBlockM;
-    for (int r = tidx; r < kBlockM; r += Traits::kNThreads) {
-      const bool valid = r < q_rows;
-      stats[r] = valid ? params.lse[row_stat_offset + m_block * kBlockM + r] : INFINITY;
-      stats[kBlockM + r] = valid ? params.dsum[row_stat_offset + m_block * kBlockM + r] : 0.f;
+    if (tidx < kBlockM) {
+      float* stats = s_stats + stage * 2 * kBlockM;
+      const int64_t row = row_stat_offset + m_block * kBlockM + (tidx < q_rows ? tidx : 0);
+      cp_async_float(stats + tidx, params.lse + row, tidx < q_rows);
+      cp_async_float(stats + kBlockM + tidx, params.dsum + row, tidx < q_rows);
     }
+    cp_async_fence();
   };
 
   const int key_rows = seqlen_k - n_block * kBlockN;
@@ -193,11 +195,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     const float* s_dsum = s_lse + kBlockM;
 
     Tensor acc_s = partition_fragment_C(mma_sdp, TileMN{});
-    Tensor acc_dp = partition_fragment_C(mma_sdp, TileMN{});
     clear(acc_s);
-    clear(acc_dp);
     gemm_smem_smem(acc_s, tSrQ, tSrK, thr_copy_sdp_a.partition_S(sQ), tSsK, mma_sdp, copy_sdp_a, copy_sdp_b,
                    thr_copy_sdp_a, thr_copy_sdp_b);
+    Tensor acc_dp = partition_fragment_C(mma_sdp, TileMN{});
+    clear(acc_dp);
     gemm_smem_smem(acc_dp, tdPrdO, tdPrV, thr_copy_sdp_a.partition_S(sdO), tdPsV, mma_sdp, copy_sdp_a, copy_sdp_b,
                    thr_copy_sdp_a, thr_copy_sdp_b);
     score_scale.transform(acc_s);
@@ -207,7 +209,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {
       const int row = get<0>(tScS(i));
-      const float p = exp2f(acc_s(i) * score_scale.scale_log2 - s_lse[row] * kLog2e);
+      const float p = fast_exp2(acc_s(i) * score_scale.scale_log2 - s_lse[row] * kLog2e);
       float ds = p * (acc_dp(i) - s_dsum[row]);
       if constexpr (kHasSoftcap<kFeatures>) {
         // A masked score is -inf here, and its p = 0: keep its dS 0, not 0 * (1 - inf).
@@ -226,21 +228,34 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     Tensor sdOt = make_tensor(sdO.data(), typename Traits::SmemLayoutQdOt{});
     gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b);
-    gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b);
     Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
     clear(acc_dq);
     gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_dq_a, copy_dq_b, thr_copy_dq_a,
                    thr_copy_dq_b);
-    float* dq_block = dq + int64_t(m_block) * kBlockM * params.dq_row_stride;
-    // Accumulator elements 2i and 2i + 1 are neighbouring columns of one row (the MMA's C layout,
-    // ((2 columns, 2 row halves), MMA_M, MMA_N)).
+    // dQ += dS K goes out as fp32 atomics, spread over the dK product's k-slices: issued in one
+    // burst they fill the global-memory queue and stall the warp (ncu: lg_throttle, 2.9 cycles per
+    // instruction at hdim 256); spread, the tensor cores work meanwhile (hdim 128: 290 -> 305
+    // TFLOPS at 16k, benchmarks/bwd_dq_atomics.md). The block's rows lie head_dim floats apart, so
+    // a thread's addresses are one base plus constants. Accumulator elements 2i and 2i + 1 are
+    // neighbouring columns of one row (the MMA's C layout, ((2 columns, 2 row halves), MMA_M,
+    // MMA_N)): one vector atomic for both.
     static_assert(decltype(size<0, 0>(acc_dq))::value == 2, "pairs of columns in the dQ accumulator");
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dq); i += 2) {
-      const int row = get<0>(tdQcdQ(i));
-      if (row < q_rows) { atomic_add_pair(dq_block + row * params.dq_row_stride + get<1>(tdQcdQ(i)), acc_dq(i), acc_dq(i + 1)); }
-    }
+    Tensor tdQgdQ = thr_dq.partition_C(make_tensor(make_gmem_ptr(dq + m_block * (kBlockM * kHeadDim)),
+                                                   Layout<TileMD, Stride<Int<kHeadDim>, _1>>{}));
+    constexpr int kPairs = decltype(size(acc_dq))::value / 2;
+    constexpr int kSteps = decltype(size<2>(tdKrdSt))::value;
+    constexpr int kPairsPerStep = (kPairs + kSteps - 1) / kSteps;
+    const bool full_block = q_rows >= kBlockM;
+    gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) {
+                     CUTE_UNROLL
+                     for (int j = 0; j < kPairsPerStep; ++j) {
+                       const int i = 2 * (step * kPairsPerStep + j);
+                       if (i < 2 * kPairs && (full_block || get<0>(tdQcdQ(i)) < q_rows)) {
+                         atomic_add_pair(&tdQgdQ(i), acc_dq(i), acc_dq(i + 1));
+                       }
+                     }
+                   });
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
       if (m_block + 1 < m_block_max) { load_query_block(m_block + 1, 0); }

@@ -29,10 +29,12 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
     ampere::launch(&ampere::bwd_kernel<Traits, kIsCausal, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
                    stream, params);
   }
-  const int64_t quads = params.dq_numel / 4;
-  const int blocks = int(std::min<int64_t>((quads + ampere::kConvertThreads - 1) / ampere::kConvertThreads, 65536));
-  if (blocks > 0) {
-    ampere::launch(&ampere::bwd_convert_dq_kernel<Element>, dim3(blocks), ampere::kConvertThreads, 0, stream, params);
+  if (params.seqlen_q > 0) {
+    const int64_t quads = int64_t(params.seqlen_q) * kHeadDim / 4;
+    const dim3 convert_grid(unsigned((quads + ampere::kConvertThreads - 1) / ampere::kConvertThreads), params.nheads,
+                            params.batch);
+    ampere::launch(&ampere::bwd_convert_dq_kernel<kHeadDim, Element>, convert_grid, ampere::kConvertThreads, 0, stream,
+                   params);
   }
 }
 

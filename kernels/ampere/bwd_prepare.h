@@ -32,23 +32,27 @@ __global__ void __launch_bounds__(32 * kDotRowsPerBlock) bwd_dot_do_o_kernel(con
 
 constexpr int kConvertThreads = 256;
 
-// dq[i] = softmax_scale * dq_accum[i] over dq_numel contiguous elements, four at a time (the
-// count is a multiple of the kernel head dim, so of 32).
-template <class Element>
+// dq = softmax_scale * dq_accum in the input dtype. Grid (ceil(seqlen_q * kHeadDim / (4 *
+// kConvertThreads)), nheads, batch): each thread converts four neighbouring columns of one row,
+// read from the head's contiguous dq_accum rows and written to dq at its strides.
+template <int kHeadDim, class Element>
 __global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
-  const int64_t quads = params.dq_numel / 4;
-  const auto* accum = reinterpret_cast<const float4*>(params.dq_accum);
-  auto* dq = static_cast<Element*>(params.dq);
-  for (int64_t i = blockIdx.x * int64_t(kConvertThreads) + threadIdx.x; i < quads;
-       i += int64_t(gridDim.x) * kConvertThreads) {
-    const float4 a = accum[i];
-    cutlass::Array<Element, 4> out;
-    out[0] = Element(a.x * params.softmax_scale);
-    out[1] = Element(a.y * params.softmax_scale);
-    out[2] = Element(a.z * params.softmax_scale);
-    out[3] = Element(a.w * params.softmax_scale);
-    reinterpret_cast<cutlass::Array<Element, 4>*>(dq)[i] = out;
-  }
+  constexpr int kQuadsPerRow = kHeadDim / 4;
+  const int head = blockIdx.y;
+  const SeqInfo info(blockIdx.z, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, nullptr);
+  const int quad = blockIdx.x * kConvertThreads + threadIdx.x;
+  const int row = quad / kQuadsPerRow;
+  if (row >= info.seqlen_q) { return; }
+  const float* accum = params.dq_accum + info.q_offset(params.dq_batch_stride, kHeadDim) + head * params.dq_head_stride;
+  auto* dq = static_cast<Element*>(params.dq) + info.q_offset(params.dq_out_batch_stride, params.dq_out_row_stride) +
+             row * params.dq_out_row_stride + head * params.dq_out_head_stride;
+  const float4 a = reinterpret_cast<const float4*>(accum)[quad];
+  cutlass::Array<Element, 4> out;
+  out[0] = Element(a.x * params.softmax_scale);
+  out[1] = Element(a.y * params.softmax_scale);
+  out[2] = Element(a.z * params.softmax_scale);
+  out[3] = Element(a.w * params.softmax_scale);
+  reinterpret_cast<cutlass::Array<Element, 4>*>(dq)[quad % kQuadsPerRow] = out;
 }
 
 }  // namespace flashbuild::ampere

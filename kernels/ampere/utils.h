@@ -22,6 +22,15 @@ template <> struct ElementOf<DType::kBf16> { using type = cutlass::bfloat16_t; }
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// 2^x on the SFU, denormal results flushed to zero: one MUFU.EX2. exp2f without --use_fast_math
+// adds a range test and two multiplies per call to keep denormals, which a probability below
+// 2^-126 does not need (and which costs the backward ~100 instructions per warp and step).
+CUTE_DEVICE float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 #define FLASHBUILD_CUDA_CHECK(expr)                                                         \
   do {                                                                                      \
     cudaError_t status_ = (expr);                                                           \
@@ -75,12 +84,13 @@ CUTE_DEVICE float quad_sum(float x) {
 }
 
 // acc += A·B^T with both operands in shared memory. The next k-slice is loaded into registers
-// (ldmatrix) while the tensor cores work on the current one.
+// (ldmatrix) while the tensor cores work on the current one. after_step(k) runs after the MMAs of
+// k-slice k are issued: work to interleave with the product (e.g. global stores).
 template <class Acc, class RegA, class RegB, class SmemA, class SmemB, class TiledMma,
-          class CopyA, class CopyB, class ThrCopyA, class ThrCopyB>
+          class CopyA, class CopyB, class ThrCopyA, class ThrCopyB, class AfterStep>
 CUTE_DEVICE void gemm_smem_smem(Acc& acc, RegA& tCrA, RegB& tCrB, SmemA const& tCsA, SmemB const& tCsB,
                                 TiledMma const& mma, CopyA const& copy_a, CopyB const& copy_b,
-                                ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b) {
+                                ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b, AfterStep&& after_step) {
   Tensor tCrA_view = thr_copy_a.retile_D(tCrA);
   Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
   CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(tCrA_view));
@@ -94,7 +104,16 @@ CUTE_DEVICE void gemm_smem_smem(Acc& acc, RegA& tCrA, RegB& tCrB, SmemA const& t
       copy(copy_b, tCsB(_, _, k + 1), tCrB_view(_, _, k + 1));
     }
     gemm(mma, tCrA(_, _, k), tCrB(_, _, k), acc);
+    after_step(k);
   }
+}
+
+template <class Acc, class RegA, class RegB, class SmemA, class SmemB, class TiledMma,
+          class CopyA, class CopyB, class ThrCopyA, class ThrCopyB>
+CUTE_DEVICE void gemm_smem_smem(Acc& acc, RegA& tCrA, RegB& tCrB, SmemA const& tCsA, SmemB const& tCsB,
+                                TiledMma const& mma, CopyA const& copy_a, CopyB const& copy_b,
+                                ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b) {
+  gemm_smem_smem(acc, tCrA, tCrB, tCsA, tCsB, mma, copy_a, copy_b, thr_copy_a, thr_copy_b, [](int) {});
 }
 
 // acc += A·B^T with A already in registers (the softmax probabilities) and B in shared memory.
@@ -147,6 +166,13 @@ struct GmemRowCopies {
   using Store = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, ThreadLayout{},
                                          ValueLayout{}));
 };
+
+// One fp32 from global to shared memory, asynchronously (in the current cp.async group); zero
+// when !valid, without reading src.
+CUTE_DEVICE void cp_async_float(float* dst, const float* src, bool valid) {
+  const uint32_t dst_addr = cast_smem_ptr_to_uint(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst_addr), "l"(src), "r"(valid ? 4 : 0));
+}
 
 // Launches with smem_bytes of dynamic shared memory (raising the kernel's limit past the default
 // 48 KB first) and turns a launch error into an exception.

@@ -617,7 +617,11 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   at::Tensor dsum = at::empty_like(lse_c);  // rowsum(dO * O), laid out like the LSE
   auto expanded = k.sizes().vec();
   expanded[expanded.size() - 2] = nheads;
-  at::Tensor dq_accum = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
+  // dq_accum is (batch, nheads, seqlen_q, head_dim) (varlen (nheads, total_q, head_dim)): rows of
+  // one head back to back, as the kernel's atomics address them (params.h).
+  const at::Tensor dq_accum =
+      varlen ? at::zeros({nheads, q.size(0), c.hdim}, q.options().dtype(at::kFloat))
+             : at::zeros({q.size(0), nheads, q.size(1), c.hdim}, q.options().dtype(at::kFloat));
   at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(expanded, q.options());
   at::Tensor dv = at::empty(expanded, q.options());
@@ -625,16 +629,18 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   BwdParams p{};
   p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.dout = dout.data_ptr(), p.o = out.data_ptr();
   p.lse = lse_c.data_ptr<float>(), p.dsum = dsum.data_ptr<float>(), p.dq_accum = dq_accum.data_ptr<float>();
-  p.dq = dq.data_ptr(), p.dq_numel = dq.numel();
+  p.dq = dq.data_ptr();
   p.dk = dk.data_ptr(), p.dv = dv.data_ptr();
   const Strides sq = strides_of(q), sk = strides_of(k), sv = strides_of(v), sdo = strides_of(dout);
-  const Strides so = strides_of(out), sdq = strides_of(dq_accum), sdk = strides_of(dk);
+  const Strides so = strides_of(out), sdq = strides_of(dq), sdk = strides_of(dk);
   p.o_batch_stride = so.batch, p.o_row_stride = so.row, p.o_head_stride = so.head;
   p.q_batch_stride = sq.batch, p.q_row_stride = sq.row, p.q_head_stride = sq.head;
   p.k_batch_stride = sk.batch, p.k_row_stride = sk.row, p.k_head_stride = sk.head;
   p.v_batch_stride = sv.batch, p.v_row_stride = sv.row, p.v_head_stride = sv.head;
   p.do_batch_stride = sdo.batch, p.do_row_stride = sdo.row, p.do_head_stride = sdo.head;
-  p.dq_batch_stride = sdq.batch, p.dq_row_stride = sdq.row, p.dq_head_stride = sdq.head;
+  p.dq_out_batch_stride = sdq.batch, p.dq_out_row_stride = sdq.row, p.dq_out_head_stride = sdq.head;
+  p.dq_batch_stride = varlen ? 0 : dq_accum.stride(0);
+  p.dq_head_stride = varlen ? dq_accum.stride(0) : dq_accum.stride(1);
   p.dk_batch_stride = sdk.batch, p.dk_row_stride = sdk.row, p.dk_head_stride = sdk.head;
   p.lse_batch_stride = varlen ? 0 : lse_c.stride(0);
   p.lse_head_stride = varlen ? lse_c.stride(0) : lse_c.stride(1);

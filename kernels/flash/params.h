@@ -114,9 +114,11 @@ struct BwdParams {
   const void* __restrict__ o;      // the forward's output: o_head_dim columns (dout may be padded)
   const float* __restrict__ lse;   // from the forward pass, laid out by lse_*_stride
   float* __restrict__ dsum;        // written by the first kernel, laid out like lse
-  float* __restrict__ dq_accum;    // like q, fp32, contiguous, zeroed, accumulated atomically
-  void* __restrict__ dq;           // like dq_accum, in the input dtype
-  int64_t dq_numel;                // elements of dq_accum (and dq)
+  // dq_accum: fp32, zeroed, accumulated atomically; each (batch, head) slice is its rows one after
+  // the other, head_dim floats each ((batch, nheads, seqlen_q, head_dim), varlen (nheads, total_q,
+  // head_dim)), so a thread's atomics take constant offsets from one address.
+  float* __restrict__ dq_accum;
+  void* __restrict__ dq;           // like q, in the input dtype, laid out by dq_out_*_stride
   void* __restrict__ dk;           // like k but with nheads heads
   void* __restrict__ dv;           // like v but with nheads heads
   const int* __restrict__ cu_seqlens_q;  // variable length, as in FwdParams
@@ -127,7 +129,8 @@ struct BwdParams {
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t do_batch_stride, do_row_stride, do_head_stride;
   int64_t o_batch_stride, o_row_stride, o_head_stride;
-  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;  // of dq_accum
+  int64_t dq_batch_stride, dq_head_stride;                 // of dq_accum (its row stride is head_dim)
+  int64_t dq_out_batch_stride, dq_out_row_stride, dq_out_head_stride;  // of dq
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // of dk and dv alike
   int64_t lse_batch_stride, lse_head_stride;                // of lse and dsum alike
 
