@@ -2,7 +2,7 @@
 // and walks the query blocks that may see them, recomputing P from the forward LSE:
 //   S = Q K^T, P = exp(S * scale - LSE), dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
 //   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum, issued
-//   between the dK product's MMAs).
+//   between the dV and dK products' MMAs).
 // P and dS go through shared memory because the dV/dK products read them transposed.
 // With softcap, S becomes T = tanh(S * scale / softcap), P = exp(T * softcap - LSE), and dS picks
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
@@ -226,16 +226,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
 
     Tensor sQt = make_tensor(sQ.data(), typename Traits::SmemLayoutQdOt{});
     Tensor sdOt = make_tensor(sdO.data(), typename Traits::SmemLayoutQdOt{});
-    gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b);
     Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
     clear(acc_dq);
     gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_dq_a, copy_dq_b, thr_copy_dq_a,
                    thr_copy_dq_b);
-    // dQ += dS K goes out as fp32 atomics, spread over the dK product's k-slices: issued in one
-    // burst they fill the global-memory queue and stall the warp (ncu: lg_throttle, 2.9 cycles per
-    // instruction at hdim 256); spread, the tensor cores work meanwhile (hdim 128: 290 -> 305
-    // TFLOPS at 16k, benchmarks/bwd_dq_atomics.md). The block's rows lie head_dim floats apart, so
+    // dQ = dS K first; its fp32 atomics then go out a few per k-slice of the dV and dK products:
+    // issued in one burst they fill the global-memory queue and stall the warp (ncu: lg_throttle,
+    // 2.9 cycles per instruction at hdim 256); spread, the tensor cores work meanwhile (16k: hdim
+    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). The block's rows lie head_dim floats apart, so
     // a thread's addresses are one base plus constants. Accumulator elements 2i and 2i + 1 are
     // neighbouring columns of one row (the MMA's C layout, ((2 columns, 2 row halves), MMA_M,
     // MMA_N)): one vector atomic for both.
@@ -243,19 +241,23 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     Tensor tdQgdQ = thr_dq.partition_C(make_tensor(make_gmem_ptr(dq + m_block * (kBlockM * kHeadDim)),
                                                    Layout<TileMD, Stride<Int<kHeadDim>, _1>>{}));
     constexpr int kPairs = decltype(size(acc_dq))::value / 2;
-    constexpr int kSteps = decltype(size<2>(tdKrdSt))::value;
+    constexpr int kSteps = 2 * decltype(size<2>(tdKrdSt))::value;
     constexpr int kPairsPerStep = (kPairs + kSteps - 1) / kSteps;
     const bool full_block = q_rows >= kBlockM;
+    auto issue_dq = [&](int step) {
+      CUTE_UNROLL
+      for (int j = 0; j < kPairsPerStep; ++j) {
+        const int i = 2 * (step * kPairsPerStep + j);
+        if (i < 2 * kPairs && (full_block || get<0>(tdQcdQ(i)) < q_rows)) {
+          atomic_add_pair(&tdQgdQ(i), acc_dq(i), acc_dq(i + 1));
+        }
+      }
+    };
+    constexpr int kHalf = kSteps / 2;
+    gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, issue_dq);
     gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) {
-                     CUTE_UNROLL
-                     for (int j = 0; j < kPairsPerStep; ++j) {
-                       const int i = 2 * (step * kPairsPerStep + j);
-                       if (i < 2 * kPairs && (full_block || get<0>(tdQcdQ(i)) < q_rows)) {
-                         atomic_add_pair(&tdQgdQ(i), acc_dq(i), acc_dq(i + 1));
-                       }
-                     }
-                   });
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(kHalf + step); });
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
       if (m_block + 1 < m_block_max) { load_query_block(m_block + 1, 0); }
