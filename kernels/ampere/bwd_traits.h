@@ -1,7 +1,7 @@
 // Tile shapes, shared-memory layouts and MMA/copy types of the Ampere-path backward kernel.
 #pragma once
 
-#include "ampere/utils.h"
+#include "ampere/traits.h"  // max_smem_bytes
 
 namespace flashbuild::ampere {
 
@@ -11,9 +11,6 @@ struct BwdTile {
   int warps;
   int stages;   // shared-memory buffers for Q/dO: 2 prefetches the next query block
 };
-
-// Opt-in shared memory per block: 227 KB on sm90, 163 KB on sm80 (sm86/sm89: 99 KB).
-constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
 
 // Shared memory of one backward CTA: K, V, `stages` x (Q, dO), P, dS and two fp32 rows stats.
 constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages) {

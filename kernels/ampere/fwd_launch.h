@@ -11,6 +11,7 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   constexpr ampere::FwdTile kTile = ampere::fwd_tile(kArch, kHeadDim, kIsCausal);
   using Traits = ampere::FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element>;
+  static_assert(Traits::kSmemBytes <= ampere::max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
 
   ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }

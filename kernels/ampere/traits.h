@@ -11,24 +11,31 @@ struct FwdTile {
   int warps;
 };
 
-// The tile heuristic in one place. Measured on an H200 (fp16, 16k tokens, sweep table in
-// benchmarks/fwd_tile_sweep.md): at hdim 64, 128x64 with 4 warps fits in 250 registers without spills and beat
-// 128x128/4 (spills), 128x128/8 and 64x64/4. hdim 128 splits by mask: non-causal 128x64/4 (255
-// registers, a small spill, still fastest at 1k-4k), causal 128x128/8 (234 registers; 300 vs 278
-// TFLOPS at 16k). hdim 96 shares hdim 64's tile and 192/256 take 8 warps of 16 rows so that the O
-// accumulator fits; those three are not swept yet.
+// Shared memory of one forward CTA: Q, K and V tiles of 16-bit elements.
+constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n) { return 2 * head_dim * (block_m + 2 * block_n); }
+// Opt-in shared memory per block: 227 KB on sm90, 163 KB on sm80 (sm86/sm89: 99 KB).
+constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
+
+// The tile heuristic in one place, measured on an H200 (fp16, 16k tokens; sweeps in
+// benchmarks/fwd_tile_sweep.md and benchmarks/fwd_masked_steps.md). Since the main loop runs its
+// masked steps apart from the unmasked ones, 128x64 with 4 warps is the fastest tile up to hdim 128,
+// causal or not (hdim 128 causal at 16k: 350 against 333 TFLOPS for 128x128/8); 128x128/4 is slower
+// at hdim 64. hdim 192/256 take 8 warps of 16 rows so that the O accumulator fits in registers
+// (64x64/4: faster at 1k causal, slower at 16k). Where a tile does not fit the arch's shared memory
+// (hdim 256 on sm86/sm89), the query block halves.
 // Tuning sweeps can override it for a whole build:
 //   nvcc -DFLASHBUILD_FWD_BLOCK_M=128 -DFLASHBUILD_FWD_BLOCK_N=64 -DFLASHBUILD_FWD_WARPS=8
 constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
-  (void)arch;
-#if defined(FLASHBUILD_FWD_BLOCK_M) && defined(FLASHBUILD_FWD_BLOCK_N) && defined(FLASHBUILD_FWD_WARPS)
-  (void)head_dim;
   (void)causal;
+#if defined(FLASHBUILD_FWD_BLOCK_M) && defined(FLASHBUILD_FWD_BLOCK_N) && defined(FLASHBUILD_FWD_WARPS)
+  (void)arch;
+  (void)head_dim;
   return {FLASHBUILD_FWD_BLOCK_M, FLASHBUILD_FWD_BLOCK_N, FLASHBUILD_FWD_WARPS};
+#else
+  const FwdTile tile = head_dim <= 128 ? FwdTile{128, 64, 4} : FwdTile{128, 64, 8};
+  if (fwd_smem_bytes(head_dim, tile.block_m, tile.block_n) > max_smem_bytes(arch)) { return {64, 64, 4}; }
+  return tile;
 #endif
-  if (head_dim <= 96) return {128, 64, 4};
-  if (head_dim <= 128) return causal ? FwdTile{128, 128, 8} : FwdTile{128, 64, 4};
-  return {128, 64, 8};
 }
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, class Element_>
