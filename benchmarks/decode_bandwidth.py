@@ -71,10 +71,13 @@ def main() -> None:
                         help="also time a paged cache of PAGE_SIZE-row pages (a multiple of 128 at head dim 128)")
     parser.add_argument("--batch", type=ints, default=[1, 8, 64], help="batch sizes, e.g. 8 or 1,8,64")
     parser.add_argument("--cache", type=ints, default=[4096, 16384, 65536, 131072], help="cache lengths")
+    parser.add_argument("--nvcc-flag", action="append", default=[],
+                        help="extra nvcc flag for the kernels (repeatable; part of the build key), e.g. a tuning macro")
     args = parser.parse_args()
     if args.paged and any(cache % args.paged for cache in args.cache):
         parser.error(f"--paged {args.paged} must divide every --cache length ({args.cache})")
-    ext = flashbuild.load(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both").ext
+    ext = flashbuild.load(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both",
+                          nvcc_flags=args.nvcc_flag).ext
     rows = []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, build {ext.build_key()}")
     header = "| batch | cache | time (us) | GB/s auto | GB/s 1 split |"
