@@ -20,19 +20,21 @@ constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch 
 // benchmarks/fwd_tile_sweep.md and benchmarks/fwd_masked_steps.md). Since the main loop runs its
 // masked steps apart from the unmasked ones, 128x64 with 4 warps is the fastest tile up to hdim 128,
 // causal or not (hdim 128 causal at 16k: 350 against 333 TFLOPS for 128x128/8); 128x128/4 is slower
-// at hdim 64. hdim 192/256 take 8 warps of 16 rows so that the O accumulator fits in registers
-// (64x64/4: faster at 1k causal, slower at 16k). Where a tile does not fit the arch's shared memory
-// (hdim 256 on sm86/sm89), the query block halves.
+// at hdim 64. hdim 192/256 take 16 rows per warp so that the O accumulator fits in registers:
+// 128x64/8 non-causal; causal 64x64/4, two CTAs per SM, which evens out the short and long query
+// blocks (hdim 256 causal against 128x64/8: +8% at 1k, +2% at 4k, -7% at 16k; hdim 192 +8% / +2% /
+// -3%). Where a tile does not fit the arch's shared memory (hdim 256 on sm86/sm89), the query
+// block halves.
 // Tuning sweeps can override it for a whole build:
 //   nvcc -DFLASHBUILD_FWD_BLOCK_M=128 -DFLASHBUILD_FWD_BLOCK_N=64 -DFLASHBUILD_FWD_WARPS=8
 constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
-  (void)causal;
 #if defined(FLASHBUILD_FWD_BLOCK_M) && defined(FLASHBUILD_FWD_BLOCK_N) && defined(FLASHBUILD_FWD_WARPS)
   (void)arch;
   (void)head_dim;
+  (void)causal;
   return {FLASHBUILD_FWD_BLOCK_M, FLASHBUILD_FWD_BLOCK_N, FLASHBUILD_FWD_WARPS};
 #else
-  const FwdTile tile = head_dim <= 128 ? FwdTile{128, 64, 4} : FwdTile{128, 64, 8};
+  const FwdTile tile = head_dim <= 128 ? FwdTile{128, 64, 4} : causal ? FwdTile{64, 64, 4} : FwdTile{128, 64, 8};
   if (fwd_smem_bytes(head_dim, tile.block_m, tile.block_n) > max_smem_bytes(arch)) { return {64, 64, 4}; }
   return tile;
 #endif
