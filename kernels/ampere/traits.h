@@ -70,6 +70,7 @@ struct FwdTraits {
   static constexpr int kSmemQBytes = int(size(SmemLayoutQ{})) * int(sizeof(Element));
   static constexpr int kSmemKVBytes = int(size(SmemLayoutKV{})) * int(sizeof(Element));
   static constexpr int kSmemBytes = kSmemQBytes + 2 * kSmemKVBytes;
+  static_assert(kSmemBytes == fwd_smem_bytes(kHeadDim, kBlockM, kBlockN), "smem accounting (fwd_tile's heuristic)");
 
   using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
