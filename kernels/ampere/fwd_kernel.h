@@ -152,12 +152,17 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   };
 
   const int q_rows = info.seqlen_q - m_block * kBlockM;
-  auto load_k = [&](int n_block, CacheSlot slot) {
-    copy_rows(gmem_copy, k_tile(n_block, slot), tKsK, tKVcKV, info.seqlen_k - n_block * kBlockN);
+  // A key block below the last is whole (`whole`): its copy has no row tests. Only the last block
+  // clears its padding rows (benchmarks/zero_fill_rows.md).
+  auto load_kv = [&](auto const& src, auto& dst, int n_block, auto whole) {
+    if constexpr (decltype(whole)::value) {
+      copy(gmem_copy, src, dst);
+    } else {
+      copy_rows(gmem_copy, src, dst, tKVcKV, info.seqlen_k - n_block * kBlockN);
+    }
   };
-  auto load_v = [&](int n_block, CacheSlot slot) {
-    copy_rows(gmem_copy, v_tile(n_block, slot), tVsV, tKVcKV, info.seqlen_k - n_block * kBlockN);
-  };
+  auto load_k = [&](int n_block, CacheSlot slot, auto whole) { load_kv(k_tile(n_block, slot), tKsK, n_block, whole); };
+  auto load_v = [&](int n_block, CacheSlot slot, auto whole) { load_kv(v_tile(n_block, slot), tVsV, n_block, whole); };
 
   // One step of the main loop: key block n_block, masked element-wise or not. Decoding: `slot` is
   // where the cache keeps key block n_block; the next block's lookup goes out at the start of the
@@ -170,8 +175,9 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     cp_async_wait<0>();
     __syncthreads();  // K[n_block] landed; every warp is done with V[n_block + 1]
 
-    // V streams in while the tensor cores compute S = Q·K^T.
-    load_v(n_block, slot);
+    // V streams in while the tensor cores compute S = Q·K^T. An unmasked block does not cross
+    // the seqlen_k edge, so it is whole.
+    load_v(n_block, slot, std::bool_constant<!decltype(masked)::value>{});
     cp_async_fence();
     gemm_smem_smem(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_copy_q, smem_copy_k, smem_thr_copy_q,
                    smem_thr_copy_k);
@@ -182,7 +188,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     __syncthreads();  // V[n_block] landed; every warp is done with K[n_block]
     // The next K streams in while we do the softmax and P·V.
     if (n_block > n_block_min) {
-      load_k(n_block - 1, next_slot);
+      load_k(n_block - 1, next_slot, std::true_type{});
       cp_async_fence();
     }
     slot = next_slot;
@@ -197,7 +203,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     int n_block = n_block_max - 1;
     slot = slot_of(n_block);
     copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
-    load_k(n_block, slot);
+    load_k(n_block, slot, std::false_type{});
     cp_async_fence();
     // Key blocks run from the last to the first, so only the first steps can need masking (and,
     // with a local window, the last ones). Masked and unmasked steps are separate code: with one

@@ -76,6 +76,8 @@ struct FwdTraits {
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
   using SmemCopyAtomO = Copy_Atom<UniversalCopy<uint32_t>, Element>;
 
+  // Clearing loads, not zero-filling ones: those cost the hdim-128 forward 9%, though only the last
+  // key block and Q use them (benchmarks/zero_fill_rows.md).
   using GmemTiledCopyQKV = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Load;
   using GmemTiledCopyO = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Store;
 };

@@ -132,13 +132,20 @@ CUTE_DEVICE void gemm_reg_smem(Acc& acc, RegA const& tCrA, RegB& tCrB, SmemB con
 
 // Copies a (CPY, rows, cols) partition row by row; rows at or past `row_limit` (as told by the
 // identity-tensor partition `coord`) are zero-filled instead, so that padding rows of a tile can
-// never inject NaN or Inf into the products.
+// never inject NaN or Inf into the products. With GmemRowCopies' LoadZeroFill every vector is one
+// cp.async, and a row past the limit reads 0 bytes and lands as zeros; with Load such a row is
+// cleared by shared-memory stores, behind a branch per row.
 template <class TiledCopy, class Src, class Dst, class Coord>
 CUTE_DEVICE void copy_rows(TiledCopy const& tiled_copy, Src const& src, Dst& dst, Coord const& coord,
                            int row_limit) {
+  constexpr bool kZeroFills =
+      std::is_same_v<typename TiledCopy::Traits, Copy_Traits<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>>>;
   CUTE_UNROLL
   for (int m = 0; m < size<1>(dst); ++m) {
-    if (get<0>(coord(0, m, 0)) < row_limit) {
+    const bool valid = get<0>(coord(0, m, 0)) < row_limit;
+    if constexpr (kZeroFills) {
+      copy(tiled_copy.with(valid), src(_, m, _), dst(_, m, _));
+    } else if (valid) {
       copy(tiled_copy, src(_, m, _), dst(_, m, _));
     } else {
       clear(dst(_, m, _));
@@ -153,7 +160,10 @@ using SwizzledRows = decltype(composition(Swizzle<kRowElems == 64 ? 3 : 2, 3, 3>
                                           Layout<Shape<_8, Int<kRowElems>>, Stride<Int<kRowElems>, _1>>{}));
 
 // Global <-> shared copies of such rows: 16 bytes per thread per access, a warp covering whole
-// 128-byte rows; Load is asynchronous (cp.async), Store a plain vector store.
+// 128-byte rows. Load and LoadZeroFill are asynchronous (cp.async; the second zero-fills where its
+// predicate is false, see copy_rows), Store a plain vector store. Which load a kernel uses is
+// measured: it moves the register allocation of kernels at the 255-register limit
+// (benchmarks/zero_fill_rows.md).
 template <class Element, int kNThreads, int kRowElems>
 struct GmemRowCopies {
   static constexpr int kElemsPerAccess = 16 / int(sizeof(Element));
@@ -163,6 +173,8 @@ struct GmemRowCopies {
   using ValueLayout = Layout<Shape<_1, Int<kElemsPerAccess>>>;
   using Load = decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, Element>{},
                                         ThreadLayout{}, ValueLayout{}));
+  using LoadZeroFill = decltype(make_tiled_copy(
+      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<cute::uint128_t>, Element>{}, ThreadLayout{}, ValueLayout{}));
   using Store = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<cute::uint128_t>, Element>{}, ThreadLayout{},
                                          ValueLayout{}));
 };
