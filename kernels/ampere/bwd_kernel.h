@@ -14,13 +14,20 @@
 
 namespace flashbuild::ampere {
 
-// dst[0] += a, dst[1] += b (fp32, 8-byte aligned): one vector reduction on sm90, two before.
-CUTE_DEVICE void atomic_add_pair(float* dst, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+// dst[0] += a, dst[1] += b where `pred` holds (fp32, 8-byte aligned). On sm90 one predicated vector
+// reduction: under an `if`, each atomic became a branch region (BSSY/BSYNC, BRA) with its address
+// recomputed inside. Two scalar atomics before sm90.
+CUTE_DEVICE void atomic_add_pair(float* dst, float a, float b, bool pred) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FLASHBUILD_AB_BRANCHED_DQ)
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n}\n"
+               ::"l"(dst), "f"(a), "f"(b), "r"(int(pred)));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (pred) { atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b)); }
 #else
-  atomicAdd(dst, a);
-  atomicAdd(dst + 1, b);
+  if (pred) {
+    atomicAdd(dst, a);
+    atomicAdd(dst + 1, b);
+  }
 #endif
 }
 
@@ -247,8 +254,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
       CUTE_UNROLL
       for (int j = 0; j < kPairsPerStep; ++j) {
         const int i = 2 * (step * kPairsPerStep + j);
-        if (i < 2 * kPairs && (full_block || get<0>(tdQcdQ(i)) < q_rows)) {
-          atomic_add_pair(&tdQgdQ(i), acc_dq(i), acc_dq(i + 1));
+        if (i < 2 * kPairs) {
+          atomic_add_pair(&tdQgdQ(i), acc_dq(i), acc_dq(i + 1), full_block || get<0>(tdQcdQ(i)) < q_rows);
         }
       }
     };
