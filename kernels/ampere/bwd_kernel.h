@@ -18,11 +18,9 @@ namespace flashbuild::ampere {
 // reduction: under an `if`, each atomic became a branch region (BSSY/BSYNC, BRA) with its address
 // recomputed inside. Two scalar atomics before sm90.
 CUTE_DEVICE void atomic_add_pair(float* dst, float a, float b, bool pred) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FLASHBUILD_AB_BRANCHED_DQ)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n}\n"
                ::"l"(dst), "f"(a), "f"(b), "r"(int(pred)));
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (pred) { atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b)); }
 #else
   if (pred) {
     atomicAdd(dst, a);
