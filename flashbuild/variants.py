@@ -457,21 +457,7 @@ def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: 
     return selection
 
 
-# (direction, hdim, arch) a family cannot compile: the Ampere-path backward tile of head dims 192
-# and 256 needs more shared memory than sm86/sm89's 99 KB per block (kernels/ampere/bwd_traits.h).
-UNFIT = {("bwd", hdim, arch): "its backward tile needs more than the 99 KB of shared memory a block gets there"
-         for hdim in (192, 256) for arch in ("sm86", "sm89")}
-
-
 def check_families(selection: Selection) -> None:
-    """Every variant has a family (raises the family error for the first that does not) and fits
-    its arch."""
+    """Every variant has a family (raises the family error for the first that does not)."""
     for variant in selection.variants:
         variant.family  # noqa: B018 - raises SelectionError when no family serves it
-        why = UNFIT.get((variant.direction, variant.hdim, variant.arch))
-        if why:
-            fits = [h for h in selection.hdims if ("bwd", h, variant.arch) not in UNFIT]
-            fix = f"--hdim {','.join(map(str, fits))}" if fits else "--direction fwd,splitkv"
-            raise SelectionError(
-                f"{variant.name}: head dim {variant.hdim} backward does not build for {variant.arch}: {why} "
-                f"(sm80 and sm90 have it); select it for --arch sm80 or sm90, or leave it out: {fix}")

@@ -131,3 +131,19 @@ def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]
     assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"]
     print(f"real forward TUs (sm80 + sm90, 2 jobs): {real_fwd_build.seconds:.1f}s\n{result.stderr}")
+
+
+def test_real_backward_of_large_head_dims_compiles_for_sm86(tmp_path):
+    """sm86 (and sm89, the same limit) gives a block 99 KB of shared memory: hdim 192 and 256 take the 32-row backward
+    tiles there (32 x 64 and 32 x 32, kernels/ampere/bwd_traits.h), which no GPU here runs; their
+    static_asserts (shared memory, MMA tiles dividing the blocks) must hold and the TUs compile."""
+    cache = tmp_path / "cache"
+    args = ["--hdim", "192,256", "--dtype", "fp16", "--direction", "bwd", "--no-local", "--no-softcap",
+            "--causal", "off", "--compile-only", "--jobs", "2"]
+    started = time.monotonic()
+    result = flashbuild(*args, "--arch", "sm86", cache=cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = objects(cache)
+    assert sorted(built) == ["bwd_hdim192_fp16_sm86", "bwd_hdim256_fp16_sm86"]
+    assert all(b"-arch sm_86 " in obj for obj in built.values())
+    print(f"sm86 backward TUs, hdim 192 + 256 (2 jobs): {time.monotonic() - started:.1f}s")

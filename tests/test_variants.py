@@ -296,9 +296,10 @@ def test_a_direction_no_family_implements_names_the_implemented_ones(monkeypatch
     assert "--direction fwd,bwd" in result.output and "Traceback" not in result.output
 
 
-def test_backward_of_large_head_dims_does_not_fit_sm86_and_says_what_does():
-    with pytest.raises(SelectionError, match=r"bwd_hdim192_fp16_sm86: head dim 192 backward does not build for sm86.*"
-                                             r"--hdim 64,128"):
-        select(hdim="64,128,192", dtype="fp16", arch="sm86", direction="fwd,bwd")
-    assert select(hdim="192", dtype="fp16", arch="sm86", direction="fwd").hdims == (192,)
-    assert select(hdim="192", dtype="fp16", arch="sm80", direction="bwd").hdims == (192,)
+def test_backward_of_large_head_dims_is_selectable_for_sm86_and_sm89():
+    """Their 32-row backward tiles fit 99 KB of shared memory (test_compile.py compiles them)."""
+    for arch in ("sm86", "sm89"):
+        selection = select(hdim="64,128,192,256", dtype="fp16", arch=arch, direction="fwd,bwd")
+        assert {v.name for v in selection.variants if v.direction == "bwd" and v.hdim >= 192} == {
+            f"bwd_hdim{h}_fp16{c}_{arch}{f}" for h in (192, 256) for c in ("", "_causal")
+            for f in ("", "_local_softcap")}

@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   Tensor tdPrV = thr_sdp.partition_fragment_B(sV);
   auto copy_sdp_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_sdp);
   auto thr_copy_sdp_a = copy_sdp_a.get_thread_slice(tidx);
-  auto copy_sdp_b = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, mma_sdp);
+  auto copy_sdp_b = make_tiled_copy_B(typename Traits::SmemCopyAtomSdPB{}, mma_sdp);
   auto thr_copy_sdp_b = copy_sdp_b.get_thread_slice(tidx);
   Tensor tSsK = thr_copy_sdp_b.partition_S(sK);
   Tensor tdPsV = thr_copy_sdp_b.partition_S(sV);

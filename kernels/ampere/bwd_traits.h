@@ -23,17 +23,28 @@ constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages)
 // halves how often K and V are read from shared memory per FLOP (hdim 64 on the H200: 229 -> 253
 // TFLOPS at 16k, benchmarks/bwd_tile_sweep.md). A second Q/dO stage is used whenever it fits: with
 // one CTA per SM (the register file is full) nothing else hides the load latency of the next block.
-// Where a tile does not fit even with one stage (sm86/sm89 have 99 KB), halve its blocks.
+// Where a tile does not fit even with one stage (sm86/sm89 have 99 KB), halve its blocks: the query
+// block to 64 rows, then the key block to 64, then each to 32 (hdim 192 there: 32 x 64; hdim 256:
+// 32 x 32).
 constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
   (void)causal;
 #if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
   int block_m = FLASHBUILD_BWD_BLOCK_M, block_n = FLASHBUILD_BWD_BLOCK_N;
 #else
   int block_m = head_dim <= 64 ? 128 : 64, block_n = head_dim <= 128 ? 128 : 64;
-  if (bwd_smem_bytes(head_dim, block_m, block_n, 1) > max_smem_bytes(arch) && block_m > 64) { block_m = 64; }
-  if (bwd_smem_bytes(head_dim, block_m, block_n, 1) > max_smem_bytes(arch) && block_n > 64) { block_n = 64; }
+  while (bwd_smem_bytes(head_dim, block_m, block_n, 1) > max_smem_bytes(arch) && (block_m > 32 || block_n > 32)) {
+    if (block_m > 64 || (block_n <= 64 && block_m > 32)) {
+      block_m /= 2;
+    } else {
+      block_n /= 2;
+    }
+  }
 #endif
+#if defined(FLASHBUILD_BWD_STAGES)
+  const int stages = FLASHBUILD_BWD_STAGES;
+#else
   const int stages = bwd_smem_bytes(head_dim, block_m, block_n, 2) <= max_smem_bytes(arch) ? 2 : 1;
+#endif
   return {block_m, block_n, 8, stages};
 }
 
@@ -50,13 +61,15 @@ struct BwdTraits {
   static_assert(kStages == 1 || kStages == 2, "one or two Q/dO buffers");
   static_assert(kNWarps == 8, "the backward warp layouts below are written for 8 warps");
   static_assert(kHeadDim % 32 == 0, "head dim must be a multiple of 32 (the binding pads to a kernel size)");
-  static_assert(kBlockM % 64 == 0 && kBlockN % 64 == 0, "backward blocks must be multiples of 64 rows");
+  static_assert(kBlockM % 32 == 0 && kBlockN % 32 == 0, "backward blocks must be multiples of 32 rows");
 
   using MmaOp = std::conditional_t<std::is_same_v<Element, cutlass::half_t>,
                                    SM80_16x8x16_F32F16F16F32_TN, SM80_16x8x16_F32BF16BF16F32_TN>;
   using Atom = MMA_Atom<MmaOp>;
-  // S = Q K^T and dP = dO V^T over (block_m, block_n): warps 2 (rows) x 4 (cols).
-  using TiledMmaSdP = TiledMMA<Atom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>;
+  // S = Q K^T and dP = dO V^T over (block_m, block_n): warps 2 (rows) x 4 (cols), 16 columns each
+  // per 32 x 64 tile; a 32-key block (sm86/sm89, hdim 256) gives each warp 8, read with ldmatrix.x2.
+  static constexpr int kSdPTileN = kBlockN >= 64 ? 64 : 32;
+  using TiledMmaSdP = TiledMMA<Atom, Layout<Shape<_2, _4, _1>>, Tile<_32, Int<kSdPTileN>, _16>>;
   // dV = P^T dO and dK = dS^T Q over (block_n, head_dim), and dQ = dS K over (block_m, head_dim):
   // warps (rows / 32) x the rest, so that each warp's tile is 32 rows high and as square as the
   // output allows. A warp reads (tile rows + tile cols) x k operand elements from shared memory
@@ -74,7 +87,7 @@ struct BwdTraits {
   using TiledMmadKV = RowTiledMma<kBlockN, kHeadDim>;
   using TiledMmadQ = RowTiledMma<kBlockM, kHeadDim>;
   // Every product's tile must divide its output: CuTe would not say so, the results would be wrong.
-  static_assert(kBlockM % 32 == 0 && kBlockN % 64 == 0, "S and dP tiles are 32 x 64");
+  static_assert(kBlockM % 32 == 0 && kBlockN % kSdPTileN == 0, "S and dP tiles are 32 x 64 (or 32 x 32)");
   static_assert(kBlockN % (16 * row_warps(kBlockN, kHeadDim)) == 0 &&
                     kHeadDim % (16 * (kNWarps / row_warps(kBlockN, kHeadDim))) == 0, "dK/dV tile must divide the output");
   static_assert(kBlockM % (16 * row_warps(kBlockM, kHeadDim)) == 0 &&
@@ -83,7 +96,7 @@ struct BwdTraits {
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
   using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  using SmemLayoutPdS = decltype(tile_to_shape(SwizzledRows<64>{}, Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  using SmemLayoutPdS = decltype(tile_to_shape(SwizzledRows<kSdPTileN>{}, Shape<Int<kBlockM>, Int<kBlockN>>{}));
   // Transposed views over the same bytes, for the operands read "the other way" (ldmatrix.trans).
   using SmemLayoutQdOt = decltype(composition(SmemLayoutQdO{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockM>>{}, GenRowMajor{})));
   using SmemLayoutKt = decltype(composition(SmemLayoutKV{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
@@ -98,6 +111,8 @@ struct BwdTraits {
   static_assert(kSmemBytes == bwd_smem_bytes(kHeadDim, kBlockM, kBlockN, kStages), "smem accounting");
 
   using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
+  using SmemCopyAtomSdPB =  // K and V for S and dP: 16 or 8 keys per warp
+      std::conditional_t<kSdPTileN == 64, SmemCopyAtom, Copy_Atom<SM75_U32x2_LDSM_N, Element>>;
   using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
   using SmemCopyAtomStore = Copy_Atom<UniversalCopy<uint32_t>, Element>;
 
