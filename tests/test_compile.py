@@ -134,9 +134,10 @@ def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):
 
 
 def test_real_backward_of_large_head_dims_compiles_for_sm86(tmp_path):
-    """sm86 (and sm89, the same limit) gives a block 99 KB of shared memory: hdim 192 and 256 take the 32-row backward
-    tiles there (32 x 64 and 32 x 32, kernels/ampere/bwd_traits.h), which no GPU here runs; their
-    static_asserts (shared memory, MMA tiles dividing the blocks) must hold and the TUs compile."""
+    """sm86 (and sm89, the same limit) gives a block 99 KB of shared memory: hdim 192 and 256 take
+    the 32-row backward tiles there (32 x 64 and 32 x 32, kernels/ampere/bwd_traits.h), which no GPU
+    here runs; their static_asserts (shared memory, MMA tiles dividing the blocks) must hold and the
+    TUs compile."""
     cache = tmp_path / "cache"
     args = ["--hdim", "192,256", "--dtype", "fp16", "--direction", "bwd", "--no-local", "--no-softcap",
             "--causal", "off", "--compile-only", "--jobs", "2"]
