@@ -66,9 +66,12 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
                        without=without, config=config)
     if jobs is not None and jobs < 1:
         raise SelectionError(f"--jobs {jobs}: must be at least 1; use --jobs {env.default_jobs()} or leave it out")
-    if launcher and shutil.which(launcher) is None:
+    found = shutil.which(launcher) if launcher else None
+    if launcher and found is None:
         raise SelectionError(f"--launcher {launcher}: not found on PATH; install it "
                              f"(e.g. apt-get install {launcher}) or leave --launcher out")
+    if launcher and os.sep in launcher:  # a path: ninja runs the compile commands in the build dir
+        launcher = str(Path(found).resolve())
     options = BuildOptions(
         flags=CompileFlags(debug=debug, lineinfo=lineinfo, nvcc_flags=tuple(nvcc_flags)),
         jobs=jobs, build_dir=Path(build_dir).resolve() if build_dir else None,

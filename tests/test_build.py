@@ -72,6 +72,19 @@ def test_key_and_module_do_not_depend_on_jobs_build_dir_launcher_or_verbose(tmp_
     assert b.build_dir == tmp_path and b.jobs == 7
 
 
+def test_a_launcher_given_as_a_relative_path_is_made_absolute(tmp_path, monkeypatch):
+    """ninja runs the compile commands in the build dir, where ./wrap.sh would not be found."""
+    wrapper = tmp_path / "tools" / "wrap.sh"
+    wrapper.parent.mkdir()
+    wrapper.write_text("#!/bin/sh\nexec \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    _, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", launcher="tools/wrap.sh")
+    assert options.launcher == str(wrapper.resolve())
+    _, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", launcher="sh")  # a PATH name stays
+    assert options.launcher == "sh"
+
+
 # ---------------------------------------------------------------- lock
 
 def test_second_builder_of_a_key_waits_for_the_lock(tmp_path, capsys):
