@@ -237,10 +237,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     // dQ = dS K first; its fp32 atomics then go out a few per k-slice of the dV and dK products:
     // issued in one burst they fill the global-memory queue and stall the warp (ncu: lg_throttle,
     // 2.9 cycles per instruction at hdim 256); spread, the tensor cores work meanwhile (16k: hdim
-    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). The block's rows lie head_dim floats apart, so
-    // a thread's addresses are one base plus constants. Accumulator elements 2i and 2i + 1 are
-    // neighbouring columns of one row (the MMA's C layout, ((2 columns, 2 row halves), MMA_M,
-    // MMA_N)): one vector atomic for both.
+    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). The block's rows
+    // lie head_dim floats apart, so a thread's addresses are one base plus constants. Accumulator
+    // elements 2i and 2i + 1 are neighbouring columns of one row (the MMA's C layout, ((2 columns,
+    // 2 row halves), MMA_M, MMA_N)): one vector atomic for both.
     static_assert(decltype(size<0, 0>(acc_dq))::value == 2, "pairs of columns in the dQ accumulator");
     Tensor tdQgdQ = thr_dq.partition_C(make_tensor(make_gmem_ptr(dq + m_block * (kBlockM * kHeadDim)),
                                                    Layout<TileMD, Stride<Int<kHeadDim>, _1>>{}));
