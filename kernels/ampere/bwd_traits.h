@@ -25,7 +25,8 @@ constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages)
 // one CTA per SM (the register file is full) nothing else hides the load latency of the next block.
 // Where a tile does not fit even with one stage (sm86/sm89 have 99 KB), halve its blocks: the query
 // block to 64 rows, then the key block to 64, then each to 32 (hdim 192 there: 32 x 64; hdim 256:
-// 32 x 32).
+// 32 x 32). Tuning sweeps and checks can override it for a whole build:
+//   nvcc -DFLASHBUILD_BWD_BLOCK_M=32 -DFLASHBUILD_BWD_BLOCK_N=32 [-DFLASHBUILD_BWD_STAGES=1]
 constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
   (void)causal;
 #if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
