@@ -28,6 +28,11 @@ struct SeqInfo {
   __device__ int64_t k_offset(int64_t batch_stride, int64_t row_stride) const {
     return cu_seqlens_k ? int64_t(cu_seqlens_k[batch]) * row_stride : int64_t(batch) * batch_stride;
   }
+  // dq_accum's sequences have kDqAccumRowPad rows of slack each (BwdParams).
+  __device__ int64_t dq_accum_offset(int64_t batch_stride, int64_t row_stride) const {
+    return cu_seqlens_q ? (int64_t(cu_seqlens_q[batch]) + int64_t(kDqAccumRowPad) * batch) * row_stride
+                        : int64_t(batch) * batch_stride;
+  }
   // Row statistics (LSE, dsum) are contiguous along rows.
   __device__ int64_t row_stat_offset(int64_t batch_stride, int64_t head_stride, int head) const {
     return q_offset(batch_stride, 1) + int64_t(head) * head_stride;

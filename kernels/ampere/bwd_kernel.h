@@ -14,18 +14,15 @@
 
 namespace flashbuild::ampere {
 
-// dst[0] += a, dst[1] += b where `pred` holds (fp32, 8-byte aligned). On sm90 one predicated vector
-// reduction: under an `if`, each atomic became a branch region (BSSY/BSYNC, BRA) with its address
-// recomputed inside. Two scalar atomics before sm90.
-CUTE_DEVICE void atomic_add_pair(float* dst, float a, float b, bool pred) {
+// dst[0..3] += v (fp32, 16-byte aligned). On sm90 one vector reduction; four scalar atomics before.
+CUTE_DEVICE void atomic_add4(float* dst, float a, float b, float c, float d) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n}\n"
-               ::"l"(dst), "f"(a), "f"(b), "r"(int(pred)));
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d));
 #else
-  if (pred) {
-    atomicAdd(dst, a);
-    atomicAdd(dst + 1, b);
-  }
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+  atomicAdd(dst + 2, c);
+  atomicAdd(dst + 3, d);
 #endif
 }
 
@@ -69,7 +66,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
              head * params.dk_head_stride;
   auto* dv = static_cast<Element*>(params.dv) + info.k_offset(params.dk_batch_stride, params.dk_row_stride) +
              head * params.dk_head_stride;
-  float* dq = params.dq_accum + info.q_offset(params.dq_batch_stride, kHeadDim) + head * params.dq_head_stride;
+  float* dq = params.dq_accum + info.dq_accum_offset(params.dq_batch_stride, kHeadDim) + head * params.dq_head_stride;
   Tensor gQ = local_tile(rows_of(q, seqlen_q, params.q_row_stride), TileMD{}, make_coord(_, 0));      // (M, D, mb)
   Tensor gdO = local_tile(rows_of(d_o, seqlen_q, params.do_row_stride), TileMD{}, make_coord(_, 0));  // (M, D, mb)
   Tensor gK = local_tile(rows_of(k, seqlen_k, params.k_row_stride), TileND{}, make_coord(n_block, 0));
@@ -156,11 +153,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   auto copy_dq_b = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dq);
   auto thr_copy_dq_b = copy_dq_b.get_thread_slice(tidx);
   Tensor tdQsKt = thr_copy_dq_b.partition_S(sKt);
-  Tensor tdQcdQ = thr_dq.partition_C(make_identity_tensor(TileMD{}));
 
   // Q, dO and their rows' LSE and dsum of one query block into one stage, all asynchronously.
   // Padding rows read as zeros: their Q and dO rows are 0, so whatever P they get, their dS and
-  // their share of dV and dK are exactly 0 (and their dQ rows are not written).
+  // their share of dV and dK are exactly 0 (their dQ rows go to dq_accum's slack, never converted).
   static_assert(kBlockM <= Traits::kNThreads, "one thread per query row loads the row statistics");
   const int m_block_min = mask.m_block_min(n_block, kBlockM, kBlockN);
   const int m_block_max = mask.m_block_max(n_block, kBlockM, kBlockN);
@@ -188,12 +184,12 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   // One step: query block m_block, masked element-wise or not.
   auto step = [&](int m_block, auto masked) {
     const int stage = Traits::kStages == 1 ? 0 : (m_block - m_block_min) & 1;
-    const int q_rows = seqlen_q - m_block * kBlockM;
+    const bool has_next = m_block + 1 < m_block_max;
     cp_async_wait<0>();
     __syncthreads();  // this stage landed; every warp is done with the other stage, P and dS
     if constexpr (Traits::kStages == 2) {
       // The next query block streams into the other stage during this step's five products.
-      if (m_block + 1 < m_block_max) { load_query_block(m_block + 1, stage ^ 1); }
+      if (has_next) { load_query_block(m_block + 1, stage ^ 1); }
     }
     Tensor sQ = stage_q(stage);
     Tensor sdO = stage_do(stage);
@@ -237,23 +233,21 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     // dQ = dS K first; its fp32 atomics then go out a few per k-slice of the dV and dK products:
     // issued in one burst they fill the global-memory queue and stall the warp (ncu: lg_throttle,
     // 2.9 cycles per instruction at hdim 256); spread, the tensor cores work meanwhile (16k: hdim
-    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). The block's rows
-    // lie head_dim floats apart, so a thread's addresses are one base plus constants. Accumulator
-    // elements 2i and 2i + 1 are neighbouring columns of one row (the MMA's C layout, ((2 columns,
-    // 2 row halves), MMA_M, MMA_N)): one vector atomic for both.
-    static_assert(decltype(size<0, 0>(acc_dq))::value == 2, "pairs of columns in the dQ accumulator");
-    Tensor tdQgdQ = thr_dq.partition_C(make_tensor(make_gmem_ptr(dq + m_block * (kBlockM * kHeadDim)),
-                                                   Layout<TileMD, Stride<Int<kHeadDim>, _1>>{}));
-    constexpr int kPairs = decltype(size(acc_dq))::value / 2;
+    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). dq_accum holds
+    // the block in fragment order (BwdTraits::dq_accum_index): four floats per atomic, a warp's
+    // 512 bytes contiguous. The block is whole in dq_accum (its slack rows, BwdParams), so rows
+    // past seqlen_q need no test: the conversion reads only the real ones.
+    float* dq_block = dq + m_block * (kBlockM * kHeadDim);
+    constexpr int kVecs = decltype(size(acc_dq))::value / Traits::kDqVec;
     constexpr int kSteps = 2 * decltype(size<2>(tdKrdSt))::value;
-    constexpr int kPairsPerStep = (kPairs + kSteps - 1) / kSteps;
-    const bool full_block = q_rows >= kBlockM;
+    constexpr int kVecsPerStep = (kVecs + kSteps - 1) / kSteps;
     auto issue_dq = [&](int step) {
       CUTE_UNROLL
-      for (int j = 0; j < kPairsPerStep; ++j) {
-        const int i = 2 * (step * kPairsPerStep + j);
-        if (i < 2 * kPairs) {
-          atomic_add_pair(&tdQgdQ(i), acc_dq(i), acc_dq(i + 1), full_block || get<0>(tdQcdQ(i)) < q_rows);
+      for (int j = 0; j < kVecsPerStep; ++j) {
+        const int g = step * kVecsPerStep + j;
+        if (g < kVecs) {
+          atomic_add4(dq_block + Traits::dq_accum_index(tidx, g), acc_dq(4 * g), acc_dq(4 * g + 1), acc_dq(4 * g + 2),
+                      acc_dq(4 * g + 3));
         }
       }
     };
@@ -264,7 +258,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(kHalf + step); });
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
-      if (m_block + 1 < m_block_max) { load_query_block(m_block + 1, 0); }
+      if (has_next) { load_query_block(m_block + 1, 0); }
     }
   };
 

@@ -30,11 +30,9 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
                    stream, params);
   }
   if (params.seqlen_q > 0) {
-    const int64_t quads = int64_t(params.seqlen_q) * kHeadDim / 4;
-    const dim3 convert_grid(unsigned((quads + ampere::kConvertThreads - 1) / ampere::kConvertThreads), params.nheads,
-                            params.batch);
-    ampere::launch(&ampere::bwd_convert_dq_kernel<kHeadDim, Element>, convert_grid, ampere::kConvertThreads, 0, stream,
-                   params);
+    const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+    ampere::launch(&ampere::bwd_convert_dq_kernel<Traits>, convert_grid, Traits::kNThreads, Traits::kSmemQdOBytes,
+                   stream, params);
   }
 }
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "ampere/block_info.h"
-#include "ampere/utils.h"
+#include "ampere/bwd_traits.h"
 
 namespace flashbuild::ampere {
 
@@ -30,29 +30,55 @@ __global__ void __launch_bounds__(32 * kDotRowsPerBlock) bwd_dot_do_o_kernel(con
   if (lane == 0) { params.dsum[info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head) + row] = sum; }
 }
 
-constexpr int kConvertThreads = 256;
-
-// dq = softmax_scale * dq_accum in the input dtype. Grid (ceil(seqlen_q * kHeadDim / (4 *
-// kConvertThreads)), nheads, batch): each thread converts four neighbouring columns of one row,
-// read from the head's contiguous dq_accum rows and written to dq at its strides.
-template <int kHeadDim, class Element>
-__global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
-  constexpr int kQuadsPerRow = kHeadDim / 4;
+// dq = softmax_scale * dq_accum in the input dtype. Grid (ceil(seqlen_q / kBlockM), nheads, batch),
+// the backward kernel's threads: thread t reads back the fragment that thread t of every backward CTA
+// reduced into this query block, in that kernel's order (BwdTraits::dq_accum_index), and the block
+// goes out in row order through shared memory, as the backward kernel's dK does.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  extern __shared__ char smem[];
+  const int tidx = threadIdx.x;
+  const int m_block = blockIdx.x;
   const int head = blockIdx.y;
   const SeqInfo info(blockIdx.z, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, nullptr);
-  const int quad = blockIdx.x * kConvertThreads + threadIdx.x;
-  const int row = quad / kQuadsPerRow;
-  if (row >= info.seqlen_q) { return; }
-  const float* accum = params.dq_accum + info.q_offset(params.dq_batch_stride, kHeadDim) + head * params.dq_head_stride;
+  const int q_rows = info.seqlen_q - m_block * kBlockM;
+  if (q_rows <= 0) { return; }
+  const float* accum = params.dq_accum + info.dq_accum_offset(params.dq_batch_stride, kHeadDim) +
+                       head * params.dq_head_stride + m_block * (kBlockM * kHeadDim);
   auto* dq = static_cast<Element*>(params.dq) + info.q_offset(params.dq_out_batch_stride, params.dq_out_row_stride) +
-             row * params.dq_out_row_stride + head * params.dq_out_head_stride;
-  const float4 a = reinterpret_cast<const float4*>(accum)[quad];
-  cutlass::Array<Element, 4> out;
-  out[0] = Element(a.x * params.softmax_scale);
-  out[1] = Element(a.y * params.softmax_scale);
-  out[2] = Element(a.z * params.softmax_scale);
-  out[3] = Element(a.w * params.softmax_scale);
-  reinterpret_cast<cutlass::Array<Element, 4>*>(dq)[quad % kQuadsPerRow] = out;
+             head * params.dq_out_head_stride;
+
+  typename Traits::TiledMmadQ mma_dq;
+  Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
+  CUTE_UNROLL
+  for (int g = 0; g < size(acc_dq) / Traits::kDqVec; ++g) {
+    const float4 a = *reinterpret_cast<const float4*>(accum + Traits::dq_accum_index(tidx, g));
+    acc_dq(4 * g) = a.x * params.softmax_scale;
+    acc_dq(4 * g + 1) = a.y * params.softmax_scale;
+    acc_dq(4 * g + 2) = a.z * params.softmax_scale;
+    acc_dq(4 * g + 3) = a.w * params.softmax_scale;
+  }
+  Tensor rdQ = convert_type<Element>(acc_dq);
+  Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQdO{});
+  auto copy_store = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_dq);
+  auto thr_copy_store = copy_store.get_thread_slice(tidx);
+  copy(copy_store, thr_copy_store.retile_S(rdQ), thr_copy_store.partition_D(sdQ));
+  __syncthreads();
+
+  Tensor gdQ = local_tile(make_tensor(make_gmem_ptr(dq), make_shape(info.seqlen_q, Int<kHeadDim>{}),
+                                      make_stride(params.dq_out_row_stride, _1{})),
+                          TileMD{}, make_coord(m_block, 0));
+  typename Traits::GmemTiledCopyStore gmem_store;
+  auto gmem_thr_store = gmem_store.get_thread_slice(tidx);
+  Tensor tdQsdQ = gmem_thr_store.partition_S(sdQ);
+  Tensor tdQgdQ = gmem_thr_store.partition_D(gdQ);
+  Tensor tdQrdQ = make_tensor<Element>(shape(tdQgdQ));
+  copy(gmem_store, tdQsdQ, tdQrdQ);
+  store_rows(gmem_store, tdQrdQ, tdQgdQ, gmem_thr_store.partition_D(make_identity_tensor(TileMD{})), q_rows);
 }
 
 }  // namespace flashbuild::ampere

@@ -94,6 +94,15 @@ struct BwdTraits {
   static_assert(kBlockM % (16 * row_warps(kBlockM, kHeadDim)) == 0 &&
                     kHeadDim % (16 * (kNWarps / row_warps(kBlockM, kHeadDim))) == 0, "dQ tile must divide the output");
 
+  // dq_accum's order inside a query block (BwdParams): thread t's dQ fragment elements 4g..4g+3
+  // (partition_C of TiledMmadQ) at 4 * (g * kNThreads + t), so that one warp's vector reduction
+  // covers 512 contiguous bytes, where in row-major order its pairs touched 8 rows' lines (fp16 at
+  // 16k: hdim 64 292 -> 307 TFLOPS, hdim 128 327 -> 342, hdim 256 252 -> 257; bwd_dq_atomics.md).
+  static constexpr int kDqVec = 4;
+  static_assert(kBlockM * kHeadDim % (kDqVec * kNThreads) == 0, "whole vectors of dQ per thread");
+  static_assert(kDqAccumRowPad % kBlockM == 0, "a sequence's last query block fits dq_accum's slack");
+  CUTE_HOST_DEVICE static constexpr int dq_accum_index(int tidx, int vec) { return kDqVec * (vec * kNThreads + tidx); }
+
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
   using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));

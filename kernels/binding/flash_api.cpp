@@ -617,11 +617,12 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   at::Tensor dsum = at::empty_like(lse_c);  // rowsum(dO * O), laid out like the LSE
   auto expanded = k.sizes().vec();
   expanded[expanded.size() - 2] = nheads;
-  // dq_accum is (batch, nheads, seqlen_q, head_dim) (varlen (nheads, total_q, head_dim)): rows of
-  // one head back to back, as the kernel's atomics address them (params.h).
+  // dq_accum: each (batch, head) sequence's rows back to back with kDqAccumRowPad rows of slack, so
+  // that the kernel's last query block is whole (params.h).
+  const int64_t pad = flashbuild::kDqAccumRowPad;
   const at::Tensor dq_accum =
-      varlen ? at::zeros({nheads, q.size(0), c.hdim}, q.options().dtype(at::kFloat))
-             : at::zeros({q.size(0), nheads, q.size(1), c.hdim}, q.options().dtype(at::kFloat));
+      varlen ? at::zeros({nheads, q.size(0) + pad * (cu_seqlens_q->size(0) - 1), c.hdim}, q.options().dtype(at::kFloat))
+             : at::zeros({q.size(0), nheads, (q.size(1) + pad - 1) / pad * pad, c.hdim}, q.options().dtype(at::kFloat));
   at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(expanded, q.options());
   at::Tensor dv = at::empty(expanded, q.options());

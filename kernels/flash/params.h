@@ -102,6 +102,9 @@ struct FwdParams {
   int rotary_q_nheads;
 };
 
+// Rows of slack per sequence in BwdParams::dq_accum: at least the backward's largest query block.
+constexpr int kDqAccumRowPad = 128;
+
 // Backward attention, three kernels in run_bwd: dsum = rowsum(dO * O) (the softmax-gradient
 // correction), the main kernel (dK, dV, and dQ accumulated in fp32), then dQ = scale * dq_accum in
 // the input dtype. dK and dV are written per *query* head (shape (batch, seqlen_k, nheads,
@@ -114,9 +117,12 @@ struct BwdParams {
   const void* __restrict__ o;      // the forward's output: o_head_dim columns (dout may be padded)
   const float* __restrict__ lse;   // from the forward pass, laid out by lse_*_stride
   float* __restrict__ dsum;        // written by the first kernel, laid out like lse
-  // dq_accum: fp32, zeroed, accumulated atomically; each (batch, head) slice is its rows one after
-  // the other, head_dim floats each ((batch, nheads, seqlen_q, head_dim), varlen (nheads, total_q,
-  // head_dim)), so a thread's atomics take constant offsets from one address.
+  // dq_accum: fp32, zeroed, accumulated atomically. Each (batch, head) slice holds its sequence's
+  // query blocks one after the other, kDqAccumRowPad rows of slack after the sequence, so that the
+  // last block is whole: (batch, nheads, seqlen_q rounded up to kDqAccumRowPad, head_dim), varlen
+  // (nheads, total_q + kDqAccumRowPad * batch, head_dim) with sequence b at row cu_seqlens_q[b] +
+  // kDqAccumRowPad * b. Inside a block the floats are in the backward kernel's own order (see
+  // BwdTraits::dq_accum_index), which only its dQ conversion reads.
   float* __restrict__ dq_accum;
   void* __restrict__ dq;           // like q, in the input dtype, laid out by dq_out_*_stride
   void* __restrict__ dk;           // like k but with nheads heads
@@ -129,7 +135,7 @@ struct BwdParams {
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t do_batch_stride, do_row_stride, do_head_stride;
   int64_t o_batch_stride, o_row_stride, o_head_stride;
-  int64_t dq_batch_stride, dq_head_stride;                 // of dq_accum (its row stride is head_dim)
+  int64_t dq_batch_stride, dq_head_stride;                 // of dq_accum (see above)
   int64_t dq_out_batch_stride, dq_out_row_stride, dq_out_head_stride;  // of dq
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;  // of dk and dv alike
   int64_t lse_batch_stride, lse_head_stride;                // of lse and dsum alike
