@@ -288,18 +288,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   copy(copy_dkv_store, thr_copy_dkv_store.retile_S(rdV), thr_copy_dkv_store.partition_D(sdV));
   __syncthreads();
 
-  typename Traits::GmemTiledCopyStore gmem_store;
-  auto gmem_thr_store = gmem_store.get_thread_slice(tidx);
-  Tensor tdKsdK = gmem_thr_store.partition_S(sdK);
-  Tensor tdKgdK = gmem_thr_store.partition_D(gdK);
-  Tensor tdVsdV = gmem_thr_store.partition_S(sdV);
-  Tensor tdVgdV = gmem_thr_store.partition_D(gdV);
-  Tensor tdKrdK = make_tensor<Element>(shape(tdKgdK));
-  Tensor tdVrdV = make_tensor<Element>(shape(tdVgdV));
-  copy(gmem_store, tdKsdK, tdKrdK);
-  copy(gmem_store, tdVsdV, tdVrdV);
-  store_rows(gmem_store, tdKrdK, tdKgdK, tKcK, key_rows);
-  store_rows(gmem_store, tdVrdV, tdVgdV, tKcK, key_rows);
+  store_tile(typename Traits::GmemTiledCopyStore{}, tidx, sdK, gdK, key_rows);
+  store_tile(typename Traits::GmemTiledCopyStore{}, tidx, sdV, gdV, key_rows);
 }
 
 }  // namespace flashbuild::ampere

@@ -72,13 +72,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
   Tensor gdQ = local_tile(make_tensor(make_gmem_ptr(dq), make_shape(info.seqlen_q, Int<kHeadDim>{}),
                                       make_stride(params.dq_out_row_stride, _1{})),
                           TileMD{}, make_coord(m_block, 0));
-  typename Traits::GmemTiledCopyStore gmem_store;
-  auto gmem_thr_store = gmem_store.get_thread_slice(tidx);
-  Tensor tdQsdQ = gmem_thr_store.partition_S(sdQ);
-  Tensor tdQgdQ = gmem_thr_store.partition_D(gdQ);
-  Tensor tdQrdQ = make_tensor<Element>(shape(tdQgdQ));
-  copy(gmem_store, tdQsdQ, tdQrdQ);
-  store_rows(gmem_store, tdQrdQ, tdQgdQ, gmem_thr_store.partition_D(make_identity_tensor(TileMD{})), q_rows);
+  store_tile(typename Traits::GmemTiledCopyStore{}, tidx, sdQ, gdQ, q_rows);
 }
 
 }  // namespace flashbuild::ampere

@@ -215,4 +215,17 @@ CUTE_DEVICE void store_rows(TiledCopy const& tiled_copy, Src const& src, Dst& ds
   }
 }
 
+// A shared-memory tile out to a global one of the same shape, through registers with
+// `tiled_copy`'s vectors; rows past row_limit are skipped.
+template <class TiledCopy, class SmemTile, class GmemTile>
+CUTE_DEVICE void store_tile(TiledCopy const& tiled_copy, int tidx, SmemTile const& smem_tile, GmemTile& gmem_tile,
+                            int row_limit) {
+  auto thr_copy = tiled_copy.get_thread_slice(tidx);
+  Tensor src = thr_copy.partition_S(smem_tile);
+  Tensor dst = thr_copy.partition_D(gmem_tile);
+  Tensor staged = make_tensor<typename GmemTile::value_type>(shape(dst));
+  copy(tiled_copy, src, staged);
+  store_rows(tiled_copy, staged, dst, thr_copy.partition_D(make_identity_tensor(shape(gmem_tile))), row_limit);
+}
+
 }  // namespace flashbuild::ampere
