@@ -271,13 +271,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   copy(smem_copy_o, taccOrO, taccOsO);
   __syncthreads();
 
-  typename Traits::GmemTiledCopyO gmem_copy_o;
-  auto gmem_thr_copy_o = gmem_copy_o.get_thread_slice(tidx);
-  Tensor tOsO = gmem_thr_copy_o.partition_S(sO);
-  Tensor tOgO = gmem_thr_copy_o.partition_D(gO);
-  Tensor tOrO = make_tensor<Element>(shape(tOgO));
-  copy(gmem_copy_o, tOsO, tOrO);
-  store_rows(gmem_copy_o, tOrO, tOgO, tQcQ, q_rows);
+  store_tile(typename Traits::GmemTiledCopyO{}, tidx, sO, gO, q_rows);
 }
 
 }  // namespace flashbuild::ampere
