@@ -146,13 +146,15 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   typename Traits::TiledMmadQ mma_dq;
   auto thr_dq = mma_dq.get_thread_slice(tidx);
   Tensor tdQrdS = thr_dq.partition_fragment_A(sdS);
-  Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);
+  auto sKt_chunk = [&](int c) {  // the rows of K^T (columns of dQ) of column chunk c
+    return local_tile(sKt, Shape<Int<Traits::kDqCols>, Int<kBlockN>>{}, make_coord(c, 0));
+  };
+  Tensor tdQrKt = thr_dq.partition_fragment_B(sKt_chunk(0));
   auto copy_dq_a = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, mma_dq);
   auto thr_copy_dq_a = copy_dq_a.get_thread_slice(tidx);
   Tensor tdQsdS = thr_copy_dq_a.partition_S(sdS);
   auto copy_dq_b = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dq);
   auto thr_copy_dq_b = copy_dq_b.get_thread_slice(tidx);
-  Tensor tdQsKt = thr_copy_dq_b.partition_S(sKt);
 
   // Q, dO and their rows' LSE and dsum of one query block into one stage, all asynchronously.
   // Padding rows read as zeros: their Q and dO rows are 0, so whatever P they get, their dS and
@@ -226,36 +228,43 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
 
     Tensor sQt = make_tensor(sQ.data(), typename Traits::SmemLayoutQdOt{});
     Tensor sdOt = make_tensor(sdO.data(), typename Traits::SmemLayoutQdOt{});
-    Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
-    clear(acc_dq);
-    gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, mma_dq, copy_dq_a, copy_dq_b, thr_copy_dq_a,
-                   thr_copy_dq_b);
-    // dQ = dS K first; its fp32 atomics then go out a few per k-slice of the dV and dK products:
+    // dQ = dS K, chunk by chunk; each chunk's fp32 atomics then go out a few per k-slice of the dV
+    // and dK products (one chunk: across both; two: the first during dV, the second during dK):
     // issued in one burst they fill the global-memory queue and stall the warp (ncu: lg_throttle,
     // 2.9 cycles per instruction at hdim 256); spread, the tensor cores work meanwhile (16k: hdim
     // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). dq_accum holds
     // the block in fragment order (BwdTraits::dq_accum_index): four floats per atomic, a warp's
     // 512 bytes contiguous. The block is whole in dq_accum (its slack rows, BwdParams), so rows
     // past seqlen_q need no test: the conversion reads only the real ones.
+    Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<Traits::kDqCols>>{});
+    auto dq_chunk = [&](int c) {
+      clear(acc_dq);
+      gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, thr_copy_dq_b.partition_S(sKt_chunk(c)), mma_dq, copy_dq_a,
+                     copy_dq_b, thr_copy_dq_a, thr_copy_dq_b);
+    };
     float* dq_block = dq + m_block * (kBlockM * kHeadDim);
     constexpr int kVecs = decltype(size(acc_dq))::value / Traits::kDqVec;
-    constexpr int kSteps = 2 * decltype(size<2>(tdKrdSt))::value;
+    constexpr int kSlices = decltype(size<2>(tdKrdSt))::value;  // k-slices of each of dV and dK
+    constexpr int kSteps = 2 * kSlices / Traits::kDqChunks;     // the k-slices one chunk spreads over
     constexpr int kVecsPerStep = (kVecs + kSteps - 1) / kSteps;
-    auto issue_dq = [&](int step) {
+    auto issue_dq = [&](int c, int step) {
       CUTE_UNROLL
       for (int j = 0; j < kVecsPerStep; ++j) {
         const int g = step * kVecsPerStep + j;
         if (g < kVecs) {
-          atomic_add4(dq_block + Traits::dq_accum_index(tidx, g), acc_dq(4 * g), acc_dq(4 * g + 1), acc_dq(4 * g + 2),
-                      acc_dq(4 * g + 3));
+          atomic_add4(dq_block + Traits::dq_accum_index(tidx, c, g), acc_dq(4 * g), acc_dq(4 * g + 1),
+                      acc_dq(4 * g + 2), acc_dq(4 * g + 3));
         }
       }
     };
-    constexpr int kHalf = kSteps / 2;
+    constexpr int kLastChunk = Traits::kDqChunks - 1;
+    dq_chunk(0);
     gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, issue_dq);
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(0, step); });
+    if constexpr (kLastChunk > 0) { dq_chunk(kLastChunk); }
     gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(kHalf + step); });
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b,
+                   [&](int step) { issue_dq(kLastChunk, kLastChunk > 0 ? step : kSlices + step); });
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
       if (has_next) { load_query_block(m_block + 1, 0); }

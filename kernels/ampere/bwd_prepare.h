@@ -52,21 +52,26 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
   auto* dq = static_cast<Element*>(params.dq) + info.q_offset(params.dq_out_batch_stride, params.dq_out_row_stride) +
              head * params.dq_out_head_stride;
 
+  using TileChunk = Shape<Int<kBlockM>, Int<Traits::kDqCols>>;
   typename Traits::TiledMmadQ mma_dq;
-  Tensor acc_dq = partition_fragment_C(mma_dq, TileMD{});
-  CUTE_UNROLL
-  for (int g = 0; g < size(acc_dq) / Traits::kDqVec; ++g) {
-    const float4 a = *reinterpret_cast<const float4*>(accum + Traits::dq_accum_index(tidx, g));
-    acc_dq(4 * g) = a.x * params.softmax_scale;
-    acc_dq(4 * g + 1) = a.y * params.softmax_scale;
-    acc_dq(4 * g + 2) = a.z * params.softmax_scale;
-    acc_dq(4 * g + 3) = a.w * params.softmax_scale;
-  }
-  Tensor rdQ = convert_type<Element>(acc_dq);
   Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQdO{});
   auto copy_store = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_dq);
   auto thr_copy_store = copy_store.get_thread_slice(tidx);
-  copy(copy_store, thr_copy_store.retile_S(rdQ), thr_copy_store.partition_D(sdQ));
+  CUTE_UNROLL
+  for (int c = 0; c < Traits::kDqChunks; ++c) {
+    Tensor acc_dq = partition_fragment_C(mma_dq, TileChunk{});
+    CUTE_UNROLL
+    for (int g = 0; g < size(acc_dq) / Traits::kDqVec; ++g) {
+      const float4 a = *reinterpret_cast<const float4*>(accum + Traits::dq_accum_index(tidx, c, g));
+      acc_dq(4 * g) = a.x * params.softmax_scale;
+      acc_dq(4 * g + 1) = a.y * params.softmax_scale;
+      acc_dq(4 * g + 2) = a.z * params.softmax_scale;
+      acc_dq(4 * g + 3) = a.w * params.softmax_scale;
+    }
+    Tensor rdQ = convert_type<Element>(acc_dq);
+    copy(copy_store, thr_copy_store.retile_S(rdQ),
+         thr_copy_store.partition_D(local_tile(sdQ, TileChunk{}, make_coord(0, c))));
+  }
   __syncthreads();
 
   Tensor gdQ = local_tile(make_tensor(make_gmem_ptr(dq), make_shape(info.seqlen_q, Int<kHeadDim>{}),

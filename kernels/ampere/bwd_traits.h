@@ -86,24 +86,40 @@ struct BwdTraits {
   using RowTiledMma = TiledMMA<Atom, Layout<Shape<Int<kRowWarps>, Int<kNWarps / kRowWarps>, _1>>,
                                Tile<Int<16 * kRowWarps>, Int<16 * (kNWarps / kRowWarps)>, _16>>;
   using TiledMmadKV = RowTiledMma<kBlockN, kHeadDim>;
-  using TiledMmadQ = RowTiledMma<kBlockM, kHeadDim>;
+  // dQ = dS K is computed in kDqChunks column chunks, each reduced into dq_accum during one of the
+  // dV and dK products (bwd_kernel.h), so that half as many of its accumulators are live beside dK
+  // and dV. At hdim 256 that takes the kernel's spill from 128 to 88 bytes, and the backward from
+  // 255 to 270 TFLOPS at 16k (fp16, H200; bwd_dq_atomics.md). At hdim 128 it adds a 68-byte spill
+  // where there was none. Sweeps can override it: nvcc -DFLASHBUILD_BWD_DQ_CHUNKS=1|2.
+#if defined(FLASHBUILD_BWD_DQ_CHUNKS)
+  static constexpr int kDqChunks = FLASHBUILD_BWD_DQ_CHUNKS;
+#else
+  static constexpr int kDqChunks = kHeadDim == 256 ? 2 : 1;
+#endif
+  static_assert(kDqChunks == 1 || kDqChunks == 2, "dQ in one or two column chunks");
+  static constexpr int kDqCols = kHeadDim / kDqChunks;
+  using TiledMmadQ = RowTiledMma<kBlockM, kDqCols>;
   // Every product's tile must divide its output: CuTe would not say so, the results would be wrong.
   static_assert(kBlockM % 32 == 0 && kBlockN % kSdPTileN == 0, "S and dP tiles are 32 x 64 (or 32 x 32)");
   static_assert(kBlockN % (16 * row_warps(kBlockN, kHeadDim)) == 0 &&
                     kHeadDim % (16 * (kNWarps / row_warps(kBlockN, kHeadDim))) == 0, "dK/dV tile must divide the output");
-  static_assert(kBlockM % (16 * row_warps(kBlockM, kHeadDim)) == 0 &&
-                    kHeadDim % (16 * (kNWarps / row_warps(kBlockM, kHeadDim))) == 0, "dQ tile must divide the output");
+  static_assert(kBlockM % (16 * row_warps(kBlockM, kDqCols)) == 0 &&
+                    kDqCols % (16 * (kNWarps / row_warps(kBlockM, kDqCols))) == 0, "dQ tile must divide the output");
 
   // dq_accum's order inside a query block (BwdParams): thread t's dQ fragment elements 4g..4g+3
   // (partition_C of TiledMmadQ) at 4 * (g * kNThreads + t), so that one warp's vector reduction
   // covers 512 contiguous bytes, where in row-major order its pairs touched 8 rows' lines (fp16 at
   // 16k: hdim 64 292 -> 307 TFLOPS, hdim 128 327 -> 342, hdim 256 252 -> 257; bwd_dq_atomics.md).
+  // With column chunks, each chunk's part of the block is one run in this order.
   static constexpr int kDqVec = 4;
-  static_assert(kBlockM * kHeadDim % (kDqVec * kNThreads) == 0, "whole vectors of dQ per thread");
+  static_assert(kBlockM * kDqCols % (kDqVec * kNThreads) == 0, "whole vectors of dQ per thread");
   static_assert(kDqAccumRowPad % kBlockM == 0, "a sequence's last query block fits dq_accum's slack");
-  CUTE_HOST_DEVICE static constexpr int dq_accum_index(int tidx, int vec) { return kDqVec * (vec * kNThreads + tidx); }
+  CUTE_HOST_DEVICE static constexpr int dq_accum_index(int tidx, int chunk, int vec) {
+    return chunk * (kBlockM * kDqCols) + kDqVec * (vec * kNThreads + tidx);
+  }
 
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
+  static_assert(kDqCols % kHeadRowElems == 0, "a dQ column chunk must cover whole swizzled rows of K");
   using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   using SmemLayoutPdS = decltype(tile_to_shape(SwizzledRows<kSdPTileN>{}, Shape<Int<kBlockM>, Int<kBlockN>>{}));
