@@ -1,0 +1,8 @@
+# Run from the repository root on the nvidia-h200 machine. Output: ncu-bwd-hdim256.txt.
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD FLASHBUILD_CACHE_DIR=/tmp/fbc
+python3 -m flashbuild --hdim 256 --dtype fp16 --arch sm90 --direction fwd,bwd --causal off --no-local --no-softcap -j 4 > /dev/null 2>&1
+ST=""; for r in lg_throttle long_scoreboard barrier short_scoreboard mio_throttle math_pipe_throttle wait not_selected dispatch_stall no_instruction membar imc_miss tex_throttle drain sleeping branch_resolving; do ST="$ST,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"; done
+M="gpu__time_duration.sum,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__cycles_active.avg,lts__t_sectors_op_red.sum,lts__t_requests_op_red.sum,lts__t_sectors_op_atom.sum,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,l1tex__t_requests_pipe_lsu_mem_global_op_red.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active,lts__t_sectors.sum,smsp__inst_executed_op_global_red.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_ldsm.sum,lts__average_t_sector_red_latency.ratio$ST"
+timeout 400 ncu --metrics $M -k regex:"bwd_kernel|flash_bwd_dq_dk_dv" python3 benchmarks/ncu_bwd_hdim256.py > $OUT/ncu.txt 2>&1; echo "ncu rc $?"
+grep -E "bwd_kernel|flash_bwd|^\s+(gpu__|smsp__inst|sm__|launch__|lts__|dram__|l1tex__|smsp__average)" $OUT/ncu.txt | sed -E 's/ +/ /g' | cut -c1-150
