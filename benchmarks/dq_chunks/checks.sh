@@ -9,5 +9,5 @@ python3 -m flashbuild --hdim 256 --dtype fp16 --arch sm90 --direction bwd --no-l
 wait; echo "build $(( $(date +%s) - t0 )) s"
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool memcheck python3 benchmarks/dq_atomics/memcheck_calls.py > $OUT/memcheck.txt 2>&1; echo "memcheck rc $?"; tail -n 2 $OUT/memcheck.txt
 timeout 100 python3 -m flashbuild test --hdim 256 --dtype fp16 --arch sm90 --direction bwd --no-local --no-softcap $T --shapes quick > $OUT/fp16-h256-tile32x32.txt 2>&1; echo "tile32 rc $?"; grep -E "passed, [0-9]+ failed" $OUT/fp16-h256-tile32x32.txt | tail -1
-for i in 1 2 3 4 5; do timeout 60 python3 -m flashbuild bench --hdim 256 --dtype fp16 --arch sm90 --direction fwd --causal on --no-local --no-softcap --seqlens 1024 --reps 30 > /tmp/f$i.txt 2>&1; grep -E "^fwd_" /tmp/f$i.txt | awk '{print $1,$2,$4,$7}'; done | tee $OUT/fwd-h256-causal-1k-x5.txt
+for i in 1 2 3 4 5; do timeout 60 python3 -m flashbuild bench --hdim 256 --dtype fp16 --arch sm90 --direction fwd --causal on --no-local --no-softcap --seqlens 1024 --reps 30 > /tmp/f$i.txt 2>&1; grep -E "^fwd_" /tmp/f$i.txt | awk '{print $1,$2,$4,$7}'; done | tee $OUT/fwd-h256-causal-1k-x5.txt  # kept in benchmarks/fwd_hdim256_1k/
 echo "t $(( $(date +%s) - t0 )) s"
