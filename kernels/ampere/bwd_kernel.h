@@ -257,14 +257,16 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
         }
       }
     };
-    constexpr int kLastChunk = Traits::kDqChunks - 1;
+    // The chunk reduced during dK, and where its vectors resume: one chunk goes on past dV's.
+    constexpr int kDkChunk = Traits::kDqChunks - 1;
+    constexpr int kDkFirstStep = Traits::kDqChunks == 1 ? kSlices : 0;
     dq_chunk(0);
     gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(0, step); });
-    if constexpr (kLastChunk > 0) { dq_chunk(kLastChunk); }
+    if constexpr (kDkChunk > 0) { dq_chunk(kDkChunk); }
     gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b,
-                   [&](int step) { issue_dq(kLastChunk, kLastChunk > 0 ? step : kSlices + step); });
+                   [&](int step) { issue_dq(kDkChunk, kDkFirstStep + step); });
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
       if (has_next) { load_query_block(m_block + 1, 0); }
