@@ -20,10 +20,76 @@ enum class FwdMode {
                  // partial result for the combine kernel
 };
 
+// One query block of one (batch, head), or of one split of it (decoding): its sequence, and where
+// its rows start in Q, K, V and O. keys() says which key blocks it reads.
+template <int kBlockM, int kBlockN, bool kIsCausal, FwdMode kMode, int kFeatures>
+struct FwdBlock {
+  int m_block;
+  int head;
+  int batch;
+  int split;
+  SeqInfo info;
+
+  CUTE_DEVICE FwdBlock(FwdParams const& params, int m_block_, int head_, int batch_, int split_)
+      : m_block(m_block_),
+        head(head_),
+        batch(batch_),
+        split(split_),
+        info(batch_, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, params.seqused_k) {
+    if constexpr (kMode != FwdMode::kFull) { info.seqlen_k = decode_seqlen_k(params, batch); }
+  }
+
+  // A block past the end of a shorter sequence of a packed batch has no rows.
+  CUTE_DEVICE bool has_rows() const { return m_block * kBlockM < info.seqlen_q; }
+  CUTE_DEVICE int q_rows() const { return info.seqlen_q - m_block * kBlockM; }
+  // Rows of key block n_block below seqlen_k.
+  CUTE_DEVICE int k_rows(int n_block) const { return info.seqlen_k - n_block * kBlockN; }
+
+  // The mask and the key blocks [n_block_min, n_block_max) this block reads.
+  struct Keys {
+    AttentionMask<kIsCausal, kHasLocal<kFeatures>> mask;
+    int n_block_min;
+    int n_block_max;
+  };
+  CUTE_DEVICE Keys keys(FwdParams const& params) const {
+    Keys keys{make_mask<kIsCausal, kFeatures>(params, info.seqlen_q, info.seqlen_k)};
+    keys.n_block_min = keys.mask.n_block_min(m_block, kBlockM, kBlockN);
+    keys.n_block_max = keys.mask.n_block_max(m_block, kBlockM, kBlockN);
+    if constexpr (kMode == FwdMode::kDecodeSplit) {
+      const int per_split = (keys.n_block_max - keys.n_block_min + params.num_splits - 1) / params.num_splits;
+      keys.n_block_min += split * per_split;
+      keys.n_block_max = min(keys.n_block_max, keys.n_block_min + per_split);
+    }
+    return keys;
+  }
+  CUTE_DEVICE int head_k(FwdParams const& p) const { return head / (p.nheads / p.nheads_k); }
+
+  // Where this block's rows start in Q and O, and its (batch, head)'s in K and V.
+  CUTE_DEVICE int64_t q_offset(FwdParams const& p) const {
+    return info.q_offset(p.q_batch_stride, p.q_row_stride) + head * p.q_head_stride;
+  }
+  CUTE_DEVICE int64_t k_offset(FwdParams const& p) const {
+    return info.k_offset(p.k_batch_stride, p.k_row_stride) + head_k(p) * p.k_head_stride;
+  }
+  CUTE_DEVICE int64_t v_offset(FwdParams const& p) const {
+    return info.k_offset(p.v_batch_stride, p.v_row_stride) + head_k(p) * p.v_head_stride;
+  }
+  CUTE_DEVICE int64_t o_offset(FwdParams const& p) const {
+    return info.q_offset(p.o_batch_stride, p.o_row_stride) + head * p.o_head_stride;
+  }
+};
+
+// One query block, start to end. Persistent CTAs (Traits::kPersistent, kFull only) call it once per
+// block they walk: `q_buffer` is this block's Q buffer, and `started` says whether the previous
+// block already issued this block's first loads (its Q and its last key block). When the CTA has a
+// next block (`next_block()` makes it), this block issues that block's first loads into the other
+// Q buffer while its own last key block goes through softmax, P·V and the epilogue, and returns
+// whether it did.
 // kFeatures: see flash/params.h. Only the decode modes pay for the KV cache's addressing (a batch
 // row index, leftpad rows, a block-table lookup per key tile); kFull compiles without it.
-template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
-__global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures, class Block, class NextBlock>
+CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Block const& block, bool started,
+                           [[maybe_unused]] bool has_next, [[maybe_unused]] NextBlock const& next_block) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -31,38 +97,36 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   constexpr bool kIsDecode = kMode != FwdMode::kFull;
   constexpr bool kIsSplit = kMode == FwdMode::kDecodeSplit;
 
-  extern __shared__ char smem[];
   const int tidx = threadIdx.x;
-  // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int head = blockIdx.y;
-  const int batch = kIsSplit ? blockIdx.z / params.num_splits : blockIdx.z;
-  const int split = kIsSplit ? blockIdx.z % params.num_splits : 0;
-
-  SeqInfo info(batch, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, params.seqused_k);
-  if constexpr (kIsDecode) { info.seqlen_k = decode_seqlen_k(params, batch); }
-  if (m_block * kBlockM >= info.seqlen_q) { return; }  // a shorter sequence of a packed batch
-  const int head_k = head / (params.nheads / params.nheads_k);
-  const auto mask = make_mask<kIsCausal, kFeatures>(params, info.seqlen_q, info.seqlen_k);
+  const int m_block = block.m_block;
+  const int head = block.head;
+  const int batch = block.batch;
+  [[maybe_unused]] const int split = block.split;
+  const SeqInfo& info = block.info;
+  if (!block.has_rows()) { return false; }
+  const int head_k = block.head_k(params);
+  const auto keys = block.keys(params);
+  const auto& mask = keys.mask;
+  const int n_block_min = keys.n_block_min;
+  const int n_block_max = keys.n_block_max;
   const ScoreScale<kFeatures> score_scale(params);
-  // Key blocks [n_block_min, n_block_max): all this query block sees, or this split's share.
-  int n_block_min = mask.n_block_min(m_block, kBlockM, kBlockN);
-  int n_block_max = mask.n_block_max(m_block, kBlockM, kBlockN);
-  if constexpr (kIsSplit) {
-    const int per_split = (n_block_max - n_block_min + params.num_splits - 1) / params.num_splits;
-    n_block_min += split * per_split;
-    n_block_max = min(n_block_max, n_block_min + per_split);
-  }
-  const int64_t q_offset = info.q_offset(params.q_batch_stride, params.q_row_stride) + head * params.q_head_stride;
-  const int64_t k_offset = info.k_offset(params.k_batch_stride, params.k_row_stride) + head_k * params.k_head_stride;
-  const int64_t v_offset = info.k_offset(params.v_batch_stride, params.v_row_stride) + head_k * params.v_head_stride;
-  const int64_t o_offset = info.q_offset(params.o_batch_stride, params.o_row_stride) + head * params.o_head_stride;
 
-  // Global tiles of this (batch, head).
-  Tensor mQ = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + q_offset),
-                          make_shape(info.seqlen_q, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}));
-  Tensor mK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
-                          make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}));
+  const int64_t q_offset = block.q_offset(params);
+  const int64_t k_offset = block.k_offset(params);
+  const int64_t v_offset = block.v_offset(params);
+  const int64_t o_offset = block.o_offset(params);
+
+  // Global tiles of this (batch, head). q_matrix and k_matrix also serve the next block's first loads.
+  auto q_matrix = [&](int64_t offset, int seqlen_q) {
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + offset),
+                       make_shape(seqlen_q, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}));
+  };
+  auto k_matrix = [&](int64_t offset, int seqlen_k) {
+    return make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + offset),
+                       make_shape(seqlen_k, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}));
+  };
+  Tensor mQ = q_matrix(q_offset, info.seqlen_q);
+  Tensor mK = k_matrix(k_offset, info.seqlen_k);
   Tensor mV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
                           make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.v_row_stride, _1{}));
   Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o) + o_offset),
@@ -81,9 +145,12 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     return make_tensor(make_gmem_ptr(first), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(row_stride, _1{}));
   };
 
-  // Shared tiles: Q, then single-buffered K and V. The output reuses Q's space at the end.
-  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
-  Tensor sK = make_tensor(sQ.data() + size(sQ), typename Traits::SmemLayoutKV{});
+  // Shared tiles: Q (two buffers when persistent: this block's and the next's), then
+  // single-buffered K and V. The output reuses this block's Q buffer at the end.
+  Element* smem_q = reinterpret_cast<Element*>(smem);
+  Tensor sQ = make_tensor(make_smem_ptr(smem_q + q_buffer * Traits::kSmemQElems), typename Traits::SmemLayoutQ{});
+  Tensor sK =
+      make_tensor(make_smem_ptr(smem_q + Traits::kQBuffers * Traits::kSmemQElems), typename Traits::SmemLayoutKV{});
   Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
   Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
   Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});
@@ -151,18 +218,43 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     }
   };
 
-  const int q_rows = info.seqlen_q - m_block * kBlockM;
+  const int q_rows = block.q_rows();
   // A key block below the last is whole (`whole`): its copy has no row tests. Only the last block
   // clears its padding rows (benchmarks/zero_fill_rows.md).
   auto load_kv = [&](auto const& src, auto& dst, int n_block, auto whole) {
     if constexpr (decltype(whole)::value) {
       copy(gmem_copy, src, dst);
     } else {
-      copy_rows(gmem_copy, src, dst, tKVcKV, info.seqlen_k - n_block * kBlockN);
+      copy_rows(gmem_copy, src, dst, tKVcKV, block.k_rows(n_block));
     }
   };
   auto load_k = [&](int n_block, CacheSlot slot, auto whole) { load_kv(k_tile(n_block, slot), tKsK, n_block, whole); };
   auto load_v = [&](int n_block, CacheSlot slot, auto whole) { load_kv(v_tile(n_block, slot), tVsV, n_block, whole); };
+
+  // The next query block's first loads, the same as this block's own start below: its Q (into the
+  // other Q buffer) and its last key block, which may cross seqlen_k.
+  bool started_next = false;
+  [[maybe_unused]] auto start_next = [&]() {
+    if constexpr (Traits::kPersistent) {
+      if (!has_next) { return; }
+      const Block next = next_block();
+      if (!next.has_rows()) { return; }
+      const auto next_keys = next.keys(params);
+      if (next_keys.n_block_max <= next_keys.n_block_min) { return; }
+      const int n_last = next_keys.n_block_max - 1;
+      Tensor sQ_next =
+          make_tensor(make_smem_ptr(smem_q + (q_buffer ^ 1) * Traits::kSmemQElems), typename Traits::SmemLayoutQ{});
+      Tensor tQsQ_next = gmem_thr_copy.partition_D(sQ_next);
+      Tensor gQ_next = local_tile(q_matrix(next.q_offset(params), next.info.seqlen_q),
+                                  Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(next.m_block, 0));
+      Tensor gK_next = local_tile(k_matrix(next.k_offset(params), next.info.seqlen_k),
+                                  Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(n_last, 0));
+      copy_rows(gmem_copy, gmem_thr_copy.partition_S(gQ_next), tQsQ_next, tQcQ, next.q_rows());
+      copy_rows(gmem_copy, gmem_thr_copy.partition_S(gK_next), tKsK, tKVcKV, next.k_rows(n_last));
+      cp_async_fence();
+      started_next = true;
+    }
+  };
 
   // One step of the main loop: key block n_block, masked element-wise or not. Decoding: `slot` is
   // where the cache keeps key block n_block; the next block's lookup goes out at the start of the
@@ -186,10 +278,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
 
     cp_async_wait<0>();
     __syncthreads();  // V[n_block] landed; every warp is done with K[n_block]
-    // The next K streams in while we do the softmax and P·V.
+    // The next K streams in while we do the softmax and P·V; after the last key block, the next
+    // query block's first loads.
     if (n_block > n_block_min) {
       load_k(n_block - 1, next_slot, std::true_type{});
       cp_async_fence();
+    } else if constexpr (Traits::kPersistent) {
+      start_next();
     }
     slot = next_slot;
 
@@ -202,9 +297,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   if (n_block_max > n_block_min) {
     int n_block = n_block_max - 1;
     slot = slot_of(n_block);
-    copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
-    load_k(n_block, slot, std::false_type{});
-    cp_async_fence();
+    if (!started) {
+      copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
+      load_k(n_block, slot, std::false_type{});
+      cp_async_fence();
+    }
     // Key blocks run from the last to the first, so only the first steps can need masking (and,
     // with a local window, the last ones). Masked and unmasked steps are separate code: with one
     // loop body that branched around the masking, the hdim-64 forward ran 8-17% slower (H200,
@@ -250,7 +347,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
         params.lse_accum[slice + m_block * kBlockM + row] = lse[r] == INFINITY ? -INFINITY : lse[r];
       }
     }
-    return;
+    return started_next;
   }
 
   const int64_t lse_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
@@ -272,6 +369,37 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   __syncthreads();
 
   store_tile(typename Traits::GmemTiledCopyO{}, tidx, sO, gO, q_rows);
+  return started_next;
+}
+
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
+__global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
+  using Block = FwdBlock<Traits::kBlockM, Traits::kBlockN, kIsCausal, kMode, kFeatures>;
+  extern __shared__ char smem[];
+  if constexpr (Traits::kPersistent) {
+    static_assert(kMode == FwdMode::kFull, "only the plain forward runs persistent");
+    // Block t: query block t % m_blocks (the last first, as below), head, then batch.
+    const int m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+    const int blocks = m_blocks * params.nheads * params.batch;
+    auto block_at = [&](int t) {
+      const int m_block = m_blocks - 1 - t % m_blocks;
+      return Block(params, m_block, (t / m_blocks) % params.nheads, t / (m_blocks * params.nheads), 0);
+    };
+    bool started = false;
+    int q_buffer = 0;
+    for (int t = blockIdx.x; t < blocks; t += gridDim.x, q_buffer ^= 1) {
+      const int t_next = t + gridDim.x;
+      started = fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, q_buffer, block_at(t), started,
+                                                               t_next < blocks, [&] { return block_at(t_next); });
+    }
+  } else {
+    // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
+    const int m_block = gridDim.x - 1 - blockIdx.x;
+    const int batch = kMode == FwdMode::kDecodeSplit ? blockIdx.z / params.num_splits : blockIdx.z;
+    const int split = kMode == FwdMode::kDecodeSplit ? blockIdx.z % params.num_splits : 0;
+    const Block block(params, m_block, blockIdx.y, batch, split);
+    fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, 0, block, false, false, [] {});
+  }
 }
 
 }  // namespace flashbuild::ampere

@@ -197,6 +197,15 @@ void launch(Kernel kernel, dim3 grid, int threads, int smem_bytes, cudaStream_t 
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
 }
 
+// The SM count of the current device.
+inline int sm_count() {
+  int device = 0;
+  int count = 0;
+  FLASHBUILD_CUDA_CHECK(cudaGetDevice(&device));
+  FLASHBUILD_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
 // A launcher is instantiated for one kernel head dim; the binding pads calls to it.
 inline void check_head_dim(const char* entry, int kernel_head_dim, int head_dim) {
   if (head_dim != kernel_head_dim) {
