@@ -8,9 +8,10 @@ measured with --window L,R and/or --softcap X (and skipped without them). With a
 FLOPs count only the (query, key) pairs the mask lets through: 4 * d per visible pair, per head
 and batch, summed exactly over the rows. SDPA has no softcap (n/a); a window reaches it as a
 boolean attn_mask, which its flash backend refuses (n/a).
-Timing: CUDA events around each call, warm-up first, the median over many reps, and inputs rotated
-over enough sets that together they exceed twice the L2 cache, so no rep reads the last one's
-inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and lse; SDPA's
+Timing: CUDA events around each call, warm-up first, the median over many reps, the backends in
+turns (one call of each per round, so that a drift of the GPU's clocks weighs on all alike), and
+inputs rotated over enough sets that together they exceed twice the L2 cache, so no rep reads the
+last one's inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and lse; SDPA's
 as autograd.grad of its output. A backend that refuses a shape is reported as n/a.
 
 The problem sizes, FLOPs, tables, CSV/JSON, the comparison and the plot are pure functions of
@@ -367,21 +368,23 @@ def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
 
 # ---------------------------------------------------------------- measuring (GPU)
 
-def time_ms(run: Callable[[int], Any], n_sets: int, reps: int, warmup: int = WARMUP) -> float:
-    """Median ms of run(i % n_sets) over `reps` calls, each between two CUDA events."""
+def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int) -> dict[str, float]:
+    """Median ms of each run(i % n_sets) over `reps` calls, each between two CUDA events. The runs
+    take turns, one call of each per round: the GPU's clocks follow its power draw, and a state
+    that drifts during a measurement (after a heavy row, say) then weighs on every backend alike,
+    not on whichever was timed first (benchmarks/bench_in_turns.md). Warm the runs up first."""
     import torch
 
-    for i in range(warmup):
-        run(i % n_sets)
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(reps)] for name in runs}
     for i in range(reps):
-        starts[i].record()
-        run((i + warmup) % n_sets)
-        ends[i].record()
+        for name, run in runs.items():
+            start, end = events[name][i]
+            start.record()
+            run((i + WARMUP) % n_sets)
+            end.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
 def input_sets(p: Problem, dtype, l2_bytes: int, *, with_grad: bool) -> int:
@@ -409,8 +412,8 @@ def _reference_out_lse(q, k, v, causal: bool, window: tuple[int, int] = (-1, -1)
 def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None,
             window: tuple[int, int] = (-1, -1), softcap: float = 0.0) -> list[Result]:
-    """Every backend on one problem (with the calls' window and softcap, if any); a backend that
-    raises on the first call is n/a."""
+    """Every backend on one problem (with the calls' window and softcap, if any), timed in turns
+    (time_in_turns); a backend that raises while it warms up is n/a."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
@@ -425,9 +428,7 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     n_sets = input_sets(p, dtype, l2, with_grad=bwd)
     shape = (p.batch, p.seqlen, p.nheads, p.hdim)
     sets = [[torch.randn(shape, device="cuda", dtype=dtype) for _ in range(4 if bwd else 3)] for _ in range(n_sets)]
-    out: list[Result] = []
-
-    def run_backend(backend: str) -> Result:
+    def make_run(backend: str) -> Callable[[int], Any]:
         if backend == OURS:
             if not bwd:
                 def run(i):
@@ -467,19 +468,27 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
                 def run(i):
                     o, leaves, dout = graphs[i]
                     torch.autograd.grad(o, leaves, dout, retain_graph=True)
-        return result(variant, p, backend, time_ms(run, n_sets, reps), reps)
+        return run
 
-    for backend in backends:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out.append(run_backend(backend))
-        except (RuntimeError, ValueError) as exc:
-            reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-            out.append(result(variant, p, backend, None, 0, reason))
-        finally:
-            torch.cuda.synchronize()
-        log(f"  {variant.name} seqlen {seqlen} {backend}: {_cell(out[-1])}")
-    del sets
+    runs: dict[str, Callable[[int], Any]] = {}
+    missing: dict[str, str] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for backend in backends:
+            try:
+                run = make_run(backend)
+                for i in range(WARMUP):
+                    run(i % n_sets)
+                runs[backend] = run
+            except (RuntimeError, ValueError) as exc:
+                missing[backend] = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            finally:
+                torch.cuda.synchronize()
+        ms = time_in_turns(runs, n_sets, reps) if runs else {}
+    out = [result(variant, p, b, ms[b], reps) if b in ms else result(variant, p, b, None, 0, missing[b])
+           for b in backends]
+    for r in out:
+        log(f"  {variant.name} seqlen {seqlen} {r.backend}: {_cell(r)}")
+    del sets, runs
     torch.cuda.empty_cache()
     return out
