@@ -11,8 +11,8 @@ boolean attn_mask, which its flash backend refuses (n/a).
 Timing: CUDA events around each call, warm-up first, the median over many reps, the backends in
 turns (one call of each per round, so that a drift of the GPU's clocks weighs on all alike), and
 inputs rotated over enough sets that together they exceed twice the L2 cache, so no rep reads the
-last one's inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and lse; SDPA's
-as autograd.grad of its output. A backend that refuses a shape is reported as n/a.
+last one's inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and
+lse; SDPA's as autograd.grad of its output. A backend that refuses a shape is reported as n/a.
 
 The problem sizes, FLOPs, tables, CSV/JSON, the comparison and the plot are pure functions of
 result rows, so they run (and are tested) without a GPU.
@@ -372,7 +372,8 @@ def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int)
     """Median ms of each run(i % n_sets) over `reps` calls, each between two CUDA events. The runs
     take turns, one call of each per round: the GPU's clocks follow its power draw, and a state
     that drifts during a measurement (after a heavy row, say) then weighs on every backend alike,
-    not on whichever was timed first (benchmarks/bench_in_turns.md). Warm the runs up first."""
+    not on whichever was timed first (benchmarks/fwd_persistent.md, section 3). Warm the runs up
+    first."""
     import torch
 
     events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -428,6 +429,7 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     n_sets = input_sets(p, dtype, l2, with_grad=bwd)
     shape = (p.batch, p.seqlen, p.nheads, p.hdim)
     sets = [[torch.randn(shape, device="cuda", dtype=dtype) for _ in range(4 if bwd else 3)] for _ in range(n_sets)]
+
     def make_run(backend: str) -> Callable[[int], Any]:
         if backend == OURS:
             if not bwd:
