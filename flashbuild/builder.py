@@ -220,7 +220,7 @@ def toolchain(plan: Plan) -> graph.Toolchain:
         raise BuildError("CUTLASS headers not found (no cutlass_library package with source/include): "
                          "`pip install nvidia-cutlass`; `flashbuild doctor` shows what was found")
     kernels = env.kernels_dir()
-    headers = ["flash/params.h"] + sorted({v.family.launch_headers[v.direction] for v in plan.selection.variants})
+    headers = ["common/params.h"] + sorted({v.family.launch_headers[v.direction] for v in plan.selection.variants})
     for header in headers:
         if not (kernels / header).is_file():
             raise BuildError(f"kernel header {kernels / header} is missing (needed by {plan.selection.describe()}); "

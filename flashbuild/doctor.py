@@ -34,7 +34,7 @@ def _cutlass() -> Check:
 def _kernels() -> Check:
     kernels = env.kernels_dir()
     if not (kernels / "flash" / "params.h").is_file():
-        return Check("kernels", False, f"{kernels}/flash/params.h is missing",
+        return Check("kernels", False, f"{kernels}/common/params.h is missing",
                      "run from a flashbuild checkout (`pip install -e .`) or set FLASHBUILD_ROOT to one")
     return Check("kernels", True, str(kernels))
 

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 # the variant's features_mask), a trivial kernel.
 FAKE_LAUNCH_H = """\
 #pragma once
-#include "flash/params.h"
+#include "common/params.h"
 
 namespace flashbuild {
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
@@ -33,12 +33,12 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
 }  // namespace flashbuild
 """
 
-# A stand-in for kernels/ampere/bwd_launch.h: the run_bwd contract of kernels/flash/params.h. It
+# A stand-in for kernels/ampere/bwd_launch.h: the run_bwd contract of kernels/common/params.h. It
 # includes a header of its own (FAKE_BWD_DETAIL), so an edit there concerns the bwd TUs alone.
 FAKE_BWD_DETAIL = "ampere/bwd_detail.h"
 FAKE_BWD_LAUNCH_H = """\
 #pragma once
-#include "flash/params.h"
+#include "common/params.h"
 #include "ampere/bwd_detail.h"
 
 namespace flashbuild {
@@ -58,7 +58,7 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
 # A stand-in for kernels/ampere/splitkv_launch.h: the run_splitkv contract.
 FAKE_SPLITKV_LAUNCH_H = """\
 #pragma once
-#include "flash/params.h"
+#include "common/params.h"
 
 namespace flashbuild {
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
@@ -75,9 +75,9 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
 
 
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H) -> Path:
-    """A FLASHBUILD_ROOT: the real templates, configs and kernels/flash, and the given launch headers."""
+    """A FLASHBUILD_ROOT: the real templates, configs and kernels/common, and the given launch headers."""
     root = base / "root"
-    for sub in ("templates", "configs", "kernels/flash"):
+    for sub in ("templates", "configs", "kernels/common"):
         shutil.copytree(REPO / sub, root / sub)
     (root / "kernels" / "ampere").mkdir(parents=True)
     (root / "kernels" / "ampere" / "fwd_launch.h").write_text(launch_header)

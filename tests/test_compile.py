@@ -65,7 +65,7 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
 
 
 def test_compile_error_names_every_failed_variant_and_file_line(tmp_path):
-    broken = "#pragma once\n#include \"flash/params.h\"\nnamespace flashbuild { this is not C++; }\n"
+    broken = "#pragma once\n#include \"common/params.h\"\nnamespace flashbuild { this is not C++; }\n"
     root, cache = make_root(tmp_path, broken), tmp_path / "cache"
     result = flashbuild(*SLICE, "--arch", "sm90", "--causal", "both", "--compile-only", cache=cache, root=root)
     assert result.returncode == 1

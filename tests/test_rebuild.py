@@ -66,7 +66,7 @@ def test_a_noop_rebuild_recompiles_nothing(built):
     (FAKE_BWD_DETAIL, BWD_TUS),           # included by the bwd launch header only
     ("ampere/fwd_launch.h", FWD_TUS),
     ("ampere/bwd_launch.h", BWD_TUS),
-    ("flash/params.h", FWD_TUS | BWD_TUS),  # every TU includes it
+    ("common/params.h", FWD_TUS | BWD_TUS),  # every TU includes it
 ])
 def test_touching_one_header_recompiles_exactly_the_tus_that_include_it(built, header, expected):
     root, build_dir = built

@@ -110,7 +110,7 @@ def test_every_generated_file_starts_with_the_generated_line(tmp_path):
 def test_narrowed_switches_hold_exactly_the_selected_values_and_the_miss_branch(tmp_path):
     _, files = render_selection(tmp_path, hdim="64,256", dtype="bf16", arch="sm80,sm90", causal="on")
     header = files["flashbuild_dispatch.h"]
-    assert "#pragma once" in header and '#include "flash/params.h"' in header
+    assert "#pragma once" in header and '#include "common/params.h"' in header
     assert "[[noreturn]] void switch_miss(const char* axis, long value);" in header
 
     hdim = switch_body(header, "HEADDIM_SWITCH")

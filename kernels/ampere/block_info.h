@@ -2,7 +2,7 @@
 // variable-length packed batches (cu_seqlens) and KV caches with per-batch lengths (seqused_k).
 #pragma once
 
-#include "flash/params.h"
+#include "common/params.h"
 
 namespace flashbuild::ampere {
 

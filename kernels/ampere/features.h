@@ -1,4 +1,4 @@
-// The compiled-in features of a kernel (kFeatures, flash/params.h) as the kernels use them: the
+// The compiled-in features of a kernel (kFeatures, common/params.h) as the kernels use them: the
 // softcap score transform and the mask of a local kernel. A feature compiled in stays off at
 // runtime unless the call asks for it: softcap = 0 skips the transform, and the binding gives a
 // call without a window bounds that cut nothing.

@@ -85,7 +85,7 @@ struct FwdBlock {
 // next block (`next_block()` makes it), this block issues that block's first loads into the other
 // Q buffer while its own last key block goes through softmax, P·V and the epilogue, and returns
 // whether it did.
-// kFeatures: see flash/params.h. Only the decode modes pay for the KV cache's addressing (a batch
+// kFeatures: see common/params.h. Only the decode modes pay for the KV cache's addressing (a batch
 // row index, leftpad rows, a block-table lookup per key tile); kFull compiles without it.
 template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures, class Block, class NextBlock>
 CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Block const& block, bool started,

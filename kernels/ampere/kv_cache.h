@@ -1,4 +1,4 @@
-// Where a decoding call's keys live (run_splitkv; the fields are described in flash/params.h): a
+// Where a decoding call's keys live (run_splitkv; the fields are described in common/params.h): a
 // contiguous cache, whose batch rows may be picked by cache_batch_idx and start after cache_leftpad
 // padding rows, or a paged one, whose positions map to pages through a block table. The split-KV
 // kernel reads K/V tiles through it, the append kernel writes new keys and values through it.

@@ -6,7 +6,7 @@
 #include "ampere/append_kv.h"
 #include "ampere/fwd_kernel.h"
 #include "ampere/splitkv_combine.h"
-#include "flash/splitkv_heuristic.h"
+#include "common/splitkv_heuristic.h"
 
 namespace flashbuild {
 

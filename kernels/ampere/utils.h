@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "flash/params.h"
+#include "common/params.h"
 
 namespace flashbuild::ampere {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "flash/params.h"
-#include "flash/splitkv_heuristic.h"
+#include "common/params.h"
+#include "common/splitkv_heuristic.h"
 #include "flashbuild_dispatch.h"
 #include "flashbuild_table.h"
 
@@ -174,7 +174,7 @@ struct Call {
   int arch;
   float softmax_scale;
   int features;      // the features the call needs (bits of flashbuild::Feature)
-  int window_left;   // as the kernels take them (flash/params.h): unbounded sides are
+  int window_left;   // as the kernels take them (common/params.h): unbounded sides are
   int window_right;  // seqlen_q + seqlen_k, never -1
   float softcap;
 };

@@ -105,7 +105,7 @@ def test_sanitize_runs_the_checks_under_memcheck(ext, tmp_path):
 # A forward kernel that writes 4 TiB past the lse: outside every allocation, so memcheck reports it.
 OOB_LAUNCH_H = """\
 #pragma once
-#include "flash/params.h"
+#include "common/params.h"
 
 namespace flashbuild {
 __global__ void oob_fwd_kernel(FwdParams params) {

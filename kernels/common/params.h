@@ -65,7 +65,7 @@ struct FwdParams {
   // cache is paged instead: k/v are (num_pages, page_size, nheads_k, head_dim), the batch strides
   // step from page to page, and cache position p of row b lives in page
   // block_table[b * block_table_batch_stride + p / page_size], row p % page_size. page_size is a
-  // multiple of the split-KV key block (flash/splitkv_heuristic.h), so no key tile straddles two
+  // multiple of the split-KV key block (common/splitkv_heuristic.h), so no key tile straddles two
   // pages; the binding refuses cache_batch_idx and cache_leftpad with a block table.
   const int* __restrict__ cache_batch_idx;
   const int* __restrict__ cache_leftpad;
@@ -169,7 +169,7 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream);
 
 // Split-KV forward for decoding (short seqlen_q, long K/V cache). params.num_splits comes from
-// choose_num_splits (flash/splitkv_heuristic.h); with more than one split, o_accum and lse_accum
+// choose_num_splits (common/splitkv_heuristic.h); with more than one split, o_accum and lse_accum
 // hold that many partial results. With knew set it first appends the new keys and values to the
 // cache (and rotates them and q when rotary_dim > 0), on the same stream.
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
