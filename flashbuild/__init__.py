@@ -17,7 +17,7 @@ def build(**kwargs):
     module_name). Keywords: hdim, dtype, arch, direction, causal, features (e.g. ["local"], [] or
     "none"; default every feature), config (the selection) and debug, lineinfo, nvcc_flags, jobs,
     build_dir, launcher, verbose, compile_only (the build)."""
-    from . import builder as _build
+    from .build import builder as _build
     return _build.build(*_build.parse_request(**kwargs))
 
 
@@ -26,5 +26,6 @@ def load(**kwargs):
     API (flashbuild.api.AttentionOps: flash_attn_func, flash_attn_varlen_func,
     flash_attn_with_kvcache with autograd; .ext is the raw module, whose other functions pass through).
     Same keywords as build(); e.g. load(hdim=64, dtype="fp16", arch="sm90")."""
-    from . import api as _api, builder as _build
+    from . import api as _api
+    from .build import builder as _build
     return _api.wrap(_build.load(*_build.parse_request(**kwargs)))

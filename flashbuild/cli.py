@@ -13,7 +13,7 @@ import sys
 import click
 
 from . import __version__, env
-from .variants import DIRECTIONS, implemented_directions
+from .selection.variants import DIRECTIONS, implemented_directions
 from .errors import FlashbuildError
 
 SELECTION_HELP = {
@@ -124,7 +124,7 @@ def build_args(selection, options) -> list[str]:
 @build_options
 def build(dry_run, **kwargs):
     """Build a selection (the default command): render, compile, link, report."""
-    from . import builder
+    from .build import builder
 
     selection, options = builder.parse_request(**kwargs)
     if dry_run:
@@ -170,9 +170,10 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
     Exit 1 when any check fails, 2 without a GPU."""
     import os
 
-    from . import builder, checking, runtime, sanitize as sanitizing
+    from .build import builder
+    from .debug import checking, runtime, sanitize as sanitizing
     from .errors import CheckFailedError
-    from .variants import Variant
+    from .selection.variants import Variant
 
     gpu = runtime.require_gpu("test")
     selection, options = builder.parse_request(**kwargs)
@@ -211,7 +212,8 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
     import tempfile
     from pathlib import Path
 
-    from . import builder, checking, runtime, sanitize as sanitizing
+    from .build import builder
+    from .debug import checking, runtime, sanitize as sanitizing
     from .errors import CheckFailedError
 
     sanitizing.find_sanitizer()  # a missing tool is an error before anything is built
@@ -256,7 +258,7 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
     """TFLOPS and ms of the variants a build holds, beside PyTorch SDPA's flash, cuDNN and efficient
     backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed).
     Feature variants are measured with --window and/or --softcap (skipped without them)."""
-    from . import bench as benching
+    from .debug import bench as benching
 
     try:
         seqlen_values = benching.parse_seqlens(seqlens)
@@ -291,9 +293,11 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
 def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
     import datetime
 
-    from . import __version__, bench as benching, builder, runtime
+    from . import __version__
+    from .debug import bench as benching, runtime
+    from .build import builder
     from .errors import BuildError
-    from .variants import Variant
+    from .selection.variants import Variant
 
     gpu = runtime.require_gpu("bench")
     selection, options = builder.parse_request(**kwargs)
@@ -352,7 +356,8 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     import dataclasses
     from pathlib import Path
 
-    from . import builder, graph, inspection
+    from .build import builder, graph
+    from .debug import inspection
 
     selection, options = builder.parse_request(**kwargs)
     names = [v.name for v in selection.variants]
@@ -383,7 +388,8 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
 @click.option("--shapes", type=click.Choice(["quick", "full"]), default="quick", show_default=True, help="The test's shapes.")
 def watch(interval, shapes, **kwargs):
     """On every saved file under kernels/, rebuild the slice and rerun `flashbuild test` on it."""
-    from . import builder, watch as watching
+    from .build import builder
+    from .debug import watch as watching
 
     selection, options = builder.parse_request(**kwargs)
     command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes]
@@ -406,8 +412,8 @@ def _write(path: str, text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def list_(as_json):
     """The variant space, its kernel families, and the builds in the cache."""
-    from . import variants as v
-    from .builder import cached_builds, plural
+    from .selection import variants as v
+    from .build.builder import cached_builds, plural
 
     families = [{"direction": d, "arch": a, "family": name, "note": v.FAMILY_NOTES.get((d, a))}
                 for (d, a), name in v.FAMILY_TABLE.items()]
@@ -451,7 +457,7 @@ def list_(as_json):
 @click.option("--all", "remove_all", is_flag=True, help="Remove every cached build.")
 def clean(keys, remove_all):
     """Remove cached builds by KEY (see `flashbuild list`), or all of them with --all."""
-    from .builder import cached_builds, remove_build
+    from .build.builder import cached_builds, remove_build
 
     builds = {b.key: b for b in cached_builds()}
     if not keys and not remove_all:

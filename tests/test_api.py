@@ -17,7 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import flashbuild  # noqa: E402
-from flashbuild import api, builder  # noqa: E402
+from flashbuild import api
+from flashbuild.build import builder  # noqa: E402
 from flashbuild.errors import VariantNotBuiltError  # noqa: E402
 from flashbuild.reference import attention_ref, hidden_keys, kvcache_ref  # noqa: E402
 

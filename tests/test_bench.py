@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from flashbuild import bench
-from flashbuild.bench import Result, problem
-from flashbuild.variants import Variant
+from flashbuild.debug import bench
+from flashbuild.debug.bench import Result, problem
+from flashbuild.selection.variants import Variant
 from helpers import run_cli
 
 FWD = Variant("fwd", 128, "fp16", False, "sm90")

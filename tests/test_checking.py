@@ -13,11 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flashbuild import checking, runtime, sanitize  # noqa: E402
-from flashbuild.checking import SHAPES_FULL, SHAPES_QUICK, Shape, check, compare, run_checks  # noqa: E402
+from flashbuild.debug import checking, runtime, sanitize  # noqa: E402
+from flashbuild.debug.checking import SHAPES_FULL, SHAPES_QUICK, Shape, check, compare, run_checks  # noqa: E402
 from flashbuild.errors import VariantNotBuiltError  # noqa: E402
 from flashbuild.reference import attention_ref, kvcache_ref  # noqa: E402
-from flashbuild.variants import Variant  # noqa: E402
+from flashbuild.selection.variants import Variant  # noqa: E402
 from helpers import run_cli  # noqa: E402
 
 FWD = Variant("fwd", 64, "fp16", True, "sm90")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild import builder, env
+from flashbuild.build import builder
+from flashbuild import env
 from helpers import REPO, make_root, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild import env, graph
-from flashbuild.variants import CompileFlags, select
+from flashbuild import env
+from flashbuild.build import graph
+from flashbuild.selection.variants import CompileFlags, select
 
 GEN = Path("/b/generated")
 TOOLS = graph.Toolchain(nvcc=Path("/cuda/bin/nvcc"), kernels_dir=Path("/src/kernels"),

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from flashbuild import env, inspection
+from flashbuild import env
+from flashbuild.debug import inspection
 from helpers import run_cli
 
 RES_USAGE = """

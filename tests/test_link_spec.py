@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flashbuild import builder, env
+from flashbuild.build import builder
+from flashbuild import env
 
 pytestmark = pytest.mark.skipif(env.torch_info() is None or env.find_nvcc() is None,
                                 reason="needs torch installed and nvcc to plan a build")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild import builder, env
+from flashbuild.build import builder
+from flashbuild import env
 from helpers import FAKE_BWD_DETAIL, make_root, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]

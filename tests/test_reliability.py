@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild import env, runtime
+from flashbuild import env
+from flashbuild.debug import runtime
 from helpers import run_cli
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd"]

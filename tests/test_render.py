@@ -8,8 +8,9 @@ import re
 import jinja2
 import pytest
 
-from flashbuild import __version__, render
-from flashbuild.variants import select
+from flashbuild import __version__
+from flashbuild.build import render
+from flashbuild.selection.variants import select
 
 KEY = "sm90-fp16-h64-fwd-c01-0123abcd"
 

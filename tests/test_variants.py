@@ -6,7 +6,7 @@ import pytest
 
 from flashbuild import env
 from flashbuild.errors import SelectionError
-from flashbuild.variants import (FEATURES, CompileFlags, HEAD_DIMS, Variant, implemented_directions, load_config,
+from flashbuild.selection.variants import (FEATURES, CompileFlags, HEAD_DIMS, Variant, implemented_directions, load_config,
                                  select)
 from helpers import REPO, run_cli
 
@@ -114,7 +114,7 @@ def test_no_local_and_no_softcap_flags_compile_features_out(cache):
 
 
 def test_as_cli_names_each_feature_that_is_off():
-    from flashbuild.builder import parse_request
+    from flashbuild.build.builder import parse_request
 
     for flags, tail in [((), "--causal both"), (("no_local",), "--causal both --no-local"),
                         (("no_local", "no_softcap"), "--causal both --no-local --no-softcap")]:
@@ -234,7 +234,7 @@ def test_ci_compile_preset_is_one_tu_per_arch():
 def test_preset_descriptions_count_their_tus():
     import re
 
-    from flashbuild.variants import tomllib
+    from flashbuild.selection.variants import tomllib
 
     for preset in sorted((REPO / "configs").glob("*.toml")):
         description = tomllib.loads(preset.read_text())["description"]
@@ -287,7 +287,7 @@ def test_python_api_takes_ints_lists_and_bool_causal():
 
 
 def test_a_direction_no_family_implements_names_the_implemented_ones(monkeypatch):
-    from flashbuild import variants
+    from flashbuild.selection import variants
     monkeypatch.setattr(variants, "FAMILY_TABLE",
                         {key: fam for key, fam in variants.FAMILY_TABLE.items() if key[0] != "splitkv"})
     result = run_cli("--direction", "splitkv", "--hdim", "64", "--arch", "sm90", "--dry-run")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from flashbuild import cli, watch
+from flashbuild import cli
+from flashbuild.debug import watch
 from helpers import run_cli
 
 

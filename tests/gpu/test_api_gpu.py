@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 import flashbuild  # noqa: E402
 from flashbuild.api import AttentionOps  # noqa: E402
-from flashbuild import variants  # noqa: E402
+from flashbuild.selection import variants  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
 # hdim 64 fp16, forward and backward (and split-KV decode once a family implements it).

@@ -12,8 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
-from flashbuild import bench, builder, checking, env, runtime  # noqa: E402
-from flashbuild.variants import Variant, implemented_directions  # noqa: E402
+from flashbuild.debug import bench, checking, runtime
+from flashbuild.build import builder
+from flashbuild import env  # noqa: E402
+from flashbuild.selection.variants import Variant, implemented_directions  # noqa: E402
 from helpers import make_root, run_cli  # noqa: E402
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "native", "--causal", "both"]  # every direction

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import env
-from .errors import SelectionError
+from .. import env
+from ..errors import SelectionError
 
 try:
     import tomllib

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ninja import ninja_syntax
 
-from .variants import CompileFlags, Variant
+from ..selection.variants import CompileFlags, Variant
 
 GENCODE = {
     "sm80": "-gencode arch=compute_80,code=sm_80",

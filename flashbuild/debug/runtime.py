@@ -9,9 +9,10 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from . import builder, env
-from .errors import NoGpuError, SelectionError
-from .variants import ARCH_NUMBER, Selection, Variant
+from ..build import builder
+from .. import env
+from ..errors import NoGpuError, SelectionError
+from ..selection.variants import ARCH_NUMBER, Selection, Variant
 
 NO_GPU_HINT = "`flashbuild inspect` and `flashbuild build --compile-only` work without one"
 

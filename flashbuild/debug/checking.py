@@ -30,7 +30,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
-from .variants import Variant, feature_kwargs
+from ..selection.variants import Variant, feature_kwargs
 
 TOLERANCE_FACTOR = 2.0
 EPS = {"out": 1e-4, "lse": 1e-3, "dq": 1e-4, "dk": 1e-4, "dv": 1e-4}
@@ -313,7 +313,7 @@ def _nbytes(*tensors) -> list[int]:
 def _check_forward(run, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
     """out and lse of one forward call `run(q, k, v)` against the fp32 reference (fwd and splitkv)."""
     import torch
-    from .reference import attention_ref
+    from ..reference import attention_ref
 
     q, k, v, _ = make_inputs(variant, shape, seed, device)
     features = dict(window_size=shape.window, softcap=shape.softcap)
@@ -336,7 +336,7 @@ def check_fwd(module, variant: Variant, shape: Shape, seed: int, device: str) ->
 
 def check_bwd(module, variant: Variant, shape: Shape, seed: int, device: str) -> list[Metric]:
     import torch
-    from .reference import attention_ref
+    from ..reference import attention_ref
 
     q, k, v, dout = make_inputs(variant, shape, seed, device)
     features = dict(window_size=shape.window, softcap=shape.softcap)
@@ -410,7 +410,7 @@ def check_splitkv_cache(module, variant: Variant, shape: Shape, seed: int, devic
     lse, and the whole k_cache and v_cache afterwards, whose fp32 reference holds the new keys
     rotated in fp32 (the kernel and PyTorch both round them to the cache's dtype)."""
     import torch
-    from .reference import apply_rotary, cache_slots, kvcache_ref
+    from ..reference import apply_rotary, cache_slots, kvcache_ref
 
     call = cache_inputs(variant, shape, seed, device)
     q, k_cache, v_cache = call.pop("q"), call.pop("k_cache"), call.pop("v_cache")

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import env
-from .errors import BuildError
+from .. import env
+from ..errors import BuildError
 
 MIX = ("HGMMA", "HMMA", "FFMA", "LDSM", "LDL", "STL")
 

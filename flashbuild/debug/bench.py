@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .errors import ResultsFormatError
-from .variants import Variant, feature_kwargs
+from ..errors import ResultsFormatError
+from ..selection.variants import Variant, feature_kwargs
 
 TOKENS = 16384
 MODEL_DIM = 2048
@@ -399,7 +399,7 @@ def _reference_out_lse(q, k, v, causal: bool, window: tuple[int, int] = (-1, -1)
     """out and lse for timing mha_bwd when the build holds no matching fwd kernel: the fp32
     reference, one head at a time (s x s scores of one head fit; all heads at once may not)."""
     import torch
-    from .reference import attention_ref
+    from ..reference import attention_ref
 
     outs, lses = [], []
     for h in range(q.shape[2]):
@@ -419,7 +419,7 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
-    from .reference import hidden_keys
+    from ..reference import hidden_keys
 
     p = problem(variant, seqlen, window, softcap)
     features = p.feature_kwargs()

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import env
+from .. import env
 from .checking import MARKER, REASON_OOB, Row
-from .errors import BuildError
+from ..errors import BuildError
 
 MARKERS_ENV = "FLASHBUILD_CHECK_MARKERS"
 # memcheck's hazard lines: "Invalid __global__ read of size 4 bytes", "Out-of-range Shared or

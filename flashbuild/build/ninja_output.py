@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .variants import Variant
+from ..selection.variants import Variant
 
 STATUS = re.compile(r"^@@flashbuild (\d+)/(\d+) ([\d.]+)@@ (.*)$")
 FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.*?)\s*$")

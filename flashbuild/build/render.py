@@ -18,8 +18,8 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__, env
-from .variants import DIRECTIONS, Selection, Variant
+from .. import __version__, env
+from ..selection.variants import DIRECTIONS, Selection, Variant
 
 DISPATCH_HEADER = "flashbuild_dispatch.h"
 TABLE_HEADER = "flashbuild_table.h"

@@ -23,10 +23,11 @@ from typing import Any
 
 import filelock
 
-from . import __version__, env, graph, loader, render
-from .errors import BuildError, SelectionError
+from .. import __version__, env
+from . import graph, loader, render
+from ..errors import BuildError, SelectionError
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
-from .variants import CompileFlags, Selection, select
+from ..selection.variants import CompileFlags, Selection, select
 
 STATUS_FORMAT = "@@flashbuild %f/%t %e@@ "  # NINJA_STATUS: parsed back by NinjaOutput
 TORCH_CUDA_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cu130"
