@@ -1,7 +1,8 @@
-# The A/B job of bwd_dq_atomics.md's last section, as run on the GPU machine (run from the repo root,
-# $OUT set by the device tool). 'base' is a copy of commit 5ae1a46 (git archive) in .notes/base;
-# 'new' is the working tree of the fragment-order change; 'v2' the same with the temporary macro
-# FLASHBUILD_AB_DQ_V2 (two red.v2 per vector instead of one red.v4; removed after this run).
+# The A/B job of README.md's section "dq_accum in the kernel's register order", as run on the GPU
+# machine (run from the repo root, $OUT set by the device tool). 'base' is a copy of commit 5ae1a46
+# (git archive) in .notes/base; 'new' is the working tree of the fragment-order change; 'v2' the same
+# with the temporary macro FLASHBUILD_AB_DQ_V2 (two red.v2 per vector instead of one red.v4; removed
+# after this run).
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1
 t0=$(date +%s); ROOT=$PWD

@@ -1,16 +1,16 @@
 # A/B of nvcc-define variants of the fp16 backward, built side by side and timed in turns (two
 # rounds), from the repository root on the nvidia-h200 machine:
-#   bash benchmarks/dq_chunks/ab.sh HDIMS NAME=DEFINES [NAME=DEFINES ...]
+#   bash benchmarks/bwd_dq_chunks/ab.sh HDIMS NAME=DEFINES [NAME=DEFINES ...]
 # DEFINES: comma-separated macro settings, or nothing. Environment: CAUSAL (on, off, both: default),
 # SEQLENS (default 1024,4096,16384), TEST (a variant to run the quick checks on first).
 # The runs behind this folder's rows files:
-#   TEST=c2 bash benchmarks/dq_chunks/ab.sh 256 c1=FLASHBUILD_BWD_DQ_CHUNKS=1 c2=FLASHBUILD_BWD_DQ_CHUNKS=2
-#   bash benchmarks/dq_chunks/ab.sh 64,128,192 c1=FLASHBUILD_BWD_DQ_CHUNKS=1 c2=FLASHBUILD_BWD_DQ_CHUNKS=2
-#   (with tried-bulk-reduce.diff applied) CAUSAL=off SEQLENS=16384 bash benchmarks/dq_chunks/ab.sh 128,256 \
+#   TEST=c2 bash benchmarks/bwd_dq_chunks/ab.sh 256 c1=FLASHBUILD_BWD_DQ_CHUNKS=1 c2=FLASHBUILD_BWD_DQ_CHUNKS=2
+#   bash benchmarks/bwd_dq_chunks/ab.sh 64,128,192 c1=FLASHBUILD_BWD_DQ_CHUNKS=1 c2=FLASHBUILD_BWD_DQ_CHUNKS=2
+#   (with tried-bulk-reduce.diff applied) CAUSAL=off SEQLENS=16384 bash benchmarks/bwd_dq_chunks/ab.sh 128,256 \
 #       base=FLASHBUILD_AB_DQ_ATOMICS bulk= s1=FLASHBUILD_AB_BULK_SKIP=1 s2=FLASHBUILD_AB_BULK_SKIP=2 \
 #       s4=FLASHBUILD_AB_BULK_SKIP=4 s5=FLASHBUILD_AB_BULK_SKIP=5
 #   (on 3b108a5 with the FLASHBUILD_AB_RED switch described in tried-bulk-reduce.rows.txt)
-#       CAUSAL=off SEQLENS=4096,16384 TEST=r1 bash benchmarks/dq_chunks/ab.sh 128,256 r0= r1=FLASHBUILD_AB_RED=1 r2=FLASHBUILD_AB_RED=2
+#       CAUSAL=off SEQLENS=4096,16384 TEST=r1 bash benchmarks/bwd_dq_chunks/ab.sh 128,256 r0= r1=FLASHBUILD_AB_RED=1 r2=FLASHBUILD_AB_RED=2
 # When the chunk runs were made, one chunk was the default everywhere and c1 left the define unset.
 HDIMS=$1; shift
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null

@@ -1,6 +1,6 @@
 # Run from the repository root on the nvidia-h200 machine: the remaining quick checks on the
 # two-chunk kernels (hdim 32/96/192 both dtypes, hdim 128 fp16 with local and softcap, the forced
-# sm86 hdim-192 tile, splitkv at hdim 64/128). Outputs in benchmarks/dq_chunks/.
+# sm86 hdim-192 tile, splitkv at hdim 64/128). Outputs in benchmarks/bwd_dq_chunks/.
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD FLASHBUILD_CACHE_DIR=/tmp/fbc
 t0=$(date +%s)

@@ -1,6 +1,6 @@
 # One non-causal backward of ours and of SDPA-flash (FA2) for ncu: hdim 256, b1 s16384 h8 fp16.
-# Run: ncu --metrics <see benchmarks/bwd_dq_atomics.md> -k regex:"bwd_kernel|flash_bwd_dq_dk_dv" \
-#          python3 benchmarks/ncu_bwd_hdim256.py
+# Run: ncu --metrics <see benchmarks/bwd_dq_chunks/ncu_bwd_hdim256.sh> -k regex:"bwd_kernel|flash_bwd_dq_dk_dv" \
+#          python3 benchmarks/bwd_dq_chunks/ncu_bwd_hdim256.py
 import torch, flashbuild
 from torch.nn.attention import sdpa_kernel, SDPBackend
 m = flashbuild.load(hdim=[256], dtype="fp16", arch="sm90", direction=["fwd", "bwd"], causal="off", features=[])

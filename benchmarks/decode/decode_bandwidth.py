@@ -1,8 +1,8 @@
 """Split-KV decode bandwidth on the GPU: K/V bytes read per second by mha_fwd_kvcache.
 
 Usage (prints a markdown table; writes JSON when given a path):
-    python3 benchmarks/decode_bandwidth.py [--json out.json] [--paged PAGE_SIZE] [--batch 1,8,64]
-                                           [--cache 4096,16384,65536,131072]
+    python3 benchmarks/decode/decode_bandwidth.py [--json out.json] [--paged PAGE_SIZE] [--batch 1,8,64]
+                                                  [--cache 4096,16384,65536,131072]
 
 One query token per sequence (seqlen_q = 1), 32 query heads sharing 8 K/V heads, head dim 128, fp16, the
 whole cache valid (cache_seqlens = cache length). Bytes = K + V of the cache, read once. Median of 50

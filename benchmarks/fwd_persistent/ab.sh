@@ -1,9 +1,9 @@
 # From the repository root on the nvidia-h200 machine; "base" is the tree before the change, unpacked
 # into .notes/base (git archive d8c335d kernels flashbuild templates configs pyproject.toml).
-#   bash ab.sh ab       the persistent A/B (default build against -DFLASHBUILD_FWD_PERSISTENT=0) and
-#                       hdim 128 against base (persistent-ab.rows.txt)
-#   bash ab.sh checks   the final checks (tests, splitkv checks) and the decode A/B against base
-#                       (decode-ab.rows.txt)
+#   bash benchmarks/fwd_persistent/ab.sh ab       the persistent A/B (default build against
+#                   -DFLASHBUILD_FWD_PERSISTENT=0) and hdim 128 against base (persistent-ab.rows.txt)
+#   bash benchmarks/fwd_persistent/ab.sh checks   the final checks (tests, splitkv checks) and the decode
+#                   A/B against base (decode-ab.rows.txt)
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD FLASHBUILD_CACHE_DIR=/tmp/fbc
 t0=$(date +%s)
@@ -36,8 +36,8 @@ wait; echo "build $(( $(date +%s) - t0 )) s"; tail -1 $OUT/build-new.txt; tail -
 timeout 150 python3 -m flashbuild test --hdim 128,192,256 $S --shapes full > $OUT/test-fwd.txt 2>&1; echo "test fwd rc $?"; grep -E "passed, [0-9]+ failed" $OUT/test-fwd.txt | tail -1
 timeout 150 python3 -m flashbuild test --hdim 64,128 --dtype fp16 --arch sm90 --direction splitkv --shapes quick > $OUT/test-splitkv.txt 2>&1; echo "test splitkv rc $?"; grep -E "passed, [0-9]+ failed" $OUT/test-splitkv.txt | tail -1
 for r in 1 2; do for v in base new; do
-  if [ $v = base ]; then (cd .notes/base && FLASHBUILD_CACHE_DIR=/tmp/fbc_base PYTHONPATH=/tmp/site:$PWD timeout 100 python3 ../../benchmarks/decode_bandwidth.py --batch 1,8,64 --cache 16384,131072 > /tmp/d.txt 2>&1)
-  else timeout 100 python3 benchmarks/decode_bandwidth.py --batch 1,8,64 --cache 16384,131072 > /tmp/d.txt 2>&1; fi
+  if [ $v = base ]; then (cd .notes/base && FLASHBUILD_CACHE_DIR=/tmp/fbc_base PYTHONPATH=/tmp/site:$PWD timeout 100 python3 ../../benchmarks/decode/decode_bandwidth.py --batch 1,8,64 --cache 16384,131072 > /tmp/d.txt 2>&1)
+  else timeout 100 python3 benchmarks/decode/decode_bandwidth.py --batch 1,8,64 --cache 16384,131072 > /tmp/d.txt 2>&1; fi
   echo "== decode $v r$r"; grep -E "^\| [0-9]" /tmp/d.txt; done; done | tee $OUT/decode-ab.rows.txt
 echo "t $(( $(date +%s) - t0 )) s"
 fi

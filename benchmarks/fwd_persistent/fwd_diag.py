@@ -1,4 +1,4 @@
-# Diagnostics for the hdim-256 non-causal forward at b16 s1024 h8 (benchmarks/fwd_persistent.md), from
+# Diagnostics for the hdim-256 non-causal forward at b16 s1024 h8 (benchmarks/fwd_persistent/README.md), from
 # the repository root on the nvidia-h200 machine:
 #   timing > tm.txt: four calls of a build with per-CTA clock64/globaltimer prints. Needs timing.diff
 #     applied to kernels/ampere/fwd_kernel.h as of commit d8c335d (before the persistent forward).

@@ -372,7 +372,7 @@ def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int)
     """Median ms of each run(i % n_sets) over `reps` calls, each between two CUDA events. The runs
     take turns, one call of each per round: the GPU's clocks follow its power draw, and a state
     that drifts during a measurement (after a heavy row, say) then weighs on every backend alike,
-    not on whichever was timed first (benchmarks/fwd_persistent.md, section 3). Warm the runs up
+    not on whichever was timed first (benchmarks/fwd_persistent/README.md, section 3). Warm the runs up
     first."""
     import torch
 

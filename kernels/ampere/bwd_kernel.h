@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     // and dK products (one chunk: across both; two: the first during dV, the second during dK):
     // issued in one burst they fill the global-memory queue and stall the warp (ncu: lg_throttle,
     // 2.9 cycles per instruction at hdim 256); spread, the tensor cores work meanwhile (16k: hdim
-    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics.md). dq_accum holds
+    // 128 290 -> 309 TFLOPS, hdim 256 210 -> 241, benchmarks/bwd_dq_atomics/). dq_accum holds
     // the block in fragment order (BwdTraits::dq_accum_index): four floats per atomic, a warp's
     // 512 bytes contiguous. The block is whole in dq_accum (its slack rows, BwdParams), so rows
     // past seqlen_q need no test: the conversion reads only the real ones.
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   };
 
   // Masked and unmasked steps are separate code, as in the forward (fwd_kernel.h): hdim 64 causal
-  // 7-10% faster than one body that branched around the masking (benchmarks/fwd_masked_steps.md).
+  // 7-10% faster than one body that branched around the masking (benchmarks/fwd_masked_steps/).
   // Peeling the masked steps off the loop measured the same here, so one loop serves every mask.
   for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
     if (mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {

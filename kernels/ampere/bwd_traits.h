@@ -21,7 +21,7 @@ constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages)
 // dK and dV accumulators cost 2 * block_n * head_dim / threads registers for the whole kernel, so
 // large head dims take half the key rows; small ones take twice the query rows per step, which
 // halves how often K and V are read from shared memory per FLOP (hdim 64 on the H200: 229 -> 253
-// TFLOPS at 16k, benchmarks/bwd_tile_sweep.md). A second Q/dO stage is used whenever it fits: with
+// TFLOPS at 16k, benchmarks/bwd_tile_sweep/). A second Q/dO stage is used whenever it fits: with
 // one CTA per SM (the register file is full) nothing else hides the load latency of the next block.
 // Where a tile does not fit even with one stage (sm86/sm89 have 99 KB), halve its blocks: the query
 // block to 64 rows, then the key block to 64, then each to 32 (hdim 192 there: 32 x 64; hdim 256:
@@ -89,7 +89,7 @@ struct BwdTraits {
   // dQ = dS K is computed in kDqChunks column chunks, each reduced into dq_accum during one of the
   // dV and dK products (bwd_kernel.h), so that half as many of its accumulators are live beside dK
   // and dV. At hdim 256 that takes the kernel's spill from 128 to 88 bytes, and the backward from
-  // 255 to 270 TFLOPS at 16k (fp16, H200; bwd_dq_atomics.md). At hdim 128 it adds a 68-byte spill
+  // 255 to 270 TFLOPS at 16k (fp16, H200; benchmarks/bwd_dq_chunks/). At hdim 128 it adds a 68-byte spill
   // where there was none. Sweeps can override it: nvcc -DFLASHBUILD_BWD_DQ_CHUNKS=1|2.
 #if defined(FLASHBUILD_BWD_DQ_CHUNKS)
   static constexpr int kDqChunks = FLASHBUILD_BWD_DQ_CHUNKS;
@@ -109,7 +109,7 @@ struct BwdTraits {
   // dq_accum's order inside a query block (BwdParams): thread t's dQ fragment elements 4g..4g+3
   // (partition_C of TiledMmadQ) at 4 * (g * kNThreads + t), so that one warp's vector reduction
   // covers 512 contiguous bytes, where in row-major order its pairs touched 8 rows' lines (fp16 at
-  // 16k: hdim 64 292 -> 307 TFLOPS, hdim 128 327 -> 342, hdim 256 252 -> 257; bwd_dq_atomics.md).
+  // 16k: hdim 64 292 -> 307 TFLOPS, hdim 128 327 -> 342, hdim 256 252 -> 257; benchmarks/bwd_dq_atomics/).
   // With column chunks, each chunk's part of the block is one run in this order.
   static constexpr int kDqVec = 4;
   static_assert(kBlockM * kDqCols % (kDqVec * kNThreads) == 0, "whole vectors of dQ per thread");
@@ -143,7 +143,7 @@ struct BwdTraits {
   using SmemCopyAtomStore = Copy_Atom<UniversalCopy<uint32_t>, Element>;
 
   // Zero-filling loads: Q and dO of a partial query block need no shared-memory clears (hdim 64:
-  // 273 -> 292 TFLOPS at 16k, benchmarks/zero_fill_rows.md).
+  // 273 -> 292 TFLOPS at 16k, benchmarks/zero_fill/).
   using GmemTiledCopy = typename GmemRowCopies<Element, kNThreads, kHeadRowElems>::LoadZeroFill;
   using GmemTiledCopyStore = typename GmemRowCopies<Element, kNThreads, kHeadRowElems>::Store;
 };

@@ -220,7 +220,7 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
 
   const int q_rows = block.q_rows();
   // A key block below the last is whole (`whole`): its copy has no row tests. Only the last block
-  // clears its padding rows (benchmarks/zero_fill_rows.md).
+  // clears its padding rows (benchmarks/zero_fill/).
   auto load_kv = [&](auto const& src, auto& dst, int n_block, auto whole) {
     if constexpr (decltype(whole)::value) {
       copy(gmem_copy, src, dst);
@@ -305,7 +305,7 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
     // Key blocks run from the last to the first, so only the first steps can need masking (and,
     // with a local window, the last ones). Masked and unmasked steps are separate code: with one
     // loop body that branched around the masking, the hdim-64 forward ran 8-17% slower (H200,
-    // benchmarks/fwd_masked_steps.md). Without a window the masked steps are peeled off the loop
+    // benchmarks/fwd_masked_steps/). Without a window the masked steps are peeled off the loop
     // (hdim 128 causal: 10-14% faster than a loop that picks the step per block). `step` has two
     // call sites in either form: with a third it was no longer inlined, and its captured
     // accumulators went to local memory.

@@ -22,7 +22,7 @@ constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n, bool persis
 constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
 
 // The tile heuristic in one place, measured on an H200 (fp16, 16k tokens; sweeps in
-// benchmarks/fwd_tile_sweep.md and benchmarks/fwd_masked_steps.md). Since the main loop runs its
+// benchmarks/archive/fwd_tile_sweep/ and benchmarks/fwd_masked_steps/). Since the main loop runs its
 // masked steps apart from the unmasked ones, 128x64 with 4 warps is the fastest tile up to hdim 128,
 // causal or not (hdim 128 causal at 16k: 350 against 333 TFLOPS for 128x128/8); 128x128/4 is slower
 // at hdim 64. hdim 192/256 take 16 rows per warp so that the O accumulator fits in registers:
@@ -30,7 +30,7 @@ constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch 
 // blocks (hdim 256 causal against 128x64/8: +8% at 1k, +2% at 4k, -7% at 16k; hdim 192 +8% / +2% /
 // -3%). Where a tile does not fit the arch's shared memory (hdim 256 on sm86/sm89), the query
 // block halves. 128x64/8 leaves one CTA per SM, whose first loads nothing overlaps: on sm90 it runs
-// persistent (benchmarks/fwd_persistent.md); on sm8x, where that is unmeasured, it does not.
+// persistent (benchmarks/fwd_persistent/); on sm8x, where that is unmeasured, it does not.
 // Tuning sweeps can override it for a whole build:
 //   nvcc -DFLASHBUILD_FWD_BLOCK_M=128 -DFLASHBUILD_FWD_BLOCK_N=64 -DFLASHBUILD_FWD_WARPS=8
 //   nvcc -DFLASHBUILD_FWD_PERSISTENT=0   (or 1: persistent wherever the second Q buffer fits)
@@ -94,7 +94,7 @@ struct FwdTraits {
   using SmemCopyAtomO = Copy_Atom<UniversalCopy<uint32_t>, Element>;
 
   // Clearing loads, not zero-filling ones: those cost the hdim-128 forward 9%, though only the last
-  // key block and Q use them (benchmarks/zero_fill_rows.md).
+  // key block and Q use them (benchmarks/zero_fill/).
   using GmemTiledCopyQKV = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Load;
   using GmemTiledCopyO = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Store;
 };

@@ -163,7 +163,7 @@ using SwizzledRows = decltype(composition(Swizzle<kRowElems == 64 ? 3 : 2, 3, 3>
 // 128-byte rows. Load and LoadZeroFill are asynchronous (cp.async; the second zero-fills where its
 // predicate is false, see copy_rows), Store a plain vector store. Which load a kernel uses is
 // measured: it moves the register allocation of kernels at the 255-register limit
-// (benchmarks/zero_fill_rows.md).
+// (benchmarks/zero_fill/).
 template <class Element, int kNThreads, int kRowElems>
 struct GmemRowCopies {
   static constexpr int kElemsPerAccess = 16 / int(sizeof(Element));

@@ -25,7 +25,7 @@ from test_api_gpu import check, poison_allocator, randn  # noqa: E402
 
 # The split-KV kernels at head dims 64 and 128 (key blocks of 128 keys), with the local and softcap
 # variants (the default): the build `flashbuild test --hdim 64,128 --dtype fp16 --direction splitkv`
-# and benchmarks/decode_bandwidth.py use too.
+# and benchmarks/decode/decode_bandwidth.py use too.
 SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both")
 NAN = float("nan")
 

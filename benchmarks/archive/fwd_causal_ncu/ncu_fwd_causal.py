@@ -1,5 +1,5 @@
 # One causal and one non-causal fwd call of ours and of SDPA-flash (FA2), for ncu: hdim 64, b4 s4096 h32 fp16.
-# Run: ncu --metrics <see benchmarks/fwd_causal_ncu.md> -k regex:"fwd_kernel|flash_fwd" python3 benchmarks/ncu_fwd_causal.py
+# Run: ncu --metrics <see benchmarks/archive/fwd_causal_ncu/README.md> -k regex:"fwd_kernel|flash_fwd" python3 benchmarks/archive/fwd_causal_ncu/ncu_fwd_causal.py
 import torch, flashbuild
 from torch.nn.attention import sdpa_kernel, SDPBackend
 m = flashbuild.load(hdim=[64], dtype="fp16", arch="sm90", direction=["fwd"], features=[])

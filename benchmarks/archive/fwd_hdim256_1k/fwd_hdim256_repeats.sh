@@ -1,5 +1,5 @@
 # The forward rows nearest to FA2 (hdim 256 at 1k and 4k), five runs each in one job, --reps 30.
-# From the repository root on the nvidia-h200 machine; output fwd-h256-repeats.txt (benchmarks/fwd_hdim256_1k/).
+# From the repository root on the nvidia-h200 machine; output fwd-h256-repeats.txt (benchmarks/archive/fwd_hdim256_1k/).
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD FLASHBUILD_CACHE_DIR=/tmp/fbc
 S="--hdim 256 --dtype fp16,bf16 --arch sm90 --direction fwd --no-local --no-softcap"
