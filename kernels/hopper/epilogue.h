@@ -1,0 +1,108 @@
+// The forward epilogue of one tile: O (normalised, in registers) goes to shared memory with
+// stmatrix, then to global memory with one TMA store, which drops the rows past seqlen_q by itself;
+// the LSE goes straight from registers (one lane per row of each quad).
+// sO is reused by every tile: before writing it, the thread that issued the last store waits
+// until that store has read it (kOutputEmpty). When sO is sQ's buffer (Traits::kOAliasesQ), the
+// consumers let the producer reload Q only after the store has read it (kQueryEmpty).
+#pragma once
+
+#include "hopper/softmax.h"
+#include "hopper/tile_scheduler.h"
+#include "hopper/utils.h"
+
+namespace flashbuild::hopper {
+
+template <class Traits>
+struct FwdEpilogue {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+  using SmemLayoutO = typename Traits::SmemLayoutO;
+  using TileShapePV = typename Traits::TileShapePV;
+
+  using ShapeO = Shape<int32_t, int32_t, int32_t, int32_t>;  // (seqlen_q, head_dim, heads, batch)
+  using StrideO = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeO{}, StrideO{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensor{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+  // 16-bit O: stmatrix writes four 8x8 blocks per instruction from the accumulator layout.
+  using SmemCopyAtomO = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+
+  struct Params {
+    TmaO tma_o;
+  };
+
+  static Params to_params(FwdParams const& p) {
+    auto mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o)), make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch),
+                          make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
+    return {make_tma_copy(SM90_TMA_STORE{}, mO, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{})};
+  }
+
+  CUTE_DEVICE static void prefetch_descriptors(Params const& ep) {
+    cute::prefetch_tma_descriptor(ep.tma_o.get_tma_descriptor());
+  }
+
+  // The thread that issues the TMA stores (and waits for them).
+  CUTE_DEVICE static bool is_store_thread(int thread_idx) { return thread_idx == 0; }
+
+  template <class Storage, class FragO>
+  CUTE_DEVICE static void store(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
+                                int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor sO = make_tensor(make_smem_ptr(storage.o()), SmemLayoutO{});
+
+    // O to the element type, then to sO.
+    Tensor rO = make_tensor<Element>(tOrO.layout());
+    {
+      constexpr int kN = decltype(size(tOrO))::value;
+      cutlass::NumericArrayConverter<Element, float, kN> convert;
+      *reinterpret_cast<cutlass::Array<Element, kN>*>(rO.data()) =
+          convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(tOrO.data()));
+    }
+    auto smem_copy = make_tiled_copy_C(SmemCopyAtomO{}, mma_pv);
+    auto thr_smem_copy = smem_copy.get_thread_slice(thread_idx);
+    Tensor tOrO_s = thr_smem_copy.retile_S(rO);
+    Tensor tOsO = thr_smem_copy.partition_D(sO);
+
+    if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }  // the last tile's store has read sO
+    barrier_sync(FwdBarrier::kOutputEmpty, kNumMmaThreads);
+    copy(smem_copy, tOrO_s, tOsO);
+    // stmatrix writes through the generic proxy; the TMA store reads through the async proxy.
+    cutlass::arch::fence_view_async_shared();
+    barrier_sync(FwdBarrier::kOutputFull, kNumMmaThreads);
+
+    if (is_store_thread(thread_idx)) {
+      Tensor mO = ep.tma_o.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
+      Tensor gO = local_tile(mO(_, _, tile.head, tile.batch), select<0, 1>(TileShapePV{}), make_coord(tile.m_block, _0{}));
+      Tensor sO1 = make_tensor(sO.data(), make_layout(sO.layout(), Layout<_1>{}));
+      Tensor gO1 = make_tensor(gO.data(), make_layout(gO.layout(), Layout<_1>{}));
+      auto o_part = tma_partition(ep.tma_o, _0{}, Layout<_1>{}, sO1, gO1);  // (gmem, smem), each ((M, D), 1)
+      copy(ep.tma_o, get<1>(o_part)(_, 0), get<0>(o_part)(_, 0));
+      tma_store_arrive();
+      if constexpr (Traits::kOAliasesQ) { tma_store_wait<0>(); }  // sO is sQ: free it for the next Q
+    }
+    if constexpr (Traits::kOAliasesQ) {
+      barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
+    }
+
+    // LSE: rows of the quad's first lane.
+    Tensor cO = mma_pv.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(TileShapePV{})));
+    Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
+    static_assert(decltype(size<0>(cO_rc))::value == 2, "a consumer thread holds two rows");
+    if (thread_idx % 4 == 0) {
+      float* lse_ptr = p.lse + int64_t(tile.batch) * p.lse_batch_stride + int64_t(tile.head) * p.lse_head_stride;
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int row = tile.m_block * kBlockM + get<0>(cO_rc(r, 0));
+        if (row < p.seqlen_q) { lse_ptr[row] = lse[r]; }
+      }
+    }
+  }
+
+  // Before the CTA exits: its last store must have read sO.
+  CUTE_DEVICE static void drain(int thread_idx) {
+    if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }
+  }
+};
+
+}  // namespace flashbuild::hopper

@@ -1,0 +1,115 @@
+// The Hopper (sm_90a) FlashAttention forward kernel, composition only: a persistent CTA of one
+// producer warpgroup and kBlockM / 64 consumer warpgroups walks the tiles the scheduler gives it.
+// The producer's first warp loads (mainloop.h, load); the consumers compute (mainloop.h, mma),
+// normalise (softmax.h) and store (epilogue.h). Tiles and registers in traits.h.
+#pragma once
+
+#include "hopper/epilogue.h"
+#include "hopper/mainloop.h"
+#include "hopper/tile_scheduler.h"
+
+namespace flashbuild::hopper {
+
+template <class Traits, bool kIsCausal, int kFeatures>
+struct FwdKernel {
+  using Mainloop = FwdMainloop<Traits, kIsCausal, kFeatures>;
+  using Epilogue = FwdEpilogue<Traits>;
+  // Causal query blocks differ in length: longest first (tile_scheduler.h).
+  using Scheduler = PersistentTileScheduler<kIsCausal || ampere::kHasLocal<kFeatures>>;
+  using SharedStorage = typename Traits::SharedStorage;
+
+  struct Params {
+    FwdParams fwd;
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    Scheduler scheduler;
+  };
+};
+
+// The TMA descriptors live in the kernel parameters (__grid_constant__), where the copy engine
+// reads them directly.
+template <class Traits, bool kIsCausal, int kFeatures>
+__global__ void __launch_bounds__(Traits::kNThreads, 1)
+    fwd_kernel(CUTE_GRID_CONSTANT typename FwdKernel<Traits, kIsCausal, kFeatures>::Params const params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Kernel = FwdKernel<Traits, kIsCausal, kFeatures>;
+  using Mainloop = typename Kernel::Mainloop;
+  using Epilogue = typename Kernel::Epilogue;
+  using PipelineKV = typename Traits::PipelineKV;
+  constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+
+  extern __shared__ char smem_raw[];
+  auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
+  FwdParams const& p = params.fwd;
+
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1..: consumers
+  if (warp_idx == 0 && cute::elect_one_sync()) {
+    Mainloop::prefetch_descriptors(params.mainloop);
+    Epilogue::prefetch_descriptors(params.epilogue);
+    cutlass::arch::ClusterTransactionBarrier::init(&storage.q_full, 1);
+  }
+
+  // Both rings: one producer arrival (with the transaction bytes) fills a stage; every consumer
+  // thread's release empties it. Warp 0 initialises the barriers.
+  typename PipelineKV::Params pipe_params;
+  pipe_params.transaction_bytes = Traits::kKVTileBytes;
+  pipe_params.role = warpgroup == 0 ? PipelineKV::ThreadCategory::Producer : PipelineKV::ThreadCategory::Consumer;
+  pipe_params.is_leader = threadIdx.x == 0;
+  pipe_params.num_consumers = kNumMmaThreads;
+  PipelineKV pipe_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
+  PipelineKV pipe_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
+  __syncthreads();  // barriers initialised and visible before anyone waits on them
+
+  const typename Kernel::Scheduler& scheduler = params.scheduler;
+  if (warpgroup == 0) {
+    // Producer: registers go to the consumers. Only warp 0 works; the other three exit.
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (warp_idx == 0) {
+      const bool leader = threadIdx.x == 0;  // also the pipelines' is_leader: one lane arms and loads
+      auto write = cutlass::make_producer_start_state<PipelineKV>();
+      bool first = true;
+      for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
+        Mainloop::load(params.mainloop, p, storage, pipe_k, pipe_v, write, scheduler.decode(t), first, leader);
+        first = false;
+      }
+      // Match the consumers' release of the last tile's sQ (every tile's is waited on once).
+      if (!first) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    const int thread_idx = int(threadIdx.x) - kWarpgroupThreads;
+    const int mma_warpgroup = warpgroup - 1;
+    // Ping-pong: the first warpgroup takes the first turn.
+    if constexpr (Traits::kPingpong) {
+      if (mma_warpgroup == Traits::kNumMmaWarpgroups - 1) {
+        barrier_arrive(warpgroup_turn(0), 2 * kWarpgroupThreads);
+      }
+    }
+    const ampere::ScoreScale<kFeatures> score(p);
+    typename PipelineKV::PipelineState read_k, read_v;
+    uint32_t q_phase = 0;
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor tOrO = partition_fragment_C(mma_pv, select<0, 1>(typename Traits::TileShapePV{}));
+    for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
+      const TileCoord tile = scheduler.decode(t);
+      OnlineSoftmax<2> softmax(score.scale_log2);
+      Mainloop::mma(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, thread_idx, mma_warpgroup, tOrO,
+                    softmax, score);
+      if constexpr (!Traits::kOAliasesQ) {  // sQ is free as soon as the last S is computed
+        barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
+      }
+      float lse[2];
+      Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+      softmax.finalize(tOrO_rc, score.scale, lse);
+      Epilogue::store(params.epilogue, p, storage, tile, thread_idx, tOrO, lse);
+    }
+    Epilogue::drain(thread_idx);
+  }
+#else
+  // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.
+  __trap();
+#endif
+}
+
+}  // namespace flashbuild::hopper

@@ -1,0 +1,114 @@
+// run_fwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
+// The Hopper kernel (hopper/fwd_kernel.h) takes dense calls of head dims 64, 96, 128, 192, 256
+// whose tensors TMA can address. Everything else runs on the Ampere-path kernel compiled for
+// sm_90a, exactly as ampere/fwd_launch.h launches it, so results are always right:
+//   - varlen calls (cu_seqlens_q / cu_seqlens_k) and per-batch key counts (seqused_k): the Hopper
+//     kernel's TMA descriptors describe one dense (seqlen, head_dim, heads, batch) box each;
+//   - other head dims (32);
+//   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
+// (The Ampere launcher is not included but repeated: both headers define run_fwd.)
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ampere/fwd_kernel.h"
+#include "hopper/fwd_kernel.h"
+
+namespace flashbuild {
+namespace hopper {
+
+constexpr bool serves_head_dim(int head_dim) {
+  return head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 192 || head_dim == 256;
+}
+
+// TMA addresses global memory in 16-byte units: base pointers and every stride it steps by.
+constexpr int64_t kTmaAlignBytes = 16;
+
+inline bool tma_addressable(const void* ptr, int64_t elem_bytes, std::initializer_list<std::pair<int64_t, int>> strides) {
+  if (reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes != 0) { return false; }
+  for (auto [stride, extent] : strides) {
+    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % kTmaAlignBytes != 0)) { return false; }
+  }
+  return true;
+}
+
+// Whether the Hopper kernel can take this call (see the top of this file).
+inline bool can_run(FwdParams const& p, int head_dim, int64_t elem_bytes) {
+  if (p.cu_seqlens_q || p.cu_seqlens_k || p.seqused_k) { return false; }
+  if (p.head_dim != head_dim || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) { return false; }
+  return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
+         tma_addressable(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
+         tma_addressable(p.v, elem_bytes, {{p.v_row_stride, p.seqlen_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, p.batch}}) &&
+         tma_addressable(p.o, elem_bytes, {{p.o_row_stride, p.seqlen_q}, {p.o_head_stride, p.nheads}, {p.o_batch_stride, p.batch}});
+}
+
+// A stride over an extent of 1 is never stepped; TMA still checks it, so give it a valid one.
+inline int64_t unit_extent_stride(int64_t stride, int extent, int64_t valid) { return extent > 1 ? stride : valid; }
+inline FwdParams tma_strides(FwdParams p) {
+  const int64_t valid = p.head_dim;  // head_dim elements: a multiple of 16 bytes (head_dim % 16 == 0)
+  p.q_head_stride = unit_extent_stride(p.q_head_stride, p.nheads, valid);
+  p.o_head_stride = unit_extent_stride(p.o_head_stride, p.nheads, valid);
+  p.k_head_stride = unit_extent_stride(p.k_head_stride, p.nheads_k, valid);
+  p.v_head_stride = unit_extent_stride(p.v_head_stride, p.nheads_k, valid);
+  p.q_batch_stride = unit_extent_stride(p.q_batch_stride, p.batch, valid);
+  p.o_batch_stride = unit_extent_stride(p.o_batch_stride, p.batch, valid);
+  p.k_batch_stride = unit_extent_stride(p.k_batch_stride, p.batch, valid);
+  p.v_batch_stride = unit_extent_stride(p.v_batch_stride, p.batch, valid);
+  p.q_row_stride = unit_extent_stride(p.q_row_stride, p.seqlen_q, valid);
+  p.o_row_stride = unit_extent_stride(p.o_row_stride, p.seqlen_q, valid);
+  p.k_row_stride = unit_extent_stride(p.k_row_stride, p.seqlen_k, valid);
+  p.v_row_stride = unit_extent_stride(p.v_row_stride, p.seqlen_k, valid);
+  return p;
+}
+
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  constexpr FwdTile kTile = fwd_tile(kHeadDim, kIsCausal);
+  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, kTile.pingpong, Element>;
+  using Kernel = FwdKernel<Traits, kIsCausal, kFeatures>;
+
+  const FwdParams tma_params = tma_strides(params);
+  typename Kernel::Params kp{params, Kernel::Mainloop::to_params(tma_params), Kernel::Epilogue::to_params(tma_params),
+                             Kernel::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch})};
+  const dim3 grid(kp.scheduler.grid_size(ampere::sm_count()));
+  auto kernel = &fwd_kernel<Traits, kIsCausal, kFeatures>;
+  FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+  kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
+  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hopper
+
+// The Ampere-path forward, as ampere/fwd_launch.h launches it.
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_fwd_ampere_path(const FwdParams& params, cudaStream_t stream) {
+  using Element = typename ampere::ElementOf<kDType>::type;
+  constexpr ampere::FwdTile kTile = ampere::fwd_tile(kArch, kHeadDim, kIsCausal);
+  using Traits = ampere::FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element, kTile.persistent>;
+  static_assert(Traits::kSmemBytes <= ampere::max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
+
+  dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+  if constexpr (Traits::kPersistent) {
+    grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, ampere::sm_count()));
+  }
+  ampere::launch(&ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kFull, kFeatures>, grid, Traits::kNThreads,
+                 Traits::kSmemBytes, stream, params);
+}
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_fwd(const FwdParams& params, cudaStream_t stream) {
+  ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
+  if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
+  if constexpr (kArch >= 90 && hopper::serves_head_dim(kHeadDim)) {
+    using Element = typename hopper::ElementOf<kDType>::type;
+    if (hopper::can_run(params, kHeadDim, sizeof(Element))) {
+      hopper::run_fwd_sm90<kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+      return;
+    }
+  }
+  run_fwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+}
+
+}  // namespace flashbuild

@@ -1,0 +1,252 @@
+// The forward main loop of one tile (a query block of one (batch, head)), in its two roles.
+//   Producer (one warp of the producer warpgroup, one elected lane issuing): TMA loads of Q into
+//   sQ once per tile, and of the K and V tiles the block sees into two rings of kStages buffers,
+//   from the last key block down (the blocks that need masking come first).
+//   Consumers (kBlockM / 64 warpgroups, 64 query rows each, all reading the same K/V tile):
+//   S = Q K^T (wgmma, both operands in shared memory), the score transform and mask, the online
+//   softmax in registers, O += P V (wgmma, P from registers). Within a warpgroup the product of the
+//   next S is issued before the previous P V, so the softmax of S runs while the tensor cores
+//   work on P V (intra-warpgroup overlap); between warpgroups, with kPingpong, each issues its
+//   products only in its turn, so one warpgroup's softmax runs under the other's products.
+// Partial tiles: TMA zero-fills rows past seqlen_q / seqlen_k, the mask sets keys >= seqlen_k to
+// -inf, and zero V rows times zero probabilities add nothing.
+#pragma once
+
+#include "ampere/features.h"  // the score transform (softcap) and the mask policies, family-neutral
+#include "hopper/softmax.h"
+#include "hopper/tile_scheduler.h"
+#include "hopper/utils.h"
+
+namespace flashbuild::hopper {
+
+template <class Traits, bool kIsCausal, int kFeatures>
+struct FwdMainloop {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+  static constexpr int kNumMmaWarpgroups = Traits::kNumMmaWarpgroups;
+  using SmemLayoutQ = typename Traits::SmemLayoutQ;
+  using SmemLayoutK = typename Traits::SmemLayoutK;
+  using SmemLayoutV = typename Traits::SmemLayoutV;
+  using SmemLayoutVt = typename Traits::SmemLayoutVt;
+  using TileShapeQK = typename Traits::TileShapeQK;
+  using TileShapePV = typename Traits::TileShapePV;
+  using PipelineKV = typename Traits::PipelineKV;
+  using PipelineState = typename PipelineKV::PipelineState;
+  using Mask = ampere::AttentionMask<kIsCausal, ampere::kHasLocal<kFeatures>>;
+
+  // Global Q, K, V as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
+  using ShapeQKV = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideQKV = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideQKV{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
+                                       select<1, 2>(TileShapeQK{}), _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaKV tma_k;
+    TmaKV tma_v;
+  };
+
+  static GmemTensor gmem_tensor(void const* ptr, int seqlen, int heads, int batch, int64_t row_stride,
+                                int64_t head_stride, int64_t batch_stride) {
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(seqlen, int32_t(kHeadDim), heads, batch),
+                       make_stride(row_stride, _1{}, head_stride, batch_stride));
+  }
+
+  static Params to_params(FwdParams const& p) {
+    auto mQ = gmem_tensor(p.q, p.seqlen_q, p.nheads, p.batch, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mK = gmem_tensor(p.k, p.seqlen_k, p.nheads_k, p.batch, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_tensor(p.v, p.seqlen_k, p.nheads_k, p.batch, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(SmemLayoutV{}), select<1, 2>(TileShapeQK{}), _1{})};
+  }
+
+  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) {
+    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
+  }
+
+  // The mask and the key blocks [n_block_min, n_block_max) of a query block.
+  struct Keys {
+    Mask mask;
+    int n_block_min;
+    int n_block_max;
+  };
+  CUTE_DEVICE static Keys keys(FwdParams const& p, int m_block) {
+    Keys keys{ampere::make_mask<kIsCausal, kFeatures>(p, p.seqlen_q, p.seqlen_k)};
+    keys.n_block_min = keys.mask.n_block_min(m_block, kBlockM, kBlockN);
+    keys.n_block_max = keys.mask.n_block_max(m_block, kBlockM, kBlockN);
+    return keys;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
+  template <class Storage>
+  CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
+                               PipelineKV& pipe_v, PipelineState& write, TileCoord tile, bool first_tile,
+                               bool leader) {
+    const Keys k = keys(p, tile.m_block);
+    const int head_k = tile.head / (p.nheads / p.nheads_k);
+
+    Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
+    Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
+    Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
+    Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShapeQK{}), make_coord(tile.m_block, _0{}));
+    Tensor gK = local_tile(mK(_, _, head_k, tile.batch), select<1, 2>(TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n)
+    Tensor gV = local_tile(mV(_, _, head_k, tile.batch), select<1, 2>(TileShapeQK{}), make_coord(_, _0{}));
+
+    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
+    // Q gets a unit rest mode ((M, D), 1) so that its partition indexes like the K/V ones ((N, D), n).
+    Tensor sQ1 = make_tensor(sQ.data(), make_layout(sQ.layout(), Layout<_1>{}));
+    Tensor gQ1 = make_tensor(gQ.data(), make_layout(gQ.layout(), Layout<_1>{}));
+    auto q_part = tma_partition(mp.tma_q, _0{}, Layout<_1>{}, sQ1, gQ1);
+    auto k_part = tma_partition(mp.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto v_part = tma_partition(mp.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+    // tma_partition returns (gmem, smem): ((TMA), 1) for Q, ((TMA), n) and ((TMA), stage) for K/V.
+    Tensor tQgQ = get<0>(q_part);
+    Tensor tQsQ = get<1>(q_part);
+    Tensor tKgK = get<0>(k_part);
+    Tensor tKsK = get<1>(k_part);
+    Tensor tVgV = get<0>(v_part);
+    Tensor tVsV = get<1>(v_part);
+
+    auto load_k = [&](int n_block) {
+      pipe_k.producer_acquire(write);
+      if (leader) { copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), tKgK(_, n_block), tKsK(_, write.index())); }
+    };
+    auto load_v = [&](int n_block) {
+      pipe_v.producer_acquire(write);
+      if (leader) { copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), tVgV(_, n_block), tVsV(_, write.index())); }
+    };
+
+    const bool has_keys = k.n_block_max > k.n_block_min;
+    // The first K tile does not depend on the consumers' previous tile: it goes out before Q,
+    // which must wait until they are done with sQ.
+    if (has_keys) { load_k(k.n_block_max - 1); }
+    if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
+    if (leader) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
+      copy(mp.tma_q.with(storage.q_full), tQgQ(_, 0), tQsQ(_, 0));
+    }
+    if (!has_keys) { return; }
+    load_v(k.n_block_max - 1);
+    ++write;
+    CUTE_NO_UNROLL
+    for (int n_block = k.n_block_max - 2; n_block >= k.n_block_min; --n_block) {
+      load_k(n_block);
+      load_v(n_block);
+      ++write;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Consumers: one warpgroup's share of a tile. thread_idx counts the consumer threads from 0;
+  // tOrO receives the unnormalised O and `softmax` the row statistics (finalize() normalises).
+  template <class Storage, class FragO, class Softmax>
+  CUTE_DEVICE static void mma(FwdParams const& p, Storage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
+                              PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
+                              int thread_idx, int warpgroup, FragO& tOrO, Softmax& softmax,
+                              ampere::ScoreScale<kFeatures> const& score) {
+    typename Traits::TiledMmaQK mma_qk;
+    typename Traits::TiledMmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(thread_idx);
+    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
+
+    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutVt{});
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+
+    Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShapeQK{}));
+    Tensor tSrS_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+    Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+    // P in the register A-operand layout of O += P V; its storage order is tSrS's.
+    Tensor tOrP = make_tensor<Element>(acc_to_a_operand(tSrS.layout()));
+    static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P and S hold the same values");
+    Tensor cS = thr_qk.partition_C(make_identity_tensor(select<0, 1>(TileShapeQK{})));  // (row, col) in the tile
+
+    const Keys k = keys(p, tile.m_block);
+    constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
+    float row_scale[kRows];
+
+    auto scores = [&](int n_block) {  // raw Q K^T -> masked (transformed) scores
+      score.transform(tSrS);
+      if (k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN)) {
+        k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
+      }
+    };
+    auto to_p = [&]() {  // probabilities to the element type, into P's registers
+      constexpr int kN = decltype(size(tSrS))::value;
+      cutlass::NumericArrayConverter<Element, float, kN> convert;
+      *reinterpret_cast<cutlass::Array<Element, kN>*>(tOrP.data()) =
+          convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(tSrS.data()));
+    };
+    auto wait_turn = [&]() {
+      if constexpr (Traits::kPingpong) { barrier_sync(warpgroup_turn(warpgroup), 2 * kWarpgroupThreads); }
+    };
+    auto pass_turn = [&]() {
+      if constexpr (Traits::kPingpong) {
+        barrier_arrive(warpgroup_turn((warpgroup + 1) % kNumMmaWarpgroups), 2 * kWarpgroupThreads);
+      }
+    };
+
+    clear(tOrO);
+    cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
+    q_phase ^= 1;
+    if (k.n_block_max <= k.n_block_min) { return; }  // no key visible: O = 0, LSE = +inf
+
+    // First key block: S, then its softmax (nothing to rescale yet).
+    int n_block = k.n_block_max - 1;
+    pipe_k.consumer_wait(read_k);
+    wait_turn();
+    wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+    pass_turn();
+    warpgroup_wait<0>();
+    pipe_k.consumer_release(read_k);
+    ++read_k;
+    scores(n_block);
+    softmax.template step<true>(tSrS_rc, row_scale);
+    to_p();
+
+    CUTE_NO_UNROLL
+    for (--n_block; n_block >= k.n_block_min; --n_block) {
+      pipe_k.consumer_wait(read_k);
+      wait_turn();
+      wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+      pipe_v.consumer_wait(read_v);
+      wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
+      pass_turn();
+      warpgroup_wait<1>();  // S is ready; P V may still run
+      pipe_k.consumer_release(read_k);
+      ++read_k;
+      scores(n_block);
+      softmax.template step<false>(tSrS_rc, row_scale);
+      warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
+      pipe_v.consumer_release(read_v);
+      ++read_v;
+      Softmax::rescale(tOrO_rc, row_scale);
+      to_p();
+    }
+
+    // The last key block's P V.
+    pipe_v.consumer_wait(read_v);
+    wait_turn();
+    wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
+    pass_turn();
+    warpgroup_wait<0>();
+    pipe_v.consumer_release(read_v);
+    ++read_v;
+  }
+};
+
+}  // namespace flashbuild::hopper

@@ -1,0 +1,142 @@
+// Online softmax on wgmma accumulators, in registers, with exp2: each consumer thread holds two
+// query rows of its warpgroup's S tile (rows lane / 4 and lane / 4 + 8 of its warp's 16), spread
+// over the four threads of a quad. Row sums stay per thread until the end (only the maxima need a
+// quad exchange per step).
+#pragma once
+
+#include <cutlass/numeric_conversion.h>
+
+#include "hopper/traits.h"
+
+namespace flashbuild::hopper {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x on the SFU, denormal results flushed to zero: a probability below 2^-126 does not matter.
+CUTE_DEVICE float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A wgmma accumulator fragment is ((2 cols, 2 rows 8 apart, N/8 column groups), MMA_M, MMA_N).
+// Softmax works on rows: view it as (rows = (2, MMA_M), cols = (2, N/8, MMA_N)).
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_rowcol(Layout const& acc) {
+  static_assert(decltype(rank(acc))::value == 3, "expects (MMA, MMA_M, MMA_N)");
+  static_assert(decltype(rank<0>(acc))::value == 3, "expects a wgmma accumulator ((2, 2, N/8), M, N)");
+  static_assert(decltype(size<0, 0>(acc))::value == 2 && decltype(size<0, 1>(acc))::value == 2,
+                "expects a wgmma accumulator ((2, 2, N/8), M, N)");
+  return make_layout(make_layout(get<0, 1>(acc), get<1>(acc)),
+                     make_layout(get<0, 0>(acc), get<0, 2>(acc), get<2>(acc)));
+}
+
+// The S accumulator of m64nNk16 and the register A operand of m64nXk16 place a thread's values on
+// the same rows and columns, 16 columns (two 8-column groups) per K step: regroup
+// ((2, 2, N/8), M, N') into ((2, 2, 2), M, N/16 * N'), so that P feeds O += P V from registers.
+template <class Layout>
+CUTE_HOST_DEVICE constexpr auto acc_to_a_operand(Layout const& acc) {
+  static_assert(decltype(size<0, 2>(acc))::value % 2 == 0, "P·V needs whole 16-column K steps");
+  auto l = logical_divide(get<0>(acc), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
+  return make_layout(make_layout(get<0>(l), get<1>(l), get<2, 0>(l)), get<1>(acc),
+                     coalesce(make_layout(get<2, 1>(l), get<2>(acc))));
+}
+
+// Element-wise conversion of a register fragment (fp32 accumulators to fp16/bf16), vectorised.
+template <typename To, class Engine, class Layout>
+CUTE_DEVICE auto convert_fragment(Tensor<Engine, Layout> const& src) {
+  using From = typename Engine::value_type;
+  constexpr int kN = decltype(size(src))::value;
+  Tensor dst = make_tensor<To>(src.layout());
+  cutlass::NumericArrayConverter<To, From, kN> convert;
+  *reinterpret_cast<cutlass::Array<To, kN>*>(dst.data()) =
+      convert(*reinterpret_cast<cutlass::Array<From, kN> const*>(src.data()));
+  return dst;
+}
+
+// The four threads of a quad hold the same rows.
+CUTE_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+}
+CUTE_DEVICE float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 2);
+  return x + __shfl_xor_sync(0xffffffff, x, 1);
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows];  // raw scores (before scale_log2); -inf while a row has seen no key
+  float row_sum[kRows];  // this thread's share of sum(exp2(s * scale_log2 - max * scale_log2))
+  float scale_log2;
+
+  CUTE_DEVICE explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+  }
+
+  // A row that has seen no key yet has max -inf; exponents are taken against 0 instead, so that
+  // its masked scores give exp2(-inf) = 0 rather than NaN.
+  CUTE_DEVICE float max_scaled(int r) const { return row_max[r] == -INFINITY ? 0.f : row_max[r] * scale_log2; }
+
+  // s (rows, cols) := exp2(s * scale_log2 - new max); row_scale[r] is what O's row r must be
+  // multiplied by (the old max's weight against the new one): 1 for the first tile.
+  template <bool kFirst, class Tensor>
+  CUTE_DEVICE void step(Tensor& s, float (&row_scale)[kRows]) {
+    static_assert(decltype(size<0>(s))::value == kRows, "rows of S and of the softmax state differ");
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      float m = row_max[r];
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) { m = fmaxf(m, s(r, c)); }
+      m = quad_max(m);
+      const float old_scaled = max_scaled(r);
+      row_max[r] = m;
+      const float new_scaled = max_scaled(r);
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(s); ++c) {
+        s(r, c) = exp2_ftz(fmaf(s(r, c), scale_log2, -new_scaled));
+        sum += s(r, c);
+      }
+      if constexpr (kFirst) {
+        row_scale[r] = 1.f;
+        row_sum[r] = sum;
+      } else {
+        // exp2 of (old max - new max) <= 0; a row still without keys keeps sum 0 either way.
+        row_scale[r] = exp2_ftz(old_scaled - new_scaled);
+        row_sum[r] = fmaf(row_sum[r], row_scale[r], sum);
+      }
+    }
+  }
+
+  // O's rows times row_scale (o in the same row/col view).
+  template <class Tensor>
+  CUTE_DEVICE static void rescale(Tensor& o, float const (&row_scale)[kRows]) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) { o(r, c) *= row_scale[r]; }
+    }
+  }
+
+  // O /= the row sums; returns each row's LSE in natural-log units (scale: the softmax scale of
+  // the raw scores). A row that saw no key outputs 0 with LSE +inf.
+  template <class Tensor>
+  CUTE_DEVICE void finalize(Tensor& o, float scale, float (&lse)[kRows]) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const bool empty = sum == 0.f;
+      const float inv = empty ? 0.f : 1.f / sum;
+      lse[r] = empty ? INFINITY : row_max[r] * scale + __logf(sum);
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o); ++c) { o(r, c) *= inv; }
+    }
+  }
+};
+
+}  // namespace flashbuild::hopper

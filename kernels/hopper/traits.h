@@ -1,0 +1,169 @@
+// Tile shapes, shared-memory layouts, MMA types and the register split of the Hopper (sm_90a)
+// forward kernel: one producer warpgroup (TMA loads) and kBlockM / 64 consumer warpgroups (wgmma).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "common/params.h"
+
+namespace flashbuild::hopper {
+
+using namespace cute;
+
+template <DType> struct ElementOf;
+template <> struct ElementOf<DType::kFp16> { using type = cutlass::half_t; };
+template <> struct ElementOf<DType::kBf16> { using type = cutlass::bfloat16_t; };
+
+// Threads of one warpgroup: the unit that issues a wgmma, and the unit setmaxnreg acts on.
+constexpr int kWarpgroupThreads = 128;
+// Query rows one consumer warpgroup owns: the M of one wgmma.
+constexpr int kRowsPerWarpgroup = 64;
+// Registers in the whole SM register file, shared by the CTA (one CTA per SM).
+constexpr int kRegisterFile = 64 * 1024;
+// Opt-in dynamic shared memory per block on sm90 (228 KB less the 1 KB the system keeps).
+constexpr int kMaxSmemBytes = 227 * 1024;
+
+struct FwdTile {
+  int block_m;  // query rows per tile: 64 per consumer warpgroup
+  int block_n;  // key rows per main-loop step
+  int stages;   // K and V tiles in flight (each its own ring)
+  bool pingpong;  // consumer warpgroups take turns issuing their wgmmas (softmax of one under the
+                  // products of the other)
+};
+
+// Shared memory of one CTA: Q, the K and V rings, and O (its own buffer, or Q's when that does not fit).
+constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n, int stages, bool o_aliases_q) {
+  return 2 * head_dim * ((o_aliases_q ? 1 : 2) * block_m + 2 * stages * block_n) + 1024;
+}
+constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stages) {
+  return fwd_smem_bytes(head_dim, block_m, block_n, stages, false) > kMaxSmemBytes;
+}
+
+// The tile heuristic in one place. wgmma takes M = 64 per warpgroup, and N (block_n for S = QK^T,
+// head_dim for O += PV) a multiple of 8 up to 256; without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+// only 64, 96, 128, 192 and 256 are usable, hence block_n. Registers per consumer thread: S holds
+// block_n / 2 floats, P block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups
+// each gets 240 registers, so hdim 256 takes block_n = 64 (O alone is 128 registers). Shared
+// memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q and O
+// (192 KB), hdim 64 four; hdim 192 and 256 keep O in Q's buffer (fwd_o_aliases_q).
+// Tuning sweeps override it for a whole build:
+//   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
+//   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
+constexpr FwdTile fwd_tile(int head_dim, bool causal) {
+  (void)causal;
+#if defined(FLASHBUILD_HOPPER_BLOCK_M) && defined(FLASHBUILD_HOPPER_BLOCK_N) && defined(FLASHBUILD_HOPPER_STAGES)
+  FwdTile tile{FLASHBUILD_HOPPER_BLOCK_M, FLASHBUILD_HOPPER_BLOCK_N, FLASHBUILD_HOPPER_STAGES, true};
+#else
+  FwdTile tile = head_dim <= 64    ? FwdTile{128, 128, 4, true}
+                 : head_dim <= 96  ? FwdTile{128, 128, 3, true}
+                 : head_dim <= 128 ? FwdTile{128, 128, 2, true}
+                 : head_dim <= 192 ? FwdTile{128, 96, 2, true}
+                                   : FwdTile{128, 64, 2, true};
+#endif
+#ifdef FLASHBUILD_HOPPER_PINGPONG
+  tile.pingpong = FLASHBUILD_HOPPER_PINGPONG != 0;
+#endif
+  return tile;
+}
+
+// Shared-memory rows of head_dim 16-bit elements, in the widest GMMA swizzle atom that tiles them.
+template <class Element, int kRowElems>
+CUTE_HOST_DEVICE constexpr auto k_major_smem_atom() {
+  if constexpr (kRowElems % 64 == 0) {
+    return GMMA::Layout_K_SW128_Atom<Element>{};
+  } else if constexpr (kRowElems % 32 == 0) {
+    return GMMA::Layout_K_SW64_Atom<Element>{};
+  } else {
+    static_assert(kRowElems % 16 == 0, "head dim must be a multiple of 16 (one wgmma K step)");
+    return GMMA::Layout_K_SW32_Atom<Element>{};
+  }
+}
+
+// Named barriers of the kernel (ids after CUTLASS's reserved ones; the hardware has 16).
+enum class FwdBarrier : int {
+  kWarpgroupTurn0 = 0,  // ping-pong: consumer warpgroup i waits on kWarpgroupTurn0 + i (up to 3)
+  kQueryEmpty = 4,      // consumers are done with sQ (and sO when it aliases sQ): Q may be reloaded
+  kOutputEmpty = 5,     // sO may be written (the last tile's store has read it)
+  kOutputFull = 6,      // sO is written: the TMA store may read it
+};
+constexpr int kMaxConsumerWarpgroups = 3;
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingpong_, class Element_>
+struct FwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+
+  static constexpr int kNumMmaWarpgroups = kBlockM / kRowsPerWarpgroup;
+  static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
+  static constexpr int kNThreads = kNumMmaThreads + kWarpgroupThreads;  // + the producer warpgroup
+  static constexpr bool kPingpong = kPingpong_ && kNumMmaWarpgroups > 1;
+
+  static_assert(kBlockM % kRowsPerWarpgroup == 0, "block_m must be whole consumer warpgroups (64 rows each)");
+  static_assert(kNumMmaWarpgroups >= 1 && kNumMmaWarpgroups <= kMaxConsumerWarpgroups,
+                "the kernel has 1 to 3 consumer warpgroups (named barriers and registers)");
+  static_assert(kBlockN % 16 == 0, "block_n must be a multiple of 16 (the K step of O += PV)");
+  static_assert(kHeadDim % 16 == 0 && kHeadDim <= 256, "head dim must be a multiple of 16, at most 256");
+  static_assert(kStages >= 2, "the K/V rings need two stages to overlap loads with products");
+
+  // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O. The
+  // counts are multiples of 8 and fill at most the register file.
+  static constexpr int kProducerRegs = kNumMmaWarpgroups == 1 ? 56 : kNumMmaWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kNumMmaWarpgroups == 1 ? 256 : kNumMmaWarpgroups == 2 ? 240 : 160;
+  static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads <= kRegisterFile,
+                "setmaxnreg counts overflow the register file");
+
+  using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: (M, N, K)
+  using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   (M, N, K)
+  // Consumer warpgroups stack along M: each owns 64 query rows and reads the same K/V tile.
+  using WarpgroupLayout = Layout<Shape<Int<kNumMmaWarpgroups>, _1, _1>>;
+  // S = Q K^T: both operands from shared memory, K-major (head_dim contiguous).
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockN>, Int<kHeadDim>>>(),
+      WarpgroupLayout{}));
+  // O += P V: P from registers (the softmax output never leaves them), V from shared memory read
+  // MN-major (V's rows are keys, so head_dim, the N of this product, is the contiguous one).
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      WarpgroupLayout{}));
+
+  using SmemAtom = decltype(k_major_smem_atom<Element, kHeadDim>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutO = SmemLayoutQ;
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutV = SmemLayoutK;
+  // The same V buffer seen as (head_dim, block_n, stages): the B operand of O += P V.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+
+  static constexpr bool kOAliasesQ = fwd_o_aliases_q(kHeadDim, kBlockM, kBlockN, kStages);
+  static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
+  static constexpr int kKVTileBytes = kBlockN * kHeadDim * int(sizeof(Element));  // one K or V stage
+
+  using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
+
+  // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes, and the
+  // wgmma descriptors and TMA boxes assume each buffer starts at a pattern boundary.
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutV>> v;
+    alignas(1024) cute::array_aligned<Element, kOAliasesQ ? 8 : cosize_v<SmemLayoutO>> o_own;
+    typename PipelineKV::SharedStorage pipeline_k;
+    typename PipelineKV::SharedStorage pipeline_v;
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType q_full;
+
+    CUTE_DEVICE Element* o() { return kOAliasesQ ? q.data() : o_own.data(); }
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= kMaxSmemBytes, "forward tile exceeds sm90's shared memory");
+};
+
+}  // namespace flashbuild::hopper
