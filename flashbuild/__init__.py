@@ -18,7 +18,7 @@ def build(**kwargs):
     "none"; default every feature), config (the selection) and debug, lineinfo, nvcc_flags, jobs,
     build_dir, launcher, verbose, compile_only (the build)."""
     from .build import builder as _build
-    return _build.build(*_build.parse_request(**kwargs))
+    return _build.build(*_build.parse_request(**_build.check_api_keywords(kwargs)))
 
 
 def load(**kwargs):
@@ -28,4 +28,4 @@ def load(**kwargs):
     Same keywords as build(); e.g. load(hdim=64, dtype="fp16", arch="sm90")."""
     from . import api as _api
     from .build import builder as _build
-    return _api.wrap(_build.load(*_build.parse_request(**kwargs)))
+    return _api.wrap(_build.load(*_build.parse_request(**_build.check_api_keywords(kwargs))))

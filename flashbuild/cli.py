@@ -8,6 +8,7 @@ Data goes to stdout, progress and logs to stderr.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import click
@@ -53,9 +54,13 @@ class FlashbuildGroup(click.Group):
         except FlashbuildError as exc:
             click.echo(f"flashbuild: error: {exc}", err=True)
             code = exc.exit_code
-        except (click.Abort, KeyboardInterrupt):
-            click.echo("flashbuild: interrupted", err=True)
-            code = 130
+        except (click.Abort, KeyboardInterrupt) as exc:
+            # processes.Terminated carries SIGTERM / SIGHUP (click wraps it in Abort)
+            cause = exc if hasattr(exc, "signum") else (exc.__cause__ or exc.__context__)
+            signum = getattr(cause, "signum", signal.SIGINT)
+            click.echo(f"flashbuild: interrupted ({signal.Signals(signum).name}): every compiler it started "
+                       "was stopped", err=True)
+            code = 128 + signum
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
@@ -413,11 +418,14 @@ def _write(path: str, text: str) -> None:
 def list_(as_json):
     """The variant space, its kernel families, and the builds in the cache."""
     from .selection import variants as v
-    from .build.builder import cached_builds, plural
+    from .build import cache
+    from .build.plan import plural
 
     families = [{"direction": d, "arch": a, "family": name, "note": v.FAMILY_NOTES.get((d, a))}
                 for (d, a), name in v.FAMILY_TABLE.items()]
-    builds = cached_builds()
+    builds, skipped = cache.scan()
+    for line in skipped:
+        click.echo(f"flashbuild: {line}", err=True)
     if as_json:
         click.echo(json.dumps({
             "axes": {"hdim": list(v.HEAD_DIMS), "dtype": list(v.DTYPES), "arch": [*v.ARCHS, v.NATIVE],
@@ -426,7 +434,8 @@ def list_(as_json):
             "families": families,
             "cache_dir": str(env.cache_dir()),
             "builds": [{"key": b.key, "path": str(b.path), "variants": b.variants, "size_bytes": b.size_bytes,
-                        "has_extension": b.has_extension} for b in builds],
+                        "has_extension": b.has_extension, "problems": list(b.problems)} for b in builds],
+            "skipped": skipped,
         }, indent=2))
         return
     click.echo("variant space:")
@@ -448,8 +457,9 @@ def list_(as_json):
     if not builds:
         click.echo("  none")
     for b in builds:
+        problems = f"  ({'; '.join(b.problems)})" if b.problems else ""
         click.echo(f"  {b.key}  {plural(b.variants, 'variant')}  {b.size_bytes / 2**20:.1f} MiB  "
-                   f"{'extension' if b.has_extension else 'no extension'}")
+                   f"{'extension' if b.has_extension else 'no extension'}{problems}")
 
 
 @cli.command()
@@ -457,9 +467,12 @@ def list_(as_json):
 @click.option("--all", "remove_all", is_flag=True, help="Remove every cached build.")
 def clean(keys, remove_all):
     """Remove cached builds by KEY (see `flashbuild list`), or all of them with --all."""
-    from .build.builder import cached_builds, remove_build
+    from .build import cache
 
-    builds = {b.key: b for b in cached_builds()}
+    found, skipped = cache.scan()
+    for line in skipped:
+        click.echo(f"flashbuild: {line}", err=True)
+    builds = {b.key: b for b in found}
     if not keys and not remove_all:
         raise click.UsageError(f"name the builds to remove or pass --all (cached: {', '.join(builds) or 'none'})")
     unknown = [k for k in keys if k not in builds]
@@ -468,7 +481,7 @@ def clean(keys, remove_all):
                                f"(cached: {', '.join(builds) or 'none'}); see `flashbuild list`")
     chosen = list(builds.values()) if remove_all else [builds[k] for k in keys]
     for b in chosen:
-        remove_build(b)
+        cache.remove_build(b)
         click.echo(f"removed {b.path} ({b.size_bytes / 2**20:.1f} MiB)")
     if not chosen:
         click.echo(f"nothing to remove in {env.cache_dir()}")

@@ -28,7 +28,24 @@ def repo_root() -> Path:
     """The tree holding kernels/, templates/ and configs/: next to the package (an editable
     install), or FLASHBUILD_ROOT when set (e.g. a patched copy of the kernels)."""
     override = os.environ.get("FLASHBUILD_ROOT")
-    return Path(override).resolve() if override else package_dir().parent
+    return Path(override).expanduser().resolve() if override else package_dir().parent
+
+
+ROOT_PARTS = ("kernels", "templates", "configs")
+
+
+def root_problem() -> str | None:
+    """Why the tree flashbuild reads its sources from is unusable (naming FLASHBUILD_ROOT when it
+    chose the tree, and the fix), or None."""
+    override = os.environ.get("FLASHBUILD_ROOT")
+    root = repo_root()
+    missing = [part for part in ROOT_PARTS if not (root / part).is_dir()]
+    if not missing:
+        return None
+    where = f"FLASHBUILD_ROOT={override}" if override else f"the flashbuild checkout {root}"
+    fix = ("point FLASHBUILD_ROOT at a flashbuild checkout (it needs kernels/, templates/ and configs/) or unset it"
+           if override else "reinstall from a checkout: pip install -e . (kernels/, templates/ and configs/ are used in place)")
+    return f"{where} has no {', '.join(p + '/' for p in missing)}: {fix}"
 
 
 def kernels_dir() -> Path:
@@ -43,17 +60,22 @@ def configs_dir() -> Path:
     return repo_root() / "configs"
 
 
-def cache_dir() -> Path:
-    """FLASHBUILD_CACHE_DIR, else the user's cache dir (platformdirs; XDG fallback without it)."""
-    override = os.environ.get("FLASHBUILD_CACHE_DIR")
-    if override:
-        return Path(override).expanduser().resolve()
+def default_cache_dir() -> Path:
+    """The user's cache dir (platformdirs; the XDG rule without it)."""
     try:
         import platformdirs
     except ImportError:  # the GPU machine may lack it; the XDG rule is what platformdirs does on Linux
         base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
         return Path(base) / "flashbuild"
     return Path(platformdirs.user_cache_dir("flashbuild"))
+
+
+def cache_dir() -> Path:
+    """FLASHBUILD_CACHE_DIR, else the user's cache dir. Where it is only: build/cache.py checks it."""
+    override = os.environ.get("FLASHBUILD_CACHE_DIR")
+    if override:
+        return Path(override).expanduser().absolute()
+    return default_cache_dir()
 
 
 # ---------------------------------------------------------------- nvcc and CUDA

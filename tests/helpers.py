@@ -95,3 +95,45 @@ def run_cli(*args: str):
 
 requires_nvcc = pytest.mark.skipif(env.find_nvcc() is None,
                                    reason="nvcc not found (CUDA_HOME, PATH, /usr/local/cuda, nvidia-cuda-nvcc wheel)")
+
+
+# A stand-in for nvcc (and the link step): writes the object and its depfile, logs its arguments
+# (FAKE_NVCC_LOG), and with FAKE_NVCC_SLEEP=S runs a child for S seconds first, as nvcc runs cicc, and
+# records "nvcc_pid child_pid" in FAKE_NVCC_PIDS. It lets the build pipeline run end to end with
+# no CUDA toolkit, in milliseconds, and lets tests kill a build while its "compilers" run.
+FAKE_NVCC = """\
+#!{python}
+import json, os, subprocess, sys
+args = sys.argv[1:]
+if "--version" in args:
+    print("Cuda compilation tools, release 13.0, V13.0.88")
+    sys.exit(0)
+if os.environ.get("FAKE_NVCC_LOG"):
+    with open(os.environ["FAKE_NVCC_LOG"], "a") as f:
+        f.write(json.dumps(args) + "\\n")
+seconds = os.environ.get("FAKE_NVCC_SLEEP")
+if seconds:
+    child = subprocess.Popen(["sleep", seconds])
+    if os.environ.get("FAKE_NVCC_PIDS"):
+        with open(os.environ["FAKE_NVCC_PIDS"], "a") as f:
+            f.write(f"{{os.getpid()}} {{child.pid}}\\n")
+    child.wait()
+out = args[args.index("-o") + 1]
+if "-MF" in args:
+    with open(args[args.index("-MF") + 1], "w") as f:
+        f.write(out.replace(" ", "\\\\ ") + ":\\n")
+with open(out, "w") as f:
+    f.write("object")
+"""
+
+
+def make_fake_cuda(base: Path) -> Path:
+    """A CUDA_HOME whose bin/nvcc is FAKE_NVCC; returns the CUDA_HOME."""
+    import sys
+
+    home = base / "fake-cuda"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(python=sys.executable))
+    nvcc.chmod(0o755)
+    return home

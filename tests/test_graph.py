@@ -90,7 +90,7 @@ def test_launcher_prefixes_the_compile_commands_not_the_link():
     assert variable(text, "nvcc") == "ccache /cuda/bin/nvcc"
     assert variable(text, "cxx") == "ccache /usr/bin/c++"
     link_rule = re.search(r"^rule link\n  command = (.*)$", text, re.M).group(1)
-    assert link_rule.startswith("/cuda/bin/nvcc -shared")
+    assert link_rule.startswith("$linker -shared") and variable(text, "linker") == "/cuda/bin/nvcc"
 
 
 def test_no_binding_or_link_edges_without_linking():

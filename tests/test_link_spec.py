@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashbuild.build import builder
+from flashbuild.build import builder, toolchain
 from flashbuild import env
 
 pytestmark = pytest.mark.skipif(env.torch_info() is None or env.find_nvcc() is None,
@@ -19,29 +19,29 @@ def plan_in(tmp_path):
 
 def test_second_call_reuses_the_saved_spec_without_importing_torch(tmp_path, monkeypatch):
     plan = plan_in(tmp_path)
-    first = builder.torch_link_spec(plan)
-    assert (plan.build_dir / builder.LINK_SPEC_FILE).is_file()
+    first = toolchain.torch_link_spec(plan)
+    assert (plan.build_dir / toolchain.LINK_SPEC_FILE).is_file()
 
     def no_import(*args):
         raise AssertionError("torch_link_spec imported torch although the saved spec is valid")
 
-    monkeypatch.setattr(builder, "_import_torch_link_spec", no_import)
-    assert builder.torch_link_spec(plan) == first
+    monkeypatch.setattr(toolchain, "_import_torch_link_spec", no_import)
+    assert toolchain.torch_link_spec(plan) == first
 
 
 def test_a_changed_stamp_recomputes_the_spec(tmp_path, monkeypatch):
     plan = plan_in(tmp_path)
-    first = builder.torch_link_spec(plan)
+    first = toolchain.torch_link_spec(plan)
     calls = []
-    real = builder._import_torch_link_spec
-    monkeypatch.setattr(builder, "_import_torch_link_spec", lambda *a: calls.append(a) or real(*a))
+    real = toolchain._import_torch_link_spec
+    monkeypatch.setattr(toolchain, "_import_torch_link_spec", lambda *a: calls.append(a) or real(*a))
     monkeypatch.setattr(env, "find_host_cxx", lambda: first.cxx.parent / "another-c++")
-    second = builder.torch_link_spec(plan)
+    second = toolchain.torch_link_spec(plan)
     assert len(calls) == 1 and second.cxx.name == "another-c++"
 
 
 def test_a_corrupt_saved_spec_is_recomputed(tmp_path):
     plan = plan_in(tmp_path)
-    first = builder.torch_link_spec(plan)
-    (plan.build_dir / builder.LINK_SPEC_FILE).write_text("{not json")
-    assert builder.torch_link_spec(plan) == first
+    first = toolchain.torch_link_spec(plan)
+    (plan.build_dir / toolchain.LINK_SPEC_FILE).write_text("{not json")
+    assert toolchain.torch_link_spec(plan) == first

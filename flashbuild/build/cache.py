@@ -1,0 +1,269 @@
+"""The build cache: a private directory of build dirs, one per key, that `load()` imports code from.
+
+So it must be the user's alone. Directories are created 0700 and files 0600 (compilers run under
+umask 077); a cache root that another user owns or can write, a build entry that is a symbolic
+link, another user's, or writable by others, is refused with the fix, before anything is built in
+it or imported from it. Listing and cleaning never follow a link and never leave the cache: odd
+entries are reported one line each and skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import stat
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import filelock
+
+from .. import env
+from ..errors import BuildError, SelectionError
+
+PRIVATE_DIR = 0o700
+UMASK = 0o077  # what compilers and our own writes run under: files 0600, dirs 0700
+LOCK_FILE = ".lock"
+MANIFEST = "manifest.json"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def forbidden_characters(value: str) -> str | None:
+    """The name of a character no build path or flag may hold (it would end a ninja line or a C
+    string), or None."""
+    for char, name in (("\n", "a newline"), ("\r", "a carriage return"), ("\0", "a NUL byte")):
+        if char in value:
+            return name
+    return None
+
+
+# ---------------------------------------------------------------- where the cache is, and whether to trust it
+
+def _root_source() -> str:
+    return "FLASHBUILD_CACHE_DIR" if os.environ.get("FLASHBUILD_CACHE_DIR") else "the default cache dir"
+
+
+def _fix_root(root: Path) -> str:
+    if os.environ.get("FLASHBUILD_CACHE_DIR"):
+        return f"set FLASHBUILD_CACHE_DIR to a directory of your own (e.g. export FLASHBUILD_CACHE_DIR=$HOME/.cache/flashbuild)"
+    return f"fix {root} or set FLASHBUILD_CACHE_DIR to a directory of your own"
+
+
+def ownership_problem(path: Path, info: os.stat_result | None = None) -> str | None:
+    """Why `path` (already lstat'ed into `info` when given) cannot hold code we import, or None:
+    it must be ours and not writable by group or others."""
+    info = info or path.lstat()
+    if info.st_uid != os.geteuid():
+        return f"it belongs to uid {info.st_uid}, not to you (uid {os.geteuid()})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"it is writable by {'others' if info.st_mode & stat.S_IWOTH else 'its group'} (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def cache_root(create: bool = True) -> Path:
+    """The cache root, created 0700 when missing, checked: a directory, ours, not writable by
+    others, writable by us. Raises SelectionError naming the variable and the fix."""
+    raw = os.environ.get("FLASHBUILD_CACHE_DIR")
+    if raw is not None:
+        bad = forbidden_characters(raw)
+        if bad or not raw.strip():
+            what = f"holds {bad}" if bad else "is empty"
+            raise SelectionError(f"FLASHBUILD_CACHE_DIR={raw!r} {what}; set it to a plain directory path "
+                                 f"(or unset it for {env.default_cache_dir()})")
+    root = env.cache_dir()
+    source = _root_source()
+    if not root.exists():
+        if not create:
+            return root
+        try:
+            with private_umask():
+                root.mkdir(parents=True, mode=PRIVATE_DIR)
+        except OSError as exc:
+            raise SelectionError(f"{source} {root}: cannot create it ({exc.strerror or exc}); {_fix_root(root)}") from None
+    if not root.is_dir():
+        raise SelectionError(f"{source} {root}: not a directory; {_fix_root(root)}")
+    problem = ownership_problem(root, root.stat())
+    if problem:
+        raise SelectionError(f"{source} {root}: refusing a cache that others could write into: {problem}; "
+                             f"`chmod 700 {root}` if it is yours, else {_fix_root(root)}")
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise SelectionError(f"{source} {root}: not writable by you; {_fix_root(root)}")
+    return root
+
+
+def default_build_dir(key: str) -> Path:
+    return env.cache_dir() / key
+
+
+@contextlib.contextmanager
+def private_umask():
+    """Files and dirs created in this block are the user's alone (0600 / 0700)."""
+    old = os.umask(UMASK)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def prepare_build_dir(build_dir: Path, *, in_cache: bool, flag: str = "--build-dir") -> Path:
+    """Create the build dir (0700) or check the existing one: a real directory (in the cache: not
+    a symbolic link), ours, not writable by others. Raises naming the flag or the cache entry."""
+    where = f"cache entry {build_dir}" if in_cache else f"{flag} {build_dir}"
+    if in_cache:
+        cache_root()
+    try:
+        info = build_dir.lstat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise SelectionError(f"{where}: cannot be used ({exc.strerror or exc}); choose another directory") from None
+    if info is None:
+        try:
+            with private_umask():
+                build_dir.mkdir(parents=True, mode=PRIVATE_DIR)
+        except OSError as exc:
+            raise SelectionError(f"{where}: cannot create it ({exc.strerror or exc}); "
+                                 f"{'fix the cache dir' if in_cache else f'choose a writable place for {flag}'}") from None
+        return build_dir
+    if stat.S_ISLNK(info.st_mode) and in_cache:
+        raise SelectionError(f"{where} is a symbolic link: flashbuild never builds or imports through one; "
+                             f"remove it (`rm {build_dir}`) and rerun")
+    if stat.S_ISLNK(info.st_mode):
+        info = build_dir.stat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise SelectionError(f"{where}: not a directory; remove it or choose another {flag if not in_cache else 'cache dir'}")
+    problem = ownership_problem(build_dir, info)
+    if problem:
+        fix = f"`flashbuild clean {build_dir.name}` or remove it" if in_cache else f"choose a directory of your own for {flag}"
+        raise SelectionError(f"{where}: refusing a build dir that others could write into: {problem}; {fix}")
+    if not os.access(build_dir, os.W_OK | os.X_OK):
+        raise SelectionError(f"{where}: not writable by you (read-only?); "
+                             f"{'fix the cache dir' if in_cache else f'choose a writable place for {flag}'}")
+    return build_dir
+
+
+def check_loadable(extension: Path) -> None:
+    """Before importing `extension`: it and its build dir are real files/dirs of ours that nobody
+    else can write. Raises BuildError otherwise (nothing is imported)."""
+    for path, what in ((extension.parent, "build dir"), (extension, "extension")):
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            raise BuildError(f"refusing to import {extension}: its {what} {path} is a symbolic link; "
+                             f"remove it and rebuild")
+        problem = ownership_problem(path, info)
+        if problem:
+            raise BuildError(f"refusing to import {extension}: its {what} {path}: {problem}; remove the build dir "
+                             f"(`flashbuild clean {extension.parent.name}` or rm -r) and rebuild")
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path):
+    """The build dir's file lock: one process builds a key, the others wait here, then load."""
+    lock = filelock.FileLock(str(build_dir / LOCK_FILE), mode=0o600)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        log(f"waiting for another flashbuild process building {build_dir.name} (lock: {lock.lock_file})")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+# ---------------------------------------------------------------- list and clean
+
+@dataclass(frozen=True)
+class CachedBuild:
+    key: str
+    path: Path
+    variants: int
+    size_bytes: int
+    has_extension: bool
+    problems: tuple[str, ...] = field(default=())  # a malformed manifest, say: listed, still removable
+
+
+def _read_manifest(path: Path) -> tuple[dict, list[str]]:
+    """The manifest's usable fields and what was wrong with it."""
+    try:
+        data = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        return {}, ["no manifest.json (an unfinished build)"]
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return {}, [f"manifest.json unreadable ({exc.__class__.__name__})"]
+    if not isinstance(data, dict):
+        return {}, [f"manifest.json is a {type(data).__name__}, not an object"]
+    problems = []
+    variants = data.get("variants", [])
+    if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+        problems.append("manifest.json: variants is not a list of names")
+        data["variants"] = []
+    extension = data.get("extension")
+    if extension is not None and (not isinstance(extension, str) or "/" in extension or extension in ("", ".", "..")):
+        problems.append("manifest.json: extension is not a file name")
+        data["extension"] = None
+    return data, problems
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path):  # os.walk never follows links by default
+        for name in filenames:
+            try:
+                info = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
+
+
+def scan(root: Path | None = None) -> tuple[list[CachedBuild], list[str]]:
+    """(the build dirs in the cache, one line per odd entry skipped). Never follows a link."""
+    root = root or env.cache_dir()
+    builds, skipped = [], []
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except FileNotFoundError:
+        return [], []
+    except NotADirectoryError:
+        return [], [f"{root}: not a directory (FLASHBUILD_CACHE_DIR?)"]
+    except OSError as exc:
+        return [], [f"{root}: cannot be read ({exc.strerror or exc})"]
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_symlink():
+            skipped.append(f"{path}: a symbolic link, skipped (flashbuild never follows links out of the cache)")
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            skipped.append(f"{path}: not a build dir (a file), skipped")
+            continue
+        if not (path / "build.ninja").is_file() and not (path / MANIFEST).is_file():
+            skipped.append(f"{path}: not a build dir (no build.ninja or manifest.json), skipped")
+            continue
+        manifest, problems = _read_manifest(path)
+        extension = manifest.get("extension")
+        has_extension = bool(extension) and (path / extension).is_file() and not (path / extension).is_symlink()
+        builds.append(CachedBuild(path.name, path, len(manifest.get("variants", [])), _size(path), has_extension,
+                                  tuple(problems)))
+    return builds, skipped
+
+
+def cached_builds(root: Path | None = None) -> list[CachedBuild]:
+    return scan(root)[0]
+
+
+def remove_build(build: CachedBuild, root: Path | None = None) -> None:
+    """Delete a cached build dir under its lock (waits for a build of it to finish). Refuses a
+    path that is a link or not directly inside the cache root."""
+    root = (root or env.cache_dir())
+    path = build.path
+    if path.is_symlink() or path.parent.resolve() != root.resolve():
+        raise BuildError(f"refusing to remove {path}: not a build dir directly inside the cache {root}")
+    with build_lock(path):
+        shutil.rmtree(path)

@@ -1,0 +1,148 @@
+"""The compilers a build starts, and stopping every one of them.
+
+ninja runs in a session of its own, so that flashbuild can signal its whole process group, and
+ninja puts each compile in a process group of its own; on SIGTERM or SIGINT ninja signals every
+such group (nvcc and the cicc/ptxas it started) and waits for them. So stopping a build is: signal
+ninja, wait, and kill what is left. Three ways a build ends early are covered:
+
+- an exception or Ctrl-C in flashbuild (KeyboardInterrupt): `running()` stops ninja on the way out;
+- SIGTERM / SIGHUP to flashbuild: `signals_raise()` turns them into `Terminated`, which does the same;
+- SIGKILL to flashbuild (nothing runs): ninja was started with PR_SET_PDEATHSIG, so the kernel sends it
+  SIGTERM when flashbuild dies; and the next build of the same dir first stops any compiler still
+  running there (`stop_leftovers`: processes whose working directory is the build dir), so a rerun
+  never races a leftover compiler on one object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+GRACE_SECONDS = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """flashbuild got SIGTERM or SIGHUP: unwound like Ctrl-C, so every `finally` runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _child_setup() -> None:  # runs in the child between fork and exec
+    os.umask(0o077)  # objects, logs and the extension are the user's alone
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the leftover sweep still covers a killed parent
+        pass
+
+
+def start(command: list[str], **kwargs) -> subprocess.Popen:
+    """Start `command` (ninja) in a new session, under umask 077, dying with its parent."""
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=_child_setup, **kwargs)
+
+
+def stop(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
+    """SIGTERM the process's group (ninja passes it on to each compile's group and waits for them),
+    then SIGKILL whatever is left after `grace` seconds."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@contextlib.contextmanager
+def running(command: list[str], **kwargs) -> Iterator[subprocess.Popen]:
+    """`start` the command; however the block is left, the process and its compilers are gone."""
+    process = start(command, **kwargs)
+    try:
+        yield process
+    finally:
+        stop(process)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While the block runs (main thread only), SIGTERM and SIGHUP raise Terminated."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Terminated(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def processes_in(directory: Path) -> list[int]:
+    """PIDs (other than ours) whose working directory is `directory`: ninja runs every compile in
+    the build dir, so these are compilers of an earlier build there."""
+    target = os.path.realpath(directory)
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/cwd") == target:
+                    found.append(int(entry.name))
+    return found
+
+
+def stop_leftovers(directory: Path, log=lambda message: None, grace: float = GRACE_SECONDS) -> list[int]:
+    """Stop every process still working in `directory` (TERM its group, then KILL after `grace`
+    seconds); returns their PIDs. Call with the build lock held."""
+    pids = processes_in(directory)
+    if not pids:
+        return []
+    log(f"stopping {len(pids)} compiler process{'es' if len(pids) > 1 else ''} left running in {directory} "
+        f"by an earlier build (pids {', '.join(map(str, pids))})")
+    groups = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(pid))
+    own = os.getpgrp()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        for group in groups - {own}:
+            with contextlib.suppress(OSError):
+                os.killpg(group, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.05)
+        if not any(_alive(pid) for pid in pids):
+            break
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except (OSError, IndexError):
+        return False

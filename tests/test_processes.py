@@ -1,0 +1,124 @@
+"""No compiler outlives the build that started it: SIGTERM and SIGINT at several points, kill -9, and a
+rerun that finds a leftover compiler in its build dir. Runs real ninja over a stand-in nvcc that
+sleeps in a child process (as nvcc runs cicc), so no CUDA toolkit is needed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flashbuild.build import processes
+from helpers import make_fake_cuda
+
+SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local", "--no-softcap",
+         "--compile-only", "--jobs", "2"]
+pytestmark = pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs Linux /proc")
+
+
+@pytest.fixture
+def fake_env(tmp_path, fake_root) -> dict:
+    home = make_fake_cuda(tmp_path)
+    return {**os.environ, "CUDA_HOME": str(home), "FLASHBUILD_ROOT": str(fake_root),
+            "FLASHBUILD_CACHE_DIR": str(tmp_path / "cache"), "FAKE_NVCC_SLEEP": "60",
+            "FAKE_NVCC_PIDS": str(tmp_path / "pids"), "PYTHONUNBUFFERED": "1"}
+
+
+def start_build(environ: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "flashbuild", *SLICE], env=environ, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def compiler_pids(environ: dict, count: int, timeout: float = 30) -> list[int]:
+    """The pids of `count` running stand-in compilers (nvcc and its child each), once they run."""
+    pidfile = Path(environ["FAKE_NVCC_PIDS"])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pidfile.is_file() and len(pidfile.read_text().splitlines()) >= count:
+            return [int(p) for line in pidfile.read_text().splitlines() for p in line.split()]
+        time.sleep(0.05)
+    raise AssertionError(f"the stand-in compilers did not start within {timeout}s")
+
+
+def alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if processes._alive(pid)]
+
+
+def wait_gone(pids: list[int], seconds: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive(pids)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_while_compiling_stops_every_compiler_within_5s(fake_env, signum):
+    build = start_build(fake_env)
+    pids = compiler_pids(fake_env, 2)
+    build.send_signal(signum)
+    _, stderr = build.communicate(timeout=30)
+    assert wait_gone(pids) == [], f"left running after {signal.Signals(signum).name}"
+    assert build.returncode == 128 + signum
+    assert "Traceback" not in stderr
+    assert f"interrupted ({signal.Signals(signum).name})" in stderr
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3])
+def test_a_signal_before_or_while_ninja_starts_leaves_nothing(fake_env, delay, tmp_path):
+    """Early in the run (planning, rendering, ninja starting): exit cleanly, no compiler behind."""
+    build = start_build(fake_env)
+    time.sleep(delay)
+    build.send_signal(signal.SIGTERM)
+    _, stderr = build.communicate(timeout=30)
+    time.sleep(0.5)
+    pidfile = Path(fake_env["FAKE_NVCC_PIDS"])
+    pids = [int(p) for p in pidfile.read_text().split()] if pidfile.is_file() else []
+    assert wait_gone(pids) == []
+    assert "Traceback" not in stderr
+
+
+def test_kill_9_of_flashbuild_takes_ninja_and_its_compilers_with_it(fake_env):
+    """Nothing of flashbuild runs on SIGKILL: ninja dies with its parent (PR_SET_PDEATHSIG) and
+    stops its compilers on the way."""
+    build = start_build(fake_env)
+    pids = compiler_pids(fake_env, 2)
+    build.kill()
+    build.communicate(timeout=30)
+    assert wait_gone(pids) == []
+
+
+def test_a_rerun_stops_a_compiler_left_in_its_build_dir_before_building(fake_env, tmp_path):
+    """Whatever escaped (here a process started by hand in the build dir), the next build of that dir
+    stops it before it compiles, so two compilers never write one object."""
+    first = subprocess.run([sys.executable, "-m", "flashbuild", *SLICE], env={**fake_env, "FAKE_NVCC_SLEEP": ""},
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    build_dir = next(p for p in (tmp_path / "cache").iterdir() if p.is_dir())
+    leftover = subprocess.Popen(["sleep", "60"], cwd=build_dir, start_new_session=True)
+    (build_dir / "obj" / "fwd_hdim64_fp16_sm90.o").unlink()  # so the rerun has work to do
+    rerun = subprocess.run([sys.executable, "-m", "flashbuild", *SLICE], env={**fake_env, "FAKE_NVCC_SLEEP": ""},
+                           capture_output=True, text=True, timeout=60)
+    assert rerun.returncode == 0, rerun.stderr
+    assert leftover.wait(timeout=10) is not None
+    assert f"left running in {build_dir}" in rerun.stderr
+
+
+def test_processes_in_finds_only_processes_working_in_that_dir(tmp_path):
+    inside, outside = tmp_path / "in", tmp_path / "out"
+    inside.mkdir()
+    outside.mkdir()
+    a = subprocess.Popen(["sleep", "30"], cwd=inside)
+    b = subprocess.Popen(["sleep", "30"], cwd=outside)
+    try:
+        assert processes.processes_in(inside) == [a.pid]
+        assert processes.stop_leftovers(inside, grace=2) == [a.pid]
+        assert a.wait(timeout=5) is not None and b.poll() is None
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.wait()
