@@ -62,13 +62,10 @@ inline FwdParams tma_strides(FwdParams p) {
   return p;
 }
 
-template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
-  using Element = typename ElementOf<kDType>::type;
-  constexpr FwdTile kTile = fwd_tile(kHeadDim, kIsCausal);
-  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, kTile.pingpong, Element>;
+// One launch of the Hopper forward kernel with these traits (tuning sweeps call it directly).
+template <class Traits, bool kIsCausal, int kFeatures>
+void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   using Kernel = FwdKernel<Traits, kIsCausal, kFeatures>;
-
   const FwdParams tma_params = tma_strides(params);
   typename Kernel::Params kp{params, Kernel::Mainloop::to_params(tma_params), Kernel::Epilogue::to_params(tma_params),
                              Kernel::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch})};
@@ -77,6 +74,14 @@ void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
   FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
   kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  constexpr FwdTile kTile = fwd_tile(kHeadDim, kIsCausal);
+  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, kTile.pingpong, Element>;
+  launch_fwd<Traits, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace hopper
