@@ -94,11 +94,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
       const TileCoord tile = scheduler.decode(t);
       OnlineSoftmax<2> softmax(score.scale_log2);
+      // sQ is free for the next tile's Q as soon as the last S is computed, unless sO lives in it
+      // (then the epilogue frees it once the store has read O).
       Mainloop::mma(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, thread_idx, mma_warpgroup, tOrO,
-                    softmax, score);
-      if constexpr (!Traits::kOAliasesQ) {  // sQ is free as soon as the last S is computed
-        barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
-      }
+                    softmax, score, [] {
+                      if constexpr (!Traits::kOAliasesQ) {
+                        barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
+                      }
+                    });
       float lse[2];
       Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
       softmax.finalize(tOrO_rc, score.scale, lse);

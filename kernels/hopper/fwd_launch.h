@@ -2,8 +2,11 @@
 // The Hopper kernel (hopper/fwd_kernel.h) takes dense calls of head dims 64, 96, 128, 192, 256
 // whose tensors TMA can address. Everything else runs on the Ampere-path kernel compiled for
 // sm_90a, exactly as ampere/fwd_launch.h launches it, so results are always right:
-//   - varlen calls (cu_seqlens_q / cu_seqlens_k) and per-batch key counts (seqused_k): the Hopper
-//     kernel's TMA descriptors describe one dense (seqlen, head_dim, heads, batch) box each;
+//   - varlen calls (cu_seqlens_q / cu_seqlens_k): the Hopper kernel's TMA descriptors need the
+//     packed tensors' total rows as their bounds (a tile of the last sequence would read past the
+//     allocation otherwise), and FwdParams does not carry total_q / total_k; its O store would also
+//     need a row-predicated path (a TMA store clips at the tensor's end, not at a sequence's);
+//     (per-batch key counts, seqused_k, on dense tensors are served: the mask cuts the keys.)
 //   - other head dims (32);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
 // (The Ampere launcher is not included but repeated: both headers define run_fwd.)
@@ -35,7 +38,7 @@ inline bool tma_addressable(const void* ptr, int64_t elem_bytes, std::initialize
 
 // Whether the Hopper kernel can take this call (see the top of this file).
 inline bool can_run(FwdParams const& p, int head_dim, int64_t elem_bytes) {
-  if (p.cu_seqlens_q || p.cu_seqlens_k || p.seqused_k) { return false; }
+  if (p.cu_seqlens_q || p.cu_seqlens_k) { return false; }
   if (p.head_dim != head_dim || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) { return false; }
   return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
          tma_addressable(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&

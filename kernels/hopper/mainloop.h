@@ -72,16 +72,18 @@ struct FwdMainloop {
     cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
   }
 
-  // The mask and the key blocks [n_block_min, n_block_max) of a query block.
+  // The mask and the key blocks [n_block_min, n_block_max) of a query block. With seqused_k, batch
+  // b sees its first seqused_k[b] keys (the TMA box still spans seqlen_k rows; the mask cuts them).
   struct Keys {
     Mask mask;
     int n_block_min;
     int n_block_max;
   };
-  CUTE_DEVICE static Keys keys(FwdParams const& p, int m_block) {
-    Keys keys{ampere::make_mask<kIsCausal, kFeatures>(p, p.seqlen_q, p.seqlen_k)};
-    keys.n_block_min = keys.mask.n_block_min(m_block, kBlockM, kBlockN);
-    keys.n_block_max = keys.mask.n_block_max(m_block, kBlockM, kBlockN);
+  CUTE_DEVICE static Keys keys(FwdParams const& p, TileCoord tile) {
+    const int seqlen_k = p.seqused_k ? p.seqused_k[tile.batch] : p.seqlen_k;
+    Keys keys{ampere::make_mask<kIsCausal, kFeatures>(p, p.seqlen_q, seqlen_k)};
+    keys.n_block_min = keys.mask.n_block_min(tile.m_block, kBlockM, kBlockN);
+    keys.n_block_max = keys.mask.n_block_max(tile.m_block, kBlockM, kBlockN);
     return keys;
   }
 
@@ -91,7 +93,7 @@ struct FwdMainloop {
   CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, PipelineState& write, TileCoord tile, bool first_tile,
                                bool leader) {
-    const Keys k = keys(p, tile.m_block);
+    const Keys k = keys(p, tile);
     const int head_k = tile.head / (p.nheads / p.nheads_k);
 
     Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
@@ -150,11 +152,12 @@ struct FwdMainloop {
   // ---------------------------------------------------------------------------------------------
   // Consumers: one warpgroup's share of a tile. thread_idx counts the consumer threads from 0;
   // tOrO receives the unnormalised O and `softmax` the row statistics (finalize() normalises).
-  template <class Storage, class FragO, class Softmax>
+  // q_done() runs once this warpgroup has no Q K^T left in flight: sQ may then be reloaded.
+  template <class Storage, class FragO, class Softmax, class QDone>
   CUTE_DEVICE static void mma(FwdParams const& p, Storage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
                               PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
                               int thread_idx, int warpgroup, FragO& tOrO, Softmax& softmax,
-                              ampere::ScoreScale<kFeatures> const& score) {
+                              ampere::ScoreScale<kFeatures> const& score, QDone&& q_done) {
     typename Traits::TiledMmaQK mma_qk;
     typename Traits::TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(thread_idx);
@@ -175,7 +178,7 @@ struct FwdMainloop {
     static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P and S hold the same values");
     Tensor cS = thr_qk.partition_C(make_identity_tensor(select<0, 1>(TileShapeQK{})));  // (row, col) in the tile
 
-    const Keys k = keys(p, tile.m_block);
+    const Keys k = keys(p, tile);
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
     float row_scale[kRows];
 
@@ -203,7 +206,10 @@ struct FwdMainloop {
     clear(tOrO);
     cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
     q_phase ^= 1;
-    if (k.n_block_max <= k.n_block_min) { return; }  // no key visible: O = 0, LSE = +inf
+    if (k.n_block_max <= k.n_block_min) {  // no key visible: O = 0, LSE = +inf
+      q_done();
+      return;
+    }
 
     // First key block: S, then its softmax (nothing to rescale yet).
     int n_block = k.n_block_max - 1;
@@ -237,6 +243,8 @@ struct FwdMainloop {
       Softmax::rescale(tOrO_rc, row_scale);
       to_p();
     }
+
+    q_done();  // every S of this tile is computed (the last one waited on above)
 
     // The last key block's P V.
     pipe_v.consumer_wait(read_v);
