@@ -129,6 +129,8 @@ def build_args(selection, options) -> list[str]:
 @build_options
 def build(dry_run, **kwargs):
     """Build a selection (the default command): render, compile, link, report."""
+    import shlex
+
     from .build import builder
 
     selection, options = builder.parse_request(**kwargs)
@@ -148,11 +150,21 @@ def build(dry_run, **kwargs):
     load_args.update({k: v for k, v in (("debug", flags.debug), ("lineinfo", flags.lineinfo)) if v})
     if flags.nvcc_flags:
         load_args["nvcc_flags"] = list(flags.nvcc_flags)
-    call = ", ".join(f"{k}={v!r}" for k, v in load_args.items())
+    call = ", ".join(f"{k}={_py_literal(v)}" for k, v in load_args.items())
     click.echo(f"extension  {result.extension}")
     click.echo(f"module     {result.module_name} (key {result.key})")
     click.echo(f"holds      {builder.plural(len(result.manifest['variants']), 'variant')}: {', '.join(result.manifest['variants'])}")
-    click.echo(f'load it    python3 -c "import flashbuild; m = flashbuild.load({call})"')
+    click.echo(f"load it    {shlex.join(['python3', '-c', f'import flashbuild; m = flashbuild.load({call})'])}")
+
+
+def _py_literal(value) -> str:
+    """A Python literal in double quotes (so the whole snippet shell-quotes into one readable pair
+    of single quotes)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(_py_literal, value)) + "]"
+    return repr(value)
 
 
 @cli.command(name="test")
@@ -297,6 +309,7 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
 
 def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
     import datetime
+    import shlex
 
     from . import __version__
     from .debug import bench as benching, runtime
@@ -342,8 +355,8 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
         raise BuildError(f"the benchmark stopped: {str(exc).strip().splitlines()[0]}") from None
     extra = (["--window", f"{window[0]},{window[1]}"] if window != (-1, -1) else []) + (
         ["--softcap", f"{softcap:g}"] if softcap else [])
-    info = {"command": " ".join(["flashbuild", "bench", *build_args(selection, options),
-                                 "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps), *extra]),
+    info = {"command": shlex.join(["flashbuild", "bench", *build_args(selection, options),
+                                   "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps), *extra]),
             "device": gpu.describe(), "torch": gpu.torch, "flashbuild": __version__,
             "build_key": module.build_key(), "date": datetime.datetime.now().isoformat(timespec="seconds")}
     return info, results

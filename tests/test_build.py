@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -367,7 +368,8 @@ def test_successful_build_prints_where_what_and_how_to_load(monkeypatch, cache):
                         "bwd_hdim64_fp16_causal_sm90, bwd_hdim64_fp16_causal_sm90_local, "
                         "splitkv_hdim64_fp16_sm90, splitkv_hdim64_fp16_sm90_local, "
                         "splitkv_hdim64_fp16_causal_sm90, splitkv_hdim64_fp16_causal_sm90_local")
-    snippet = re.search(r'^load it    python3 -c "(.*)"$', lines[3]).group(1)
+    assert lines[3].startswith("load it    python3 -c '")  # shell-quoted: pasted as it is
+    snippet = shlex.split(lines[3].removeprefix("load it    "))[2]
     call = ast.parse(snippet).body[1].value  # m = flashbuild.load(...)
     assert ast.unparse(call.func) == "flashbuild.load"
     kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}

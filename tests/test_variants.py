@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from flashbuild import env
@@ -303,3 +305,65 @@ def test_backward_of_large_head_dims_is_selectable_for_sm86_and_sm89():
         assert {v.name for v in selection.variants if v.direction == "bwd" and v.hdim >= 192} == {
             f"bwd_hdim{h}_fp16{c}_{arch}{f}" for h in (192, 256) for c in ("", "_causal")
             for f in ("", "_local_softcap")}
+
+
+@pytest.mark.parametrize("args, expected, unexpected", [
+    (["--hdim", "²"], ["--hdim ²: not an integer head dim"], []),                  # int() would take it
+    (["--hdim", "٦٤"], ["--hdim ٦٤: not an integer head dim"], []),
+    (["--hdim", "-1"], ["--hdim -1: a head dim must be a positive integer", "use --hdim 64"], ["not an integer"]),
+    (["--hdim", "0"], ["--hdim 0: a head dim must be a positive integer"], []),
+    (["--arch", "sm_90"], ["--arch sm_90: not a valid value", "use --arch sm90"], ["use --arch sm80"]),
+    (["--arch", "90"], ["use --arch sm90"], []),
+    (["--arch", "sm_90a"], ["use --arch sm90"], []),
+    (["--arch", "sm87"], ["use --arch sm86"], []),                                  # sm_86 code runs on 8.7
+    (["--dtype", "bfloat16"], ["use --dtype bf16"], []),
+    (["--config", "x.toml"], ["--config x.toml: no such file", "use --config ci-compile"], ["x.toml.toml"]),
+    (["--config", "ci-compile.toml"], ["use --config ci-compile"], ["ci-compile.toml.toml"]),
+    (["--config", "dev-hdim64"], ["no preset dev-hdim64", "use --config dev-hdim64-sm90"], []),
+])
+def test_odd_selections_name_the_value_and_the_closest_valid_one(args, expected, unexpected, cache, no_gpu, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    arch = [] if "--arch" in args else ["--arch", "sm90"]
+    result = run_cli(*args, *arch, "--dry-run")
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert line.startswith("flashbuild: error: ") and "\n" not in line and "Traceback" not in result.output
+    for text in expected:
+        assert text in line
+    for text in unexpected:
+        assert text not in line
+
+
+def test_a_fix_that_holds_a_value_is_shell_quoted():
+    from flashbuild.selection.variants import _use
+    assert _use("--config", "my presets/a b.toml") == "use --config 'my presets/a b.toml'"
+    assert _use("--hdim", 96) == "use --hdim 96"
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("selection = 5\n", "selection = 5 is not a table"),
+    ('description = 5\n[selection]\nhdim = [64]\n', "description = 5 is not a string"),
+    ("[selection]\nhdim = 64.5\n", "hdim 64.5: expected a head dim (an integer) or a list of them, not float"),
+    ("[selection]\nhdim = {a = 1}\n", "not dict"),
+    ("[selection]\nhdim = [[64]]\n", "not list"),
+    ("[selection]\ncausal = 1\n", "causal 1: expected on, off or both (or a bool), not int"),
+    ('[selection]\narch = 90\n', 'set arch = "sm90" in typo.toml'),
+])
+def test_preset_values_of_the_wrong_type_are_named_with_the_file(tmp_path, content, expected):
+    preset = tmp_path / "typo.toml"
+    preset.write_text(content)
+    with pytest.raises(SelectionError, match=re.escape(expected)):
+        select(config=preset, detect=lambda: ["9.0"])
+
+
+def test_a_preset_that_is_not_a_readable_text_file_is_named(tmp_path):
+    (tmp_path / "bin.toml").write_bytes(b"\x00\xff\xfe")
+    with pytest.raises(SelectionError, match="bin.toml: not a text file"):
+        load_config(tmp_path / "bin.toml")
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(SelectionError, match="dir.toml is a directory, not a TOML file"):
+        load_config(tmp_path / "dir.toml")
+    (tmp_path / "link.toml").symlink_to(tmp_path / "gone.toml")
+    with pytest.raises(SelectionError, match="link.toml is a broken link"):
+        load_config(tmp_path / "link.toml")

@@ -7,8 +7,11 @@ and every value is checked here, so only known ints and enum names ever reach ge
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -254,22 +257,39 @@ class CompileFlags:
 # ---------------------------------------------------------------- parsing one axis
 
 def _use(source: str, value: Any) -> str:
-    """The fix, phrased for where the value came from: a flag, or a key in a preset file."""
+    """The fix, phrased for where the value came from: a flag (shell-quoted, so it can be pasted),
+    or a key in a preset file."""
     if source.startswith("--"):
-        return f"use {source} {value}"
+        return f"use {source} {shlex.quote(str(value))}"
     file, key = source.split(": ", 1)
     text = str(value) if str(value).replace(",", "").isdigit() else f'"{value}"'
     return f"set {key} = {text} in {file}"
 
 
-def _items(value: Any, source: str, valid: tuple) -> list[str]:
-    """'64,128' / 64 / [64, '128'] -> ['64', '128'], or an error for an empty list."""
-    if isinstance(value, (str, int)):
-        raw = str(value).split(",")
-    elif isinstance(value, Iterable):
-        raw = [str(v) for v in value]
+def _shown(value: Any) -> str:
+    """A value as an error shows it: as typed when it is plain printable text, else its repr (so a
+    control character, an undecodable byte of argv or a non-string is unambiguous)."""
+    if isinstance(value, str) and value and value.isprintable() and value.strip() == value:
+        return value
+    return repr(value)
+
+
+def _items(value: Any, source: str, valid: tuple, kind: str = "a name") -> list[str]:
+    """'64,128' / 64 / [64, '128'] -> ['64', '128'], or an error for an empty list or a value of
+    the wrong type (a float, a bool, a table, a list inside the list)."""
+    def scalar(item: Any) -> str:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            raise SelectionError(f"{source} {_shown(item)}: expected {kind} or a list of them, not "
+                                 f"{type(item).__name__} (valid: {', '.join(map(str, valid))}); {_use(source, valid[0])}")
+        return str(item)
+
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        raw = scalar(value).split(",")
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
+        raw = [scalar(v) for v in value]
     else:
-        raise SelectionError(f"{source} {value!r}: expected a value or a list of values")
+        scalar(value)  # raises: a float, a bool, a dict, bytes, None
+        raw = []
     items = [item.strip().lower() for item in raw if item.strip()]
     if not items:
         raise SelectionError(f"{source}: empty list; give one or more of {', '.join(map(str, valid))}: "
@@ -277,26 +297,55 @@ def _items(value: Any, source: str, valid: tuple) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+# Spellings that mean a valid name (suggested, not accepted): what an error's fix proposes.
+ALIASES = {
+    "float16": "fp16", "half": "fp16", "f16": "fp16", "fp16": "fp16", "torch.float16": "fp16",
+    "bfloat16": "bf16", "bf16": "bf16", "torch.bfloat16": "bf16",
+    "forward": "fwd", "backward": "bwd", "decode": "splitkv", "split-kv": "splitkv", "split_kv": "splitkv",
+    "true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off",
+}
+
+
+def closest(item: str, valid: tuple[str, ...]) -> str:
+    """The valid name `item` most likely meant: an alias (float16 -> fp16), an arch spelled another
+    way (sm_90, SM90, 90, sm_90a, compute_90, 9.0 -> sm90; sm87 -> sm86, which runs on it), the
+    nearest spelling, else the first valid name."""
+    item = item.strip().lower()
+    if ALIASES.get(item) in valid:
+        return ALIASES[item]
+    arch = re.fullmatch(r"(?:sm|compute|arch)?[_-]?(\d{1,2})\.?(\d)[a-z]?", item)
+    if arch and any(v in ARCHS for v in valid):
+        major, minor = int(arch.group(1)), int(arch.group(2))
+        same_major = [a for a in ARCHS if ARCH_NUMBER[a] // 10 == major and ARCH_NUMBER[a] % 10 <= minor]
+        if same_major:
+            return same_major[-1]
+    near = difflib.get_close_matches(item, valid, n=1, cutoff=0.6)
+    return near[0] if near else valid[0]
+
+
 def _choices(value: Any, source: str, valid: tuple[str, ...]) -> tuple[str, ...]:
     items = _items(value, source, valid)
     for item in items:
         if item not in valid:
-            raise SelectionError(f"{source} {item}: not a valid value (valid: {', '.join(valid)}); "
-                                 f"{_use(source, valid[0])}")
+            raise SelectionError(f"{source} {_shown(item)}: not a valid value (valid: {', '.join(valid)}); "
+                                 f"{_use(source, closest(item, valid))}")
     return tuple(v for v in valid if v in items)
 
 
 def parse_hdims(value: Any, source: str = "--hdim") -> tuple[int, ...]:
     sizes = ", ".join(map(str, HEAD_DIMS))
     hdims = []
-    for item in _items(value, source, HEAD_DIMS):
-        if not item.isdigit():
-            raise SelectionError(f"{source} {item}: not an integer head dim (kernel sizes: {sizes}); "
+    for item in _items(value, source, HEAD_DIMS, kind="a head dim (an integer)"):
+        if not re.fullmatch(r"[+-]?[0-9]+", item):  # ASCII digits only: int() would take '²' or '٦٤'
+            raise SelectionError(f"{source} {_shown(item)}: not an integer head dim (kernel sizes: {sizes}); "
                                  f"{_use(source, 64)}")
         hdim = int(item)
+        if hdim <= 0:
+            raise SelectionError(f"{source} {item}: a head dim must be a positive integer (kernel sizes: {sizes}; "
+                                 f"head dims 1-{HEAD_DIMS[-1]} run padded on the next size up); {_use(source, 64)}")
         if hdim not in HEAD_DIMS:
             bigger = [h for h in HEAD_DIMS if h > hdim]
-            if hdim == 0 or not bigger:
+            if not bigger:
                 raise SelectionError(f"{source} {hdim}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); "
                                      f"head dims 1-{HEAD_DIMS[-1]} are supported: {_use(source, HEAD_DIMS[-1])}")
             raise SelectionError(
@@ -321,10 +370,14 @@ def parse_directions(value: Any, source: str = "--direction") -> tuple[str, ...]
 def parse_causal(value: Any, source: str = "--causal") -> tuple[bool, ...]:
     if isinstance(value, bool):
         return (value,)
-    mode = str(value).strip().lower()
+    valid = tuple(CAUSAL_MODES)
+    if not isinstance(value, str):
+        raise SelectionError(f"{source} {_shown(value)}: expected on, off or both (or a bool), not "
+                             f"{type(value).__name__}; {_use(source, 'both')}")
+    mode = value.strip().lower()
     if mode not in CAUSAL_MODES:
-        raise SelectionError(f"{source} {mode or repr(value)}: not a valid value (valid: on, off, both); "
-                             f"{_use(source, 'both')}")
+        raise SelectionError(f"{source} {_shown(mode) if mode else repr(value)}: not a valid value (valid: on, off, "
+                             f"both); {_use(source, closest(mode, valid) if mode in ALIASES else 'both')}")
     return CAUSAL_MODES[mode]
 
 
@@ -392,33 +445,68 @@ def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> lis
 # ---------------------------------------------------------------- presets and the whole selection
 
 def find_config(name_or_path: str | Path) -> Path:
-    """A TOML file path, or a bare preset name that finds configs/<name>.toml."""
-    path = Path(name_or_path)
+    """A TOML file path, or a bare preset name that finds configs/<name>.toml. A name that looks
+    like a path (it has a directory part or a suffix) is only ever a path."""
+    text = str(name_or_path)
+    shown = shlex.quote(text)
+    presets = sorted(p.stem for p in env.configs_dir().glob("*.toml"))
+    listing = f"presets: {', '.join(presets) or 'none'} in {env.configs_dir()}"
+    if not text.strip():
+        raise SelectionError(f"--config {shown}: empty; give a preset name or a TOML file ({listing}); "
+                             f"use --config {presets[0] if presets else 'FILE.toml'}")
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise SelectionError(f"--config {shown}: {path.absolute()} is a directory, not a TOML file ({listing}); "
+                             f"use --config {shlex.quote(str(path / 'FILE.toml'))} or a preset name")
     if path.is_file():
         return path
-    preset = env.configs_dir() / f"{path.name}.toml"
-    if path.suffix != ".toml" and path.name == str(name_or_path) and preset.is_file():
+    if path.exists():
+        raise SelectionError(f"--config {shown}: {path.absolute()} is not a regular file; give a TOML file or a "
+                             f"preset name ({listing})")
+    if path.is_symlink():
+        raise SelectionError(f"--config {shown}: {path.absolute()} is a broken link (to {os.readlink(path)}); "
+                             f"give an existing TOML file or a preset name ({listing})")
+    looks_like_path = path.name != text or path.suffix != ""
+    guess = difflib.get_close_matches(path.stem, presets, n=1, cutoff=0.6) or presets[:1]
+    fix = f"use --config {shlex.quote(guess[0])}" if guess else "give an existing TOML file"
+    if looks_like_path:
+        raise SelectionError(f"--config {shown}: no such file {path.absolute()} ({listing}); {fix}")
+    preset = env.configs_dir() / f"{text}.toml"
+    if preset.is_file():
         return preset
-    presets = sorted(p.stem for p in env.configs_dir().glob("*.toml"))
-    raise SelectionError(f"--config {name_or_path}: no such file and no preset {preset} "
-                         f"(presets: {', '.join(presets) or 'none'}); use --config {presets[0] if presets else 'FILE'}")
+    raise SelectionError(f"--config {shown}: no preset {text} and no file ./{text} ({listing}); {fix}")
 
 
 def load_config(name_or_path: str | Path) -> dict[str, Any]:
-    """The [selection] table of a preset, with its keys checked."""
+    """The [selection] table of a preset, with its keys and their types checked."""
     path = find_config(name_or_path)
+    where = f"--config {shlex.quote(str(path))}"
     try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SelectionError(f"--config {path}: not valid TOML ({exc}); fix the file") from None
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise SelectionError(f"{where}: cannot read it ({exc.strerror or exc}); fix its permissions or "
+                             f"give another file") from None
+    except UnicodeDecodeError:
+        raise SelectionError(f"{where}: not a text file (TOML is UTF-8 text); give a TOML preset such as "
+                             f"{env.configs_dir() / 'ci-compile.toml'}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SelectionError(f"{where}: not valid TOML ({exc}); fix the file") from None
     extra = sorted(set(data) - {"selection", "description"})
     if extra:
-        raise SelectionError(f"--config {path}: unknown table or key {', '.join(extra)} "
+        raise SelectionError(f"{where}: unknown table or key {', '.join(extra)} "
                              f"(valid: [selection], description); remove it")
+    if not isinstance(data.get("description", ""), str):
+        raise SelectionError(f"{where}: description = {data['description']!r} is not a string; "
+                             f'write description = "..." or remove it')
     table = data.get("selection", {})
+    if not isinstance(table, dict):
+        raise SelectionError(f"{where}: selection = {table!r} is not a table; write the keys under a "
+                             f"[selection] header ({', '.join(CONFIG_KEYS)})")
     unknown = sorted(set(table) - set(CONFIG_KEYS))
     if unknown:
-        raise SelectionError(f"--config {path}: unknown key {', '.join(unknown)} in [selection] "
+        raise SelectionError(f"{where}: unknown key {', '.join(unknown)} in [selection] "
                              f"(valid keys: {', '.join(CONFIG_KEYS)}); remove or rename it")
     return {key: (value, f"{path.name}: {key}") for key, value in table.items()}
 
