@@ -122,6 +122,36 @@ def build_args(selection, options) -> list[str]:
     return args
 
 
+def check_output(path: str | None, flag: str) -> None:
+    """Refuse, before any work, an output path that cannot be written: one under a file, or in a
+    directory we cannot write. (click's Path type already refuses an existing directory.)"""
+    import os
+    from pathlib import Path
+
+    if not path:
+        return
+    target = Path(path).expanduser().absolute()
+    parent = target.parent
+    while not parent.exists() and not parent.is_symlink():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise click.BadParameter(f"{path}: {parent} is {'a broken link' if parent.is_symlink() else 'a file'}, not a "
+                                 "directory, so nothing can be written under it; choose another path",
+                                 param_hint=flag)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{path}: cannot write in {parent} (permission denied); choose another path",
+                                 param_hint=flag)
+
+
+def _finite(ctx, param, value):
+    """A click callback: refuse nan and inf where a number of seconds or a softcap belongs."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value}: must be a finite number", ctx=ctx, param=param)
+    return value
+
+
 @cli.command()
 @selection_options
 @click.option("--dry-run", is_flag=True, help="Print the plan (variants, families, files, TUs); build nothing.")
@@ -192,12 +222,15 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
     from .errors import CheckFailedError
     from .selection.variants import Variant
 
+    import shlex
+
+    check_output(json_path, "--json")
     gpu = runtime.require_gpu("test")
     selection, options = builder.parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "test")
     info = {"device": gpu.describe(), "seed": seed, "shapes": shapes, "sanitize": sanitize,
-            "command": " ".join(["flashbuild", "test", *build_args(selection, options), "--seed", str(seed),
-                                 "--shapes", shapes])}
+            "command": shlex.join(["flashbuild", "test", *build_args(selection, options), "--seed", str(seed),
+                                   "--shapes", shapes])}
     if sanitize and os.environ.get(sanitizing.MARKERS_ENV) != "1":
         rows = _test_sanitized(selection, options, seed, shapes, rebuild)
     else:
@@ -261,8 +294,8 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
 @click.option("--window", "window_text", metavar="LEFT,RIGHT",
               help="Measure the local feature variants (*_local*) with window_size=(LEFT, RIGHT), e.g. 256,0 "
                    "(-1: unbounded). FLOPs count the visible pairs only.")
-@click.option("--softcap", type=click.FloatRange(0, min_open=True), help="Measure the softcap feature variants "
-              "(*_softcap) with this softcap, e.g. 30.")
+@click.option("--softcap", type=click.FloatRange(0, min_open=True), callback=_finite,
+              help="Measure the softcap feature variants (*_softcap) with this softcap, e.g. 30.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the results as CSV.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON (for --compare).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Plot TFLOPS vs seqlen to this PNG.")
@@ -275,6 +308,9 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
     """TFLOPS and ms of the variants a build holds, beside PyTorch SDPA's flash, cuDNN and efficient
     backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed).
     Feature variants are measured with --window and/or --softcap (skipped without them)."""
+    import shlex
+    from pathlib import Path
+
     from .debug import bench as benching
 
     try:
@@ -285,6 +321,11 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         window = benching.parse_window(window_text) if window_text else (-1, -1)
     except ValueError as exc:
         raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--window") from None
+    for path, flag in ((csv_path, "--csv"), (json_path, "--json"), (plot_path, "--plot")):
+        check_output(path, flag)
+    if plot_path and benching.plot_format_problem(plot_path):
+        raise click.BadParameter(f"{plot_path}: {benching.plot_format_problem(plot_path)}; use e.g. --plot "
+                                 f"{shlex.quote(str(Path(plot_path).with_suffix('.png')))}", param_hint="--plot")
     old = benching.load_results(compare_path, "--compare") if compare_path else None
     if results_path:
         given = [f"--{k.replace('_', '-')}" for k in SELECTION_KEYS if kwargs.get(k)]
@@ -301,7 +342,11 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         _write(json_path, benching.results_json(results, **info))
     if plot_path:
         title = f"{info.get('device', '')}  {info.get('command', '')}".strip()
-        click.echo(f"plot: {benching.plot(results, plot_path, title)}", err=True)
+        try:
+            click.echo(f"plot: {benching.plot(results, plot_path, title)}", err=True)
+        except OSError as exc:
+            raise click.ClickException(f"--plot {plot_path}: cannot write it ({exc.strerror or exc}); "
+                                       "choose another path") from None
     if old is not None:
         changes, only_new, only_old = benching.compare(old[1], results)
         click.echo(benching.compare_table(changes, only_new, only_old, compare_path))
@@ -380,8 +425,14 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     selection, options = builder.parse_request(**kwargs)
     names = [v.name for v in selection.variants]
     if sass_variant and sass_variant not in names:
-        raise click.UsageError(f"--sass {sass_variant}: not a variant of this selection (it holds: {', '.join(names)}); "
-                               f"use --sass {names[0]}")
+        import difflib
+        import shlex
+
+        near = difflib.get_close_matches(sass_variant, names, n=1) or names[:1]
+        raise click.UsageError(f"--sass {shlex.quote(sass_variant)}: not a variant of this selection (it holds: "
+                               f"{', '.join(names)}); use --sass {near[0]}")
+    if sass_variant:
+        check_output(str(Path(sass_dir) / f"{sass_variant}.sass"), "--sass-dir")
     inspection.tools()  # a missing cuobjdump/nvdisasm is an error before anything is compiled
     if builder.why_no_link(options):
         options = dataclasses.replace(options, compile_only=True)
@@ -402,7 +453,7 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
 @cli.command()
 @selection_options
 @build_options
-@click.option("--interval", type=click.FloatRange(0.1), default=1.0, show_default=True, help="Seconds between polls of kernels/.")
+@click.option("--interval", type=click.FloatRange(0.1, 86400), callback=_finite, default=1.0, show_default=True, help="Seconds between polls of kernels/.")
 @click.option("--shapes", type=click.Choice(["quick", "full"]), default="quick", show_default=True, help="The test's shapes.")
 def watch(interval, shapes, **kwargs):
     """On every saved file under kernels/, rebuild the slice and rerun `flashbuild test` on it."""

@@ -121,6 +121,62 @@ def test_compare_rejects_a_file_of_the_wrong_format_with_exit_2(tmp_path, conten
     assert "flashbuild bench ... --json FILE" in line and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("field, value, expected", [
+    ("ms", "fast", '"ms": "fast", expected a number of milliseconds > 0, or null'),
+    ("ms", -1.0, '"ms": -1.0'),
+    ("ms", True, '"ms": true'),
+    ("tflops", "x", '"tflops": "x"'),
+    ("seqlen", "4k", '"seqlen": "4k", expected a positive integer'),
+    ("causal", "yes", '"causal": "yes", expected true or false'),
+    ("backend", 5, '"backend": 5'),
+    ("window_left", "a", '"window_left": "a"'),
+])
+def test_a_results_field_of_the_wrong_type_is_named_with_the_file(tmp_path, field, value, expected):
+    rows = json.loads(bench.results_json(fake_results()[:2]))
+    rows["results"][1][field] = value
+    bad = tmp_path / "old.json"
+    bad.write_text(json.dumps(rows))
+    for flag in ("--results", "--compare"):
+        args = ["--results", str(bad)] if flag == "--results" else ["--arch", "sm90", "--compare", str(bad)]
+        result = run_cli("bench", *args)
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"flashbuild: error: {flag} {bad}: result 1 has {expected}"), line
+
+
+def test_a_results_file_that_is_empty_or_binary_is_named(tmp_path):
+    for content, expected in ((b"", "not JSON (the file is empty)"), (b"\x89PNG\x00\xff", "not a text file")):
+        bad = tmp_path / "r.json"
+        bad.write_bytes(content)
+        result = run_cli("bench", "--results", str(bad))
+        assert result.exit_code == 2 and expected in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("flag, name, expected", [
+    ("--plot", "f/p.png", "f is a file, not a directory"),
+    ("--csv", "f/r.csv", "f is a file, not a directory"),
+    ("--json", "f/r.json", "f is a file, not a directory"),
+    ("--plot", "p.txt", "its suffix '.txt' names no image format"),
+])
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(tmp_path, flag, name, expected):
+    earlier = tmp_path / "new.json"
+    earlier.write_text(bench.results_json(fake_results()))
+    (tmp_path / "f").write_text("a file")
+    result = run_cli("bench", "--results", str(earlier), flag, str(tmp_path / name))
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""  # refused before the table
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"flashbuild: error: Invalid value for {flag}: ") and expected in line
+
+
+def test_non_finite_softcap_and_interval_are_usage_errors():
+    for args in (["bench", "--arch", "sm90", "--softcap", "nan"], ["bench", "--arch", "sm90", "--softcap", "inf"],
+                 ["watch", "--arch", "sm90", "--interval", "nan"], ["watch", "--arch", "sm90", "--interval", "inf"],
+                 ["bench", "--seqlens", "²"]):
+        result = run_cli(*args)
+        assert result.exit_code == 2 and args[-2] in result.stderr and "Traceback" not in result.output, args
+
+
 def test_compare_with_a_missing_file_is_a_clear_error(tmp_path):
     result = run_cli("bench", "--compare", str(tmp_path / "nope.json"))
     assert result.exit_code == 2 and "cannot read it" in result.stderr

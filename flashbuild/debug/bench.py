@@ -136,7 +136,7 @@ def parse_seqlens(text: str) -> tuple[int, ...]:
     for item in (i.strip().lower() for i in text.split(",") if i.strip()):
         scale = 1024 if item.endswith("k") else 1
         digits = item[:-1] if item.endswith("k") else item
-        if not digits.isdigit() or int(digits) == 0:
+        if not (digits.isascii() and digits.isdigit()) or int(digits) == 0:  # int() takes '²' and '٦٤'; we do not
             raise ValueError(f"--seqlens {text}: {item!r} is not a positive sequence length (e.g. --seqlens 1024,4k,16k)")
         out.append(int(digits) * scale)
     if not out:
@@ -207,30 +207,77 @@ def results_csv(results: list[Result]) -> str:
     return out.getvalue()
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+RESULT_DIRECTIONS = ("fwd", "bwd", "splitkv")
+# What each field of a result row must hold: (check, what the error says it expects).
+FIELD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "variant": (lambda v: isinstance(v, str) and v != "", "a variant name"),
+    "direction": (lambda v: v in RESULT_DIRECTIONS, f"one of {', '.join(RESULT_DIRECTIONS)}"),
+    "hdim": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "dtype": (lambda v: isinstance(v, str) and v != "", "a dtype name such as fp16"),
+    "causal": (lambda v: isinstance(v, bool), "true or false"),
+    "seqlen": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "batch": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "nheads": (lambda v: _is_int(v) and v > 0, "a positive integer"),
+    "backend": (lambda v: isinstance(v, str) and v != "", "a backend name such as flashbuild"),
+    "ms": (lambda v: v is None or (_is_number(v) and v > 0), "a number of milliseconds > 0, or null (n/a)"),
+    "tflops": (lambda v: v is None or (_is_number(v) and v >= 0), "a number >= 0, or null (n/a)"),
+    "reps": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "note": (lambda v: isinstance(v, str), "a string"),
+    "window_left": (lambda v: _is_int(v) and v >= -1, "an integer >= -1"),
+    "window_right": (lambda v: _is_int(v) and v >= -1, "an integer >= -1"),
+    "softcap": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+}
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def load_results(path: str | Path, flag: str = "--compare") -> tuple[dict[str, Any], list[Result]]:
-    """(the file's other fields, its rows), or ResultsFormatError naming what is wrong with the file."""
+    """(the file's other fields, its rows), or ResultsFormatError naming what is wrong with the file:
+    unreadable, not JSON, not bench results, or the first row and field of the wrong type."""
     how = "write one with `flashbuild bench ... --json FILE`"
+    where = f"{flag} {path}"
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
-        raise ResultsFormatError(f"{flag} {path}: cannot read it ({exc.strerror or exc}); {how}") from None
+        raise ResultsFormatError(f"{where}: cannot read it ({exc.strerror or exc}); {how}") from None
+    except UnicodeDecodeError:
+        raise ResultsFormatError(f"{where}: not a text file (expected the JSON of `flashbuild bench --json`); "
+                                 f"{how}") from None
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise ResultsFormatError(f"{flag} {path}: not JSON ({exc}); expected the results of "
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc) if text.strip() else "the file is empty"
+        raise ResultsFormatError(f"{where}: not JSON ({reason}); expected the results of "
                                  f"`flashbuild bench --json`; {how}") from None
     if not isinstance(data, dict) or data.get("format") != JSON_FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise ResultsFormatError(f'{flag} {path}: not flashbuild bench results (format {found!r}, expected '
+        raise ResultsFormatError(f'{where}: not flashbuild bench results (format {found!r}, expected '
                                  f'"{JSON_FORMAT}"); {how}')
     rows = data.get("results")
     if not isinstance(rows, list):
-        raise ResultsFormatError(f'{flag} {path}: no "results" list in it; {how}')
+        raise ResultsFormatError(f'{where}: no "results" list in it (found {_shown(rows)}); {how}')
     results = []
     for i, row in enumerate(rows):
-        missing = sorted(REQUIRED - set(row)) if isinstance(row, dict) else sorted(REQUIRED)
+        if not isinstance(row, dict):
+            raise ResultsFormatError(f"{where}: result {i} is {_shown(row)}, not an object of fields; {how}")
+        missing = sorted(REQUIRED - set(row))
         if missing:
-            raise ResultsFormatError(f"{flag} {path}: result {i} lacks {', '.join(missing)}; {how}")
+            raise ResultsFormatError(f"{where}: result {i} lacks {', '.join(missing)}; {how}")
+        for name, (ok, expected) in FIELD_TYPES.items():
+            if name in row and not ok(row[name]):
+                raise ResultsFormatError(f'{where}: result {i} has "{name}": {_shown(row[name])}, expected '
+                                         f"{expected}; fix the file or {how[0].lower()}{how[1:]}")
         results.append(Result(**{f.name: row[f.name] for f in fields(Result) if f.name in row}))
     return {k: v for k, v in data.items() if k != "results"}, results
 
@@ -309,6 +356,20 @@ def compare_table(changes: list[Change], only_new: list[Result], only_old: list[
 
 
 # ---------------------------------------------------------------- plot
+
+# What matplotlib's savefig writes (its Agg backend), by file suffix.
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp",
+                 ".pgf", ".raw", ".rgba")
+
+
+def plot_format_problem(path: str | Path) -> str | None:
+    """Why --plot cannot write this path (a suffix matplotlib has no writer for), or None."""
+    suffix = Path(path).suffix.lower()
+    if suffix in PLOT_SUFFIXES:
+        return None
+    said = f"its suffix {suffix!r}" if suffix else "it has no suffix, so"
+    return f"{said} names no image format matplotlib writes ({', '.join(s[1:] for s in PLOT_SUFFIXES[:4])}, ...)"
+
 
 def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
     """TFLOPS vs seqlen per backend: one panel per head dim, fwd and bwd as rows of panels.
