@@ -49,10 +49,12 @@ class Sweep:
     stages: int
     pingpong: bool = True
     extended_shapes: bool = False  # CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: wgmma N = any multiple of 8
+    ostore: str = "Auto"  # hopper::OStore: Auto, Tma, Direct
 
     @property
     def tag(self) -> str:
-        return f"m{self.block_m}n{self.block_n}s{self.stages}{'pp' if self.pingpong else 'nopp'}"
+        o = "" if self.ostore == "Auto" else f"o{self.ostore.lower()}"
+        return f"m{self.block_m}n{self.block_n}s{self.stages}{'pp' if self.pingpong else 'nopp'}{o}"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,16 @@ SWEEPS2 = [Variant(64, "fp16", False, 0, Sweep(128, 192, 4)),
            Variant(128, "fp16", True, 0, Sweep(128, 128, 2, False)),
            Variant(256, "fp16", False, 0, Sweep(128, 80, 2, True, True)),
            Variant(256, "fp16", True, 0, Sweep(128, 64, 2, False))]
+# O out of registers (OStore::kDirect) against the TMA store through sQ's buffer, and the third
+# stage the freed O buffer makes room for at hdim 128.
+SWEEPS3 = [Variant(256, "fp16", False, 0, Sweep(128, 64, 2, ostore="Tma")),
+           Variant(256, "fp16", True, 0, Sweep(128, 64, 2, ostore="Tma")),
+           Variant(192, "fp16", True, 0, Sweep(128, 96, 2, ostore="Tma")),
+           Variant(128, "fp16", False, 0, Sweep(128, 128, 2, ostore="Direct")),
+           Variant(128, "fp16", True, 0, Sweep(128, 128, 2, ostore="Direct")),
+           Variant(128, "fp16", False, 0, Sweep(128, 128, 3, ostore="Direct")),
+           Variant(128, "fp16", True, 0, Sweep(128, 128, 3, ostore="Direct")),
+           Variant(64, "fp16", True, 0, Sweep(128, 128, 4, ostore="Direct"))]
 
 
 def tu_text(v: Variant) -> str:
@@ -98,7 +110,8 @@ def tu_text(v: Variant) -> str:
         return head + ext + f"""#include "hopper/fwd_launch.h"
 namespace fbdev {{
 void hopper_{v.name}(const flashbuild::FwdParams& p, cudaStream_t s) {{
-  using Traits = flashbuild::hopper::FwdTraits<{v.hdim}, {w.block_m}, {w.block_n}, {w.stages}, {'true' if w.pingpong else 'false'}, {elem}>;
+  using Traits = flashbuild::hopper::FwdTraits<{v.hdim}, {w.block_m}, {w.block_n}, {w.stages}, {'true' if w.pingpong else 'false'}, {elem},
+                                               flashbuild::hopper::OStore::k{w.ostore}>;
   flashbuild::hopper::launch_fwd<Traits, {'true' if v.causal else 'false'}, {v.features}>(p, s);
 }}
 }}  // namespace fbdev
@@ -625,7 +638,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="checks without the 4097-row shapes")
     args = ap.parse_args()
-    groups = {"main": MAIN, "extra": EXTRA, "features": FEATURES, "base": BASE, "sweeps": SWEEPS, "sweeps2": SWEEPS2}
+    groups = {"main": MAIN, "extra": EXTRA, "features": FEATURES, "base": BASE, "sweeps": SWEEPS, "sweeps2": SWEEPS2,
+              "sweeps3": SWEEPS3}
     variants = [v for g in args.variants.split(",") for v in groups[g]]
     if args.only:
         keep = set(args.only.split(","))

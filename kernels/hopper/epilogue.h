@@ -1,9 +1,12 @@
-// The forward epilogue of one tile: O (normalised, in registers) goes to shared memory with
-// stmatrix, then to global memory with one TMA store, which drops the rows past seqlen_q by itself;
-// the LSE goes straight from registers (one lane per row of each quad).
-// sO is reused by every tile: before writing it, the thread that issued the last store waits
-// until that store has read it (kOutputEmpty). When sO is sQ's buffer (Traits::kOAliasesQ), the
-// consumers let the producer reload Q only after the store has read it (kQueryEmpty).
+// The forward epilogue of one tile: O (normalised, in registers) leaves the CTA one of two ways
+// (OStore in traits.h):
+//   TMA: stmatrix into sO, then one TMA store, which drops the rows past seqlen_q by itself. sO is
+//   reused by every tile: before writing it, the thread that issued the last store waits until
+//   that store has read it (kOutputEmpty). When sO is sQ's buffer (Traits::kOAliasesQ), the
+//   consumers let the producer reload Q only after the store has read it (kQueryEmpty).
+//   Direct: each thread stores its column pairs straight to global memory, rows past seqlen_q
+//   skipped: no shared memory, no barrier.
+// The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
 #include "hopper/softmax.h"
@@ -49,16 +52,54 @@ struct FwdEpilogue {
   CUTE_DEVICE static void store(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
                                 int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
     typename Traits::TiledMmaPV mma_pv;
-    Tensor sO = make_tensor(make_smem_ptr(storage.o()), SmemLayoutO{});
-
-    // O to the element type, then to sO.
-    Tensor rO = make_tensor<Element>(tOrO.layout());
+    Tensor rO = make_tensor<Element>(tOrO.layout());  // O in the element type
     {
       constexpr int kN = decltype(size(tOrO))::value;
       cutlass::NumericArrayConverter<Element, float, kN> convert;
       *reinterpret_cast<cutlass::Array<Element, kN>*>(rO.data()) =
           convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(tOrO.data()));
     }
+    if constexpr (Traits::kStoreOTma) {
+      store_tma(ep, p, storage, tile, thread_idx, rO);
+    } else {
+      store_direct(p, tile, thread_idx, rO);
+    }
+    store_lse(p, tile, thread_idx, lse);
+  }
+
+  // Registers -> global: a thread holds two adjacent columns per (row, 8-column group).
+  template <class FragO>
+  CUTE_DEVICE static void store_direct(FwdParams const& p, TileCoord tile, int thread_idx, FragO const& rO) {
+    typename Traits::TiledMmaPV mma_pv;
+    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
+    Element* o = static_cast<Element*>(p.o) + int64_t(tile.batch) * p.o_batch_stride +
+                 int64_t(tile.head) * p.o_head_stride;
+    Tensor mO = make_tensor(make_gmem_ptr(o), make_shape(p.seqlen_q, Int<kHeadDim>{}), make_stride(p.o_row_stride, _1{}));
+    Tensor gO = local_tile(mO, select<0, 1>(TileShapePV{}), make_coord(tile.m_block, _0{}));
+    Tensor tOgO = thr_pv.partition_C(gO);
+    Tensor cO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(TileShapePV{})));
+    Tensor rO_rc = make_tensor(rO.data(), acc_rowcol(rO.layout()));
+    Tensor gO_rc = make_tensor(tOgO.data(), acc_rowcol(tOgO.layout()));
+    Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
+    // Columns (2c, 2c + 1) of the row/col view are adjacent in registers and in memory.
+    static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "expects column pairs");
+    const int rows_left = p.seqlen_q - tile.m_block * kBlockM;
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(rO_rc); ++r) {
+      if (get<0>(cO_rc(r, 0)) < rows_left) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(rO_rc); c += 2) {
+          *reinterpret_cast<uint32_t*>(&gO_rc(r, c)) = *reinterpret_cast<uint32_t const*>(&rO_rc(r, c));
+        }
+      }
+    }
+  }
+
+  template <class Storage, class FragO>
+  CUTE_DEVICE static void store_tma(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
+                                    int thread_idx, FragO const& rO) {
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor sO = make_tensor(make_smem_ptr(storage.o()), SmemLayoutO{});
     auto smem_copy = make_tiled_copy_C(SmemCopyAtomO{}, mma_pv);
     auto thr_smem_copy = smem_copy.get_thread_slice(thread_idx);
     Tensor tOrO_s = thr_smem_copy.retile_S(rO);
@@ -84,8 +125,11 @@ struct FwdEpilogue {
     if constexpr (Traits::kOAliasesQ) {
       barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
     }
+  }
 
-    // LSE: rows of the quad's first lane.
+  // LSE: rows of the quad's first lane.
+  CUTE_DEVICE static void store_lse(FwdParams const& p, TileCoord tile, int thread_idx, float const (&lse)[2]) {
+    typename Traits::TiledMmaPV mma_pv;
     Tensor cO = mma_pv.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(TileShapePV{})));
     Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
     static_assert(decltype(size<0>(cO_rc))::value == 2, "a consumer thread holds two rows");
@@ -101,7 +145,9 @@ struct FwdEpilogue {
 
   // Before the CTA exits: its last store must have read sO.
   CUTE_DEVICE static void drain(int thread_idx) {
-    if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }
+    if constexpr (Traits::kStoreOTma) {
+      if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }
+    }
   }
 };
 

@@ -35,7 +35,7 @@ struct FwdTile {
                   // products of the other)
 };
 
-// Shared memory of one CTA: Q, the K and V rings, and O (its own buffer, or Q's when that does not fit).
+// Shared memory of one CTA: Q, the K and V rings, and O's buffer for a TMA store (when it fits).
 constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n, int stages, bool o_aliases_q) {
   return 2 * head_dim * ((o_aliases_q ? 1 : 2) * block_m + 2 * stages * block_n) + 1024;
 }
@@ -49,7 +49,8 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // block_n / 2 floats, P block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups
 // each gets 240 registers, so hdim 256 takes block_n = 64 (O alone is 128 registers). Shared
 // memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q and O
-// (192 KB), hdim 64 four; hdim 192 and 256 keep O in Q's buffer (fwd_o_aliases_q).
+// (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and store O from
+// registers (OStore below).
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
 //   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
@@ -83,6 +84,13 @@ CUTE_HOST_DEVICE constexpr auto k_major_smem_atom() {
   }
 }
 
+// How O leaves the CTA. kTma: through its own shared-memory buffer (stmatrix, one TMA store that
+// clips rows past seqlen_q), or through sQ's buffer when no other fits, which then holds the next
+// tile's Q back until the store has read it. kDirect: from registers to global memory (two
+// elements per store, rows predicated), so sQ is free as soon as the last S is computed.
+// kAuto: kTma when a buffer of its own fits, else kDirect (measured: benchmarks/hopper_fwd).
+enum class OStore : int { kAuto, kTma, kDirect };
+
 // Named barriers of the kernel (ids after CUTLASS's reserved ones; the hardware has 16).
 enum class FwdBarrier : int {
   kWarpgroupTurn0 = 0,  // ping-pong: consumer warpgroup i waits on kWarpgroupTurn0 + i (up to 3)
@@ -92,7 +100,8 @@ enum class FwdBarrier : int {
 };
 constexpr int kMaxConsumerWarpgroups = 3;
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingpong_, class Element_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingpong_, class Element_,
+          OStore kOStore_ = OStore::kAuto>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -143,7 +152,10 @@ struct FwdTraits {
   using SmemLayoutVt = decltype(composition(
       SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
-  static constexpr bool kOAliasesQ = fwd_o_aliases_q(kHeadDim, kBlockM, kBlockN, kStages);
+  static constexpr bool kOBufferFits = !fwd_o_aliases_q(kHeadDim, kBlockM, kBlockN, kStages);
+  static constexpr bool kStoreOTma = kOStore_ == OStore::kTma || (kOStore_ == OStore::kAuto && kOBufferFits);
+  static constexpr bool kOAliasesQ = kStoreOTma && !kOBufferFits;  // sO is sQ's buffer
+  static constexpr bool kOwnOBuffer = kStoreOTma && kOBufferFits;
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
   static constexpr int kKVTileBytes = kBlockN * kHeadDim * int(sizeof(Element));  // one K or V stage
 
@@ -155,7 +167,7 @@ struct FwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutV>> v;
-    alignas(1024) cute::array_aligned<Element, kOAliasesQ ? 8 : cosize_v<SmemLayoutO>> o_own;
+    alignas(1024) cute::array_aligned<Element, kOwnOBuffer ? cosize_v<SmemLayoutO> : 8> o_own;
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType q_full;
