@@ -558,14 +558,15 @@ def doctor():
 
     results = checks()
     for c in results:
-        state = "OK" if c.ok else "MISSING"
         fix = f" -> fix: {c.fix}" if c.fix and not c.ok else ""
         need = "" if c.ok or c.required else " (optional)"
-        click.echo(f"{state:<8} {c.name:<9} {c.detail}{need}{fix}")
-    missing = [c.name for c in results if c.required and not c.ok]
-    if missing:
-        click.echo(f"cannot build: missing {', '.join(missing)}", err=True)
-        raise click.exceptions.Exit(1)
+        click.echo(f"{c.label:<8} {c.name:<9} {c.detail}{need}{fix}")
+    failed = [c for c in results if c.required and not c.ok]
+    if failed:
+        what = [f"missing {c.name}" if c.label == "MISSING" else f"{c.name} {c.label.lower()}" for c in failed]
+        first = failed[0]
+        fix = f"; fix: {first.fix}" if first.fix else ""
+        raise click.ClickException(f"cannot build: {', '.join(what)} ({first.name}: {first.detail}{fix})")
 
 
 def main():

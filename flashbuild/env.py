@@ -97,15 +97,36 @@ def _nvidia_wheel_dirs() -> list[Path]:
     return [Path(p) for p in spec.submodule_search_locations]
 
 
+def cuda_home_problem(home: str, var: str = "CUDA_HOME") -> str | None:
+    """Why `home` (the value of CUDA_HOME or CUDA_PATH) gives no runnable bin/nvcc, or None."""
+    root = Path(home).expanduser()
+    nvcc = root / "bin" / "nvcc"
+    if not root.exists():
+        return f"{var}={home} has no bin/nvcc (the directory does not exist)"
+    if not root.is_dir():
+        return f"{var}={home} has no bin/nvcc (it is not a directory)"
+    if not nvcc.exists():
+        return f"{var}={home} has no bin/nvcc" + (" (it is a broken link)" if nvcc.is_symlink() else "")
+    if not nvcc.is_file():
+        return f"{var}={home} has no runnable bin/nvcc (it is not a file)"
+    if not os.access(nvcc, os.X_OK):
+        return f"{var}={home} has no runnable bin/nvcc (it is not executable)"
+    return None
+
+
 def find_nvcc() -> Found | None:
-    """nvcc from, in order: $CUDA_HOME/bin, PATH, /usr/local/cuda/bin, the nvidia-cuda-nvcc wheel."""
+    """nvcc from, in order: $CUDA_HOME (or $CUDA_PATH)/bin, PATH, /usr/local/cuda/bin, the
+    nvidia-cuda-nvcc wheel. `reason` says why that one, and why not those before it (a CUDA_HOME
+    without a runnable bin/nvcc is named there: `flashbuild doctor` reports it)."""
     tried = []
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    var = "CUDA_HOME" if os.environ.get("CUDA_HOME") else "CUDA_PATH"
+    cuda_home = os.environ.get(var)
     if cuda_home:
-        candidate = Path(cuda_home) / "bin" / "nvcc"
-        if os.access(candidate, os.X_OK):
-            return Found(candidate, "CUDA_HOME", f"CUDA_HOME={cuda_home} is set and has bin/nvcc")
-        tried.append(f"CUDA_HOME={cuda_home} has no bin/nvcc")
+        problem = cuda_home_problem(cuda_home, var)
+        if problem is None:
+            return Found(Path(cuda_home).expanduser() / "bin" / "nvcc", "CUDA_HOME",
+                         f"{var}={cuda_home} is set and has bin/nvcc")
+        tried.append(problem)
     else:
         tried.append("CUDA_HOME is not set")
     on_path = shutil.which("nvcc")
@@ -113,22 +134,32 @@ def find_nvcc() -> Found | None:
         return Found(Path(on_path), "PATH", "; ".join(tried + ["nvcc is on PATH"]))
     tried.append("no nvcc on PATH")
     default = Path("/usr/local/cuda/bin/nvcc")
-    if os.access(default, os.X_OK):
+    if default.is_file() and os.access(default, os.X_OK):
         return Found(default, "/usr/local/cuda", "; ".join(tried + ["found the default install"]))
     tried.append("no /usr/local/cuda/bin/nvcc")
     for base in _nvidia_wheel_dirs():
         for sub in ("cuda_nvcc", "cu13", "cu12"):
             candidate = base / sub / "bin" / "nvcc"
-            if os.access(candidate, os.X_OK):
+            if candidate.is_file() and os.access(candidate, os.X_OK):
                 return Found(candidate, "nvidia-cuda-nvcc wheel", "; ".join(tried + [f"found nvidia/{sub}"]))
     return None
 
 
+TOOL_TIMEOUT_S = 30  # a `--version` that takes longer than this is a tool that does not work
+
+
 @functools.lru_cache(maxsize=None)
 def nvcc_version(nvcc: Path) -> str:
-    """'13.0.88' from `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88")."""
-    out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=False).stdout
-    match = re.search(r"\bV(\d+\.\d+\.\d+)", out) or re.search(r"release (\d+\.\d+)", out)
+    """'13.0.88' from `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88"); 'unknown'
+    when it does not run, fails, or names no release (`flashbuild doctor` says which)."""
+    try:
+        out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, errors="replace",
+                             check=False, timeout=TOOL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if out.returncode != 0:
+        return "unknown"
+    match = re.search(r"\bV(\d+\.\d+\.\d+)", out.stdout) or re.search(r"release (\d+\.\d+)", out.stdout)
     return match.group(1) if match else "unknown"
 
 
@@ -212,12 +243,14 @@ def find_ninja() -> Path | None:
 
 
 def tool_version(tool: Path, flag: str = "--version") -> str:
+    """The first line `tool flag` prints, or 'unknown' when it does not run or fails."""
     try:
-        out = subprocess.run([str(tool), flag], capture_output=True, text=True, check=False, timeout=30)
+        out = subprocess.run([str(tool), flag], capture_output=True, text=True, errors="replace", check=False,
+                             timeout=TOOL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     first = (out.stdout or out.stderr).strip().splitlines()
-    return first[0] if first else "unknown"
+    return first[0] if first and out.returncode == 0 else "unknown"
 
 
 def find_host_cxx() -> Path | None:
