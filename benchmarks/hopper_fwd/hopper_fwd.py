@@ -658,7 +658,8 @@ def main() -> int:
     for n, t in build_info["tus"].items():
         regs = "; ".join(f"{k['kernel']}: {k.get('regs')} regs, {k.get('spill', '')}" for k in t["ptxas"])
         log(f"  TU {n}: {t.get('wall_s')} s, peak RSS {t.get('peak_rss_mib')} MiB | {regs}")
-    (args.out / "build.json").write_text(json.dumps(build_info, indent=1))
+    if args.what in ("build", "all"):  # the later phases reload what is built (0 s): keep the build's numbers
+        (args.out / "build.json").write_text(json.dumps(build_info, indent=1))
     if args.what == "build":
         return 0
     status = 0
