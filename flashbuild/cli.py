@@ -91,7 +91,14 @@ selection_options = _apply([
     click.option("--causal", help=SELECTION_HELP["causal"]),
     click.option("--no-local", "no_local", is_flag=True, help=SELECTION_HELP["no_local"]),
     click.option("--no-softcap", "no_softcap", is_flag=True, help=SELECTION_HELP["no_softcap"]),
+    click.option("--features", help="Features compiled in: a comma list (local,softcap; an upstream tree's own "
+                                    "such as dropout), 'none', or leave it out for all. --no-local / --no-softcap "
+                                    "remove one."),
     click.option("--config", help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
+    click.option("--source", type=click.Path(file_okay=False), help="An external kernel tree to build a slice of "
+                 "(e.g. an unpacked flash-attn sdist); it is read, never written. Needs --profile."),
+    click.option("--profile", help="What kind of tree --source is: a profile in configs/profiles "
+                 "(flash-attn-2, ...) or a .toml path. Default: flashbuild's own kernels."),
 ])
 build_options = _apply([
     click.option("--jobs", "-j", type=int, help="Parallel compiles. Default: min(cores, free memory / 4 GiB)."),
@@ -102,7 +109,8 @@ build_options = _apply([
     click.option("--launcher", help="Compiler launcher prefixed to compile commands, e.g. ccache or sccache."),
     click.option("--verbose", "-v", is_flag=True, help="Show every command and all compiler output."),
 ])
-SELECTION_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "no_local", "no_softcap", "config")
+SELECTION_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "no_local", "no_softcap", "features", "config",
+                  "source", "profile")
 
 
 def build_args(selection, options) -> list[str]:
@@ -175,6 +183,9 @@ def build(dry_run, **kwargs):
         click.echo(f"compiled {builder.plural(len(result.manifest['variants']), 'kernel object')} in {result.build_dir / 'obj'} "
                    "(--compile-only: no binding, no link)")
         return
+    if not selection.builtin:
+        _echo_tree_build(result, selection, options)
+        return
     load_args = {k: v for k, v in selection.as_kwargs().items()}
     flags = options.flags
     load_args.update({k: v for k, v in (("debug", flags.debug), ("lineinfo", flags.lineinfo)) if v})
@@ -185,6 +196,24 @@ def build(dry_run, **kwargs):
     click.echo(f"module     {result.module_name} (key {result.key})")
     click.echo(f"holds      {builder.plural(len(result.manifest['variants']), 'variant')}: {', '.join(result.manifest['variants'])}")
     click.echo(f"load it    {shlex.join(['python3', '-c', f'import flashbuild; m = flashbuild.load({call})'])}")
+
+
+def _echo_tree_build(result, selection, options) -> None:
+    """What a build of an external tree holds and how to use it."""
+    import shlex
+
+    from .build import builder
+    from .sources import profile as profiles
+
+    tree = profiles.load(selection.profile)
+    paths = [str(result.build_dir)] + [str(profiles.Path(selection.source) / p) for p in tree.python_path]
+    click.echo(f"extension  {result.extension}")
+    click.echo(f"module     {result.module_name} (key {result.key}; {tree.name} at {selection.source})")
+    click.echo(f"holds      {builder.plural(len(result.manifest['units']), 'kernel TU')}: "
+               f"{', '.join(u['name'] for u in result.manifest['units'])}")
+    click.echo(f"use it     PYTHONPATH={shlex.quote(':'.join(paths))}${{PYTHONPATH:+:$PYTHONPATH}} python3 ... "
+               f"(import {tree.python_package or result.module_name} picks up this slice)")
+    click.echo(f"or         {shlex.join(['flashbuild', 'run', *build_args(selection, options), '--', 'python3', '...'])}")
 
 
 def _py_literal(value) -> str:
@@ -407,6 +436,43 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
     return info, results
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@selection_options
+@build_options
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(command, **kwargs):
+    """Build the slice if needed, then run COMMAND (after --) with it first on the import path:
+    `flashbuild run --source TREE --profile flash-attn-2 --hdim 64 --dtype fp16 -- python3 -m pytest
+    TREE/tests/test_flash_attn.py -p flashbuild.sources.pytest_slice` runs the tree's own tests on the
+    slice. FLASHBUILD_SLICE names the build's manifest for such tools. Exits with COMMAND's status."""
+    import os
+    import shutil
+
+    from .build import builder
+    from .sources import profile as profiles
+
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise click.UsageError("no command to run: give it after --, e.g. flashbuild run ... -- python3 script.py")
+    selection, options = builder.parse_request(**kwargs)
+    result = builder.build(selection, options)
+    tree = profiles.load(selection.profile)
+    root = profiles.Path(selection.source) if selection.source else None
+    paths = [str(result.build_dir)] + ([str(root / p) for p in tree.python_path] if root else [])
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join(paths + ([environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else []))
+    environ["FLASHBUILD_SLICE"] = str(result.build_dir / "manifest.json")
+    environ.setdefault("PYTHONPYCACHEPREFIX", str(result.build_dir / "pycache"))  # no __pycache__ in the tree
+    program = shutil.which(command[0], path=environ.get("PATH"))
+    if program is None:
+        raise click.UsageError(f"{command[0]}: command not found on PATH")
+    builder.log(f"running with {result.key} first on the import path: {' '.join(command)}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(program, list(command), environ)
+
+
 @cli.command(name="inspect")
 @selection_options
 @build_options
@@ -423,7 +489,8 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     from .debug import inspection
 
     selection, options = builder.parse_request(**kwargs)
-    names = [v.name for v in selection.variants]
+    units = builder.make_plan(selection, options).units
+    names = [u.name for u in units]
     if sass_variant and sass_variant not in names:
         import difflib
         import shlex
@@ -437,7 +504,7 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     if builder.why_no_link(options):
         options = dataclasses.replace(options, compile_only=True)
     result = builder.build(selection, options)
-    objects = {v.name: result.build_dir / graph.object_path(v) for v in selection.variants}
+    objects = {u.name: result.build_dir / graph.object_path(u) for u in units}
     reports = inspection.inspect_build(objects)
     if as_json:
         click.echo(inspection.reports_json(reports, build_key=result.key, build_dir=str(result.build_dir)), nl=False)
@@ -462,7 +529,10 @@ def watch(interval, shapes, **kwargs):
 
     selection, options = builder.parse_request(**kwargs)
     command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes]
-    watching.watch(env.kernels_dir(), command, interval=interval, log=builder.log)
+    plan = builder.make_plan(selection, options)
+    root = env.kernels_dir() if selection.builtin else \
+        builder.tree_root(plan) / (plan.profile.include_dirs[0] if plan.profile.include_dirs else "")
+    watching.watch(root, command, interval=interval, log=builder.log)
 
 
 def _write(path: str, text: str) -> None:

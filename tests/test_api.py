@@ -750,7 +750,8 @@ def test_a_namespace_serves_one_extension():
 
 def test_load_returns_the_wrapper_once_per_extension(monkeypatch):
     ext = FakeExtension()
-    monkeypatch.setattr(builder, "parse_request", lambda **kwargs: (kwargs, None))
+    selection = builder.parse_request(hdim=64, dtype="fp16", arch="sm90")[0]
+    monkeypatch.setattr(builder, "parse_request", lambda **kwargs: (selection, None))
     monkeypatch.setattr(builder, "load", lambda selection, options: ext)
     first = flashbuild.load(hdim=64, dtype="fp16", arch="sm90")
     assert isinstance(first, api.AttentionOps) and first.ext is ext

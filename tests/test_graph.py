@@ -12,19 +12,23 @@ import pytest
 from flashbuild import env
 from flashbuild.build import graph
 from flashbuild.selection.variants import CompileFlags, select
+from flashbuild.sources import profile, units
 
 GEN = Path("/b/generated")
-TOOLS = graph.Toolchain(nvcc=Path("/cuda/bin/nvcc"), kernels_dir=Path("/src/kernels"),
-                        cutlass_include=Path("/site/cutlass/include"))
+BUILTIN = profile.load("flashbuild")
+TOOLS = graph.Toolchain(nvcc=Path("/cuda/bin/nvcc"),
+                        include_dirs=(Path("/src/kernels"), Path("/site/cutlass/include")),
+                        gencodes=BUILTIN.gencodes, flags=BUILTIN.nvcc_flags)
 LINK = graph.LinkSpec(module_name="_flashbuild_0123abcd", cxx=Path("/usr/bin/c++"), cxx_std="c++17",
                       include_dirs=(Path("/torch/include"), Path("/py/include"), Path("/cuda/include")),
                       defines=("-DTORCH_EXTENSION_NAME=_flashbuild_0123abcd", '-DPYBIND11_COMPILER_TYPE="_gcc"'),
-                      torch_lib=Path("/torch/lib"), binding_source=Path("/src/kernels/binding/flash_api.cpp"))
+                      torch_lib=Path("/torch/lib"), api_sources=(Path("/src/kernels/binding/flash_api.cpp"),),
+                      tree_include_dirs=(Path("/src/kernels"),), cxx_flags=BUILTIN.cxx_flags)
 
 
 def text_for(link=None, flags=CompileFlags(), tools=TOOLS, **selection):
-    variants = select(**selection).variants
-    return variants, graph.graph_text(variants, toolchain=tools, gen_dir=GEN, flags=flags, link=link)
+    tus = units.units(select(**selection), BUILTIN)
+    return tus, graph.graph_text(tus, toolchain=tools, gen_dir=GEN, flags=flags, link=link)
 
 
 def edges(text: str) -> dict[str, str]:
@@ -84,8 +88,8 @@ def test_debug_and_lineinfo_flags():
 
 
 def test_launcher_prefixes_the_compile_commands_not_the_link():
-    tools = graph.Toolchain(nvcc=TOOLS.nvcc, kernels_dir=TOOLS.kernels_dir, cutlass_include=TOOLS.cutlass_include,
-                            launcher="ccache")
+    tools = graph.Toolchain(nvcc=TOOLS.nvcc, include_dirs=TOOLS.include_dirs, gencodes=TOOLS.gencodes,
+                            flags=TOOLS.flags, launcher="ccache")
     _, text = text_for(link=LINK, tools=tools, hdim=64, dtype="fp16", arch="sm90")
     assert variable(text, "nvcc") == "ccache /cuda/bin/nvcc"
     assert variable(text, "cxx") == "ccache /usr/bin/c++"

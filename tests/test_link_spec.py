@@ -25,19 +25,22 @@ def test_second_call_reuses_the_saved_spec_without_importing_torch(tmp_path, mon
     def no_import(*args):
         raise AssertionError("torch_link_spec imported torch although the saved spec is valid")
 
-    monkeypatch.setattr(toolchain, "_import_torch_link_spec", no_import)
+    monkeypatch.setattr(toolchain, "_import_torch_spec", no_import)
     assert toolchain.torch_link_spec(plan) == first
+    monkeypatch.setattr(env, "find_host_cxx", lambda: first.cxx.parent / "another-c++")
+    assert toolchain.torch_link_spec(plan).cxx.name == "another-c++"  # the compiler is not torch's part
 
 
 def test_a_changed_stamp_recomputes_the_spec(tmp_path, monkeypatch):
     plan = plan_in(tmp_path)
-    first = toolchain.torch_link_spec(plan)
+    toolchain.torch_link_spec(plan)
     calls = []
-    real = toolchain._import_torch_link_spec
-    monkeypatch.setattr(toolchain, "_import_torch_link_spec", lambda *a: calls.append(a) or real(*a))
-    monkeypatch.setattr(env, "find_host_cxx", lambda: first.cxx.parent / "another-c++")
-    second = toolchain.torch_link_spec(plan)
-    assert len(calls) == 1 and second.cxx.name == "another-c++"
+    real = toolchain._import_torch_spec
+    monkeypatch.setattr(toolchain, "_import_torch_spec", lambda *a: calls.append(a) or real(*a))
+    info = env.torch_info()
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo(info.version + ".post1", info.cuda, info.root))
+    toolchain.torch_link_spec(plan)
+    assert len(calls) == 1
 
 
 def test_a_corrupt_saved_spec_is_recomputed(tmp_path):

@@ -105,7 +105,7 @@ def test_no_local_and_no_softcap_flags_compile_features_out(cache):
                        "--no-softcap", "--dry-run")
     assert narrowed.exit_code == 0, narrowed.output
     assert "compile 2 kernel TUs:" in narrowed.stdout and "sm90_local" not in narrowed.stdout
-    assert "x features none (2 variants)" in narrowed.stdout
+    assert "x features none (2 kernel TUs)" in narrowed.stdout
     assert "features   none: calls with window_size or softcap raise VariantNotBuiltError" in narrowed.stdout
     softcap = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local",
                       "--dry-run")

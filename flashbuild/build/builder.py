@@ -21,8 +21,9 @@ from . import cache, graph, loader, processes, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
 from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords,  # noqa: F401
-                   describe_plan, features_line, log, make_plan, parse_request, plural, versions, why_no_link)
-from .toolchain import LINK_SPEC_FILE, _import_torch_link_spec, toolchain, torch_link_spec  # noqa: F401
+                   describe_plan, features_line, log, make_plan, parse_request, plural, tree_context, versions,
+                   why_no_link)
+from .toolchain import LINK_SPEC_FILE, toolchain, torch_link_spec, tree_root  # noqa: F401
 
 STATUS_FORMAT = "@@flashbuild %f/%t %e@@ "  # NINJA_STATUS: parsed back by NinjaOutput
 
@@ -57,7 +58,7 @@ def run_ninja(plan: Plan) -> tuple[NinjaOutput, dict[str, float]]:
     command = [str(ninja), "-C", str(plan.build_dir), "-k", "0", "-j", str(plan.jobs)]
     if plan.options.verbose:
         command.append("-v")
-    output = NinjaOutput(plan.selection.variants, on_message=log, echo=log if plan.options.verbose else None)
+    output = NinjaOutput(plan.units, on_message=log, echo=log if plan.options.verbose else None)
     started = time.monotonic()
     with cache.private_umask(), open(plan.build_dir / "build.log", "w") as build_log, processes.signals_raise(), \
             processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
@@ -88,19 +89,27 @@ def _manifest(plan: Plan, linked: bool) -> dict:
                       "features": list(selection.features)},
         "flags": {"debug": plan.options.flags.debug, "lineinfo": plan.options.flags.lineinfo,
                   "nvcc_flags": list(plan.options.flags.nvcc_flags)},
-        "variants": [v.name for v in selection.variants],
+        "profile": selection.profile, "source": selection.source,
+        "variants": [v.name for v in selection.variants] if plan.profile.builtin else [u.name for u in plan.units],
+        "units": [{"name": u.name, "direction": u.direction, "hdim": u.hdim, "dtype": u.dtype, "causal": u.causal,
+                   "archs": list(u.archs), "features": list(u.features)} for u in plan.units],
         "versions": plan.versions,
         "extension": graph.extension_name(plan.module_name) if linked else None,
     }
 
 
+def ninja_text(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | None) -> str:
+    return graph.graph_text(plan.units, toolchain=tools, gen_dir=plan.gen_dir, flags=plan.options.flags, link=link,
+                            extra_units=(render.MISSING_TU,) if plan.missing else ())
+
+
 def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | None) -> BuildResult:
     """Render, write build.ninja, run ninja, write the manifest. Call with the build lock held."""
     with cache.private_umask():
-        render.render_build(plan.selection, plan.gen_dir, build_key=plan.key)
+        render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                            context=tree_context(plan))
         (plan.build_dir / "obj").mkdir(exist_ok=True, mode=cache.PRIVATE_DIR)
-        render.write_if_different(plan.build_dir / "build.ninja", graph.graph_text(
-            plan.selection.variants, toolchain=tools, gen_dir=plan.gen_dir, flags=plan.options.flags, link=link))
+        render.write_if_different(plan.build_dir / "build.ninja", ninja_text(plan, tools, link))
     output, timings = run_ninja(plan)
     if output.failed:
         raise BuildError(output.summary(plan.build_dir / "build.log", plan.command()))
@@ -125,7 +134,7 @@ def build(selection: Selection, options: BuildOptions) -> BuildResult:
         result = _build_locked(plan, tools, link)
     if no_link and not options.compile_only:
         raise BuildError(
-            f"compiled {plural(len(selection.variants), 'kernel object')} into {plan.build_dir / 'obj'}, but cannot link the "
+            f"compiled {plural(len(plan.units), 'kernel object')} into {plan.build_dir / 'obj'}, but cannot link the "
             f"extension: {no_link}; install a CUDA build of torch ({TORCH_CUDA_HINT}) and rerun `{plan.command()}`, "
             f"or add --compile-only to stop after the kernel objects")
     return result
@@ -155,14 +164,13 @@ def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
     if not isinstance(manifest, dict) or manifest.get("key") != plan.key or not manifest.get("extension") \
             or not plan.extension_path.is_file():
         return None
-    ninja_text = graph.graph_text(plan.selection.variants, toolchain=tools, gen_dir=plan.gen_dir,
-                                  flags=plan.options.flags, link=link)
     try:
-        if (plan.build_dir / "build.ninja").read_text() != ninja_text:
+        if (plan.build_dir / "build.ninja").read_text() != ninja_text(plan, tools, link):
             return None
     except OSError:
         return None
-    if not render.up_to_date(plan.selection, plan.gen_dir, build_key=plan.key):
+    if not render.up_to_date(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                             context=tree_context(plan)):
         return None
     if not _ninja_has_no_work(plan.build_dir):
         return None

@@ -1,44 +1,42 @@
-"""The ninja graph of a build: one nvcc edge per kernel TU (with a depfile, so editing a header
-recompiles exactly the TUs that include it), and, when linking, the binding TU and the link edge.
-Written with ninja_syntax; paths inside the build dir are relative (ninja runs with -C).
+"""The ninja graph of a build: one nvcc edge per instantiation TU (a unit of the profile, with a
+depfile, so editing a header recompiles exactly the TUs that include it), and, when linking, the API
+sources (the torch binding) and the link edge. Paths inside the build dir are relative (ninja runs
+with -C).
 
 Every value is escaped twice: for the shell that runs the command (shlex) and for ninja (`$` ->
-`$$`; paths in build lines with escape_path). A newline, carriage return or NUL cannot be escaped
-for either, so a value holding one is refused here (the callers refuse it earlier, naming the flag)."""
+`$$`; paths in build lines escaped here). A newline, carriage return or NUL cannot be escaped for
+either, so a value holding one is refused here (the callers refuse it earlier, naming the flag)."""
 
 from __future__ import annotations
 
 import io
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ninja import ninja_syntax
 
-from ..selection.variants import CompileFlags, Variant
+from ..selection.variants import CompileFlags
+from ..sources.units import Unit
 
-GENCODE = {
-    "sm80": "-gencode arch=compute_80,code=sm_80",
-    "sm86": "-gencode arch=compute_86,code=sm_86",
-    "sm89": "-gencode arch=compute_89,code=sm_89",
-    "sm90": "-gencode arch=compute_90a,code=sm_90a",  # 90a: wgmma/TMA for the Hopper family
-}
-BINDING_OBJECT = "obj/flash_api.o"
+BINDING_OBJECT = "obj/flash_api.o"  # the built-in binding's object (kernels/binding/flash_api.cpp)
 
 
 @dataclass(frozen=True)
 class Toolchain:
-    """Where the compilers and headers are (found by env, passed in so this module stays pure)."""
+    """The compilers and what every kernel TU is compiled with (found by toolchain.py from the
+    profile and the machine, passed in so this module stays pure)."""
 
     nvcc: Path
-    kernels_dir: Path
-    cutlass_include: Path
-    launcher: str | None = None  # e.g. ccache: prefixes every compile command
+    include_dirs: tuple[Path, ...]       # after the build's generated/ dir: the tree's, CUTLASS, torch's
+    gencodes: dict[str, str] = field(hash=False, compare=False)  # arch -> "-gencode ..."
+    flags: tuple[str, ...] = ()          # the profile's nvcc flags and defines
+    launcher: str | None = None          # e.g. ccache: prefixes every compile command
 
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """What the binding and link edges need from torch (only computed when linking)."""
+    """What the API (binding) and link edges need from torch (only computed when linking)."""
 
     module_name: str
     cxx: Path
@@ -46,7 +44,9 @@ class LinkSpec:
     include_dirs: tuple[Path, ...]
     defines: tuple[str, ...]
     torch_lib: Path
-    binding_source: Path
+    api_sources: tuple[Path, ...]
+    tree_include_dirs: tuple[Path, ...] = ()   # the tree's own dirs, after generated/
+    cxx_flags: tuple[str, ...] = ()            # the profile's
 
 
 class UnsafeValueError(ValueError):
@@ -79,8 +79,12 @@ def _build(out: io.StringIO, outputs: list[str], rule: str, inputs: list[str],
         out.write(f"  {key} = {value}\n")
 
 
-def object_path(variant: Variant) -> str:
-    return f"obj/{variant.name}.o"
+def object_path(unit: Unit | str) -> str:
+    return f"obj/{unit if isinstance(unit, str) else unit.name}.o"
+
+
+def api_object(source: Path) -> str:
+    return f"obj/{Path(source).stem}.o"
 
 
 def extension_name(module_name: str) -> str:
@@ -88,9 +92,9 @@ def extension_name(module_name: str) -> str:
 
 
 def nvcc_flags(toolchain: Toolchain, gen_dir: Path, flags: CompileFlags) -> list[str]:
-    """The flags every kernel TU gets (the arch's -gencode is added per edge)."""
-    out = ["-std=c++17", "-O3", "--use_fast_math", "--expt-relaxed-constexpr", "--expt-extended-lambda",
-           "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", f"-I{toolchain.kernels_dir}", f"-I{gen_dir}", f"-I{toolchain.cutlass_include}"]
+    """The flags every kernel TU gets (each unit's -gencode is added per edge); generated/ is first
+    on the include path, so a generated header overlays the tree's."""
+    out = ["-Xcompiler", "-fPIC", *toolchain.flags, f"-I{gen_dir}", *(f"-I{d}" for d in toolchain.include_dirs)]
     if flags.debug:
         out += ["-G", "-lineinfo"]  # device debug: keep asserts, so no -DNDEBUG
     else:
@@ -99,11 +103,11 @@ def nvcc_flags(toolchain: Toolchain, gen_dir: Path, flags: CompileFlags) -> list
 
 
 def binding_flags(link: LinkSpec, toolchain: Toolchain, gen_dir: Path) -> list[str]:
-    includes = [f"-I{d}" for d in (*link.include_dirs, toolchain.kernels_dir, gen_dir)]
-    # Hidden visibility: an extension exports only its PyInit, so two builds loaded in one process
-    # never bind to each other's symbols (inline variables and templates are otherwise unique
-    # process-wide: a second build read the first one's variant table).
-    return ["-O2", f"-std={link.cxx_std}", "-fPIC", "-fvisibility=hidden", *includes, *link.defines]
+    includes = [f"-I{d}" for d in (gen_dir, *link.tree_include_dirs, *link.include_dirs)]
+    # Hidden visibility (the built-in profile's cxx flags): an extension exports only its PyInit, so two
+    # builds loaded in one process never bind to each other's symbols (inline variables and templates
+    # are otherwise unique process-wide: a second build read the first one's variant table).
+    return [*link.cxx_flags, f"-std={link.cxx_std}", "-fPIC", *includes, *link.defines]
 
 
 def link_flags(link: LinkSpec) -> list[str]:
@@ -111,13 +115,14 @@ def link_flags(link: LinkSpec) -> list[str]:
             "-Xlinker", f"-rpath,{link.torch_lib}"]
 
 
-def graph_text(variants: tuple[Variant, ...], *, toolchain: Toolchain, gen_dir: Path, flags: CompileFlags,
-               link: LinkSpec | None) -> str:
-    """The build.ninja text: kernel objects always; binding + link edges only when `link` is given."""
+def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, flags: CompileFlags,
+               link: LinkSpec | None, extra_units: tuple[str, ...] = ()) -> str:
+    """The build.ninja text: kernel objects always (plus `extra_units`: generated TUs such as the
+    stubs, compiled for every arch of the build); API sources and the link edge only when `link` is given."""
     out = io.StringIO()
     w = ninja_syntax.Writer(out, width=120)
     launcher = [toolchain.launcher] if toolchain.launcher else []
-    w.comment("Generated by flashbuild: one nvcc edge per kernel variant. Do not edit.")
+    w.comment("Generated by flashbuild: one nvcc edge per instantiation TU. Do not edit.")
     w.variable("ninja_required_version", "1.10")
     w.variable("nvcc", shell([*launcher, toolchain.nvcc]))
     w.variable("nvcc_flags", shell(nvcc_flags(toolchain, gen_dir, flags)))
@@ -135,11 +140,15 @@ def graph_text(variants: tuple[Variant, ...], *, toolchain: Toolchain, gen_dir: 
         w.rule("link", "$linker -shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out",
                description="link")
     w.newline()
-    for variant in variants:
-        _build(out, [path(object_path(variant))], "nvcc", [path(gen_dir / f"{variant.name}.cu")],
-               {"gencode": GENCODE[variant.arch], "variant": variant.name})
+    every_arch = sorted({arch for u in units for arch in u.archs})
+    for name, archs in [(u.name, u.archs) for u in units] + [(name, tuple(every_arch)) for name in extra_units]:
+        gencode = shell(" ".join(toolchain.gencodes[a] for a in archs).split())
+        _build(out, [path(object_path(name))], "nvcc", [path(gen_dir / f"{name}.cu")],
+               {"gencode": gencode, "variant": name})
     if link is not None:
-        _build(out, [path(BINDING_OBJECT)], "cxx", [path(link.binding_source)])
-        objects = [path(object_path(v)) for v in variants] + [path(BINDING_OBJECT)]
+        objects = [path(object_path(u)) for u in units] + [path(object_path(name)) for name in extra_units]
+        for source in link.api_sources:
+            _build(out, [path(api_object(source))], "cxx", [path(source)])
+            objects.append(path(api_object(source)))
         _build(out, [path(extension_name(link.module_name))], "link", objects)
     return out.getvalue()

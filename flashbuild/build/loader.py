@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import importlib.util
 import sys
@@ -26,4 +27,32 @@ def load_extension(path: Path, module_name: str) -> ModuleType:
     loader.exec_module(module)
     sys.modules[module_name] = module
     _loaded[path] = module
+    return module
+
+
+def load_package(build_dir: Path, python_path: list[Path], package: str, extension: str) -> ModuleType:
+    """Import a tree's Python package (e.g. flash_attn) so that it picks up the extension built in
+    `build_dir` (e.g. flash_attn_2_cuda): build_dir, then the tree's Python dirs, go first on
+    sys.path. Raises ImportError when another copy of the package or extension is already imported
+    from elsewhere, since a process holds one module of a name: run in a fresh process."""
+    import torch  # noqa: F401  (the extension links against it)
+
+    build_dir = Path(build_dir).resolve()
+    for name, allowed in ((extension, [build_dir]), (package, [Path(p).resolve() for p in python_path])):
+        module = sys.modules.get(name)
+        origin = Path(getattr(module, "__file__", None) or ".").resolve() if module is not None else None
+        if origin is not None and not any(origin.is_relative_to(place) for place in allowed):
+            raise ImportError(f"{name} is already imported from {origin}; this process cannot load the one in "
+                              f"{allowed[0]}: run in a fresh process (`flashbuild run -- ...`)")
+    for entry in reversed([build_dir, *python_path]):
+        if str(entry) in sys.path:
+            sys.path.remove(str(entry))
+        sys.path.insert(0, str(entry))
+    if sys.pycache_prefix is None:  # the tree is read, never written: its bytecode goes to the build dir
+        sys.pycache_prefix = str(build_dir / "pycache")
+    module = importlib.import_module(package)
+    loaded = sys.modules.get(extension)
+    if loaded is not None and Path(loaded.__file__).resolve().parent != build_dir:
+        raise ImportError(f"{package} imported {extension} from {loaded.__file__}, not from {build_dir}; "
+                          f"uninstall the other copy or run in a fresh process")
     return module

@@ -22,6 +22,9 @@ from typing import Any, Iterable
 from .. import __version__, env
 from ..errors import SelectionError
 from ..selection.variants import CompileFlags, Selection, select
+from ..sources import profile as profiles, units as units_module
+from ..sources.profile import Profile
+from ..sources.units import Unit
 from . import cache, graph, render
 
 TORCH_CUDA_HINT = "pip install torch --index-url https://download.pytorch.org/whl/cu130"
@@ -55,6 +58,8 @@ API_KEYWORDS = {
     "features": ("--no-local/--no-softcap", "a list of feature names, or 'none'"),
     "no_local": ("--no-local", "a bool"), "no_softcap": ("--no-softcap", "a bool"),
     "config": ("--config", "a preset name or a path"),
+    "source": ("--source", "the path of an external kernel tree"),
+    "profile": ("--profile", "a profile name (configs/profiles) or a path"),
     "debug": ("--debug", "a bool"), "lineinfo": ("--lineinfo", "a bool"),
     "nvcc_flags": ("--nvcc-flag", "a list of strings (one string is one flag)"),
     "jobs": ("--jobs", "an int >= 1"), "build_dir": ("--build-dir", "a path"),
@@ -93,7 +98,7 @@ def check_api_keywords(kwargs: dict[str, Any]) -> dict[str, Any]:
     jobs = out.get("jobs")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int)):
         raise bad("jobs", jobs)
-    for key in ("build_dir", "config", "launcher"):
+    for key in ("build_dir", "config", "launcher", "source", "profile"):
         value = out.get(key)
         if value is None:
             continue
@@ -116,16 +121,24 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
                   config: str | None = None, debug: bool = False, lineinfo: bool = False,
                   nvcc_flags: tuple[str, ...] | list[str] = (), jobs: int | None = None,
                   build_dir: str | Path | None = None, launcher: str | None = None, verbose: bool = False,
-                  compile_only: bool = False) -> tuple[Selection, BuildOptions]:
+                  compile_only: bool = False, source: str | Path | None = None,
+                  profile: str | Path | None = None) -> tuple[Selection, BuildOptions]:
     """The Selection and BuildOptions of build()/load() keywords (or CLI flags), validated.
     `features` (load()'s) replaces the preset's or default features; no_local / no_softcap (the
-    CLI's --no-local, --no-softcap) remove one from them."""
+    CLI's --no-local, --no-softcap) remove one from them. `source` and `profile` pick the kernel
+    tree (default: flashbuild's own kernels, the built-in profile); its layout is checked here."""
     problem = env.root_problem()
     if problem:
         raise SelectionError(problem)
+    if source is not None and profile is None:
+        raise SelectionError(f"--source {source}: say which kind of tree it is with --profile "
+                             f"({', '.join(p for p in profiles.available() if p != profiles.BUILTIN)})")
+    tree = profiles.load(profile or profiles.BUILTIN)
+    root = profiles.resolve_source(tree, source)
     without = tuple(name for name, off in (("local", no_local), ("softcap", no_softcap)) if off)
     selection = select(hdim=hdim, dtype=dtype, arch=arch, direction=direction, causal=causal, features=features,
-                       without=without, config=config)
+                       without=without, config=config, profile=tree,
+                       source=None if tree.builtin else str(root))
     if jobs is not None and jobs < 1:
         raise SelectionError(f"--jobs {jobs}: must be at least 1; use --jobs {env.default_jobs()} or leave it out")
     for flag in nvcc_flags:
@@ -162,19 +175,25 @@ def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str
     """(key, hash): e.g. ('sm90-fp16-h64-fwd-c01-fLS-3f2a9c1e', '3f2a9c1e'). Variant order does not matter.
     The feature part is f + the initials of the compiled-in features (fLS, fL, fS), or fnone."""
     identity = {
-        "variants": sorted(v.name for v in selection.variants),
+        "profile": selection.profile, "source": selection.source,
+        "variants": sorted(f"{u.name}:{'+'.join(u.archs)}" for u in selection_units(selection)),
         "features": list(selection.features),  # the variant names say it too; the generated headers read it
         "flags": {"debug": flags.debug, "lineinfo": flags.lineinfo, "nvcc_flags": list(flags.nvcc_flags)},
         "versions": versions,
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    parts = ["+".join(selection.archs), "+".join(selection.dtypes),
+    parts = [] if selection.profile == profiles.BUILTIN else [Path(selection.profile).stem]
+    parts += ["+".join(selection.archs), "+".join(selection.dtypes),
              "h" + "+".join(map(str, selection.hdims)), "+".join(selection.directions),
              "c" + "".join("1" if c else "0" for c in selection.causal),
              "f" + ("".join(f[0].upper() for f in selection.features) or "none")]
     if flags.label():
         parts.append(flags.label())
     return "-".join(parts + [digest]), digest
+
+
+def selection_units(selection: Selection) -> tuple[Unit, ...]:
+    return units_module.units(selection, profiles.load(selection.profile))
 
 
 @dataclass(frozen=True)
@@ -191,6 +210,18 @@ class Plan:
     versions: dict[str, str] = field(hash=False)
 
     @property
+    def profile(self) -> Profile:
+        return profiles.load(self.selection.profile)
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        return units_module.units(self.selection, self.profile)
+
+    @property
+    def missing(self) -> tuple[units_module.Missing, ...]:
+        return units_module.missing(self.selection, self.profile)
+
+    @property
     def gen_dir(self) -> Path:
         return self.build_dir / "generated"
 
@@ -202,31 +233,39 @@ class Plan:
     def manifest_path(self) -> Path:
         return self.build_dir / "manifest.json"
 
-    def command(self) -> str:
-        """The CLI command that builds exactly this."""
+    def command(self, linked: bool = False, **changes) -> str:
+        """The CLI command that builds exactly this (`linked`: as a loadable extension, whatever
+        this plan's --compile-only), or this with some axes changed (e.g. hdim="64,128"),
+        shell-quoted so it can be pasted."""
         flags = self.options.flags
-        extra = (" --debug" if flags.debug else "") + (" --lineinfo" if flags.lineinfo else "")
-        extra += "".join(f" --nvcc-flag={f}" for f in flags.nvcc_flags)
-        extra += " --compile-only" if self.options.compile_only else ""
-        return f"flashbuild {self.selection.as_cli()}{extra}"
+        args = ["flashbuild", *self.selection.cli_args(**changes)]
+        args += ["--debug"] * flags.debug + ["--lineinfo"] * flags.lineinfo
+        args += [f"--nvcc-flag={f}" for f in flags.nvcc_flags]
+        args += ["--compile-only"] * (self.options.compile_only and not linked)
+        if self.options.build_dir:
+            args += ["--build-dir", str(self.options.build_dir)]
+        return shlex.join(args)
 
 
 def make_plan(selection: Selection, options: BuildOptions) -> Plan:
     nvcc = env.find_nvcc()
     found_versions = versions(nvcc)
     key, digest = cache_key(selection, options.flags, found_versions)
-    return Plan(selection=selection, options=options, key=key, module_name=f"_flashbuild_{digest}",
+    extension = profiles.load(selection.profile).extension
+    return Plan(selection=selection, options=options, key=key, module_name=extension or f"_flashbuild_{digest}",
                 build_dir=options.build_dir or cache.default_build_dir(key),
                 jobs=options.jobs or env.default_jobs(), nvcc=nvcc, versions=found_versions)
 
 
 def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
-    """The --dry-run text: variants and families, files to render, TUs to compile, where, how many jobs."""
-    variants = plan.selection.variants
-    width = max(len(v.name) for v in variants)
+    """The --dry-run text: the tree, the TUs (with their family for our kernels), files to render,
+    what compiles for which arch, where, how many jobs."""
+    profile, units = plan.profile, plan.units
+    width = max([len(u.name) for u in units] + [len(render.MISSING_TU)])
     memory = env.available_memory()
     lines = [
-        f"plan: {plan.selection.describe()} ({plural(len(variants), 'variant')})",
+        f"plan: {plan.selection.describe()} ({plural(len(units), 'kernel TU')})",
+        f"  tree       {plan.selection.source or env.repo_root()} (profile {profile.name}: {profile.description})",
         f"  key        {plan.key}",
         f"  build dir  {plan.build_dir}",
         f"  jobs       {plan.jobs}" + ("" if plan.options.jobs else
@@ -234,26 +273,40 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
                                         f"{(memory or 0) / env.GIB:.1f} GiB available / 4 GiB per TU)"),
         f"  nvcc       {plan.nvcc.path} ({plan.versions['nvcc']}, from {plan.nvcc.source})" if plan.nvcc
         else "  nvcc       MISSING: install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (see flashbuild doctor)",
-        f"  features   {features_line(plan.selection)}",
-        "variants (family):",
+        f"  features   {features_line(plan.selection, profile)}",
     ]
-    for v in variants:
-        note = f"; {v.family_note}" if v.family_note else ""
-        lines.append(f"  {v.name:<{width}}  {v.family.name}{note}")
+    if profile.builtin:
+        lines.append("variants (family):")
+        for u in units:
+            note = f"; {u.variant.family_note}" if u.variant.family_note else ""
+            lines.append(f"  {u.name:<{width}}  {u.variant.family.name}{note}")
+    else:
+        lines.append("units (what each TU instantiates):")
+        lines += [f"  {u.name:<{width}}  {u.describe()}" for u in units]
     lines.append(f"render into {plan.gen_dir}:")
-    lines += [f"  {name:<{width + 3}}  from templates/{template}" for name, template in render.planned_files(plan.selection)]
-    lines.append(f"compile {plural(len(variants), 'kernel TU')}:")
-    lines += [f"  {graph.object_path(v):<{width + 6}}  {graph.GENCODE[v.arch]}" for v in variants]
+    lines += [f"  {name:<{width + 3}}  from templates/{template}"
+              for name, template in render.planned_files(plan.selection, profile)]
+    missing = plan.missing
+    lines.append(f"compile {plural(len(units) + bool(missing), 'kernel TU')}:")
+    lines += [f"  {graph.object_path(u):<{width + 6}}  {' '.join(profile.gencodes[a] for a in u.archs)}" for u in units]
+    if missing:
+        lines.append(f"  {graph.object_path(render.MISSING_TU):<{width + 6}}  stubs for {plural(len(missing), 'combination')} "
+                     "the tree's dispatch reaches and this build leaves out")
     if linking:
-        lines.append(f"link: {graph.BINDING_OBJECT} (kernels/binding/flash_api.cpp) + kernel objects "
-                     f"-> {graph.extension_name(plan.module_name)}")
+        sources = ", ".join(profile.api_sources)
+        lines.append(f"link: {sources} + kernel objects -> {graph.extension_name(plan.module_name)}")
     else:
         lines.append(f"no link: {why_no_link}")
     return "\n".join(lines)
 
 
-def features_line(selection: Selection) -> str:
+def features_line(selection: Selection, profile: Profile | None = None) -> str:
     """What the plan says about the features axis."""
+    if profile is not None and profile.feature_mode == "defines":
+        off = [f for f in profile.features if f not in selection.features]
+        return (f"{', '.join(selection.features) or 'none'} compiled in"
+                + (f"; compiled out: {', '.join(off)} ({' '.join('-D' + profile.disable_defines[f] for f in off)})"
+                   if off else " (all the tree has)"))
     asks = {"local": "window_size", "softcap": "softcap"}
     if selection.features:
         return (f"{', '.join(selection.features)}: each plain variant has a *{selection.feature_suffix} variant for the "
@@ -273,3 +326,43 @@ def why_no_link(options: BuildOptions) -> str:
     if torch.cuda is None:
         return f"torch {torch.version} has no CUDA (torch.version.cuda is None)"
     return ""
+
+
+def _ranges(sizes: tuple[int, ...], built: tuple[int, ...]) -> str:
+    """'64 (head dims 33-64), 128 (97-128)': which head dims each built kernel serves."""
+    out = []
+    for size in built:
+        lower = max([s for s in sizes if s < size], default=0)
+        out.append(f"{size} (head dims {lower + 1}-{size})")
+    return ", ".join(out)
+
+
+def tree_context(plan: Plan) -> dict:
+    """What an external tree's generated files say when a call needs what the build left out: the
+    narrowed switch's misses and each stub's message, each naming the command that adds it."""
+    profile, selection = plan.profile, plan.selection
+    if profile.builtin:
+        return {}
+    holds = _ranges(profile.hdims, selection.hdims)
+    hdim_misses = []
+    for size in sorted((s for s in profile.hdims if s not in selection.hdims), reverse=True):
+        hdims = ",".join(map(str, sorted({*selection.hdims, size})))
+        hdim_misses.append((size, f" runs on the hdim-{size} kernel, which this flashbuild slice of {profile.name} "
+                                  f"does not hold (it holds {holds}); rebuild with: {plan.command(linked=True, hdim=hdims)}"))
+    built_sizes = [(size, max([s for s in profile.hdims if s < size], default=0)) for size in selection.hdims]
+    dtype_misses = {}
+    for dtype in ("fp16", "bf16"):
+        dtypes = ",".join(d for d in ("fp16", "bf16") if d in selection.dtypes or d == dtype)
+        dtype_misses[dtype] = (f"dtype {dtype}: this flashbuild slice of {profile.name} holds "
+                               f"{', '.join(selection.dtypes)} only; rebuild with: {plan.command(linked=True, dtype=dtypes)}")
+    messages = []
+    for m in plan.missing:
+        directions = ",".join(d for d in profile.directions if d in selection.directions or d == m.direction)
+        what = {"fwd": "forward", "bwd": "backward",
+                "splitkv": "split-KV forward (KV-cache calls, and forwards that split the keys)"}[m.direction]
+        messages.append(
+            f"this flashbuild slice of {profile.name} holds no {what} kernel for head dim {m.hdim}, {m.dtype}, "
+            f"{'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
+            f"{selection.causal_mode}); rebuild with: {plan.command(linked=True, direction=directions, causal='both')}")
+    return dict(hdim_misses=hdim_misses, built_sizes=built_sizes, dtype_misses=dtype_misses, messages=messages,
+                too_large=f" is above {profile.hdims[-1]}, the largest head dim {profile.name} has kernels for")

@@ -1,12 +1,16 @@
-"""Render the generated sources of a build from templates/: one instantiation TU per variant,
-the narrowed dispatch header and the compiled-in table.
+"""Render the generated sources of a build from templates/: one instantiation TU per unit (the
+profile's naming and template), the profile's generated headers (our narrowed dispatch header and
+compiled-in table; an upstream tree's narrowed switch overlay) and, for trees whose dispatch still
+references left-out combinations, one TU of stubs.
 
-Context: an instantiation template gets `variant` (its features_mask is the kernel's feature
-template argument), `family` and `dtype_enum`; dispatch.h.j2 and build_table.h.j2 get the axes
-(`archs`, `hdims`, `dtypes`, `causal`, `directions`) and the features axis (`features`,
-`features_mask`, `feature_suffix`), build_table.h.j2 also `variants`, `all_directions` and
-`build_key`. Every template gets `version`, `template` and `target`. This module holds the one Jinja
-environment (StrictUndefined: a typo in a template is an error, not empty C++)."""
+Context: an instantiation template gets `unit` (flashbuild/sources/units.py) and, for the built-in
+profile, `variant` (its features_mask is the kernel's feature template argument), `family` and
+`dtype_enum`. A generated header gets the axes (`archs`, `hdims`, `dtypes`, `causal`,
+`directions`), the features axis (`features`, `features_mask`, `feature_suffix`), `variants`,
+`units`, `all_directions`, `build_key`, `overlay` (its profile entry) and whatever the caller's
+`context` adds (an upstream slice's error messages). Every template gets `version`, `template` and
+`target`. This module holds the one Jinja environment (StrictUndefined: a typo in a template is an
+error, not empty C++)."""
 
 from __future__ import annotations
 
@@ -19,10 +23,12 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__, env
-from ..selection.variants import DIRECTIONS, Selection, Variant
+from ..selection.variants import DIRECTIONS, Selection
+from ..sources import profile as profiles, units as units_module
+from ..sources.profile import Profile
+from ..sources.units import Unit
 
-DISPATCH_HEADER = "flashbuild_dispatch.h"
-TABLE_HEADER = "flashbuild_table.h"
+MISSING_TU = "flashbuild_missing"  # the stubs TU's stem
 DTYPE_ENUMS = {"fp16": "flashbuild::DType::kFp16", "bf16": "flashbuild::DType::kBf16"}
 _SAFE_STRING = re.compile(r"^[A-Za-z0-9_.+\-]*$")
 
@@ -34,6 +40,13 @@ def _cpp(value) -> str:
     if isinstance(value, int):
         return str(value)
     raise TypeError(f"refusing to render {value!r} ({type(value).__name__}) into C++")
+
+
+def _cpp_text(value) -> str:
+    """A C++ string literal for a message: printable ASCII, with quotes and backslashes escaped."""
+    if not isinstance(value, str) or not all(" " <= c <= "~" for c in value):
+        raise TypeError(f"refusing to render {value!r} as a C++ message")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _cpp_str(value) -> str:
@@ -55,6 +68,7 @@ def _environment(templates: Path) -> jinja2.Environment:
     )
     environment.filters["cpp"] = _cpp
     environment.filters["cpp_str"] = _cpp_str
+    environment.filters["cpp_text"] = _cpp_text
     return environment
 
 
@@ -62,14 +76,17 @@ def environment() -> jinja2.Environment:
     return _environment(env.templates_dir())
 
 
-def instantiation_template(variant: Variant) -> str:
-    return f"{variant.direction}_instantiate.cu.j2"
+def _profile(profile: Profile | None) -> Profile:
+    return profile or profiles.load(profiles.BUILTIN)
 
 
-def planned_files(selection: Selection) -> list[tuple[str, str]]:
+def planned_files(selection: Selection, profile: Profile | None = None) -> list[tuple[str, str]]:
     """(file name under generated/, template) for every file a build of `selection` renders."""
-    files = [(f"{v.name}.cu", instantiation_template(v)) for v in selection.variants]
-    return files + [(DISPATCH_HEADER, "dispatch.h.j2"), (TABLE_HEADER, "build_table.h.j2")]
+    profile = _profile(profile)
+    files = [(f"{u.name}.cu", u.template) for u in units_module.units(selection, profile)]
+    if units_module.missing(selection, profile):
+        files.append((f"{MISSING_TU}.cu", profile.missing_template))
+    return files + [(g.file, g.template) for g in profile.generated]
 
 
 def _render(template: str, target: str, **context) -> str:
@@ -77,26 +94,38 @@ def _render(template: str, target: str, **context) -> str:
         version=__version__, template=template, target=target, **context)
 
 
-def render_texts(selection: Selection, *, build_key: str) -> dict[str, str]:
+def _unit_context(unit: Unit) -> dict:
+    if unit.variant is None:
+        return dict(unit=unit)
+    return dict(unit=unit, variant=unit.variant, family=unit.variant.family, dtype_enum=DTYPE_ENUMS[unit.dtype])
+
+
+def render_texts(selection: Selection, *, build_key: str, profile: Profile | None = None,
+                 context: dict | None = None) -> dict[str, str]:
     """File name under generated/ -> text, for every generated file of the build."""
-    texts = {}
-    for variant in selection.variants:
-        texts[f"{variant.name}.cu"] = _render(
-            instantiation_template(variant), variant.name, variant=variant,
-            family=variant.family, dtype_enum=DTYPE_ENUMS[variant.dtype])
+    profile = _profile(profile)
+    built = units_module.units(selection, profile)
+    texts = {f"{u.name}.cu": _render(u.template, u.name, **_unit_context(u)) for u in built}
+    target = f"selection {selection.describe()}"
+    missing = units_module.missing(selection, profile)
+    if missing:
+        texts[f"{MISSING_TU}.cu"] = _render(profile.missing_template, target, missing=missing,
+                                            **(context or {}))
+    variants = selection.variants if profile.feature_mode == "variants" else ()
     axes = dict(
-        archs=sorted({v.arch_number for v in selection.variants}),
+        archs=sorted({int(a[2:]) for a in selection.archs}),
         hdims=list(selection.hdims), dtypes=list(selection.dtypes), causal=list(selection.causal),
         directions=list(selection.directions),
         # The features axis: the names compiled in (canonical order), their bit mask (the feature
         # variants' template argument) and the suffix of the feature variants' names.
-        features=list(selection.features), features_mask=selection.features_mask,
-        feature_suffix=selection.feature_suffix,
+        features=list(selection.features),
+        features_mask=selection.features_mask if profile.feature_mode == "variants" else 0,
+        feature_suffix=selection.feature_suffix if profile.feature_mode == "variants" else "",
     )
-    target = f"selection {selection.describe()}"
-    texts[DISPATCH_HEADER] = _render("dispatch.h.j2", target, **axes)
-    texts[TABLE_HEADER] = _render("build_table.h.j2", target, variants=selection.variants,
-                                  all_directions=DIRECTIONS, build_key=build_key, **axes)
+    for header in profile.generated:
+        texts[header.file] = _render(header.template, target, variants=variants, units=built,
+                                     all_directions=DIRECTIONS, build_key=build_key, overlay=header,
+                                     **axes, **(context or {}))
     return texts
 
 
@@ -122,18 +151,20 @@ def write_if_different(path: Path, text: str) -> bool:
     return True
 
 
-def render_build(selection: Selection, gen_dir: Path, *, build_key: str) -> list[Path]:
+def render_build(selection: Selection, gen_dir: Path, *, build_key: str, profile: Profile | None = None,
+                 context: dict | None = None) -> list[Path]:
     """Render every generated file into gen_dir (only changed files are rewritten); returns them all."""
     paths = []
-    for name, text in render_texts(selection, build_key=build_key).items():
+    for name, text in render_texts(selection, build_key=build_key, profile=profile, context=context).items():
         write_if_different(Path(gen_dir) / name, text)
         paths.append(Path(gen_dir) / name)
     return paths
 
 
-def up_to_date(selection: Selection, gen_dir: Path, *, build_key: str) -> bool:
+def up_to_date(selection: Selection, gen_dir: Path, *, build_key: str, profile: Profile | None = None,
+               context: dict | None = None) -> bool:
     """Whether every generated file on disk already holds what rendering would write."""
-    for name, text in render_texts(selection, build_key=build_key).items():
+    for name, text in render_texts(selection, build_key=build_key, profile=profile, context=context).items():
         try:
             if (Path(gen_dir) / name).read_text() != text:
                 return False

@@ -1,16 +1,59 @@
-"""What a compile and a link need: the toolchain (nvcc, CUTLASS, the kernel headers) and what the
-binding and link edges take from torch. Each missing piece is a BuildError saying how to get it."""
+"""What a compile and a link need: the toolchain (nvcc, CUTLASS, the tree's headers and the
+profile's flags) and what the API and link edges (and an upstream tree's kernels) take from torch.
+Each missing piece is a BuildError saying how to get it."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import env
 from ..errors import BuildError
+from ..sources import profile as profiles
 from . import graph, render
 from .plan import Plan
+
+TORCH_SPEC_FILE = "torch_spec.json"
+LINK_SPEC_FILE = TORCH_SPEC_FILE  # the name earlier tests and tools know it by
+# The CPU wheel of torch ships c10/cuda headers without the one its CUDA build generates
+# (c10/cuda/impl/cuda_cmake_macros.h); c10 has a switch for that, which compiling (never linking) an
+# upstream kernel TU against a CPU torch uses.
+NO_CUDA_CONFIG_HEADER = "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE"
+
+
+@dataclass(frozen=True)
+class TorchSpec:
+    """torch's headers, defines and libraries, read by importing torch (seconds), kept in the build dir."""
+
+    include_dirs: tuple[Path, ...]
+    defines: tuple[str, ...]        # the C++ ABI and pybind11 ABI torch was built with
+    cxx_std: str
+    torch_lib: Path
+    cuda: bool
+
+
+def tree_root(plan: Plan) -> Path:
+    return Path(plan.selection.source) if plan.selection.source else profiles.default_source(plan.profile)
+
+
+def _cutlass(plan: Plan) -> Path:
+    include = profiles.cutlass_include(plan.profile, tree_root(plan))
+    if include is None or not (include / "cutlass" / "cutlass.h").is_file():
+        where = "no cutlass_library package with source/include" if plan.profile.cutlass == "wheel" else \
+            f"{include} has no cutlass/cutlass.h (profile key tree.cutlass)"
+        raise BuildError(f"CUTLASS headers not found ({where}): `pip install nvidia-cutlass`, or check --source; "
+                         "`flashbuild doctor` shows what was found")
+    return include
+
+
+def feature_defines(plan: Plan) -> list[str]:
+    """-D switches that compile out the features a tree's build leaves out (profile mode "defines")."""
+    profile = plan.profile
+    if profile.feature_mode != "defines":
+        return []
+    return [f"-D{profile.disable_defines[f]}" for f in profile.features if f not in plan.selection.features]
 
 
 def toolchain(plan: Plan) -> graph.Toolchain:
@@ -19,18 +62,27 @@ def toolchain(plan: Plan) -> graph.Toolchain:
         raise BuildError("nvcc not found (not in $CUDA_HOME/bin, on PATH, in /usr/local/cuda/bin or from the "
                          "nvidia-cuda-nvcc wheel): install the CUDA toolkit or `pip install nvidia-cuda-nvcc`, "
                          "or set CUDA_HOME; `flashbuild doctor` shows what was found")
-    cutlass = env.cutlass_include_dir()
-    if cutlass is None:
-        raise BuildError("CUTLASS headers not found (no cutlass_library package with source/include): "
-                         "`pip install nvidia-cutlass`; `flashbuild doctor` shows what was found")
-    kernels = env.kernels_dir()
-    headers = ["common/params.h"] + sorted({v.family.launch_headers[v.direction] for v in plan.selection.variants})
-    for header in headers:
-        if not (kernels / header).is_file():
-            raise BuildError(f"kernel header {kernels / header} is missing (needed by {plan.selection.describe()}); "
-                             f"check FLASHBUILD_ROOT ({env.repo_root()}) or restore kernels/ with `git checkout kernels`")
-    return graph.Toolchain(nvcc=plan.nvcc.path, kernels_dir=kernels, cutlass_include=cutlass,
-                           launcher=plan.options.launcher)
+    profile, root = plan.profile, tree_root(plan)
+    cutlass = _cutlass(plan)
+    if profile.builtin:
+        kernels = env.kernels_dir()
+        headers = ["common/params.h"] + sorted({v.family.launch_headers[v.direction] for v in plan.selection.variants})
+        for header in headers:
+            if not (kernels / header).is_file():
+                raise BuildError(f"kernel header {kernels / header} is missing (needed by {plan.selection.describe()}); "
+                                 f"check FLASHBUILD_ROOT ({env.repo_root()}) or restore kernels/ with `git checkout kernels`")
+    else:
+        profiles.check_tree(profile, root)
+    includes = [root / d for d in profile.include_dirs] + [cutlass]
+    flags = list(profile.nvcc_flags) + list(profile.defines) + feature_defines(plan)
+    if profile.kernels_need_torch:
+        spec = torch_spec(plan)
+        includes += list(spec.include_dirs)
+        flags = [f for f in flags if not f.startswith("-std=")] + [f"-std={spec.cxx_std}", *spec.defines]
+        if not spec.cuda:  # compile-only against a CPU torch: its c10/cuda headers lack one generated file
+            flags.append(NO_CUDA_CONFIG_HEADER)
+    return graph.Toolchain(nvcc=plan.nvcc.path, include_dirs=tuple(includes), gencodes=dict(profile.gencodes),
+                           flags=tuple(flags), launcher=plan.options.launcher)
 
 
 def _torch_include_paths(cpp_extension) -> list[str]:
@@ -43,61 +95,70 @@ def _torch_include_paths(cpp_extension) -> list[str]:
     return []
 
 
-LINK_SPEC_FILE = "link_spec.json"
-
-
-def torch_link_spec(plan: Plan) -> graph.LinkSpec:
-    """What the binding and link edges need from torch. Importing torch takes seconds (3.3 s on the
-    H200 host), so the spec is kept in the build dir and reused while what can be read without
-    importing torch is unchanged: its location and version, the host compiler and the binding."""
-    cxx = env.find_host_cxx()
-    if cxx is None:
-        raise BuildError("no host C++ compiler for the binding (no $CXX, c++, g++ or clang++ on PATH): "
-                         "install one (apt-get install g++) and rerun")
-    binding = env.kernels_dir() / "binding" / "flash_api.cpp"
-    if not binding.is_file():
-        raise BuildError(f"the torch binding {binding} is missing; restore it (`git checkout kernels/binding`) "
-                         f"or build kernel objects only with `{plan.command()} --compile-only`")
+def torch_spec(plan: Plan) -> TorchSpec:
+    """torch's part of the compile and link flags. Importing torch takes seconds (3.3 s on the H200
+    host), so the spec is kept in the build dir and reused while what can be read without importing
+    torch is unchanged: its location and version, and nvcc."""
     torch = env.torch_info()
-    stamp = {"torch": [str(torch.root), torch.version] if torch else None, "cxx": str(cxx),
-             "binding": str(binding), "module": plan.module_name}
-    saved_path = plan.build_dir / LINK_SPEC_FILE
+    if torch is None:
+        raise BuildError(f"torch is not installed, and {plan.profile.name}'s build needs its headers: "
+                         "pip install torch")
+    stamp = {"torch": [str(torch.root), torch.version], "nvcc": str(plan.nvcc.path) if plan.nvcc else None}
+    saved_path = plan.build_dir / TORCH_SPEC_FILE
     try:
         saved = json.loads(saved_path.read_text())
         if saved["stamp"] == stamp:
             spec = saved["spec"]
-            return graph.LinkSpec(
-                module_name=spec["module_name"], cxx=Path(spec["cxx"]), cxx_std=spec["cxx_std"],
-                include_dirs=tuple(Path(p) for p in spec["include_dirs"]), defines=tuple(spec["defines"]),
-                torch_lib=Path(spec["torch_lib"]), binding_source=Path(spec["binding_source"]))
+            return TorchSpec(tuple(Path(p) for p in spec["include_dirs"]), tuple(spec["defines"]), spec["cxx_std"],
+                             Path(spec["torch_lib"]), bool(spec["cuda"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    spec = _import_torch_link_spec(plan, cxx, binding)
+    spec = _import_torch_spec(plan)
     fields = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, tuple) else v)
               for k, v in dataclasses.asdict(spec).items()}
     render.write_if_different(saved_path, json.dumps({"stamp": stamp, "spec": fields}, indent=1) + "\n")
     return spec
 
 
-def _import_torch_link_spec(plan: Plan, cxx: Path, binding: Path) -> graph.LinkSpec:
-    import torch
-    from torch.utils import cpp_extension
+def _import_torch_spec(plan: Plan) -> TorchSpec:
     import sysconfig
 
+    import torch
+    from torch.utils import cpp_extension
+
     includes = _torch_include_paths(cpp_extension) + [sysconfig.get_paths()["include"]]
-    cuda_include = env.cuda_include_dir(plan.nvcc.path)
+    cuda_include = env.cuda_include_dir(plan.nvcc.path) if plan.nvcc else None
     if cuda_include:
         includes.append(str(cuda_include))
     includes += [str(d) for d in env.nvidia_wheel_include_dirs()]
-    defines = [f"-DTORCH_EXTENSION_NAME={plan.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H",
-               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    defines = [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
     for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):  # the pybind11 ABI torch was built with
         value = getattr(torch._C, f"_PYBIND11_{name}", None)
         if value:
             defines.append(f'-DPYBIND11_{name}="{value}"')
     major_minor = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return TorchSpec(include_dirs=tuple(Path(p) for p in dict.fromkeys(includes)), defines=tuple(defines),
+                     cxx_std="c++20" if major_minor >= (2, 13) else "c++17",  # torch >= 2.13 headers need C++20
+                     torch_lib=Path(torch.__file__).parent / "lib", cuda=torch.version.cuda is not None)
+
+
+def torch_link_spec(plan: Plan) -> graph.LinkSpec:
+    """What the API sources and the link edge need: torch's spec, the host compiler, the tree."""
+    cxx = env.find_host_cxx()
+    if cxx is None:
+        raise BuildError("no host C++ compiler for the binding (no $CXX, c++, g++ or clang++ on PATH): "
+                         "install one (apt-get install g++) and rerun")
+    profile, root = plan.profile, tree_root(plan)
+    sources = tuple(root / s for s in profile.api_sources)
+    for source in sources:
+        if not source.is_file():
+            raise BuildError(f"the API source {source} is missing (profile {profile.name}, key extension.sources); "
+                             f"restore it, or build kernel objects only with `{plan.command()} --compile-only`")
+    spec = torch_spec(plan)
+    defines = [f"-DTORCH_EXTENSION_NAME={plan.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *spec.defines,
+               *profile.defines, *feature_defines(plan)]
     return graph.LinkSpec(
-        module_name=plan.module_name, cxx=cxx,
-        cxx_std="c++20" if major_minor >= (2, 13) else "c++17",  # torch >= 2.13 headers need C++20
-        include_dirs=tuple(Path(p) for p in dict.fromkeys(includes)), defines=tuple(defines),
-        torch_lib=Path(torch.__file__).parent / "lib", binding_source=binding)
+        module_name=plan.module_name, cxx=cxx, cxx_std=spec.cxx_std, include_dirs=spec.include_dirs,
+        defines=tuple(defines), torch_lib=spec.torch_lib, api_sources=sources,
+        tree_include_dirs=tuple(root / d for d in profile.include_dirs) + (_cutlass(plan),),
+        cxx_flags=profile.cxx_flags)

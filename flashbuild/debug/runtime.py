@@ -77,7 +77,9 @@ def check_selection_runs_here(selection: Selection, gpu: Gpu, command: str) -> N
 
 def load_build(selection: Selection, options: builder.BuildOptions, *, rebuild: bool = False):
     """The loaded extension of the selection: the cached build when it is up to date (load()
-    rebuilds what changed), or, with rebuild=True, every output removed and built again."""
+    rebuilds what changed), or, with rebuild=True, every output removed and built again. An
+    external tree's build comes back behind its adapter (adapters.py): the checks call the tree's
+    own Python API."""
     plan = builder.make_plan(selection, options)
     if rebuild and (plan.build_dir / "build.ninja").is_file():
         ninja = env.find_ninja()
@@ -86,4 +88,21 @@ def load_build(selection: Selection, options: builder.BuildOptions, *, rebuild: 
             subprocess.run([str(ninja), "-C", str(plan.build_dir), "-t", "clean"], capture_output=True, check=False)
     module = builder.load(selection, options)
     builder.log(f"using build {plan.key} ({plan.build_dir})")
-    return module
+    if selection.builtin:
+        return module
+    return open_tree_build(plan)
+
+
+def open_tree_build(plan):
+    """An external tree's linked build, imported through its Python package, behind its adapter."""
+    import json
+
+    from ..build import loader
+    from ..sources import profile as profiles
+    from . import adapters
+
+    tree = plan.profile
+    root = profiles.Path(plan.selection.source)
+    package = loader.load_package(plan.build_dir, [root / p for p in tree.python_path], tree.python_package,
+                                  plan.module_name)
+    return adapters.wrap(tree.adapter, package, json.loads(plan.manifest_path.read_text()))

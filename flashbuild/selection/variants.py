@@ -37,6 +37,7 @@ ARCH_NUMBER = {"sm80": 80, "sm86": 86, "sm89": 89, "sm90": 90}
 # argument); a feature kernel switches each compiled feature on at runtime only when a call asks for it.
 FEATURES = ("local", "softcap")
 FEATURE_BITS = {"local": 1, "softcap": 2}
+BUILTIN_PROFILE = "flashbuild"  # our own kernels (configs/profiles/flashbuild.toml)
 CONFIG_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "features")
 
 
@@ -186,7 +187,9 @@ class Selection:
     """The validated axis values; the variants are their cross product (the plain variants), plus,
     when `features` is not empty, one feature variant per plain variant holding those features.
     Values are kept in the canonical axis order, so the same selection given in another order is
-    equal."""
+    equal. `profile` and `source` name the kernel tree (flashbuild/sources/profile.py): our own
+    kernels by default; for an external tree its profile's features are its own (e.g. flash-attn 2's
+    dropout), and its TUs come from the profile (sources/units.py), not from `variants`."""
 
     hdims: tuple[int, ...]
     dtypes: tuple[str, ...]
@@ -194,13 +197,20 @@ class Selection:
     directions: tuple[str, ...]
     archs: tuple[str, ...]
     features: tuple[str, ...] = FEATURES
+    profile: str = BUILTIN_PROFILE
+    source: str | None = None    # the external tree's root (resolved); None for our own kernels
 
     @property
     def variants(self) -> tuple[Variant, ...]:
         product = itertools.product(self.directions, self.hdims, self.dtypes, self.causal, self.archs)
         plain = [Variant(*values) for values in product]
-        with_features = [dataclasses.replace(v, features=self.features) for v in plain] if self.features else []
+        features = tuple(f for f in self.features if f in FEATURES)
+        with_features = [dataclasses.replace(v, features=features) for v in plain] if features else []
         return tuple(sorted(plain + with_features, key=Variant.sort_key))
+
+    @property
+    def builtin(self) -> bool:
+        return self.profile == BUILTIN_PROFILE
 
     @property
     def causal_mode(self) -> str:
@@ -208,14 +218,15 @@ class Selection:
 
     @property
     def features_mask(self) -> int:
-        return features_mask(self.features)
+        return features_mask(f for f in self.features if f in FEATURES)
 
     @property
     def feature_suffix(self) -> str:
-        return feature_suffix(self.features)
+        return feature_suffix(f for f in self.features if f in FEATURES)
 
     def describe(self) -> str:
-        return (f"{','.join(self.directions)} x hdim {','.join(map(str, self.hdims))} x "
+        tree = "" if self.builtin else f"{Path(self.profile).stem} at {self.source}: "
+        return (f"{tree}{','.join(self.directions)} x hdim {','.join(map(str, self.hdims))} x "
                 f"{','.join(self.dtypes)} x causal {self.causal_mode} x {','.join(self.archs)} x "
                 f"features {','.join(self.features) or 'none'}")
 
@@ -224,17 +235,30 @@ class Selection:
         the default)."""
         def one_or_list(values):
             return values[0] if len(values) == 1 else list(values)
-        kwargs = {"hdim": one_or_list(self.hdims), "dtype": one_or_list(self.dtypes),
-                  "arch": one_or_list(self.archs), "direction": one_or_list(self.directions),
-                  "causal": self.causal_mode}
-        if self.features != FEATURES:
+        kwargs = {} if self.builtin else {"source": self.source, "profile": self.profile}
+        kwargs.update({"hdim": one_or_list(self.hdims), "dtype": one_or_list(self.dtypes),
+                       "arch": one_or_list(self.archs), "direction": one_or_list(self.directions),
+                       "causal": self.causal_mode})
+        if self.builtin and self.features != FEATURES or not self.builtin:
             kwargs["features"] = list(self.features)
         return kwargs
 
+    def cli_args(self, **changes: Any) -> list[str]:
+        """The CLI arguments that select this, with some axes replaced (e.g. hdim="64,128")."""
+        def axis(name: str, values) -> str:
+            return str(changes.get(name, ",".join(map(str, values))))
+        args = [] if self.builtin else ["--source", str(self.source), "--profile", self.profile]
+        args += ["--hdim", axis("hdim", self.hdims), "--dtype", axis("dtype", self.dtypes),
+                 "--arch", axis("arch", self.archs), "--direction", axis("direction", self.directions),
+                 "--causal", str(changes.get("causal", self.causal_mode))]
+        if self.builtin:
+            args += [f"--no-{f}" for f in FEATURES if f not in self.features]
+        else:
+            args += ["--features", axis("features", self.features) or "none"]
+        return args
+
     def as_cli(self) -> str:
-        return (f"--hdim {','.join(map(str, self.hdims))} --dtype {','.join(self.dtypes)} "
-                f"--arch {','.join(self.archs)} --direction {','.join(self.directions)} "
-                f"--causal {self.causal_mode}" + "".join(f" --no-{f}" for f in FEATURES if f not in self.features))
+        return shlex.join(self.cli_args())
 
 
 @dataclass(frozen=True)
@@ -401,9 +425,10 @@ def _use_features(source: str) -> str:
     return f"set {key} = [{every}] (the default), a subset of them, or {key} = [] (none) in {file}"
 
 
-def parse_features(value: Any, source: str = "features") -> tuple[str, ...]:
-    """Feature names in canonical order: a list (empty: none), "local,softcap", or "none"."""
-    valid = f"valid: {', '.join(FEATURES)}, or none"
+def parse_features(value: Any, source: str = "features", names: tuple[str, ...] = FEATURES) -> tuple[str, ...]:
+    """Feature names in canonical order (that of `names`, the tree's features): a list (empty:
+    none), "local,softcap", or "none"."""
+    valid = f"valid: {', '.join(names)}, or none"
     if isinstance(value, str):
         text = value.strip().lower()
         if not text:
@@ -422,9 +447,9 @@ def parse_features(value: Any, source: str = "features") -> tuple[str, ...]:
     if items == ["none"]:
         return ()
     for item in items:
-        if item not in FEATURES:
+        if item not in names:
             raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source)}")
-    return tuple(f for f in FEATURES if f in items)
+    return tuple(f for f in names if f in items)
 
 
 def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> list[str]:
@@ -511,37 +536,68 @@ def load_config(name_or_path: str | Path) -> dict[str, Any]:
     return {key: (value, f"{path.name}: {key}") for key, value in table.items()}
 
 
+def _profile_name(profile: Any) -> str:
+    """How a selection names its profile: by name when it is one of configs/profiles, else by path."""
+    return profile.name if profile.path.parent == (env.configs_dir() / "profiles").resolve() else str(profile.path)
+
+
+def _in_space(values: tuple, valid: tuple, source: str, what: str, tree: str) -> tuple:
+    """An axis already checked against our kernels' values, checked against an external tree's."""
+    outside = [v for v in values if v not in valid]
+    if outside:
+        raise SelectionError(f"{source} {','.join(map(str, outside))}: {tree} has no {what} {outside[0]} (it has: "
+                             f"{', '.join(map(str, valid))}); use {source} {','.join(map(str, valid[:1]))}")
+    return values
+
+
 def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: Any = None,
            causal: Any = None, features: Any = None, without: Iterable[str] = (),
-           config: str | Path | None = None, detect: Callable[[], list[str]] | None = None) -> Selection:
+           config: str | Path | None = None, detect: Callable[[], list[str]] | None = None,
+           profile: Any = None, source: str | None = None) -> Selection:
     """The Selection from explicit values (CLI flags or load() arguments), over a preset's values,
     over the defaults: every head dim, fp16 and bf16, causal both, every implemented direction,
     the native arch, every feature. None means "not given". `features` replaces the preset's (or
-    the default) features; `without` then removes some (the CLI's --no-local, --no-softcap)."""
+    the default) features; `without` then removes some (the CLI's --no-local, --no-softcap).
+    `profile` (a sources.profile.Profile; default: our own kernels) gives an external tree's axes and
+    features, and `source` its root."""
+    builtin = profile is None or profile.builtin
+    names = FEATURES if builtin else profile.features
     values: dict[str, tuple[Any, str]] = {
         "hdim": (HEAD_DIMS, "--hdim"), "dtype": (DTYPES, "--dtype"), "arch": (NATIVE, "--arch"),
-        "direction": (implemented_directions(), "--direction"), "causal": ("both", "--causal"),
-        "features": (FEATURES, "features"),
+        "direction": (implemented_directions() if builtin else profile.directions, "--direction"),
+        "causal": ("both", "--causal"), "features": (names, "features"),
     }
+    if not builtin:
+        values["hdim"] = (profile.hdims, "--hdim")
     if config is not None:
         values.update(load_config(config))
     given = {"hdim": hdim, "dtype": dtype, "arch": arch, "direction": direction, "causal": causal}
     values.update({key: (value, f"--{key}") for key, value in given.items() if value is not None})
     if features is not None:
         values["features"] = (features, "features")
-    unknown = [f for f in without if f not in FEATURES]
+    unknown = [f for f in without if f not in names]
     if unknown:
-        raise SelectionError(f"--no-{unknown[0]}: no such feature (features: {', '.join(FEATURES)}); "
-                             f"use {' or '.join(f'--no-{f}' for f in FEATURES)}")
+        raise SelectionError(f"--no-{unknown[0]}: no such feature (features: {', '.join(names)}); "
+                             f"use {' or '.join(f'--no-{f}' for f in names)}")
     selection = Selection(
         hdims=parse_hdims(*values["hdim"]),
         dtypes=parse_dtypes(*values["dtype"]),
         causal=parse_causal(*values["causal"]),
-        directions=parse_directions(*values["direction"]),
+        directions=parse_directions(*values["direction"]) if builtin else
+        _choices(values["direction"][0], values["direction"][1], DIRECTIONS),
         archs=parse_archs(*values["arch"], detect=detect),
-        features=tuple(f for f in parse_features(*values["features"]) if f not in without),
+        features=tuple(f for f in parse_features(*values["features"], names=names) if f not in without),
+        profile=BUILTIN_PROFILE if builtin else _profile_name(profile),
+        source=None if builtin else source,
     )
-    check_families(selection)
+    if builtin:
+        check_families(selection)
+    else:
+        tree = f"profile {profile.name}"
+        _in_space(selection.hdims, profile.hdims, "--hdim", "kernel head dim", tree)
+        _in_space(selection.dtypes, profile.dtypes, "--dtype", "dtype", tree)
+        _in_space(selection.archs, profile.archs, "--arch", "arch", tree)
+        _in_space(selection.directions, profile.directions, "--direction", "direction", tree)
     return selection
 
 

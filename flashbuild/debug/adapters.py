@@ -1,0 +1,95 @@
+"""How `flashbuild test` and `bench` call a build of an external tree: through the tree's own Python
+API, behind the interface our checks use for our own extension (flash_attn_func returning out and
+LSE, mha_bwd, mha_fwd_kvcache, variants, build_key).
+
+For flash-attn 2 that is flash_attn.flash_attn_func (the backward through its autograd, as users
+call it) and flash_attn.flash_attn_with_kvcache, imported from the tree with the slice's
+flash_attn_2_cuda first on the path (build/loader.py's load_package)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from ..selection.variants import FEATURES, Variant
+
+
+def slice_variants(manifest: dict) -> list[Variant]:
+    """The variants a tree's build serves, for the checks: each unit on each of its archs, plus, when
+    the build compiled in local and/or softcap, the same kernel again as the feature variant whose
+    checks call it with windows and softcap (one TU serves both kinds of call in such trees)."""
+    features = tuple(f for f in FEATURES if f in manifest["selection"]["features"])
+    out = []
+    for unit in manifest["units"]:
+        if unit["causal"] is None:
+            continue  # causal decided at runtime inside the TU: covered by the tu-per-causal trees only
+        for arch in unit["archs"]:
+            plain = Variant(unit["direction"], unit["hdim"], unit["dtype"], unit["causal"], arch)
+            out.append(plain)
+            if features:
+                out.append(Variant(plain.direction, plain.hdim, plain.dtype, plain.causal, arch, features))
+    return sorted(set(out), key=Variant.sort_key)
+
+
+class FlashAttn2Slice:
+    """Our checks' calls, made through flash-attn 2's Python functions."""
+
+    def __init__(self, package: ModuleType, manifest: dict):
+        self.package = package
+        self.manifest = manifest
+        self.ext = package.flash_attn_interface.flash_attn_gpu  # the slice's flash_attn_2_cuda
+
+    def variants(self) -> list[str]:
+        return [v.name for v in slice_variants(self.manifest)]
+
+    def features(self) -> list[str]:
+        return list(self.manifest["selection"]["features"])
+
+    def build_key(self) -> str:
+        return self.manifest["key"]
+
+    @staticmethod
+    def _window(window_size_left: int = -1, window_size_right: int = -1) -> tuple[int, int]:
+        return (window_size_left, window_size_right)
+
+    def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
+                        **window: Any):
+        out, lse, _ = self.package.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
+                                                   softcap=softcap, return_attn_probs=True)
+        return (out, lse) if return_lse else out
+
+    def mha_bwd(self, dout, q, k, v, out, lse, causal: bool = False, softcap: float = 0.0, **window: Any):
+        """dq, dk, dv from the given out and lse through the tree's backward op (as flash_attn_func's
+        autograd calls it); a head dim the API pads (not a multiple of 8) goes through the autograd
+        of flash_attn_func instead, whose forward then runs again."""
+        import torch
+
+        left, right = self._window(**window)
+        interface = self.package.flash_attn_interface
+        if q.shape[-1] % 8 == 0:
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            interface._flash_attn_backward(dout, q, k, v, out, lse, dq, dk, dv, 0.0, q.shape[-1] ** -0.5, causal,
+                                           left, right, softcap, None, False, None)
+            return dq, dk, dv
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        with torch.enable_grad():
+            result = self.package.flash_attn_func(*leaves, causal=causal, window_size=self._window(**window),
+                                                  softcap=softcap)
+            return torch.autograd.grad(result, leaves, dout)
+
+    def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal: bool = False, num_splits: int = 0,
+                        softcap: float = 0.0, window_size_left: int = -1, window_size_right: int = -1, **cache: Any):
+        import torch
+
+        if cache_seqlens is None:  # the whole cache, as our binding reads a call without lengths
+            cache_seqlens = torch.full((q.shape[0],), k_cache.shape[1], dtype=torch.int32, device=q.device)
+        return self.package.flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal, num_splits=num_splits, softcap=softcap,
+            window_size=(window_size_left, window_size_right), return_softmax_lse=True, **cache)
+
+
+ADAPTERS = {"flash-attn-2": FlashAttn2Slice}
+
+
+def wrap(adapter: str, package: ModuleType, manifest: dict):
+    return ADAPTERS[adapter](package, manifest)

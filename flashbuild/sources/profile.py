@@ -1,0 +1,351 @@
+"""Source profiles: what a kernel tree is made of, read from configs/profiles/<name>.toml.
+
+A profile says where a tree keeps its sources and headers, how one instantiation TU is named and
+which of our templates renders it, which generated headers overlay or complete the tree (the
+narrowed switch header), the API sources compiled into the extension, the flags, the features the
+tree can compile out, the extension's module name and the Python package that imports it. Our own
+kernels are the built-in profile `flashbuild`: one code path from selection to loaded extension.
+
+Everything in a profile is checked when it is read: a wrong key or type is an error naming the
+file, the key, what was expected and what was found. `check_tree` then checks a tree against its
+profile (every required file present) before any compiler runs. Nothing here writes anywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import env
+from ..errors import SelectionError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+BUILTIN = "flashbuild"
+CAUSAL_MODES = ("tu", "runtime")        # one TU per causal value, or both inside each TU
+FEATURE_MODES = ("variants", "defines")  # a feature TU beside each plain one, or -D switches for the whole build
+NAME_FIELDS = {"direction", "hdim", "dtype", "causal", "arch", "features"}
+# The CUTLASS element type of each dtype, for templates that instantiate upstream code.
+CUTLASS_TYPES = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
+
+
+@dataclass(frozen=True)
+class Instantiation:
+    """How one direction's TU is named (a str.format pattern over NAME_FIELDS) and rendered."""
+
+    direction: str
+    name: str
+    template: str
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A header rendered into the build's generated/ dir, which comes first on the include path.
+    `replaces` names the tree's header it stands in for (an overlay), if any."""
+
+    file: str
+    template: str
+    replaces: str | None = None
+
+
+@dataclass(frozen=True)
+class TestNames:
+    """How the tree's own test suite names what a case needs (sources/pytest_slice.py reads it)."""
+
+    dtype: str
+    hdim: str
+    hdim_multiple: int = 1
+    uneven: str | None = None                       # the feature an uneven head dim needs
+    features: dict[str, tuple[str, Any]] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: Path
+    description: str
+    # the tree
+    required: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    cutlass: str                     # "wheel" (nvidia-cutlass) or a dir relative to the tree
+    kernels_need_torch: bool         # kernel TUs include torch headers (upstream trees do)
+    python_path: tuple[str, ...]     # dirs (relative to the tree) that hold its Python package
+    python_package: str | None       # what `flashbuild run` / test / bench import
+    # the extension
+    extension: str                   # the module name; "" gives each build its own
+    api_sources: tuple[str, ...]
+    # the variant space
+    hdims: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    directions: tuple[str, ...]
+    archs: tuple[str, ...]
+    gencodes: dict[str, str] = field(hash=False, compare=False)
+    causal: str = "tu"
+    arch_in_name: bool = True        # one TU per arch, or one TU with every arch's -gencode
+    # features
+    features: tuple[str, ...] = ()
+    feature_mode: str = "variants"
+    disable_defines: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # what a build renders
+    instantiations: dict[str, Instantiation] = field(default_factory=dict, hash=False, compare=False)
+    generated: tuple[Generated, ...] = ()
+    missing_template: str | None = None   # one TU of stubs for combinations the narrowed dispatch reaches
+    # flags
+    nvcc_flags: tuple[str, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    adapter: str = BUILTIN            # how test/bench call a build (flashbuild.debug.adapters)
+    tests: TestNames | None = None    # how the tree's own tests name dtype, head dim and features
+
+    @property
+    def builtin(self) -> bool:
+        return self.name == BUILTIN
+
+    def kernel_size(self, hdim: int) -> int | None:
+        """The kernel head dim a call with head dim `hdim` runs on: the next size up."""
+        return next((size for size in self.hdims if size >= hdim), None)
+
+
+# ---------------------------------------------------------------- reading a profile
+
+class _Reader:
+    """Typed access to one TOML table, with errors that name the file and the key."""
+
+    def __init__(self, path: Path, table: dict, prefix: str = ""):
+        self.path, self.table, self.prefix, self.used = path, table, prefix, set()
+
+    def error(self, key: str, expected: str, found: Any) -> SelectionError:
+        return SelectionError(f"profile {self.path}: key {self.prefix}{key}: expected {expected}, found {found!r}; "
+                              f"fix the profile (see configs/profiles/flashbuild.toml for the format)")
+
+    def get(self, key: str, kind, expected: str, default: Any = ..., check=None):
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                raise SelectionError(f"profile {self.path}: missing key {self.prefix}{key} ({expected}); add it")
+            return default
+        value = self.table[key]
+        if kind is list:
+            ok = isinstance(value, list) and (check is None or all(check(v) for v in value))
+        else:
+            ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool)) and (check is None or check(value))
+        if not ok:
+            raise self.error(key, expected, value)
+        return value
+
+    def sub(self, key: str, required: bool = True) -> "_Reader":
+        value = self.get(key, dict, "a table", default=None if not required else ...)
+        return _Reader(self.path, value or {}, f"{self.prefix}{key}.")
+
+    def done(self) -> None:
+        extra = sorted(set(self.table) - self.used)
+        if extra:
+            raise SelectionError(f"profile {self.path}: unknown key {', '.join(self.prefix + k for k in extra)}; "
+                                 f"remove or rename it")
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str) and bool(value.strip()) and "\n" not in value and "\0" not in value
+
+
+def _is_relative(value) -> bool:
+    return _is_str(value) and not os.path.isabs(value) and ".." not in Path(value).parts
+
+
+def _pattern_fields(pattern: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+
+
+def read_profile(path: Path) -> Profile:
+    """Parse and check one profile file."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SelectionError(f"profile {path}: cannot be read ({exc}); fix the file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SelectionError(f"profile {path}: not valid TOML ({exc}); fix the file") from None
+    top = _Reader(path, data)
+    description = top.get("description", str, "a string")
+    adapter = top.get("adapter", str, "a string", default=BUILTIN)
+
+    tree = top.sub("tree")
+    required = tuple(tree.get("required", list, "a list of paths relative to the tree", [], _is_relative))
+    include_dirs = tuple(tree.get("include_dirs", list, "a list of dirs relative to the tree", [], _is_relative))
+    cutlass = tree.get("cutlass", str, '"wheel" or a dir relative to the tree', "wheel",
+                       lambda v: v == "wheel" or _is_relative(v))
+    kernels_need_torch = tree.get("kernels_need_torch", bool, "true or false", False)
+    python_path = tuple(tree.get("python_path", list, "a list of dirs relative to the tree", [], _is_relative))
+    python_package = tree.get("python_package", str, "a module name", None, lambda v: v.isidentifier())
+    tree.done()
+
+    ext = top.sub("extension")
+    extension = ext.get("name", str, "a module name, or \"\" for one per build", "",
+                        lambda v: v == "" or v.isidentifier())
+    api_sources = tuple(ext.get("sources", list, "a list of paths relative to the tree", [], _is_relative))
+    ext.done()
+
+    axes = top.sub("axes")
+    hdims = tuple(axes.get("hdim", list, "a list of positive ints", ..., lambda v: isinstance(v, int) and v > 0))
+    dtypes = tuple(axes.get("dtype", list, 'a list of "fp16" / "bf16"', ..., lambda v: v in CUTLASS_TYPES))
+    directions = tuple(axes.get("direction", list, 'a list of "fwd", "bwd", "splitkv"', ...,
+                                lambda v: v in ("fwd", "bwd", "splitkv")))
+    gencodes = axes.get("gencode", dict, "a table of arch = \"-gencode ...\"", ...)
+    bad = [a for a, g in gencodes.items() if not re.fullmatch(r"sm\d+", a) or not (isinstance(g, str) and
+                                                                                   g.startswith("-gencode "))]
+    if bad:
+        raise axes.error("gencode", 'entries like sm90 = "-gencode arch=compute_90a,code=sm_90a"', bad)
+    causal = axes.get("causal", str, f"one of {', '.join(CAUSAL_MODES)}", "tu", lambda v: v in CAUSAL_MODES)
+    arch_in_name = axes.get("arch_in_name", bool, "true or false", True)
+    axes.done()
+
+    feats = top.sub("features", required=False)
+    features = tuple(feats.get("names", list, "a list of feature names", [], lambda v: _is_str(v) and v.isidentifier()))
+    feature_mode = feats.get("mode", str, f"one of {', '.join(FEATURE_MODES)}", "variants",
+                             lambda v: v in FEATURE_MODES)
+    disable = feats.get("disable", dict, "a table of feature = \"DEFINE\"", {})
+    if set(disable) - set(features) or not all(isinstance(v, str) and re.fullmatch(r"[A-Za-z_]\w*", v)
+                                               for v in disable.values()):
+        raise feats.error("disable", "feature = \"MACRO_NAME\" for features listed in names", disable)
+    if feature_mode == "defines" and set(features) - set(disable):
+        raise feats.error("disable", f"a define for every feature ({', '.join(features)})", disable)
+    feats.done()
+
+    inst = top.sub("instantiation")
+    instantiations = {}
+    for direction in directions:
+        one = inst.sub(direction)
+        name = one.get("name", str, "a file-name pattern", ..., _is_str)
+        unknown = _pattern_fields(name) - NAME_FIELDS
+        if unknown:
+            raise one.error("name", f"a pattern over {{{'}, {'.join(sorted(NAME_FIELDS))}}}", name)
+        instantiations[direction] = Instantiation(direction, name, one.get("template", str, "a template", ..., _is_relative))
+        one.done()
+    inst.done()
+
+    generated = []
+    for i, item in enumerate(top.get("generated", list, "a list of tables", [], lambda v: isinstance(v, dict))):
+        one = _Reader(path, item, f"generated[{i}].")
+        generated.append(Generated(one.get("file", str, "a file name", ..., lambda v: _is_str(v) and "/" not in v),
+                                   one.get("template", str, "a template", ..., _is_relative),
+                                   one.get("replaces", str, "a path relative to the tree", None, _is_relative)))
+        one.done()
+    missing_template = top.get("missing_template", str, "a template", None, _is_relative)
+
+    flags = top.sub("flags", required=False)
+    flag_list = dict(expected="a list of flags", default=[], check=_is_str)
+    nvcc_flags = tuple(flags.get("nvcc", list, **flag_list))
+    cxx_flags = tuple(flags.get("cxx", list, **flag_list))
+    defines = tuple(flags.get("defines", list, **flag_list))
+    flags.done()
+    tests = None
+    if "tests" in data:
+        names = top.sub("tests")
+        parsed = {}
+        for feature, entry in names.get("features", dict, "a table of feature = { param, off }", {}).items():
+            if feature not in features or not isinstance(entry, dict) or set(entry) != {"param", "off"} \
+                    or not _is_str(entry["param"]):
+                raise names.error(f"features.{feature}", "{ param = \"name\", off = value } for a feature in "
+                                  "features.names", entry)
+            parsed[feature] = (entry["param"], entry["off"])
+        tests = TestNames(names.get("dtype", str, "a parameter name", ..., _is_str),
+                          names.get("hdim", str, "a parameter name", ..., _is_str),
+                          names.get("hdim_multiple", int, "a positive int", 1, lambda v: v > 0),
+                          names.get("uneven", str, "a feature in features.names", None, lambda v: v in features),
+                          parsed)
+        names.done()
+    top.done()
+    return Profile(
+        name=path.stem, path=path, description=description, required=required, include_dirs=include_dirs,
+        cutlass=cutlass, kernels_need_torch=kernels_need_torch, python_path=python_path,
+        python_package=python_package, extension=extension, api_sources=api_sources, hdims=hdims, dtypes=dtypes,
+        directions=directions, archs=tuple(gencodes), gencodes=dict(gencodes), causal=causal,
+        arch_in_name=arch_in_name, features=features, feature_mode=feature_mode, disable_defines=dict(disable),
+        instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
+        nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
+
+
+def profiles_dir() -> Path:
+    return env.configs_dir() / "profiles"
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.toml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: Path, mtime_ns: int) -> Profile:
+    return read_profile(path)
+
+
+def load(name_or_path: str | Path = BUILTIN) -> Profile:
+    """A profile by name (configs/profiles/<name>.toml) or by path."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith(".toml") or os.sep in text):
+        path = profiles_dir() / f"{text}.toml"
+    if not path.is_file():
+        names = available()
+        raise SelectionError(f"--profile {text}: no such profile ({path} does not exist; profiles: "
+                             f"{', '.join(names) or 'none'}); use --profile {names[0] if names else BUILTIN} "
+                             f"or a path to a profile .toml")
+    return _load(path.resolve(), path.stat().st_mtime_ns)
+
+
+# ---------------------------------------------------------------- checking a tree
+
+def default_source(profile: Profile) -> Path:
+    """The built-in profile's tree is flashbuild's own root; other trees are given with --source."""
+    return env.repo_root()
+
+
+def resolve_source(profile: Profile, source: str | os.PathLike | None) -> Path:
+    """The tree a build reads, checked against the profile: it exists, is a directory, and holds
+    every file the profile requires. Raises naming the missing file and the profile key."""
+    if source is None:
+        if not profile.builtin:
+            raise SelectionError(f"--profile {profile.name} builds an external tree: pass its root with --source PATH "
+                                 f"(e.g. an unpacked flash-attn sdist)")
+        return default_source(profile)
+    text = os.fspath(source)
+    if any(c in text for c in "\n\r\0"):
+        raise SelectionError(f"--source {text!r}: holds a newline or NUL; pass a plain directory path")
+    root = Path(text).expanduser().resolve()
+    if not root.is_dir():
+        raise SelectionError(f"--source {text}: {'not a directory' if root.exists() else 'does not exist'}; "
+                             f"pass the root of a {profile.name} tree")
+    check_tree(profile, root)
+    return root
+
+
+def check_tree(profile: Profile, root: Path) -> None:
+    missing = [rel for rel in profile.required if not (root / rel).is_file()]
+    missing += [rel for rel in profile.api_sources if not (root / rel).is_file() and rel not in missing]
+    missing_dirs = [rel for rel in profile.include_dirs if not (root / rel).is_dir()]
+    if profile.cutlass != "wheel" and not (root / profile.cutlass / "cutlass" / "cutlass.h").is_file():
+        missing.append(f"{profile.cutlass}/cutlass/cutlass.h (profile key tree.cutlass)")
+    replaced = [g.replaces for g in profile.generated if g.replaces and not (root / g.replaces).is_file()]
+    problems = []
+    if missing:
+        problems.append(f"missing file{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"(profile keys tree.required / extension.sources)")
+    if missing_dirs:
+        problems.append(f"missing dir{'s' if len(missing_dirs) > 1 else ''} {', '.join(missing_dirs)} "
+                        f"(profile key tree.include_dirs)")
+    if replaced:
+        problems.append(f"no {', '.join(replaced)} to overlay (profile key generated.replaces)")
+    if problems:
+        raise SelectionError(f"--source {root} does not match profile {profile.name} ({profile.path}): "
+                             f"{'; '.join(problems)}; check that --source is the tree's root and that its release "
+                             f"has this layout")
+
+
+def cutlass_include(profile: Profile, root: Path) -> Path | None:
+    return env.cutlass_include_dir() if profile.cutlass == "wheel" else root / profile.cutlass

@@ -1,0 +1,85 @@
+"""A pytest plugin that runs a tree's own tests on a flashbuild slice: it keeps the cases the slice
+serves and deselects the others (pytest counts them), by the case parameters the profile's [tests]
+table names: the dtype, the head dim (which runs on the next kernel size up, after padding to the
+tree's multiple) and each feature's parameter.
+
+    flashbuild run --source TREE --profile flash-attn-2 --hdim 64 --dtype fp16 -- \\
+        python3 -m pytest TREE/tests/test_flash_attn.py -p flashbuild.sources.pytest_slice
+
+`flashbuild run` sets FLASHBUILD_SLICE to the build's manifest. FLASHBUILD_SLICE_HDIMS=40,59 keeps
+only those head dims of the cases (e.g. the ones an acceptance run names); FLASHBUILD_SLICE_SHARD=i/n
+keeps every n-th of the remaining cases starting at i (to split a long suite over several runs).
+Directions are not filtered: build every direction the tests call (fwd, bwd, splitkv).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def _slice():
+    from . import profile as profiles
+
+    path = os.environ.get("FLASHBUILD_SLICE")
+    if not path:
+        raise RuntimeError("flashbuild.sources.pytest_slice: FLASHBUILD_SLICE is not set; run pytest under "
+                           "`flashbuild run SELECTION -- python3 -m pytest ...`, which sets it")
+    manifest = json.loads(Path(path).read_text())
+    tree = profiles.load(manifest["profile"])
+    if tree.tests is None:
+        raise RuntimeError(f"profile {tree.name} has no [tests] table: it does not say how its tests name "
+                           f"dtype and head dim")
+    return manifest, tree
+
+
+def serves(params: dict, manifest: dict, tree) -> str | None:
+    """None when the slice serves a case with these parameters, else why not."""
+    names = tree.tests
+    selection = manifest["selection"]
+    dtype = params.get(names.dtype)
+    if dtype is not None:
+        dtype_name = DTYPE_NAMES.get(str(dtype).replace("torch.", ""), str(dtype))
+        if dtype_name not in selection["dtype"]:
+            return f"dtype {dtype_name}"
+    hdim = params.get(names.hdim)
+    if hdim is not None:
+        padded = -(-int(hdim) // names.hdim_multiple) * names.hdim_multiple
+        kernel = tree.kernel_size(padded)
+        if kernel not in selection["hdim"]:
+            return f"head dim {hdim} (the hdim-{kernel} kernel)"
+        if names.uneven and padded != kernel and names.uneven not in selection["features"]:
+            return f"head dim {hdim} needs {names.uneven}"
+    for feature, (param, off) in names.features.items():
+        if param in params and params[param] != off and feature not in selection["features"]:
+            return f"{feature} ({param}={params[param]!r})"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    manifest, tree = _slice()
+    only = {int(h) for h in os.environ.get("FLASHBUILD_SLICE_HDIMS", "").split(",") if h.strip()}
+    shard = os.environ.get("FLASHBUILD_SLICE_SHARD")
+    keep, drop = [], []
+    for item in items:
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        hdim = params.get(tree.tests.hdim)
+        outside = serves(params, manifest, tree) or (only and hdim is not None and int(hdim) not in only)
+        (drop if outside else keep).append(item)
+    if shard:
+        index, count = (int(x) for x in shard.split("/"))
+        drop += [item for n, item in enumerate(keep) if n % count != index]
+        keep = [item for n, item in enumerate(keep) if n % count == index]
+    items[:] = keep
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+
+
+def pytest_report_header(config):
+    manifest, tree = _slice()
+    selection = manifest["selection"]
+    return (f"flashbuild slice {manifest['key']} of {tree.name}: hdim {selection['hdim']}, dtype {selection['dtype']}, "
+            f"features {selection['features'] or 'none'}; cases outside it are deselected")
