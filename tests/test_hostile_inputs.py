@@ -16,6 +16,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -239,6 +240,24 @@ def nvcc_got(flag: str) -> Callable[[Path, Run], str | None]:
         if not all(want in call for call in calls):
             return f"nvcc did not get {want!r} as one argument: {calls[0]}"
         return no_marker(tmp, run)
+    return check
+
+
+def pasteable(program: str, token: str) -> Callable[[Path, Run], str | None]:
+    """The error's `program ...` hint (between backticks) splits, as a shell would, into arguments
+    one of which is `token` (TMP replaced) or a path under it: it can be pasted."""
+    def check(tmp: Path, run: Run) -> str | None:
+        want = sub(token, tmp)
+        hints = [h for h in re.findall(r"`([^`]*)`", run.stderr) if h.startswith(program + " ")]
+        if not hints:
+            return f"no `{program} ...` hint in the error"
+        try:
+            args = shlex.split(hints[0])
+        except ValueError as exc:
+            return f"the hint does not parse as a shell command ({exc}): {hints[0]}"
+        if any(a == want or a.startswith(want + "/") for a in args):
+            return None
+        return f"pasted, the hint does not pass {want!r} as one argument: {args}"
     return check
 
 
@@ -744,6 +763,11 @@ CASES: list[Case] = [
     Case("env-cuda-home-broken-nvcc-build", "env", build(), env={"CUDA_HOME": f"{TMP}/cuda"},
          setup=fake_nvcc("echo 'nvcc: error while loading shared libraries' >&2; exit 127"),
          must_name=("fwd_hdim64_fp16_sm80",), code=1),
+    Case("env-rerun-hint-quoted", "env", build("--nvcc-flag", "-DX=a b"), env={"CUDA_HOME": f"{TMP}/cuda"},
+         setup=fake_nvcc("echo 'nvcc: error while loading shared libraries' >&2; exit 127"),
+         must_name=("fwd_hdim64_fp16_sm80", "rerun"), code=1, check=pasteable("flashbuild", "--nvcc-flag=-DX=a b"),
+         waiting="lead: item 9 (Plan.command() shell-quoted: in the working tree, not yet committed)",
+         input="a failing build with --nvcc-flag '-DX=a b': its rerun hint, pasted"),
     Case("env-cuda-home-nvcc-directory-doctor", "env", ("doctor",), env={"CUDA_HOME": f"{TMP}/cuda"},
          setup=mkdir("cuda/bin/nvcc"), must_name=("CUDA_HOME", "not a file"), code=1),
     Case("env-cuda-home-nvcc-not-executable", "env", ("doctor",), env={"CUDA_HOME": f"{TMP}/cuda"},
@@ -773,6 +797,14 @@ CASES: list[Case] = [
     Case("cache-root-other-owner", "cache", build(), setup=steps(mkdir("cache"),
                                                                   lambda tmp: os.chown(tmp / "cache", 65534, 65534)),
          must_name=("FLASHBUILD_CACHE_DIR",), needs="root", input="cache root owned by uid 65534"),
+    Case("cache-root-world-writable-hint-quoted", "cache", build(), env={"FLASHBUILD_CACHE_DIR": f"{TMP}/my cache"},
+         setup=mkdir("my cache", 0o777), must_name=("FLASHBUILD_CACHE_DIR",), check=pasteable("chmod", f"{TMP}/my cache"),
+         waiting="lead: item 9 (cache.py's `chmod 700 ROOT` hint is not shell-quoted)",
+         input="cache root 'my cache' mode 777: its chmod hint, pasted"),
+    Case("cache-entry-symlink-hint-quoted", "cache", build(), env={"FLASHBUILD_CACHE_DIR": f"{TMP}/my cache"},
+         setup=symlinked_build, must_name=("symbolic link",), check=pasteable("rm", f"{TMP}/my cache"),
+         waiting="lead: item 9 (cache.py's `rm ENTRY` hint is not shell-quoted)",
+         input="cache 'my cache' whose entry is a symlink: its rm hint, pasted"),
     Case("cache-entry-symlink-build", "cache", build(), setup=symlinked_build, must_name=("symbolic link",),
          subprocess=True, input="the build's cache entry is a symlink to a build elsewhere"),
     Case("cache-entry-world-writable", "cache", build(), setup=chmod_build(0o777), must_name=("writ",),
