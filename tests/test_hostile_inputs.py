@@ -766,7 +766,6 @@ CASES: list[Case] = [
     Case("env-rerun-hint-quoted", "env", build("--nvcc-flag", "-DX=a b"), env={"CUDA_HOME": f"{TMP}/cuda"},
          setup=fake_nvcc("echo 'nvcc: error while loading shared libraries' >&2; exit 127"),
          must_name=("fwd_hdim64_fp16_sm80", "rerun"), code=1, check=pasteable("flashbuild", "--nvcc-flag=-DX=a b"),
-         waiting="lead: item 9 (Plan.command() shell-quoted: in the working tree, not yet committed)",
          input="a failing build with --nvcc-flag '-DX=a b': its rerun hint, pasted"),
     Case("env-cuda-home-nvcc-directory-doctor", "env", ("doctor",), env={"CUDA_HOME": f"{TMP}/cuda"},
          setup=mkdir("cuda/bin/nvcc"), must_name=("CUDA_HOME", "not a file"), code=1),
