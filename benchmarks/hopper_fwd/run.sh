@@ -1,8 +1,10 @@
 #!/bin/bash
-# One device call: build every variant on all cores, check, then bench; logs and JSON under $OUT.
+# One device call: build every variant on all cores, check, then bench; logs and JSON under $OUT
+# (at most 8 files: gpu.txt, {build,check,bench}.{json,log}, sanitize.txt).
 # From the repository root on the nvidia-h200 machine (carry .device/hopper_fwd: the CUTLASS headers):
 #   bash benchmarks/hopper_fwd/run.sh [HARNESS ARGS...]      e.g. --variants main,features --reps 30
 # Each phase is its own process under a timeout, so that a hung kernel costs its phase, not the call.
+# SANITIZE=v1,v2 adds a compute-sanitizer memcheck of those variants' checks (shapes up to 300 rows).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/hopper_fwd_out}
@@ -18,12 +20,19 @@ timeout 330 $H build --out "$OUT" --jobs "$(nproc)" "$@" 2>&1 | tail -40
 rc=$?; echo "== build rc $rc at $(( $(date +%s) - t0 )) s"
 [ $rc -ne 0 ] && exit $rc
 
-timeout "${CHECK_TIMEOUT:-150}" $H check --out "$OUT" "$@" > "$OUT/check.txt" 2>&1
+timeout "${CHECK_TIMEOUT:-150}" $H check --out "$OUT" "$@" > /tmp/check.txt 2>&1
 rc=$?; echo "== check rc $rc at $(( $(date +%s) - t0 )) s"
-grep -E "^FAIL|^ERROR|checks:" "$OUT/check.txt" | head -40
-[ $rc -eq 124 ] && { echo "check timed out (hang?); last lines:"; tail -5 "$OUT/check.txt"; exit 124; }
+grep -E "^FAIL|^ERROR|checks:" /tmp/check.txt | head -40
+[ $rc -eq 124 ] && { echo "check timed out (hang?); last lines:"; tail -5 /tmp/check.txt; exit 124; }
 
-timeout "${BENCH_TIMEOUT:-200}" $H bench --out "$OUT" "$@" > "$OUT/bench.txt" 2>&1
+timeout "${BENCH_TIMEOUT:-200}" $H bench --out "$OUT" "$@" > /tmp/bench.txt 2>&1
 rc=$?; echo "== bench rc $rc at $(( $(date +%s) - t0 )) s"
-grep -E "refused" "$OUT/bench.txt" | head -5
-sed -n '/^| variant/,$p' "$OUT/bench.txt"
+grep -E "refused" /tmp/bench.txt | head -5
+sed -n '/^| variant/,$p' /tmp/bench.txt
+
+if [ -n "$SANITIZE" ]; then
+  timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    $H check --out /tmp/sanitize --only "$SANITIZE" --max-seqlen 300 "$@" > "$OUT/sanitize.txt" 2>&1
+  rc=$?; echo "== memcheck rc $rc at $(( $(date +%s) - t0 )) s"
+  grep -E "ERROR SUMMARY|checks:|Invalid|^FAIL" "$OUT/sanitize.txt" | head -12
+fi

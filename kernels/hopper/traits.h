@@ -49,8 +49,8 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // block_n / 2 floats, P block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups
 // each gets 240 registers, so hdim 256 takes block_n = 64 (O alone is 128 registers). Shared
 // memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q and O
-// (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and store O from
-// registers (OStore below).
+// (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in Q's
+// (OStore below).
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
 //   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
@@ -87,8 +87,9 @@ CUTE_HOST_DEVICE constexpr auto k_major_smem_atom() {
 // How O leaves the CTA. kTma: through its own shared-memory buffer (stmatrix, one TMA store that
 // clips rows past seqlen_q), or through sQ's buffer when no other fits, which then holds the next
 // tile's Q back until the store has read it. kDirect: from registers to global memory (two
-// elements per store, rows predicated), so sQ is free as soon as the last S is computed.
-// kAuto: kTma when a buffer of its own fits, else kDirect (measured: benchmarks/hopper_fwd).
+// elements per store, rows predicated), so sQ is free as soon as the last S is computed; measured
+// slower all the same (hdim 256 causal 4-9%, hdim 128 with a buffer of its own ~10%:
+// benchmarks/hopper_fwd/README.md), so kAuto is kTma and kDirect is kept for sweeps.
 enum class OStore : int { kAuto, kTma, kDirect };
 
 // Named barriers of the kernel (ids after CUTLASS's reserved ones; the hardware has 16).
@@ -153,7 +154,7 @@ struct FwdTraits {
       SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
   static constexpr bool kOBufferFits = !fwd_o_aliases_q(kHeadDim, kBlockM, kBlockN, kStages);
-  static constexpr bool kStoreOTma = kOStore_ == OStore::kTma || (kOStore_ == OStore::kAuto && kOBufferFits);
+  static constexpr bool kStoreOTma = kOStore_ != OStore::kDirect;
   static constexpr bool kOAliasesQ = kStoreOTma && !kOBufferFits;  // sO is sQ's buffer
   static constexpr bool kOwnOBuffer = kStoreOTma && kOBufferFits;
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
