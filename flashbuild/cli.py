@@ -8,6 +8,7 @@ Data goes to stdout, progress and logs to stderr.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 
@@ -611,7 +612,7 @@ def clean(keys, remove_all):
         raise click.UsageError(f"name the builds to remove or pass --all (cached: {', '.join(builds) or 'none'})")
     unknown = [k for k in keys if k not in builds]
     if unknown:
-        raise click.UsageError(f"no cached build {', '.join(unknown)} in {env.cache_dir()} "
+        raise click.UsageError(f"no cached build {', '.join(shlex.quote(k) for k in unknown)} in {env.cache_dir()} "
                                f"(cached: {', '.join(builds) or 'none'}); see `flashbuild list`")
     chosen = list(builds.values()) if remove_all else [builds[k] for k in keys]
     for b in chosen:

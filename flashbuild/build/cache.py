@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -90,7 +91,7 @@ def cache_root(create: bool = True) -> Path:
     problem = ownership_problem(root, root.stat())
     if problem:
         raise SelectionError(f"{source} {root}: refusing a cache that others could write into: {problem}; "
-                             f"`chmod 700 {root}` if it is yours, else {_fix_root(root)}")
+                             f"`chmod 700 {shlex.quote(str(root))}` if it is yours, else {_fix_root(root)}")
     if not os.access(root, os.W_OK | os.X_OK):
         raise SelectionError(f"{source} {root}: not writable by you; {_fix_root(root)}")
     return root
@@ -132,14 +133,14 @@ def prepare_build_dir(build_dir: Path, *, in_cache: bool, flag: str = "--build-d
         return build_dir
     if stat.S_ISLNK(info.st_mode) and in_cache:
         raise SelectionError(f"{where} is a symbolic link: flashbuild never builds or imports through one; "
-                             f"remove it (`rm {build_dir}`) and rerun")
+                             f"remove it (`rm {shlex.quote(str(build_dir))}`) and rerun")
     if stat.S_ISLNK(info.st_mode):
         info = build_dir.stat()
     if not stat.S_ISDIR(info.st_mode):
         raise SelectionError(f"{where}: not a directory; remove it or choose another {flag if not in_cache else 'cache dir'}")
     problem = ownership_problem(build_dir, info)
     if problem:
-        fix = f"`flashbuild clean {build_dir.name}` or remove it" if in_cache else f"choose a directory of your own for {flag}"
+        fix = f"`flashbuild clean {shlex.quote(build_dir.name)}` or remove it" if in_cache else f"choose a directory of your own for {flag}"
         raise SelectionError(f"{where}: refusing a build dir that others could write into: {problem}; {fix}")
     if not os.access(build_dir, os.W_OK | os.X_OK):
         raise SelectionError(f"{where}: not writable by you (read-only?); "
@@ -158,7 +159,7 @@ def check_loadable(extension: Path) -> None:
         problem = ownership_problem(path, info)
         if problem:
             raise BuildError(f"refusing to import {extension}: its {what} {path}: {problem}; remove the build dir "
-                             f"(`flashbuild clean {extension.parent.name}` or rm -r) and rebuild")
+                             f"(`flashbuild clean {shlex.quote(extension.parent.name)}` or rm -r) and rebuild")
 
 
 @contextlib.contextmanager

@@ -143,6 +143,9 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
         raise SelectionError(f"--jobs {jobs}: must be at least 1; use --jobs {env.default_jobs()} or leave it out")
     for flag in nvcc_flags:
         _refuse_unsafe("--nvcc-flag", flag)
+        if not flag.strip():
+            raise SelectionError(f"--nvcc-flag {shlex.quote(flag)}: an empty flag would reach nvcc as an empty "
+                                 f"argument; give a flag such as --nvcc-flag=-DFOO=1 or leave it out")
     if build_dir is not None:
         _refuse_unsafe("--build-dir", str(build_dir))
     if launcher:
@@ -257,6 +260,13 @@ def make_plan(selection: Selection, options: BuildOptions) -> Plan:
                 jobs=options.jobs or env.default_jobs(), nvcc=nvcc, versions=found_versions)
 
 
+def _unused_cuda_home(nvcc: env.Found) -> str:
+    """Why a CUDA_HOME / CUDA_PATH that is set was passed over for this nvcc, or ''."""
+    if nvcc.source == "CUDA_HOME" or not (os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")):
+        return ""
+    return f"; not CUDA_HOME: {nvcc.reason}"
+
+
 def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     """The --dry-run text: the tree, the TUs (with their family for our kernels), files to render,
     what compiles for which arch, where, how many jobs."""
@@ -271,7 +281,8 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
         f"  jobs       {plan.jobs}" + ("" if plan.options.jobs else
                                         f" (min of {env.cpu_count()} cores and "
                                         f"{(memory or 0) / env.GIB:.1f} GiB available / 4 GiB per TU)"),
-        f"  nvcc       {plan.nvcc.path} ({plan.versions['nvcc']}, from {plan.nvcc.source})" if plan.nvcc
+        f"  nvcc       {plan.nvcc.path} ({plan.versions['nvcc']}, from {plan.nvcc.source}{_unused_cuda_home(plan.nvcc)})"
+        if plan.nvcc
         else "  nvcc       MISSING: install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (see flashbuild doctor)",
         f"  features   {features_line(plan.selection, profile)}",
     ]
