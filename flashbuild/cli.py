@@ -567,6 +567,8 @@ def list_(as_json):
                      "direction": list(v.DIRECTIONS), "causal": list(v.CAUSAL_MODES), "features": list(v.FEATURES)},
             "implemented_directions": list(v.implemented_directions()),
             "families": families,
+            "head_dim_notes": [{"direction": d, "arch": a, "hdim": h, "note": n}
+                               for (d, a, h), n in v.HEAD_DIM_NOTES.items()],
             "cache_dir": str(env.cache_dir()),
             "builds": [{"key": b.key, "path": str(b.path), "variants": b.variants, "size_bytes": b.size_bytes,
                         "has_extension": b.has_extension, "problems": list(b.problems)} for b in builds],
@@ -588,6 +590,8 @@ def list_(as_json):
     for f in families:
         if f["note"]:
             click.echo(f"  note: {f['direction']} on {f['arch']}: {f['note']}")
+    for (direction, arch, hdim), note in v.HEAD_DIM_NOTES.items():
+        click.echo(f"  note: {direction} on {arch}, hdim {hdim}: {note}")
     click.echo(f"cached builds in {env.cache_dir()}:")
     if not builds:
         click.echo("  none")

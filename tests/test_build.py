@@ -148,7 +148,10 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"from templates/{direction}_instantiate.cu.j2" in out
         assert f"obj/{direction}_hdim64_fp16_sm90.o" in out
         assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
-    assert "ampere; no Hopper family yet" in out
+    families = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
+    assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls")  # the Ampere fallback named
+    assert families["bwd_hdim64_fp16_sm90"].startswith("ampere; no Hopper backward yet")
+    assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
     assert "compile 12 kernel TUs:" in out  # each plain TU and its local+softcap TU
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
@@ -405,8 +408,10 @@ def test_list_shows_the_space_and_the_cache(cache):
     data = json.loads(run_cli("list", "--json").stdout)
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert data["axes"]["features"] == ["local", "softcap"]
-    assert {"direction": "fwd", "arch": "sm90", "family": "ampere",
-            "note": "no Hopper family yet: the Ampere-path kernel compiled for sm_90a"} in data["families"]
+    assert {"direction": "bwd", "arch": "sm90", "family": "ampere",
+            "note": "no Hopper backward yet: the Ampere-path kernel compiled for sm_90a"} in data["families"]
+    assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
+    assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == [32]
     assert [(b["key"], b["variants"], b["has_extension"]) for b in data["builds"]] == [
         ("sm90-fp16-h64-fwd-c01-aaaaaaaa", 1, True)]
 

@@ -67,17 +67,32 @@ FAMILIES = {
     "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
                      {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h",
                       "splitkv": "ampere/splitkv_launch.h"}),
+    "hopper": Family("hopper", "wgmma, TMA, warp-specialized producer and ping-pong consumers, "
+                               "persistent scheduler; sm_90a",
+                     {"fwd": "hopper/fwd_launch.h"}),
 }
 
-# Which family serves (direction, arch). No Hopper family exists yet, so sm90 compiles the
-# Ampere path for sm_90a; FAMILY_NOTES says so in the plan.
+# Which family serves (direction, arch). The Hopper family has a forward only: sm90's backward and
+# split-KV still compile the Ampere path for sm_90a, and FAMILY_NOTES says so in the plan.
 FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
-}
+} | {("fwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
-    (direction, "sm90"): "no Hopper family yet: the Ampere-path kernel compiled for sm_90a"
-    for direction in ("fwd", "bwd", "splitkv")
+    ("bwd", "sm90"): "no Hopper backward yet: the Ampere-path kernel compiled for sm_90a",
+    ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a",
+    ("fwd", "sm90"): "varlen calls and tensors TMA cannot address (pointers or strides not 16-byte multiples) "
+                     "run on the Ampere-path kernel compiled into the same TU",
 }
+# Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h).
+HEAD_DIM_NOTES = {
+    ("fwd", "sm90", 32): "head dim 32 has no Hopper tile: the Ampere-path kernel compiled for sm_90a "
+                         "(inside the Hopper TU)",
+}
+
+
+def family_note(direction: str, arch: str, hdim: int) -> str | None:
+    """What the plan and `list` say about who serves this variant, beyond its family's name."""
+    return HEAD_DIM_NOTES.get((direction, arch, hdim)) or FAMILY_NOTES.get((direction, arch))
 
 
 def implemented_directions() -> tuple[str, ...]:
@@ -159,7 +174,7 @@ class Variant:
 
     @property
     def family_note(self) -> str | None:
-        return FAMILY_NOTES.get((self.direction, self.arch))
+        return family_note(self.direction, self.arch, self.hdim)
 
     @classmethod
     def from_name(cls, name: str) -> "Variant":
