@@ -303,6 +303,22 @@ void check_cu_seqlens(const at::Tensor& cu, const char* name, const at::Tensor& 
               cu.scalar_type(), " ", cu.sizes(), " on ", cu.device(), "); convert with .to(torch.int32).to(q.device)");
 }
 
+// A varlen call's offsets describe its packed tensor: they start at 0, never decrease, end inside the
+// tensor's `total` rows, and no sequence is longer than max_seqlen (the grid is sized by it: longer
+// rows would go unwritten). One device-to-host copy of four numbers per tensor, for an error here
+// instead of reads past the tensor or unwritten output rows.
+void check_offsets(const at::Tensor& cu, const char* name, int64_t total, int64_t max_seqlen, const char* max_name) {
+  const int64_t n = cu.size(0);
+  const at::Tensor lengths = cu.narrow(0, 1, n - 1) - cu.narrow(0, 0, n - 1);
+  const at::Tensor facts = at::stack({cu[0], lengths.min(), lengths.max(), cu[n - 1]}).to(at::kLong).cpu();
+  const int64_t* f = facts.data_ptr<int64_t>();
+  TORCH_CHECK(f[0] == 0 && f[1] >= 0 && f[3] <= total, "flashbuild: ", name, " must start at 0, never decrease and "
+              "end at most at the packed tensor's ", total, " rows; got first ", f[0], ", last ", f[3],
+              ", shortest sequence ", f[1]);
+  TORCH_CHECK(f[2] <= max_seqlen, "flashbuild: ", max_name, " is ", max_seqlen, " but ", name, " holds a sequence of ",
+              f[2], "; pass ", max_name, "=", f[2], " (the longest sequence) or more");
+}
+
 void check_varlen_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
               "flashbuild: varlen q, k, v must be 3-D (total_tokens, nheads, head_dim); got ", q.sizes(), ", ",
@@ -352,6 +368,8 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q_in);
   TORCH_CHECK(cu_seqlens_q.size(0) == cu_seqlens_k.size(0), "flashbuild: cu_seqlens_q and cu_seqlens_k must have "
               "the same length (batch + 1); got ", cu_seqlens_q.size(0), " and ", cu_seqlens_k.size(0));
+  check_offsets(cu_seqlens_q, "cu_seqlens_q", q_in.size(0), max_seqlen_q, "max_seqlen_q");
+  check_offsets(cu_seqlens_k, "cu_seqlens_k", k_in.size(0), max_seqlen_k, "max_seqlen_k");
   const Call c = resolve("fwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k);
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
@@ -386,6 +404,17 @@ void check_index(const at::Tensor& t, const char* name, const at::Tensor& q, int
               " with batch = ", q.size(0), " (q's); got ", t.sizes());
   TORCH_CHECK(t.stride(-1) == 1, "flashbuild: ", name, " must be contiguous; call .contiguous() first (got strides ",
               t.strides(), ")");
+}
+
+// The values of an index tensor lie in [lo, hi]: a row index or key count outside its cache would make
+// the kernels read (and an append write) past the cache. One device-to-host copy of two numbers: the
+// price of an error here instead of an illegal address that poisons the process.
+void check_values(const at::Tensor& t, const char* name, int64_t lo, int64_t hi, const char* meaning) {
+  if (t.numel() == 0) { return; }
+  const auto [low, high] = at::aminmax(t);
+  const int64_t min = low.item<int64_t>(), max = high.item<int64_t>();
+  TORCH_CHECK(min >= lo && max <= hi, "flashbuild: ", name, " must lie in ", lo, "..", hi, " (", meaning,
+              "); got values from ", min, " to ", max);
 }
 
 // What the checks of a KV-cache call found out about its cache.
@@ -453,6 +482,14 @@ CacheShape check_kvcache_args(const at::Tensor& q, const at::Tensor& k_cache, co
     TORCH_CHECK(k.size(1) <= g.capacity, "flashbuild: k and v append ", k.size(1), " keys per row, more than the "
                 "cache holds (", g.capacity, " positions); make the cache larger");
     g.seqlen_new = int(k.size(1));
+  }
+
+  if (a.cache_batch_idx) {
+    check_values(*a.cache_batch_idx, "cache_batch_idx", 0, k_cache.size(0) - 1, "rows of k_cache");
+  }
+  if (a.cache_seqlens) {
+    check_values(*a.cache_seqlens, "cache_seqlens", 0, g.capacity - g.seqlen_new,
+                 g.seqlen_new ? "keys already in each row, leaving room for the appended k" : "keys in each cache row");
   }
 
   TORCH_CHECK(a.rotary_cos.has_value() == a.rotary_sin.has_value(), "flashbuild: rotary embedding needs both "
@@ -679,6 +716,10 @@ std::vector<at::Tensor> mha_varlen_bwd(const at::Tensor& dout, const at::Tensor&
   check_varlen_qkv(q, k, v);
   check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q);
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q);
+  TORCH_CHECK(cu_seqlens_q.size(0) == cu_seqlens_k.size(0), "flashbuild: cu_seqlens_q and cu_seqlens_k must have "
+              "the same length (batch + 1); got ", cu_seqlens_q.size(0), " and ", cu_seqlens_k.size(0));
+  check_offsets(cu_seqlens_q, "cu_seqlens_q", q.size(0), max_seqlen_q, "max_seqlen_q");
+  check_offsets(cu_seqlens_k, "cu_seqlens_k", k.size(0), max_seqlen_k, "max_seqlen_k");
   return bwd_impl("mha_varlen_bwd", dout, q, k, v, out, lse, causal, softmax_scale, &cu_seqlens_q, &cu_seqlens_k,
                   int(max_seqlen_q), int(max_seqlen_k), f);
 }
