@@ -1,0 +1,303 @@
+"""Shards: one selection's TUs split over n machines, balanced by compile cost, each machine
+compiling its part into an artifact directory (objects + manifest.json) that `flashbuild link`
+puts back together.
+
+Every shard machine computes the same split on its own (no coordinator): the costs come from a
+file all shards are given (`--costs`: a .ninja_log of an earlier build, or JSON {TU name: seconds}),
+else from a fixed per-kind estimate. The split is greedy longest-first onto the least-loaded shard,
+ties broken by name and index, so it is deterministic; the manifest records it and its digest, so
+a shard that split differently is caught at link time, by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import __version__, env
+from ..build import builder, cache, graph, render
+from ..build.plan import Plan
+from ..errors import BuildError, SelectionError
+from ..sources import profile as profiles
+from ..sources.units import Unit
+
+MANIFEST = "manifest.json"
+FORMAT = "flashbuild-shard/1"
+# Seconds per TU on one core of the 2-core dev machine, the mean of every TU measured in
+# benchmarks/build_cost/README.md (fp16, causal, sm86/sm90, hdim 64-256): fwd 39.4 s (10 TUs),
+# splitkv 40.7 s (6), bwd 54.5 s (10). A TU with features compiled in took 1.03x its plain twin on
+# average (13 pairs; 0.90x to 1.49x). Head dim is not modelled: its spread within a kind was smaller
+# than the machine's noise. Only ratios matter for the split; the seconds are printed as estimates.
+ESTIMATE_SECONDS = {"fwd": 39.4, "splitkv": 40.7, "bwd": 54.5}
+FEATURE_FACTOR = 1.03
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    index: int  # 1-based, as the user writes it: --shard 2/4
+    count: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> ShardSpec:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not match:
+        raise SelectionError(f"--shard {text!r}: expected I/N, the shard's 1-based index and the shard count; "
+                             f"use --shard 1/4")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise SelectionError(f"--shard {text}: the index must be 1 to {max(count, 1)} and the count at least 1; "
+                             f"use --shard 1/{max(count, 1)}")
+    return ShardSpec(index, count)
+
+
+# ---------------------------------------------------------------- costs and the split
+
+def estimate(unit: Unit) -> float:
+    return ESTIMATE_SECONDS.get(unit.direction, max(ESTIMATE_SECONDS.values())) * \
+        (FEATURE_FACTOR if unit.features else 1.0)
+
+
+def read_costs(path: Path) -> dict[str, float]:
+    """TU name -> seconds from a .ninja_log (its obj/NAME.o entries, the latest of each) or a JSON
+    object. Raises SelectionError naming the file and what it found."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SelectionError(f"--costs {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}); give a "
+                             f".ninja_log of an earlier build or a JSON object of TU name -> seconds") from None
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SelectionError(f"--costs {path}: not valid JSON ({exc}); fix it") from None
+        bad = [k for k, s in data.items() if isinstance(s, bool) or not isinstance(s, (int, float)) or s < 0]
+        if bad:
+            raise SelectionError(f"--costs {path}: {bad[0]}: expected seconds (a number >= 0), found "
+                                 f"{data[bad[0]]!r}; fix it")
+        return {str(k): float(s) for k, s in data.items()}
+    costs = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if line.startswith("#") or len(fields) < 4 or not (fields[0].isdigit() and fields[1].isdigit()):
+            continue
+        name = graph_name(fields[3])
+        if name:
+            costs[name] = (int(fields[1]) - int(fields[0])) / 1000.0
+    if not costs:
+        raise SelectionError(f"--costs {path}: no compile times in it (expected a .ninja_log with obj/NAME.o entries "
+                             f"or a JSON object); give the .ninja_log of an earlier build of this selection")
+    return costs
+
+
+def graph_name(output: str) -> str | None:
+    """'obj/fwd_hdim64_fp16_sm90.o' -> 'fwd_hdim64_fp16_sm90' (None for other outputs)."""
+    match = re.fullmatch(r"obj/(.+)\.o", output)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class Split:
+    shards: tuple[tuple[str, ...], ...]   # TU names per shard, shard 1 first
+    seconds: tuple[float, ...]            # each shard's cost
+    source: str                           # where the costs came from
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.shards).encode()).hexdigest()[:16]
+
+
+def split(units: Iterable[Unit], count: int, costs: dict[str, float] | None = None, source: str = "estimate") -> Split:
+    """Longest first onto the least-loaded shard. A TU the costs do not name gets the estimate."""
+    costs = costs or {}
+    cost = {u.name: costs.get(u.name, estimate(u)) for u in units}
+    order = sorted(cost, key=lambda name: (-cost[name], name))
+    shards: list[list[str]] = [[] for _ in range(count)]
+    loads = [0.0] * count
+    for name in order:
+        target = min(range(count), key=lambda i: (loads[i], i))
+        shards[target].append(name)
+        loads[target] += cost[name]
+    return Split(tuple(tuple(sorted(s)) for s in shards), tuple(round(s, 1) for s in loads), source)
+
+
+def find_costs(plan: Plan, given: str | None) -> tuple[dict[str, float], str]:
+    """The costs to split by: --costs, else the .ninja_log of an earlier build in this build dir
+    when it times every TU of the plan, else the estimate. A partial log (say, of another shard
+    built here) would split differently from the shards that did not see it, so it is not used."""
+    if given:
+        path = Path(given).expanduser()
+        return read_costs(path), f"--costs {path}"
+    found = plan.build_dir / ".ninja_log"
+    if found.is_file():
+        try:
+            costs = read_costs(found)
+        except SelectionError:
+            costs = {}
+        if all(u.name in costs for u in plan.units):
+            return costs, f"ninja log {found}"
+    return {}, "estimate"
+
+
+def describe_split(result: Split, shard: ShardSpec | None = None) -> str:
+    lines = [f"split of {sum(len(s) for s in result.shards)} TUs over {len(result.shards)} shards "
+             f"(costs: {result.source}; longest shard {max(result.seconds):.0f} s, total {sum(result.seconds):.0f} s):"]
+    for i, (names, seconds) in enumerate(zip(result.shards, result.seconds), 1):
+        mark = " <- this machine" if shard and shard.index == i else ""
+        lines.append(f"  shard {i}/{len(result.shards)}  {seconds:6.0f} s  {len(names)} TUs: "
+                     f"{', '.join(names) or 'none'}{mark}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the tree and the toolkit
+
+def _hash_files(digest, root: Path, paths: Iterable[Path]) -> None:
+    for path in sorted(paths):
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+
+
+def tree_digest(plan: Plan) -> str:
+    """A digest of every source the build reads that is not in the toolkit: our kernels/ and
+    templates/ (or an external tree's include dirs and API sources), and the profile."""
+    digest = hashlib.sha256()
+    profile = plan.profile
+    if profile.builtin:
+        for sub in ("kernels", "templates"):
+            base = env.repo_root() / sub
+            _hash_files(digest, env.repo_root(), base.rglob("*"))
+    else:
+        root = builder.tree_root(plan)
+        for sub in profile.include_dirs:
+            _hash_files(digest, root, (root / sub).rglob("*"))
+        _hash_files(digest, root, (root / s for s in profile.api_sources))
+        _hash_files(digest, env.repo_root(), (env.templates_dir() / "profiles").rglob("*"))
+    digest.update(profile.path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def toolkit(plan: Plan, tools: graph.Toolchain) -> dict[str, str]:
+    """The versions beside plan.versions that change an object: CUTLASS."""
+    cutlass = next((d for d in tools.include_dirs if (d / "cutlass" / "version.h").is_file()), None)
+    return {"cutlass": env.cutlass_version(cutlass) if cutlass else "missing"}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------- building one shard
+
+@dataclass(frozen=True)
+class ShardPlan(Plan):
+    """A plan whose units are one shard's: build.ninja and the progress hold only those."""
+
+    shard_units: tuple[Unit, ...] = ()
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        return self.shard_units
+
+
+def shard_plan(plan: Plan, names: Iterable[str]) -> ShardPlan:
+    chosen = set(names)
+    fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
+    return ShardPlan(**fields, shard_units=tuple(u for u in plan.units if u.name in chosen))
+
+
+def default_artifact_dir(plan: Plan, shard: ShardSpec, cell: str | None) -> Path:
+    return Path("flashbuild-artifacts") / f"{cell or plan.key}-shard-{shard.index}-of-{shard.count}"
+
+
+def build_shard(plan: Plan, shard: ShardSpec, *, costs: str | None, artifact_dir: Path | None,
+                cell: str | None = None, config: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """Compile this machine's shard of the plan and write its artifact dir; returns (dir, manifest)."""
+    plan = dataclasses.replace(plan, options=dataclasses.replace(plan.options, compile_only=True))
+    tools = builder.toolchain(plan)
+    found, source = find_costs(plan, costs)
+    result = split(plan.units, shard.count, found, source)
+    builder.log(describe_split(result, shard))
+    mine = shard_plan(plan, result.shards[shard.index - 1])
+    builder.prepare(mine)
+    with builder.build_lock(mine.build_dir):
+        with cache.private_umask():
+            render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                                context=builder.tree_context(plan))
+            (plan.build_dir / "obj").mkdir(exist_ok=True, mode=cache.PRIVATE_DIR)
+            render.write_if_different(plan.build_dir / "build.ninja", builder.ninja_text(mine, tools, None))
+        output, timings = builder.run_ninja(mine)
+        if output.failed:
+            raise BuildError(output.summary(plan.build_dir / "build.log", shard_command(plan, shard, cell, config)))
+        builder.log(builder.timings_table(timings, output.wall_seconds))
+        target = artifact_dir or default_artifact_dir(plan, shard, cell)
+        manifest = shard_manifest(plan, tools, shard, result, mine.units, cell=cell, config=config)
+        write_artifact(plan, target, manifest)
+    return target, manifest
+
+
+def shard_command(plan: Plan, shard: ShardSpec, cell: str | None, config: str | None) -> str:
+    import shlex
+
+    if cell and config:
+        return shlex.join(["flashbuild", "build", "--config", config, "--cell", cell, "--shard", shard.label])
+    return f"{plan.command()} --shard {shard.label}"
+
+
+def extra_objects(plan: Plan) -> list[str]:
+    """Generated TUs beside the units (an external tree's stubs): every shard compiles them."""
+    return [render.MISSING_TU] if plan.missing else []
+
+
+def shard_manifest(plan: Plan, tools: graph.Toolchain, shard: ShardSpec, result: Split, units: Iterable[Unit], *,
+                   cell: str | None, config: str | None) -> dict[str, Any]:
+    selection, flags = plan.selection, plan.options.flags
+    names = [u.name for u in units]
+    objects = {name: sha256(plan.build_dir / graph.object_path(name)) for name in names + extra_objects(plan)}
+    return {
+        "format": FORMAT, "flashbuild": __version__, "key": plan.key, "module_name": plan.module_name,
+        "cell": cell, "config": config, "command": shard_command(plan, shard, cell, config),
+        "selection": {"hdim": list(selection.hdims), "dtype": list(selection.dtypes), "arch": list(selection.archs),
+                      "direction": list(selection.directions), "causal": selection.causal_mode,
+                      "features": list(selection.features), "profile": selection.profile},
+        "cli_args": selection.cli_args(),
+        "flags": {"debug": flags.debug, "lineinfo": flags.lineinfo, "nvcc_flags": list(flags.nvcc_flags)},
+        "versions": plan.versions, "toolkit": toolkit(plan, tools), "tree_digest": tree_digest(plan),
+        "python": sys.version.split()[0],
+        "variants": [u.name for u in plan.units],
+        "shard": {"index": shard.index, "count": shard.count},
+        "split": {"costs": result.source, "digest": result.digest, "shards": [list(s) for s in result.shards],
+                  "seconds": list(result.seconds)},
+        "units": names, "extra_objects": extra_objects(plan), "objects": objects,
+    }
+
+
+def write_artifact(plan: Plan, target: Path, manifest: dict[str, Any]) -> None:
+    """objects (and their depfiles) + manifest.json. The dir is meant for upload, so it gets the
+    user's umask, not the cache's 0700; link checks every object's digest before using it."""
+    if target.exists() and not target.is_dir():
+        raise SelectionError(f"--artifact-dir {target}: exists and is not a directory; choose another path")
+    if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).is_file():
+        raise SelectionError(f"--artifact-dir {target}: not empty and not a flashbuild artifact; choose an empty "
+                             f"or new directory")
+    obj = target / "obj"
+    if obj.is_dir():
+        shutil.rmtree(obj)
+    obj.mkdir(parents=True)
+    for name in manifest["objects"]:
+        source = plan.build_dir / graph.object_path(name)
+        shutil.copyfile(source, obj / source.name)
+        depfile = source.with_name(source.name + ".d")
+        if depfile.is_file():
+            shutil.copyfile(depfile, obj / depfile.name)
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
