@@ -1,0 +1,199 @@
+"""Shards and link (flashbuild/ci/shard.py, link.py): the cost-balanced split, shard artifacts built
+end to end over real ninja and the stand-in nvcc of tests/helpers.py, and every check `flashbuild
+link` makes before linking: a mismatch names the shard and the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flashbuild.build import builder, graph
+from flashbuild.ci import link as linking, shard as sharding
+from flashbuild.errors import BuildError, SelectionError
+from flashbuild.selection.variants import select
+from helpers import make_fake_cuda, run_cli
+
+SELECTION = ["--hdim", "64,128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd,bwd", "--causal", "both",
+             "--no-local"]  # 16 TUs: fwd/bwd x 2 hdims x causal both x plain/softcap
+
+
+def units(**selection):
+    plan = builder.make_plan(select(**selection), builder.BuildOptions())
+    return plan.units
+
+
+# ---------------------------------------------------------------- the split
+
+def test_the_split_puts_each_tu_in_one_shard_balanced_by_cost():
+    tus = units(hdim="64,128", dtype="fp16,bf16", arch="sm90", direction="fwd,bwd,splitkv")
+    result = sharding.split(tus, 4)
+    names = [n for shard in result.shards for n in shard]
+    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48
+    assert max(result.seconds) - min(result.seconds) <= sharding.ESTIMATE_SECONDS["bwd"] * sharding.FEATURE_FACTOR
+    assert sharding.split(tus, 4) == result  # every machine computes the same split
+
+
+def test_the_estimate_orders_kinds_as_measured():
+    by_name = {u.name: sharding.estimate(u) for u in units(hdim=64, dtype="fp16", arch="sm90", causal="off")}
+    assert by_name["bwd_hdim64_fp16_sm90"] > by_name["splitkv_hdim64_fp16_sm90"] > by_name["fwd_hdim64_fp16_sm90"]
+    assert by_name["fwd_hdim64_fp16_sm90_local_softcap"] > by_name["fwd_hdim64_fp16_sm90"]
+
+
+def test_measured_costs_change_the_split(tmp_path):
+    tus = units(hdim=64, dtype="fp16", arch="sm90", direction="fwd", features=[])  # 2 TUs
+    log = tmp_path / ".ninja_log"
+    log.write_text("# ninja log v7\n0\t90000\t1\tobj/fwd_hdim64_fp16_causal_sm90.o\tabc\n"
+                   "0\t1000\t1\tobj/fwd_hdim64_fp16_sm90.o\tdef\n0\t5\t1\tobj/flash_api.o\t1\n")
+    costs = sharding.read_costs(log)
+    assert costs == {"fwd_hdim64_fp16_causal_sm90": 90.0, "fwd_hdim64_fp16_sm90": 1.0, "flash_api": 0.005}
+    result = sharding.split(tus, 2, costs, "log")
+    assert result.seconds == (90.0, 1.0)
+    (tmp_path / "c.json").write_text('{"fwd_hdim64_fp16_sm90": "slow"}')
+    with pytest.raises(SelectionError, match=r"fwd_hdim64_fp16_sm90: expected seconds .* found 'slow'"):
+        sharding.read_costs(tmp_path / "c.json")
+
+
+@pytest.mark.parametrize("text", ["3", "0/4", "5/4", "1/0", "a/b", ""])
+def test_a_bad_shard_is_refused_with_the_form(text):
+    with pytest.raises(SelectionError, match=r"--shard .*use --shard 1/"):
+        sharding.parse_shard(text)
+
+
+# ---------------------------------------------------------------- shards end to end (stand-in nvcc)
+
+@pytest.fixture
+def fake_cuda(tmp_path, fake_root, cache, monkeypatch) -> Path:
+    home = make_fake_cuda(tmp_path)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))
+    return home
+
+
+def build_shards(tmp_path: Path, count: int, *extra: str) -> list[Path]:
+    out = []
+    for i in range(1, count + 1):
+        target = tmp_path / f"art{i}"
+        result = run_cli(*SELECTION, *extra, "--shard", f"{i}/{count}", "--artifact-dir", str(target))
+        assert result.exit_code == 0, result.output
+        assert f"shard {i}/{count} of " in result.stdout
+        out.append(target)
+    return out
+
+
+def compiled(log: Path) -> list[str]:
+    """The TU names the stand-in nvcc compiled (the -o of each kernel compile)."""
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    return [Path(c[c.index("-o") + 1]).stem for c in calls if "-c" in c]
+
+
+def test_each_shard_compiles_only_its_part_and_writes_objects_and_a_manifest(tmp_path, fake_cuda):
+    artifacts = build_shards(tmp_path, 3)
+    manifests = [json.loads((a / "manifest.json").read_text()) for a in artifacts]
+    units_per_shard = [m["units"] for m in manifests]
+    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"]) and len(manifests[0]["variants"]) == 16
+    assert sorted(compiled(tmp_path / "nvcc.log")) == sorted(manifests[0]["variants"])  # nothing compiled twice
+    first = manifests[0]
+    assert first["shard"] == {"index": 1, "count": 3} and first["split"]["costs"] == "estimate"
+    assert first["versions"]["nvcc"].startswith("13.0") and first["toolkit"]["cutlass"] != "missing"
+    assert first["selection"]["features"] == ["softcap"] and first["flags"]["nvcc_flags"] == []
+    assert len(first["tree_digest"]) == 16
+    for artifact, manifest in zip(artifacts, manifests):
+        assert sorted(p.stem for p in (artifact / "obj").glob("*.o")) == sorted(manifest["units"])
+
+
+def test_link_checks_then_stops_where_torch_has_no_cuda(tmp_path, fake_cuda, monkeypatch):
+    from flashbuild import env
+
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
+    artifacts = build_shards(tmp_path, 2)
+    result = run_cli("link", *map(str, artifacts))
+    assert result.exit_code == 1
+    assert "checked 2 shards of sm90-fp16-h64+128-fwd+bwd-c01-fS-" in result.stderr
+    assert "they fit, but cannot link the extension: torch 2.13.0+cpu has no CUDA" in result.stderr
+    assert "install a CUDA build of torch" in result.stderr and "Traceback" not in result.output
+
+
+def edit_manifest(artifact: Path, change) -> None:
+    path = artifact / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m["flags"].update(nvcc_flags=["-DX=1"]), "shard 3/3 (art3) does not fit shard 1/3 (art1): "
+                                                        "flags.nvcc_flags differs"),
+    (lambda m: m["versions"].update(torch="2.11.0+cu130"), "versions.torch differs (\"2.11.0+cu130\" vs"),
+    (lambda m: m["toolkit"].update(cutlass="3.9.0"), "toolkit.cutlass differs"),
+    (lambda m: m.update(tree_digest="0" * 16), "tree_digest differs"),
+    (lambda m: m["split"].update(digest="x", costs="--costs other.json"), "split differs (its costs: --costs "
+                                                                          "other.json"),
+    (lambda m: m["shard"].update(index=1), "shard 1/3 given twice"),
+    (lambda m: m.update(units=m["units"] + ["fwd_hdim64_fp16_sm90"]), "fwd_hdim64_fp16_sm90 is in two shards"),
+])
+def test_a_shard_that_does_not_fit_is_named_with_the_field(tmp_path, fake_cuda, change, words):
+    artifacts = build_shards(tmp_path, 3)
+    edit_manifest(artifacts[2], change)
+    result = run_cli("link", *map(str, artifacts))
+    assert result.exit_code == 1, result.output
+    assert words in result.stderr.replace(f"{tmp_path}/", ""), result.stderr
+
+
+def test_missing_shards_tampered_objects_and_odd_dirs_are_named(tmp_path, fake_cuda):
+    artifacts = build_shards(tmp_path, 3)
+    missing = run_cli("link", str(artifacts[0]), str(artifacts[2]))
+    assert "missing shard 2/3 of sm90-fp16-h64+128-fwd+bwd-c01-fS-" in missing.stderr
+    assert "--shard 2/3` and link all 3" in missing.stderr
+    obj = next((artifacts[1] / "obj").glob("*.o"))
+    obj.write_bytes(b"tampered")
+    tampered = run_cli("link", *map(str, artifacts))
+    assert f"shard 2/3 ({artifacts[1]}): obj/{obj.name} is not the object its manifest hashed" in tampered.stderr
+    (tmp_path / "empty").mkdir()
+    odd = run_cli("link", str(tmp_path / "empty"))
+    assert odd.exit_code == 1 and "no manifest.json, so not a shard artifact" in odd.stderr
+
+
+def test_link_refuses_a_machine_whose_tree_differs(tmp_path, fake_cuda, fake_root):
+    artifacts = build_shards(tmp_path, 2)
+    header = fake_root / "kernels" / "ampere" / "bwd_launch.h"
+    header.write_text(header.read_text() + "// edited after the shards were built\n")
+    result = run_cli("link", *map(str, artifacts))
+    assert result.exit_code == 1
+    assert "this machine does not fit the shards: tree_digest is" in result.stderr
+
+
+def test_linked_shards_equal_a_one_machine_build(tmp_path, fake_cuda, monkeypatch):
+    """With a CUDA torch (stood in for: the link spec and the host compiler are the stand-in nvcc),
+    the link runs the same binding and link commands over the same objects as a one-machine build."""
+    api = tmp_path / "flash_api.cpp"
+    api.write_text("// the binding\n")
+    monkeypatch.setattr(builder, "why_no_link", lambda options: "--compile-only" if options.compile_only else "")
+    monkeypatch.setattr(builder, "torch_link_spec", lambda plan: graph.LinkSpec(
+        module_name=plan.module_name, cxx=fake_cuda / "bin" / "nvcc", cxx_std="c++20", include_dirs=(),
+        defines=("-DTORCH_EXTENSION_NAME=" + plan.module_name,), torch_lib=Path("/torch/lib"), api_sources=(api,)))
+    artifacts = build_shards(tmp_path, 4)
+    log = tmp_path / "nvcc.log"
+    log.unlink()
+    linked = run_cli("link", *map(str, artifacts), "--build-dir", str(tmp_path / "linked"))
+    assert linked.exit_code == 0, linked.output
+    assert compiled(log) == ["flash_api"]  # the binding only: no kernel TU compiled again
+    link_calls = [json.loads(line) for line in log.read_text().splitlines()]
+    one = run_cli(*SELECTION, "--build-dir", str(tmp_path / "one"))
+    assert one.exit_code == 0, one.output
+    calls = [json.loads(line) for line in log.read_text().splitlines()][len(link_calls):]
+
+    def link_line(all_calls, build_dir):
+        (call,) = [c for c in all_calls if "-shared" in c]
+        return [a.replace(str(build_dir), "BUILD") for a in call]
+
+    assert link_line(link_calls, tmp_path / "linked") == link_line(calls, tmp_path / "one")
+    assert [line for line in linked.stdout.splitlines() if line.startswith("module")] == \
+           [line.replace("holds", "module") for line in one.stdout.splitlines() if line.startswith("module")]
+    manifest = json.loads((tmp_path / "linked" / "manifest.json").read_text())
+    assert manifest["extension"] and len(manifest["linked_from"]) == 4
+    assert (tmp_path / "linked" / manifest["extension"]).is_file()
+    for name in manifest["variants"]:
+        assert (tmp_path / "linked" / "obj" / f"{name}.o").read_bytes() == \
+               (tmp_path / "one" / "obj" / f"{name}.o").read_bytes()
