@@ -27,7 +27,7 @@ from ..build import builder, cache, graph, processes, render
 from ..build.plan import Plan
 from ..errors import BuildError
 from ..sources import profile as profiles
-from . import shard as sharding
+from . import launcher as launchers, shard as sharding
 
 # What every shard must agree on: a difference in any of them means objects built differently.
 # The key and module name come last: they follow from the others, which say what differs.
@@ -213,6 +213,7 @@ def link(paths: list[Path], *, build_dir: Path | None = None, jobs: int | None =
         nvcc_flags=tuple(manifest["flags"]["nvcc_flags"]), build_dir=build_dir, jobs=jobs, verbose=verbose,
         launcher=launcher)
     plan = builder.make_plan(selection, options)
+    launchers.apply(options.launcher, plan.build_dir, builder.tree_root(plan))
     tools = builder.toolchain(plan)
     check_here(plan, tools, first)
     builder.log(f"{len(ordered)} shards of {plan.key} fit: {len(manifest['variants'])} TUs, each once")

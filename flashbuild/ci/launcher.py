@@ -1,0 +1,33 @@
+"""Compiler caches as the --launcher (ccache, sccache): what they need to hit across build dirs.
+
+Both cache nvcc compiles with the build's `-MD -MF $out.d` (measured with ccache 4.14.2 and sccache
+0.16.0 on nvcc 13.0: the depfile of a cache hit names the new object, so ninja's deps stay right).
+But flashbuild passes absolute paths (`-I<build dir>/generated`, the generated .cu) and ccache hashes
+the working directory of an nvcc compile, so by default a fresh build dir at another path misses.
+For ccache, CCACHE_BASEDIR (paths under it become relative) and CCACHE_NOHASHDIR fix that; they are
+set here as defaults, never over a value the user set. sccache has no such switch for nvcc's
+device steps (its cicc step misses at another path): give CI a fixed --build-dir path instead.
+docs/ci.md has the measurements.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_environment(launcher: str | None, build_dir: Path, tree: Path) -> dict[str, str]:
+    """The environment defaults that let `launcher` hit across build dirs under one base dir."""
+    if not launcher or Path(launcher).name != "ccache":
+        return {}
+    base = Path(os.path.commonpath([Path(build_dir).absolute(), Path(tree).absolute()]))
+    if base == Path(base.anchor):  # ccache's docs: never / (system headers would be rewritten too)
+        return {}
+    return {"CCACHE_BASEDIR": str(base), "CCACHE_NOHASHDIR": "1"}
+
+
+def apply(launcher: str | None, build_dir: Path, tree: Path) -> dict[str, str]:
+    """Set the defaults in this process's environment (ninja inherits it); returns what was set."""
+    added = {k: v for k, v in cache_environment(launcher, build_dir, tree).items() if k not in os.environ}
+    os.environ.update(added)
+    return added
