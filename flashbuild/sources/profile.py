@@ -54,6 +54,21 @@ class Generated:
     file: str
     template: str
     replaces: str | None = None
+    # A Python file the tree imports (e.g. flash-attn 3's generated flash_attn_config.py): rendered
+    # next to the extension, in the build dir that goes first on the import path; `file` is then
+    # "../name" (relative to generated/, where render writes).
+    beside_extension: bool = False
+
+
+@dataclass(frozen=True)
+class Support:
+    """A source of the tree compiled as its own TU in every build (e.g. flash-attn 3's scheduler
+    kernel), or only when the build holds all of `needs` (features)."""
+
+    file: str                        # relative to the tree
+    name: str                        # the TU's stem in the build (never the tree file's own name)
+    template: str
+    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,12 @@ class Profile:
     features: tuple[str, ...] = ()
     feature_mode: str = "variants"
     disable_defines: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # which selected features multiply the TUs of each direction (one TU per on/off combination;
+    # empty: none do), and the combinations that are never a TU of their own (the tree folds them
+    # into another)
+    feature_tus: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
+    feature_excludes: tuple[tuple[str, ...], ...] = ()
+    support: tuple[Support, ...] = ()
     # what a build renders
     instantiations: dict[str, Instantiation] = field(default_factory=dict, hash=False, compare=False)
     generated: tuple[Generated, ...] = ()
@@ -104,6 +125,9 @@ class Profile:
     defines: tuple[str, ...] = ()
     adapter: str = BUILTIN            # how test/bench call a build (flashbuild.debug.adapters)
     tests: TestNames | None = None    # how the tree's own tests name dtype, head dim and features
+    cutlass_env: str | None = None   # an environment variable that points elsewhere (e.g. FLASHBUILD_FA3_CUTLASS)
+    cutlass_version: str | None = None  # the CUTLASS the tree pins, "4.3" or "4.3.4": checked before compiling
+    cutlass_pin: str = ""            # how the tree pins it, for the error (e.g. its submodule commit)
 
     @property
     def builtin(self) -> bool:
@@ -181,6 +205,11 @@ def read_profile(path: Path) -> Profile:
     include_dirs = tuple(tree.get("include_dirs", list, "a list of dirs relative to the tree", [], _is_relative))
     cutlass = tree.get("cutlass", str, '"wheel" or a dir relative to the tree', "wheel",
                        lambda v: v == "wheel" or _is_relative(v))
+    cutlass_env = tree.get("cutlass_env", str, "an environment variable name", None,
+                           lambda v: re.fullmatch(r"[A-Z_][A-Z0-9_]*", v) is not None)
+    cutlass_version = tree.get("cutlass_version", str, 'a version like "4.3" or "4.3.4"', None,
+                               lambda v: re.fullmatch(r"\d+\.\d+(\.\d+)?", v) is not None)
+    cutlass_pin = tree.get("cutlass_pin", str, "a string", "")
     kernels_need_torch = tree.get("kernels_need_torch", bool, "true or false", False)
     python_path = tuple(tree.get("python_path", list, "a list of dirs relative to the tree", [], _is_relative))
     python_package = tree.get("python_package", str, "a module name", None, lambda v: v.isidentifier())
@@ -216,6 +245,17 @@ def read_profile(path: Path) -> Profile:
         raise feats.error("disable", "feature = \"MACRO_NAME\" for features listed in names", disable)
     if feature_mode == "defines" and set(features) - set(disable):
         raise feats.error("disable", f"a define for every feature ({', '.join(features)})", disable)
+    # Mode "defines" with `tus` (flash-attn 3): besides the defines of the features left out, each
+    # selected feature that makes TUs of a direction doubles them (one TU with it, one without).
+    tus = feats.get("tus", dict, "a table of direction = [features that make TUs of it]", {})
+    if any(d not in directions or not isinstance(v, list) or set(v) - set(features) for d, v in tus.items()) \
+            or (tus and feature_mode != "defines"):
+        raise feats.error("tus", 'direction = [feature, ...] over axes.direction and features.names (mode "defines")',
+                          tus)
+    feature_tus = {d: tuple(f for f in features if f in tus[d]) for d in directions if d in tus}
+    excludes = feats.get("exclude", list, "a list of lists of features never combined in one TU", [],
+                         lambda v: isinstance(v, list) and len(v) > 1 and set(v) <= set(features))
+    feature_excludes = tuple(tuple(v) for v in excludes)
     feats.done()
 
     inst = top.sub("instantiation")
@@ -233,9 +273,21 @@ def read_profile(path: Path) -> Profile:
     generated = []
     for i, item in enumerate(top.get("generated", list, "a list of tables", [], lambda v: isinstance(v, dict))):
         one = _Reader(path, item, f"generated[{i}].")
-        generated.append(Generated(one.get("file", str, "a file name", ..., lambda v: _is_str(v) and "/" not in v),
+        beside = one.get("beside_extension", bool, "true or false", False)
+        name = one.get("file", str, "a file name (or package/module.py beside the extension)", ...,
+                       lambda v: _is_relative(v) and (beside or "/" not in v))
+        generated.append(Generated("../" + name if beside else name,
                                    one.get("template", str, "a template", ..., _is_relative),
-                                   one.get("replaces", str, "a path relative to the tree", None, _is_relative)))
+                                   one.get("replaces", str, "a path relative to the tree", None, _is_relative),
+                                   beside))
+        one.done()
+    support = []
+    for i, item in enumerate(top.get("support", list, "a list of tables", [], lambda v: isinstance(v, dict))):
+        one = _Reader(path, item, f"support[{i}].")
+        support.append(Support(one.get("file", str, "a path relative to the tree", ..., _is_relative),
+                               one.get("name", str, "a TU name", ..., lambda v: v.isidentifier()),
+                               one.get("template", str, "a template", ..., _is_relative),
+                               tuple(one.get("needs", list, "a list of features", [], lambda v: v in features))))
         one.done()
     missing_template = top.get("missing_template", str, "a template", None, _is_relative)
 
@@ -264,10 +316,12 @@ def read_profile(path: Path) -> Profile:
     top.done()
     return Profile(
         name=path.stem, path=path, description=description, required=required, include_dirs=include_dirs,
-        cutlass=cutlass, kernels_need_torch=kernels_need_torch, python_path=python_path,
+        cutlass=cutlass, cutlass_env=cutlass_env, cutlass_version=cutlass_version, cutlass_pin=cutlass_pin,
+        kernels_need_torch=kernels_need_torch, python_path=python_path,
         python_package=python_package, extension=extension, api_sources=api_sources, hdims=hdims, dtypes=dtypes,
         directions=directions, archs=tuple(gencodes), gencodes=dict(gencodes), causal=causal,
         arch_in_name=arch_in_name, features=features, feature_mode=feature_mode, disable_defines=dict(disable),
+        feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support),
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
         nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
 
@@ -329,8 +383,9 @@ def check_tree(profile: Profile, root: Path) -> None:
     missing = [rel for rel in profile.required if not (root / rel).is_file()]
     missing += [rel for rel in profile.api_sources if not (root / rel).is_file() and rel not in missing]
     missing_dirs = [rel for rel in profile.include_dirs if not (root / rel).is_dir()]
-    if profile.cutlass != "wheel" and not (root / profile.cutlass / "cutlass" / "cutlass.h").is_file():
-        missing.append(f"{profile.cutlass}/cutlass/cutlass.h (profile key tree.cutlass)")
+    missing += [s.file + " (profile key support.file)" for s in profile.support if not (root / s.file).is_file()]
+    no_cutlass = profile.cutlass != "wheel" and cutlass_override(profile) is None \
+        and not (root / profile.cutlass / "cutlass" / "cutlass.h").is_file()
     replaced = [g.replaces for g in profile.generated if g.replaces and not (root / g.replaces).is_file()]
     problems = []
     if missing:
@@ -341,11 +396,57 @@ def check_tree(profile: Profile, root: Path) -> None:
                         f"(profile key tree.include_dirs)")
     if replaced:
         problems.append(f"no {', '.join(replaced)} to overlay (profile key generated.replaces)")
+    if no_cutlass:
+        problems.append(f"missing file {profile.cutlass}/cutlass/cutlass.h (profile key tree.cutlass"
+                        + (f"; or set {profile.cutlass_env} to a CUTLASS include dir)" if profile.cutlass_env else ")"))
     if problems:
         raise SelectionError(f"--source {root} does not match profile {profile.name} ({profile.path}): "
                              f"{'; '.join(problems)}; check that --source is the tree's root and that its release "
                              f"has this layout")
+    check_cutlass(profile, root)
+
+
+def cutlass_override(profile: Profile) -> Path | None:
+    """The CUTLASS include dir the profile's environment variable names, if it is set."""
+    value = os.environ.get(profile.cutlass_env, "") if profile.cutlass_env else ""
+    return Path(value).expanduser().resolve() if value.strip() else None
 
 
 def cutlass_include(profile: Profile, root: Path) -> Path | None:
-    return env.cutlass_include_dir() if profile.cutlass == "wheel" else root / profile.cutlass
+    if profile.cutlass == "wheel":
+        return env.cutlass_include_dir()
+    return cutlass_override(profile) or root / profile.cutlass
+
+
+def cutlass_version_of(include: Path) -> str | None:
+    """"4.3.4" from include/cutlass/version.h, or None when it cannot be read."""
+    try:
+        text = (include / "cutlass" / "version.h").read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define\s+CUTLASS_{part}\s+(\d+)", text) for part in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else None
+
+
+def check_cutlass(profile: Profile, root: Path) -> None:
+    """The CUTLASS a tree's build would use is there and is the version the tree pins (when the
+    profile names one): else an error naming what was found, what the tree expects and the fix."""
+    if profile.cutlass == "wheel":
+        return
+    include = cutlass_include(profile, root)
+    where = f"{profile.cutlass_env}={include}" if cutlass_override(profile) else f"{include} (profile key tree.cutlass)"
+    fix = (f"point {profile.cutlass_env} at the include/ dir of CUTLASS {profile.cutlass_version or ''}".rstrip()
+           + (f" ({profile.cutlass_pin})" if profile.cutlass_pin else "")
+           if profile.cutlass_env else "check --source")
+    if not (include / "cutlass" / "cutlass.h").is_file():
+        raise SelectionError(f"CUTLASS for {profile.name}: {where} has no cutlass/cutlass.h; {fix}, e.g. "
+                             f"export {profile.cutlass_env or 'FLASHBUILD_CUTLASS'}=/path/to/cutlass/include")
+    if profile.cutlass_version is None:
+        return
+    found = cutlass_version_of(include)
+    wanted = profile.cutlass_version.split(".")
+    if found is None or found.split(".")[:len(wanted)] != wanted:
+        raise SelectionError(f"CUTLASS for {profile.name}: {where} is CUTLASS "
+                             f"{found or 'of unknown version (no readable cutlass/version.h)'}, and the tree expects "
+                             f"{profile.cutlass_version}{'.x' if len(wanted) == 2 else ''}"
+                             f"{' (' + profile.cutlass_pin + ')' if profile.cutlass_pin else ''}; {fix}")

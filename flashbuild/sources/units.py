@@ -5,6 +5,7 @@ which get stubs that fail with a clear error instead of an undefined symbol."""
 from __future__ import annotations
 
 import itertools
+import shlex
 from dataclasses import dataclass
 
 from ..selection.variants import Selection, Variant, feature_suffix
@@ -25,6 +26,10 @@ class Unit:
     archs: tuple[str, ...]
     features: tuple[str, ...] = ()
     variant: Variant | None = None  # the built-in profile's variant (its family, its template arguments)
+    source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
 
     @property
     def cutlass_type(self) -> str:
@@ -33,8 +38,11 @@ class Unit:
     def describe(self) -> str:
         if self.variant is not None:
             return self.variant.describe()
+        if self.source is not None:
+            return f"the tree's {self.source}, {'+'.join(self.archs)}"
         causal = {None: "causal and not", True: "causal", False: "not causal"}[self.causal]
-        return f"{self.direction}, hdim {self.hdim}, {self.dtype}, {causal}, {'+'.join(self.archs)}"
+        with_features = f", with {'+'.join(self.features)}" if self.features else ""
+        return f"{self.direction}, hdim {self.hdim}, {self.dtype}, {causal}, {'+'.join(self.archs)}{with_features}"
 
 
 def _name(profile: Profile, direction: str, hdim: int, dtype: str, causal: bool | None, arch: str,
@@ -53,6 +61,8 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
                             profile.instantiations[v.direction].template, v.direction, v.hdim, v.dtype, v.causal,
                             (v.arch,), v.features, v))
         return tuple(out)
+    if profile.feature_tus:
+        return _combination_units(selection, profile)
     causal_values = selection.causal if profile.causal == "tu" else (None,)
     arch_groups = [(a,) for a in selection.archs] if profile.arch_in_name else [selection.archs]
     out = []
@@ -83,7 +93,93 @@ def missing(selection: Selection, profile: Profile) -> tuple[Missing, ...]:
     selected head dims and dtypes: the tree's API references them all) that no unit instantiates."""
     if profile.missing_template is None:
         return ()
+    if profile.feature_tus:
+        return missing_kernels(selection, profile)
     built = {(u.direction, u.hdim, u.dtype, u.causal) for u in units(selection, profile)}
     causal_values = (False, True) if profile.causal == "tu" else (None,)
     return tuple(Missing(d, h, t, c) for d, h, t, c in itertools.product(
         profile.directions, selection.hdims, selection.dtypes, causal_values) if (d, h, t, c) not in built)
+
+
+# ---------------------------------------------------------------- features that make TUs (flash-attn 3)
+
+def feature_combinations(profile: Profile, direction: str, features: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Every on/off combination of `features` that makes a TU of `direction` (the profile's
+    features.tus), in the tree's order, without those features.exclude folds into another TU."""
+    axis = [f for f in profile.feature_tus.get(direction, ()) if f in features]
+    out = []
+    for on in itertools.product((False, True), repeat=len(axis)):
+        combination = tuple(f for f, flag in zip(axis, on) if flag)
+        if not any(set(rule) <= set(combination) for rule in profile.feature_excludes):
+            out.append(combination)
+    return out
+
+
+def _combination_units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
+    """One TU per direction x head dim x dtype x arch x combination of the selected features (causal is
+    decided inside each TU), then the tree's support TUs the selection needs."""
+    out = []
+    for direction, hdim, dtype, arch in itertools.product(selection.directions, selection.hdims, selection.dtypes,
+                                                          selection.archs):
+        for combination in feature_combinations(profile, direction, selection.features):
+            out.append(Unit(_name(profile, direction, hdim, dtype, None, arch, combination),
+                            profile.instantiations[direction].template, direction, hdim, dtype, None, (arch,),
+                            combination))
+    for support in profile.support:
+        if set(support.needs) <= set(selection.features):
+            out.append(Unit(support.name, support.template, "support", 0, selection.dtypes[0], None,
+                            tuple(selection.archs), (), source=support.file))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class MissingKernel:
+    """A kernel (direction, head dim, dtype, arch, feature combination) that the tree's API still
+    references and this build leaves out, and why: its head dim, dtype or direction is not in the
+    build. Its stub throws the error that names it and the command that adds it."""
+
+    direction: str
+    hdim: int
+    dtype: str
+    arch: str
+    features: tuple[str, ...]
+    reason: str                   # "hdim", "dtype" or "direction"
+    note: str = ""                # the error of a direction the build leaves out (the others come from the plan)
+    causal: None = None           # decided at runtime inside the kernel (read by code shared with FA2)
+
+    @property
+    def cutlass_type(self) -> str:
+        return CUTLASS_TYPES[self.dtype]
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+
+def missing_kernels(selection: Selection, profile: Profile) -> tuple[MissingKernel, ...]:
+    """What the API of a tree whose features make TUs reaches and no unit instantiates: every direction, head
+    dim and dtype of the profile (the tree's API keeps them all; the features this build compiles
+    out are -D'd out of it too, so only the selected features' combinations are reached)."""
+    built = {(u.direction, u.hdim, u.dtype, u.archs[0], u.features)
+             for u in _combination_units(selection, profile) if u.source is None}
+    out = []
+    for direction, hdim, dtype, arch in itertools.product(profile.directions, profile.hdims, profile.dtypes,
+                                                          selection.archs):
+        reason = ("hdim" if hdim not in selection.hdims else "dtype" if dtype not in selection.dtypes
+                  else "direction")
+        note = ""
+        if reason == "direction":
+            what = {"fwd": "forward", "bwd": "backward"}.get(direction, direction)
+            directions = ",".join(d for d in profile.directions if d in selection.directions or d == direction)
+            note = (f"this flashbuild slice of {profile.name} holds no {what} kernels (it holds "
+                    f"{', '.join(selection.directions)}); rebuild with: "
+                    f"{rebuild_command(selection, direction=directions)}")
+        for combination in feature_combinations(profile, direction, selection.features):
+            if (direction, hdim, dtype, arch, combination) not in built:
+                out.append(MissingKernel(direction, hdim, dtype, arch, combination, reason, note))
+    return tuple(out)
+
+
+def rebuild_command(selection: Selection, **changes) -> str:
+    """The command that builds this selection with some axes changed (the selection's axes only: a
+    build's --nvcc-flag / --build-dir are not repeated), shell-quoted so it pastes."""
+    return shlex.join(["flashbuild", *selection.cli_args(**changes)])

@@ -1,0 +1,297 @@
+"""The flash-attn-3 profile without a compiler: a tiny tree with FlashAttention-3's layout (hopper/ and
+csrc/cutlass/include), the slice's TU names (as hopper/generate_kernels.py names them), what each TU
+instantiates, the stubs for what the tree's API still reaches, the tree's defines for features left
+out, the CUTLASS check, the Python files that make `import flash_attn_3._C` find the build's module,
+and the pytest plugin's view of hopper/test_flash_attn.py's cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flashbuild.build import builder, render, toolchain
+from flashbuild.errors import SelectionError
+from flashbuild.sources import profile as profiles, pytest_slice, units
+from helpers import run_cli
+from upstream import tree_digest
+
+FA3 = profiles.load("flash-attn-3")
+FEATURES = ("paged", "split", "softcap", "packgqa")
+
+# hopper/instantiations/ of flash-attention 0251105a: every sm90 file of head dim 64, fp16 (the
+# *_softcapall_* files only #include two of these, for setup.py's grouping; no hdim64_256/512 here:
+# head-dim-v != head-dim kernels are not an axis of the profile).
+TREE_HDIM64_FP16_SM90 = sorted([
+    "flash_bwd_hdim64_fp16_sm90", "flash_bwd_hdim64_fp16_softcap_sm90",
+    "flash_fwd_hdim64_fp16_packgqa_sm90", "flash_fwd_hdim64_fp16_paged_sm90", "flash_fwd_hdim64_fp16_paged_softcap_sm90",
+    "flash_fwd_hdim64_fp16_paged_split_sm90", "flash_fwd_hdim64_fp16_paged_split_softcap_sm90",
+    "flash_fwd_hdim64_fp16_sm90", "flash_fwd_hdim64_fp16_softcap_packgqa_sm90", "flash_fwd_hdim64_fp16_softcap_sm90",
+    "flash_fwd_hdim64_fp16_split_sm90", "flash_fwd_hdim64_fp16_split_softcap_sm90",
+])
+
+VERSION_H = "#define CUTLASS_MAJOR {0}\n#define CUTLASS_MINOR {1}\n#define CUTLASS_PATCH {2}\n"
+
+
+def fake_fa3_tree(base: Path, cutlass: tuple[int, int, int] = (4, 3, 4)) -> Path:
+    """A tree with flash-attention's hopper/ layout (empty files) and a CUTLASS of the given version."""
+    root = base / "flash-attention"
+    files = [*FA3.required, *FA3.api_sources, *(s.file for s in FA3.support), "csrc/cutlass/include/cutlass/cutlass.h"]
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "csrc/cutlass/include/cutlass/version.h").write_text(VERSION_H.format(*cutlass))
+    return root
+
+
+@pytest.fixture
+def fa3_tree(tmp_path, monkeypatch) -> Path:
+    monkeypatch.delenv("FLASHBUILD_FA3_CUTLASS", raising=False)
+    return fake_fa3_tree(tmp_path)
+
+
+def plan_for(tree: Path, **kwargs):
+    kwargs.setdefault("arch", "sm90")
+    return builder.make_plan(*builder.parse_request(source=tree, profile="flash-attn-3", **kwargs))
+
+
+def texts_of(plan) -> dict[str, str]:
+    return render.render_texts(plan.selection, build_key=plan.key, profile=plan.profile,
+                               context=builder.tree_context(plan))
+
+
+def flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+# ---------------------------------------------------------------- which TUs, named as the tree names them
+
+def test_the_hdim64_fp16_slice_is_the_trees_own_sm90_files_plus_scheduler_and_combine(fa3_tree):
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    kernels = sorted(u.name for u in plan.units if u.source is None)
+    assert kernels == TREE_HDIM64_FP16_SM90
+    support = [(u.name, u.source) for u in plan.units if u.source is not None]
+    assert support == [("flashbuild_prepare_scheduler", "hopper/flash_prepare_scheduler.cu"),
+                       ("flashbuild_fwd_combine", "hopper/flash_fwd_combine.cu")]
+    assert all(u.archs == ("sm90",) for u in plan.units)
+
+
+def test_features_left_out_leave_out_their_tus_and_become_the_trees_defines(fa3_tree):
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="none")
+    assert [u.name for u in plan.units] == ["flash_fwd_hdim64_fp16_sm90", "flash_bwd_hdim64_fp16_sm90",
+                                            "flashbuild_prepare_scheduler"]  # no combine kernel without split
+    assert toolchain.feature_defines(plan) == ["-DFLASHATTENTION_DISABLE_PAGEDKV", "-DFLASHATTENTION_DISABLE_SPLIT",
+                                               "-DFLASHATTENTION_DISABLE_SOFTCAP", "-DFLASHATTENTION_DISABLE_PACKGQA"]
+    softcap = plan_for(fa3_tree, hdim=64, dtype="fp16", features="softcap", direction="fwd,bwd")
+    assert [u.name for u in softcap.units if u.source is None] == [
+        "flash_fwd_hdim64_fp16_sm90", "flash_fwd_hdim64_fp16_softcap_sm90",
+        "flash_bwd_hdim64_fp16_sm90", "flash_bwd_hdim64_fp16_softcap_sm90"]
+    assert "-DFLASHATTENTION_DISABLE_SOFTCAP" not in toolchain.feature_defines(softcap)
+    assert softcap.key != plan.key and softcap.key.startswith("flash-attn-3-sm90-fp16-h64-fwd+bwd-")
+
+
+def test_the_full_tree_of_the_profiles_space_against_one_slice(fa3_tree):
+    """The profile's whole space (sm90, fp16+bf16, 5 head dims, every feature) is the tree's sm90
+    instantiation list; one head dim and dtype is 1/10 of it."""
+    full = plan_for(fa3_tree, hdim="64,96,128,192,256", dtype="fp16,bf16")
+    kernels = [u for u in full.units if u.source is None]
+    assert len(kernels) == 5 * 2 * (10 + 2) == 120
+    assert full.missing == ()  # everything the API reaches is built: no stubs
+    one = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    assert len([u for u in one.units if u.source is None]) == 12
+
+
+@pytest.mark.parametrize("name, args", [
+    ("flash_fwd_hdim64_fp16_sm90", "<90, cutlass::half_t, 64, 64, false, false, false, false>"),
+    ("flash_fwd_hdim64_fp16_packgqa_sm90", "<90, cutlass::half_t, 64, 64, false, false, false, true>"),
+    ("flash_fwd_hdim64_fp16_softcap_packgqa_sm90", "<90, cutlass::half_t, 64, 64, false, false, true, true>"),
+    # GQA is always packed in split and paged kernels: their PackGQA argument is true
+    ("flash_fwd_hdim64_fp16_split_sm90", "<90, cutlass::half_t, 64, 64, true, false, false, true>"),
+    ("flash_fwd_hdim64_fp16_paged_sm90", "<90, cutlass::half_t, 64, 64, false, true, false, true>"),
+    ("flash_fwd_hdim64_fp16_paged_split_softcap_sm90", "<90, cutlass::half_t, 64, 64, true, true, true, true>"),
+])
+def test_each_forward_tu_instantiates_the_trees_template_with_its_features(fa3_tree, name, args):
+    text = texts_of(plan_for(fa3_tree, hdim=64, dtype="fp16", direction="fwd"))[f"{name}.cu"]
+    assert '#include "flash_fwd_launch_template.h"' in text
+    assert f"template void run_mha_fwd_{args}(Flash_fwd_params &params, cudaStream_t stream);" in text
+    assert text.startswith("// Generated by flashbuild ") and "Do not edit." in text.splitlines()[0]
+
+
+def test_backward_and_support_tus(fa3_tree):
+    texts = texts_of(plan_for(fa3_tree, hdim=128, dtype="bf16"))
+    bwd = flat(texts["flash_bwd_hdim128_bf16_softcap_sm90.cu"])
+    assert "void run_mha_bwd_<90, cutlass::bfloat16_t, 128, true>(Flash_bwd_params &params, cudaStream_t stream) { " \
+           "run_mha_bwd_hdim128<90, cutlass::bfloat16_t, true>(params, stream); }" in bwd
+    assert '#include "flash_prepare_scheduler.cu"' in texts["flashbuild_prepare_scheduler.cu"]
+    assert '#include "flash_fwd_combine.cu"' in texts["flashbuild_fwd_combine.cu"]
+
+
+# ---------------------------------------------------------------- what the API reaches and the slice leaves out
+
+def test_stubs_cover_every_kernel_the_api_reaches_and_the_slice_leaves_out(fa3_tree):
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap")
+    # the API (features left out -D'd out of it too): 5 head dims x 2 dtypes x (fwd: 4 split/softcap
+    # combinations, bwd: 2 softcap values), less the 6 kernels built
+    assert len(plan.missing) == 5 * 2 * (4 + 2) - 6
+    assert {m.reason for m in plan.missing if m.hdim == 64} == {"dtype"}
+    assert {m.reason for m in plan.missing if m.hdim != 64} == {"hdim"}
+    stubs = texts_of(plan)[f"{render.MISSING_TU}.cu"]
+    assert stubs.count("template <>") == len(plan.missing)
+    one = flat(stubs[stubs.index("run_mha_fwd_<90, cutlass::half_t, 128, 128, true, false, true, true>"):])
+    one = one[:one.index("}")]
+    assert "flashbuild_head_dim_miss(params.d, \" runs on the hdim-128 kernel, which this flashbuild slice of " \
+           "flash-attn-3 does not hold (it holds 64 (head dims 1-64)); rebuild with: flashbuild --source " in one
+    assert "--profile flash-attn-3 --hdim 64,128 --dtype fp16" in one and "--features split,softcap" in one
+    assert "dtype bf16: this flashbuild slice of flash-attn-3 holds fp16 only; rebuild with: " in stubs
+    assert "--dtype fp16,bf16" in stubs
+
+
+def test_a_direction_left_out_is_a_stub_naming_the_fix(fa3_tree):
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="none", direction="fwd")
+    bwd = [m for m in plan.missing if m.direction == "bwd" and m.hdim == 64 and m.dtype == "fp16"]
+    assert [m.reason for m in bwd] == ["direction"]
+    assert "holds no backward kernels (it holds fwd); rebuild with: flashbuild --source" in bwd[0].note
+    assert "--direction fwd,bwd" in bwd[0].note
+    stubs = texts_of(plan)[f"{render.MISSING_TU}.cu"]
+    assert "void run_mha_bwd_<90, cutlass::half_t, 64, false>(Flash_bwd_params& params, cudaStream_t)" in stubs
+
+
+def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
+    result = run_cli("--source", str(fa3_tree), "--profile", "flash-attn-3", "--hdim", "64", "--dtype", "fp16",
+                     "--arch", "sm90", "--dry-run")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "plan: flash-attn-3 at" in out
+    assert re.search(r"flash_fwd_hdim64_fp16_paged_split_softcap_sm90\.cu +from templates/profiles/flash-attn-3/fwd\.cu\.j2", out)
+    assert "../flash_attn_3/__init__.py" in out and "../flash_attn_config.py" in out
+    assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 108 combinations" in out
+    assert "compile 15 kernel TUs:" in out  # 12 instantiations, scheduler, combine, stubs
+
+
+# ---------------------------------------------------------------- CUTLASS: found, and the version the tree pins
+
+def test_a_missing_cutlass_is_an_error_before_compiling(fa3_tree, cache):
+    (fa3_tree / "csrc/cutlass/include/cutlass/cutlass.h").unlink()
+    result = run_cli("--source", str(fa3_tree), "--profile", "flash-attn-3", "--hdim", "64", "--arch", "sm90")
+    assert result.exit_code == 2, result.output
+    assert "csrc/cutlass/include/cutlass/cutlass.h (profile key tree.cutlass; or set FLASHBUILD_FA3_CUTLASS" \
+           in result.stderr
+    assert not cache.exists()
+
+
+def test_a_cutlass_of_another_version_is_an_error_naming_both(tmp_path, monkeypatch, cache):
+    monkeypatch.delenv("FLASHBUILD_FA3_CUTLASS", raising=False)
+    tree = fake_fa3_tree(tmp_path, cutlass=(3, 9, 2))
+    result = run_cli("--source", str(tree), "--profile", "flash-attn-3", "--hdim", "64", "--arch", "sm90")
+    assert result.exit_code == 2, result.output
+    assert "is CUTLASS 3.9.2, and the tree expects 4.3.x (flash-attention 0251105a pins csrc/cutlass at " \
+           "7127592069c2, CUTLASS 4.3.4); point FLASHBUILD_FA3_CUTLASS at the include/ dir of CUTLASS 4.3" \
+           in result.stderr
+    assert not cache.exists()
+
+
+def test_flashbuild_fa3_cutlass_points_elsewhere(tmp_path, monkeypatch):
+    tree = fake_fa3_tree(tmp_path, cutlass=(3, 9, 2))
+    pinned = tmp_path / "cutlass-4.3.4" / "include"
+    (pinned / "cutlass").mkdir(parents=True)
+    (pinned / "cutlass" / "cutlass.h").write_text("")
+    (pinned / "cutlass" / "version.h").write_text(VERSION_H.format(4, 3, 4))
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(pinned))
+    plan = plan_for(tree, hdim=64, dtype="fp16")
+    assert profiles.cutlass_include(plan.profile, tree) == pinned.resolve()
+    (pinned / "cutlass" / "version.h").write_text("// no version here\n")
+    with pytest.raises(SelectionError, match=r"FLASHBUILD_FA3_CUTLASS=.* is CUTLASS of unknown version"):
+        plan_for(tree, hdim=64, dtype="fp16")
+
+
+# ---------------------------------------------------------------- the Python side: flash_attn_3._C from the build
+
+def _ok():
+    from flashbuild.build.ninja_output import NinjaOutput
+    out = NinjaOutput()
+    out.finish(0)
+    return out
+
+
+def test_the_build_dir_holds_the_config_and_a_package_whose_C_is_the_builds(fa3_tree, cache, monkeypatch):
+    """Render a build (ninja replaced): the tree is untouched, flash_attn_config.py and flash_attn_3/
+    land in the build dir, and with it first on the path `import flash_attn_3._C` finds the build's
+    module (a stand-in _C.py here) while the rest of the package is the tree's."""
+    (fa3_tree / "hopper/flash_attn_3/__init__.py").write_text(
+        "from flash_attn_config import *\nimport flash_attn_interface as _flash_attn_interface\n")
+    (fa3_tree / "hopper/flash_attn_3/flash_attn_interface.py").write_text("WHERE = 'tree'\n")
+    (fa3_tree / "hopper/flash_attn_interface.py").write_text("import flash_attn_3._C\nINTERFACE = 'tree'\n")
+    before = tree_digest(fa3_tree)
+    monkeypatch.setattr(builder, "run_ninja", lambda plan: (_ok(), {}))
+    selection, options = builder.parse_request(source=fa3_tree, profile="flash-attn-3", hdim=64, dtype="fp16",
+                                               arch="sm90", features="softcap", compile_only=True)
+    monkeypatch.setattr(builder, "toolchain", lambda plan: toolchain.graph.Toolchain(
+        nvcc=Path("/cuda/bin/nvcc"), include_dirs=(), gencodes=FA3.gencodes))
+    result = builder.build(selection, options)
+    assert tree_digest(fa3_tree) == before
+    build_dir = result.build_dir
+    config = (build_dir / "flash_attn_config.py").read_text()
+    assert '"FLASHATTENTION_DISABLE_SOFTCAP": False' in config and '"FLASHATTENTION_DISABLE_SPLIT": True' in config
+    assert '"FLASHATTENTION_DISABLE_HDIM128": False' in config  # the API rounds to it; its stub says the fix
+    (build_dir / "_C.py").write_text("BUILT = 'build'\n")  # stands in for _C.so
+    script = ("import flash_attn_3, flash_attn_3._C as c, flash_attn_interface as i, flash_attn_3.flash_attn_interface "
+              "as p; print(c.BUILT, c.__file__, flash_attn_3.CONFIG['build_flags']['FLASHATTENTION_DISABLE_SOFTCAP'], "
+              "i.INTERFACE, p.WHERE)")
+    process = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": f"{build_dir}:{fa3_tree / 'hopper'}",
+                                  "PYTHONDONTWRITEBYTECODE": "1"})
+    assert process.returncode == 0, process.stderr
+    built, where, softcap_off, interface, package_module = process.stdout.split()
+    assert (built, Path(where).parent, softcap_off, interface, package_module) == (
+        "build", build_dir, "False", "tree", "tree")
+    manifest = json.loads((build_dir / "manifest.json").read_text())
+    assert manifest["profile"] == "flash-attn-3" and manifest["extension"] is None
+    assert tree_digest(fa3_tree) == before
+
+
+def test_the_package_without_the_tree_on_the_path_says_how_to_run(fa3_tree, cache, monkeypatch):
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="none")
+    render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                        context=builder.tree_context(plan))
+    process = subprocess.run([sys.executable, "-c", "import flash_attn_3"], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(plan.build_dir), "PYTHONDONTWRITEBYTECODE": "1"},
+                             cwd=plan.build_dir.parent)
+    assert process.returncode != 0
+    assert "needs the flash-attention tree's hopper/ on sys.path" in process.stderr
+    assert "flashbuild run --source TREE --profile flash-attn-3" in process.stderr
+
+
+# ---------------------------------------------------------------- the profile's own checks
+
+def test_tus_must_name_features_and_directions_of_the_profile(tmp_path):
+    text = (Path(FA3.path).read_text()
+            .replace('tus = { fwd = ["paged", "split", "softcap", "packgqa"], bwd = ["softcap"] }',
+                     'tus = { fwd = ["paged", "rotary"] }'))
+    path = tmp_path / "fa3-broken.toml"
+    path.write_text(text)
+    with pytest.raises(SelectionError, match=r"key features\.tus: expected direction = \[feature, \.\.\.\]"):
+        profiles.load(path)
+
+
+# ---------------------------------------------------------------- hopper/test_flash_attn.py on a slice
+
+def manifest_for(features):
+    return {"key": "k", "profile": "flash-attn-3", "selection": {"hdim": [64], "dtype": ["fp16"], "features": features}}
+
+
+@pytest.mark.parametrize("params, features, why", [
+    (dict(dtype="torch.float16", d=64, softcap=0.0), [], None),
+    (dict(dtype="torch.float16", d=56, softcap=0.0), [], None),          # rounds up to the hdim-64 kernel
+    (dict(dtype="torch.bfloat16", d=64), [], "dtype bf16"),
+    (dict(dtype="torch.float8_e4m3fn", d=64), [], "dtype torch.float8_e4m3fn"),
+    (dict(dtype="torch.float16", d=96), [], "head dim 96 (the hdim-96 kernel)"),
+    (dict(dtype="torch.float16", d=64, softcap=15.0), [], "softcap (softcap=15.0)"),
+    (dict(dtype="torch.float16", d=64, softcap=15.0), ["softcap"], None),
+])
+def test_the_plugin_keeps_the_cases_an_fa3_slice_serves(params, features, why):
+    assert pytest_slice.serves(params, manifest_for(features), FA3) == why
