@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from flashbuild.build import builder, graph
-from flashbuild.ci import link as linking, shard as sharding
-from flashbuild.errors import BuildError, SelectionError
+from flashbuild.ci import shard as sharding
+from flashbuild.errors import SelectionError
 from flashbuild.selection.variants import select
 from helpers import make_fake_cuda, run_cli
 

@@ -25,7 +25,6 @@ from .. import __version__, env
 from ..build import builder, cache, graph, render
 from ..build.plan import Plan
 from ..errors import BuildError, SelectionError
-from ..sources import profile as profiles
 from ..sources.units import Unit
 
 MANIFEST = "manifest.json"
