@@ -57,7 +57,11 @@ def fa3_tree() -> tuple[Path, Path]:
                     "Dao-AILab/flash-attention and point FLASHBUILD_FA3_SOURCE at its root")
     if not (Path(source) / "hopper" / "flash_api.cpp").is_file():
         pytest.skip(f"FLASHBUILD_FA3_SOURCE={source} has no hopper/flash_api.cpp")
-    return Path(source), Path(cutlass) if cutlass else Path(source) / "csrc" / "cutlass" / "include"
+    include = Path(cutlass) if cutlass else Path(source) / "csrc" / "cutlass" / "include"
+    if not (include / "cutlass" / "cutlass.h").is_file():
+        pytest.skip(f"no CUTLASS at {include} (the csrc/cutlass submodule is not checked out): set "
+                    f"FLASHBUILD_FA3_CUTLASS to the include/ dir of the CUTLASS the tree pins")
+    return Path(source), include
 
 
 def tree_digest(root: Path) -> str:

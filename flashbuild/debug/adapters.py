@@ -4,7 +4,9 @@ LSE, mha_bwd, mha_fwd_kvcache, variants, build_key).
 
 For flash-attn 2 that is flash_attn.flash_attn_func (the backward through its autograd, as users
 call it) and flash_attn.flash_attn_with_kvcache, imported from the tree with the slice's
-flash_attn_2_cuda first on the path (build/loader.py's load_package)."""
+flash_attn_2_cuda first on the path (build/loader.py's load_package). For flash-attn 3 it is
+flash_attn_3's flash_attn_func, _flash_attn_backward and flash_attn_with_kvcache, with the slice's
+_C picked up by the flash_attn_3 package generated into the build dir."""
 
 from __future__ import annotations
 
@@ -88,7 +90,66 @@ class FlashAttn2Slice:
             window_size=(window_size_left, window_size_right), return_softmax_lse=True, **cache)
 
 
-ADAPTERS = {"flash-attn-2": FlashAttn2Slice}
+def fa3_slice_variants(manifest: dict) -> list[Variant]:
+    """The variants a flash-attn 3 build serves, for the checks: each kernel unit decides causal at
+    runtime, so it serves both causal values; local windows are always compiled in (the profile has no
+    switch for them), softcap when the build holds it: the feature variants call the same kernels with
+    windows (and softcap). Support units (scheduler, combine) are no variant."""
+    features = ("local", "softcap") if "softcap" in manifest["selection"]["features"] else ("local",)
+    out = set()
+    for unit in manifest["units"]:
+        if unit["direction"] not in ("fwd", "bwd") or unit["features"]:
+            continue  # a support TU, or the same kernel with paged / split / softcap / packgqa on
+        for arch in unit["archs"]:
+            for causal in (False, True):
+                plain = Variant(unit["direction"], unit["hdim"], unit["dtype"], causal, arch)
+                out.update({plain, Variant(plain.direction, plain.hdim, plain.dtype, causal, arch, features)})
+    return sorted(out, key=Variant.sort_key)
+
+
+class FlashAttn3Slice(FlashAttn2Slice):
+    """Our checks' calls, made through flash-attn 3's Python functions (flash_attn_3 re-exports
+    flash_attn_interface): flash_attn_func for the forward, its _flash_attn_backward op (as the
+    autograd function calls it) for the backward, flash_attn_with_kvcache for cache calls."""
+
+    def __init__(self, package: ModuleType, manifest: dict):
+        self.package = package
+        self.manifest = manifest
+        self.interface = package._flash_attn_interface   # the tree's flash_attn_interface module
+        self.ext = self.interface.flash_attn_3_gpu       # torch.ops.flash_attn_3, registered by the slice's _C
+
+    def variants(self) -> list[str]:
+        return [v.name for v in fa3_slice_variants(self.manifest)]
+
+    def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
+                        **window: Any):
+        out, lse = self.package.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
+                                                softcap=softcap, return_attn_probs=True)
+        return (out, lse) if return_lse else out
+
+    def mha_bwd(self, dout, q, k, v, out, lse, causal: bool = False, softcap: float = 0.0, **window: Any):
+        """dq, dk, dv from the given out and lse, through the op flash_attn_func's autograd calls."""
+        import torch
+
+        left, right = self._window(**window)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        self.interface._flash_attn_backward(dout, q, k, v, out, lse, None, None, None, None, None, None, dq, dk, dv,
+                                            q.shape[-1] ** -0.5, causal, left, right, softcap)
+        return dq, dk, dv
+
+    def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal: bool = False, num_splits: int = 0,
+                        softcap: float = 0.0, window_size_left: int = -1, window_size_right: int = -1, **cache: Any):
+        import torch
+
+        if cache_seqlens is None:
+            cache_seqlens = torch.full((q.shape[0],), k_cache.shape[1], dtype=torch.int32, device=q.device)
+        out, lse, *_ = self.package.flash_attn_with_kvcache(
+            q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal, num_splits=num_splits, softcap=softcap,
+            window_size=(window_size_left, window_size_right), return_softmax_lse=True, **cache)
+        return out, lse
+
+
+ADAPTERS = {"flash-attn-2": FlashAttn2Slice, "flash-attn-3": FlashAttn3Slice}
 
 
 def wrap(adapter: str, package: ModuleType, manifest: dict):
