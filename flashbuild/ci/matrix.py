@@ -98,8 +98,12 @@ class Matrix:
 # ---------------------------------------------------------------- reading the file
 
 def is_matrix_config(name_or_path: str) -> bool:
-    """Whether --config names a matrix (a [matrix] table or [[cells]]) rather than a preset."""
-    data = _read(v.find_config(name_or_path))
+    """Whether --config names a matrix (a [matrix] table or [[cells]]) rather than a preset. A
+    config that cannot be found or read is not one: the preset loader reports it, in its words."""
+    try:
+        data = _read(v.find_config(name_or_path))
+    except SelectionError:
+        return False
     return "matrix" in data or "cells" in data
 
 
@@ -275,6 +279,11 @@ def _shards(value: Any, key: str, where: _Where) -> int:
 
 def load(name_or_path: str) -> Matrix:
     """The cells of a matrix config (a path, or a name in configs/), every value checked."""
+    from .. import env
+
+    problem = env.root_problem()  # a broken FLASHBUILD_ROOT, named as the build names it
+    if problem:
+        raise SelectionError(problem)
     path = v.find_config(name_or_path)
     data = _read(path)
     where = _Where(path)
