@@ -711,8 +711,9 @@ def clean(keys, remove_all):
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
               help="json: a list of cells; github: a GitHub Actions strategy.matrix, one job per cell and shard.")
 def matrix(config, fmt):
-    """The cells of a CI matrix CONFIG (e.g. configs/ci.toml): each cell's name, selection and TU count.
-    Build one with `flashbuild build --config CONFIG --cell NAME [--shard I/N]`."""
+    """The cells of a CI matrix CONFIG, such as configs/ci.toml: name, selection, TU count.
+
+    Build one with `flashbuild build --config CONFIG --cell NAME [--shard I/N]` (docs/ci.md)."""
     from .ci import matrix as matrices
 
     found = matrices.load(config)
