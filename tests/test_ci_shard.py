@@ -197,3 +197,33 @@ def test_linked_shards_equal_a_one_machine_build(tmp_path, fake_cuda, monkeypatc
     for name in manifest["variants"]:
         assert (tmp_path / "linked" / "obj" / f"{name}.o").read_bytes() == \
                (tmp_path / "one" / "obj" / f"{name}.o").read_bytes()
+
+
+def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, fake_cuda, monkeypatch):
+    """A [matrix] with source + profile (a flash-attn 2 layout of empty files): its cells are slices of
+    that tree; each shard compiles its TUs plus the stubs TU (what the slice leaves out), which the link
+    takes once."""
+    from flashbuild import env
+    from test_profiles import fake_fa2_tree
+
+    monkeypatch.delenv("FLASHBUILD_ROOT")
+    tree = fake_fa2_tree(tmp_path)
+    config = tmp_path / "fa2.toml"
+    config.write_text(f'[matrix]\nsource = "{tree}"\nprofile = "flash-attn-2"\nhdim = [64, 128]\ndtype = "fp16"\n'
+                      f'arch = "sm80"\ndirection = "fwd"\ngroup_by = ["hdim"]\nshards = 2\n')
+    cells = json.loads(run_cli("matrix", str(config), "--format", "json").stdout)
+    assert [c["name"] for c in cells] == ["h64", "h128"]
+    assert cells[0]["args"].startswith(f"--source {tree} --profile flash-attn-2 --hdim 64")
+    artifacts = []
+    for i in (1, 2):
+        artifacts.append(tmp_path / f"fa{i}")
+        built = run_cli("build", "--config", str(config), "--cell", "h64", "--shard", f"{i}/2", "--artifact-dir",
+                        str(artifacts[-1]))
+        assert built.exit_code == 0, built.output
+    manifests = [json.loads((a / "manifest.json").read_text()) for a in artifacts]
+    assert [m["extra_objects"] for m in manifests] == [["flashbuild_missing"]] * 2
+    assert sorted(manifests[0]["units"] + manifests[1]["units"]) == sorted(manifests[0]["variants"])
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
+    linked = run_cli("link", *map(str, artifacts))
+    assert "checked 2 shards of flash-attn-2-sm80-fp16-h64-fwd-c01-" in linked.stderr
+    assert "cannot link the extension: torch 2.13.0+cpu has no CUDA" in linked.stderr
