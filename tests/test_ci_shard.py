@@ -227,3 +227,25 @@ def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, 
     linked = run_cli("link", *map(str, artifacts))
     assert "checked 2 shards of flash-attn-2-sm80-fp16-h64-fwd-c01-" in linked.stderr
     assert "cannot link the extension: torch 2.13.0+cpu has no CUDA" in linked.stderr
+
+
+@pytest.mark.compile
+def test_real_nvcc_shards_of_the_synthetic_kernel_fit(tmp_path, fake_root, cache, monkeypatch):
+    """The same with real nvcc (seconds): real objects, the toolkit read from the real CUTLASS."""
+    from flashbuild import env
+
+    if env.find_nvcc() is None:
+        pytest.skip("nvcc not found")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm80,sm90", "--direction", "fwd", "--causal", "off",
+            "--features", "none", "--jobs", "1"]
+    artifacts = []
+    for i in (1, 2):
+        artifacts.append(tmp_path / f"real{i}")
+        built = run_cli(*args, "--shard", f"{i}/2", "--artifact-dir", str(artifacts[-1]))
+        assert built.exit_code == 0, built.output
+        (obj,) = (artifacts[-1] / "obj").glob("*.o")
+        assert obj.read_bytes()[:4] == b"\x7fELF"
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
+    linked = run_cli("link", *map(str, artifacts))
+    assert "they fit, but cannot link the extension: torch 2.13.0+cpu has no CUDA" in linked.stderr

@@ -268,7 +268,8 @@ def _run(plan: Plan) -> None:
     ninja = env.find_ninja()
     if ninja is None:
         raise BuildError("ninja not found (neither the ninja PyPI package nor ninja on PATH): `pip install ninja`")
-    command = [str(ninja), "-C", str(plan.build_dir), "-f", LINK_FILE] + (["-v"] if plan.options.verbose else [])
+    command = [str(ninja), "-C", str(plan.build_dir), "-f", LINK_FILE, "-j", str(plan.jobs)]
+    command += ["-v"] if plan.options.verbose else []
     with cache.private_umask(), processes.signals_raise(), \
             processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               errors="replace") as process:
