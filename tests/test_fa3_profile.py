@@ -24,12 +24,22 @@ from upstream import tree_digest
 FA3 = profiles.load("flash-attn-3")
 FEATURES = ("paged", "split", "softcap", "packgqa")
 
-# hopper/instantiations/ of flash-attention 0251105a: every sm90 file of head dim 64, fp16 (the
-# *_softcapall_* files only #include two of these, for setup.py's grouping; no hdim64_256/512 here:
-# head-dim-v != head-dim kernels are not an axis of the profile).
+# hopper/instantiations/ of flash-attention 0251105a: every sm90 file of head dim 64, fp16, with the
+# V head dims 256 and 512 (the *_softcapall_* and *_hdimall_* files only #include others, for setup.py's
+# grouping).
 TREE_HDIM64_FP16_SM90 = sorted([
-    "flash_bwd_hdim64_fp16_sm90", "flash_bwd_hdim64_fp16_softcap_sm90",
-    "flash_fwd_hdim64_fp16_packgqa_sm90", "flash_fwd_hdim64_fp16_paged_sm90", "flash_fwd_hdim64_fp16_paged_softcap_sm90",
+    "flash_bwd_hdim64_fp16_sm90", "flash_bwd_hdim64_fp16_softcap_sm90", "flash_fwd_hdim64_256_fp16_packgqa_sm90",
+    "flash_fwd_hdim64_256_fp16_paged_sm90", "flash_fwd_hdim64_256_fp16_paged_softcap_sm90",
+    "flash_fwd_hdim64_256_fp16_paged_split_sm90", "flash_fwd_hdim64_256_fp16_paged_split_softcap_sm90",
+    "flash_fwd_hdim64_256_fp16_sm90", "flash_fwd_hdim64_256_fp16_softcap_packgqa_sm90",
+    "flash_fwd_hdim64_256_fp16_softcap_sm90", "flash_fwd_hdim64_256_fp16_split_sm90",
+    "flash_fwd_hdim64_256_fp16_split_softcap_sm90", "flash_fwd_hdim64_512_fp16_packgqa_sm90",
+    "flash_fwd_hdim64_512_fp16_paged_sm90", "flash_fwd_hdim64_512_fp16_paged_softcap_sm90",
+    "flash_fwd_hdim64_512_fp16_paged_split_sm90", "flash_fwd_hdim64_512_fp16_paged_split_softcap_sm90",
+    "flash_fwd_hdim64_512_fp16_sm90", "flash_fwd_hdim64_512_fp16_softcap_packgqa_sm90",
+    "flash_fwd_hdim64_512_fp16_softcap_sm90", "flash_fwd_hdim64_512_fp16_split_sm90",
+    "flash_fwd_hdim64_512_fp16_split_softcap_sm90", "flash_fwd_hdim64_fp16_packgqa_sm90",
+    "flash_fwd_hdim64_fp16_paged_sm90", "flash_fwd_hdim64_fp16_paged_softcap_sm90",
     "flash_fwd_hdim64_fp16_paged_split_sm90", "flash_fwd_hdim64_fp16_paged_split_softcap_sm90",
     "flash_fwd_hdim64_fp16_sm90", "flash_fwd_hdim64_fp16_softcap_packgqa_sm90", "flash_fwd_hdim64_fp16_softcap_sm90",
     "flash_fwd_hdim64_fp16_split_sm90", "flash_fwd_hdim64_fp16_split_softcap_sm90",
@@ -86,7 +96,8 @@ def test_features_left_out_leave_out_their_tus_and_become_the_trees_defines(fa3_
     assert [u.name for u in plan.units] == ["flash_fwd_hdim64_fp16_sm90", "flash_bwd_hdim64_fp16_sm90",
                                             "flashbuild_prepare_scheduler"]  # no combine kernel without split
     assert toolchain.feature_defines(plan) == ["-DFLASHATTENTION_DISABLE_PAGEDKV", "-DFLASHATTENTION_DISABLE_SPLIT",
-                                               "-DFLASHATTENTION_DISABLE_SOFTCAP", "-DFLASHATTENTION_DISABLE_PACKGQA"]
+                                               "-DFLASHATTENTION_DISABLE_SOFTCAP", "-DFLASHATTENTION_DISABLE_PACKGQA",
+                                               "-DFLASHBUILD_FA3_NO_HDIMV"]  # a marker: the API keeps those kernels
     softcap = plan_for(fa3_tree, hdim=64, dtype="fp16", features="softcap", direction="fwd,bwd")
     assert [u.name for u in softcap.units if u.source is None] == [
         "flash_fwd_hdim64_fp16_sm90", "flash_fwd_hdim64_fp16_softcap_sm90",
@@ -96,14 +107,17 @@ def test_features_left_out_leave_out_their_tus_and_become_the_trees_defines(fa3_
 
 
 def test_the_full_tree_of_the_profiles_space_against_one_slice(fa3_tree):
-    """The profile's whole space (sm90, fp16+bf16, 5 head dims, every feature) is the tree's sm90
-    instantiation list; one head dim and dtype is 1/10 of it."""
+    """The profile's whole space (sm90, fp16+bf16, 5 head dims, every feature) is setup.py's sm90
+    fp16/bf16 list: 5 head dims x 2 dtypes x (10 fwd + 2 bwd), plus the V-head-dim kernels (64_256,
+    64_512, 192_128) x 2 dtypes x 10."""
     full = plan_for(fa3_tree, hdim="64,96,128,192,256", dtype="fp16,bf16")
     kernels = [u for u in full.units if u.source is None]
-    assert len(kernels) == 5 * 2 * (10 + 2) == 120
+    assert len(kernels) == 5 * 2 * (10 + 2) + 3 * 2 * 10 == 180
     assert full.missing == ()  # everything the API reaches is built: no stubs
     one = plan_for(fa3_tree, hdim=64, dtype="fp16")
-    assert len([u for u in one.units if u.source is None]) == 12
+    assert len([u for u in one.units if u.source is None]) == 32
+    small = plan_for(fa3_tree, hdim=64, dtype="fp16", features="softcap")
+    assert len([u for u in small.units if u.source is None]) == 4
 
 
 @pytest.mark.parametrize("name, args", [
@@ -114,9 +128,11 @@ def test_the_full_tree_of_the_profiles_space_against_one_slice(fa3_tree):
     ("flash_fwd_hdim64_fp16_split_sm90", "<90, cutlass::half_t, 64, 64, true, false, false, true>"),
     ("flash_fwd_hdim64_fp16_paged_sm90", "<90, cutlass::half_t, 64, 64, false, true, false, true>"),
     ("flash_fwd_hdim64_fp16_paged_split_softcap_sm90", "<90, cutlass::half_t, 64, 64, true, true, true, true>"),
+    ("flash_fwd_hdim64_512_fp16_softcap_sm90", "<90, cutlass::half_t, 64, 512, false, false, true, false>"),
 ])
 def test_each_forward_tu_instantiates_the_trees_template_with_its_features(fa3_tree, name, args):
     text = texts_of(plan_for(fa3_tree, hdim=64, dtype="fp16", direction="fwd"))[f"{name}.cu"]
+    assert "hdim 64 (V head dim 512)" in text if "_512_" in name else "V head dim" not in text
     assert '#include "flash_fwd_launch_template.h"' in text
     assert f"template void run_mha_fwd_{args}(Flash_fwd_params &params, cudaStream_t stream);" in text
     assert text.startswith("// Generated by flashbuild ") and "Do not edit." in text.splitlines()[0]
@@ -135,10 +151,12 @@ def test_backward_and_support_tus(fa3_tree):
 
 def test_stubs_cover_every_kernel_the_api_reaches_and_the_slice_leaves_out(fa3_tree):
     plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap")
-    # the API (features left out -D'd out of it too): 5 head dims x 2 dtypes x (fwd: 4 split/softcap
-    # combinations, bwd: 2 softcap values), less the 6 kernels built
-    assert len(plan.missing) == 5 * 2 * (4 + 2) - 6
-    assert {m.reason for m in plan.missing if m.hdim == 64} == {"dtype"}
+    # the API (features left out -D'd out of it too, but not the V head dims): 2 dtypes x (fwd: 8 head
+    # dim / V head dim pairs x 4 split/softcap combinations, bwd: 5 head dims x 2 softcap values), less
+    # the 6 kernels built
+    assert len(plan.missing) == 2 * (8 * 4 + 5 * 2) - 6
+    assert {m.reason for m in plan.missing if m.hdim == 64 and m.dtype == "fp16"} == {"hdim_v"}
+    assert {m.reason for m in plan.missing if m.hdim == 64 and m.dtype == "bf16"} == {"dtype"}
     assert {m.reason for m in plan.missing if m.hdim != 64} == {"hdim"}
     stubs = texts_of(plan)[f"{render.MISSING_TU}.cu"]
     assert stubs.count("template <>") == len(plan.missing)
@@ -149,6 +167,12 @@ def test_stubs_cover_every_kernel_the_api_reaches_and_the_slice_leaves_out(fa3_t
     assert "--profile flash-attn-3 --hdim 64,128 --dtype fp16" in one and "--features split,softcap" in one
     assert "dtype bf16: this flashbuild slice of flash-attn-3 holds fp16 only; rebuild with: " in stubs
     assert "--dtype fp16,bf16" in stubs
+    dv = flat(stubs[stubs.index("run_mha_fwd_<90, cutlass::half_t, 64, 256, false, false, false, false>"):])
+    assert dv.startswith("run_mha_fwd_<90, cutlass::half_t, 64, 256, false, false, false, false>(Flash_fwd_params& "
+                         "params, cudaStream_t) { flashbuild_head_dim_v_miss(params.d, params.dv, \": the hdim-64 "
+                         "kernels for a V head dim other than 64 (V head dims 256, 512) are feature hdimv, which this "
+                         "flashbuild slice of flash-attn-3 leaves out; rebuild with: flashbuild --source ")
+    assert "--features split,softcap,hdimv" in dv[:600]
 
 
 def test_a_direction_left_out_is_a_stub_naming_the_fix(fa3_tree):
@@ -169,8 +193,8 @@ def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
     assert "plan: flash-attn-3 at" in out
     assert re.search(r"flash_fwd_hdim64_fp16_paged_split_softcap_sm90\.cu +from templates/profiles/flash-attn-3/fwd\.cu\.j2", out)
     assert "../flash_attn_3/__init__.py" in out and "../flash_attn_config.py" in out
-    assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 108 combinations" in out
-    assert "compile 15 kernel TUs:" in out  # 12 instantiations, scheduler, combine, stubs
+    assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 148 combinations" in out
+    assert "compile 35 kernel TUs:" in out  # 32 instantiations, scheduler, combine, stubs
 
 
 # ---------------------------------------------------------------- CUTLASS: found, and the version the tree pins

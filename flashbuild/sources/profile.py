@@ -115,6 +115,10 @@ class Profile:
     feature_tus: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
     feature_excludes: tuple[tuple[str, ...], ...] = ()
     support: tuple[Support, ...] = ()
+    # forward kernels whose V head dim differs from Q/K's (flash-attn 3's hdim64_256, hdim192_128):
+    # head dim -> V head dims, built for the selected head dims when the build holds `hdim_v_feature`
+    hdim_v: dict[int, tuple[int, ...]] = field(default_factory=dict, hash=False, compare=False)
+    hdim_v_feature: str | None = None
     # what a build renders
     instantiations: dict[str, Instantiation] = field(default_factory=dict, hash=False, compare=False)
     generated: tuple[Generated, ...] = ()
@@ -233,6 +237,12 @@ def read_profile(path: Path) -> Profile:
         raise axes.error("gencode", 'entries like sm90 = "-gencode arch=compute_90a,code=sm_90a"', bad)
     causal = axes.get("causal", str, f"one of {', '.join(CAUSAL_MODES)}", "tu", lambda v: v in CAUSAL_MODES)
     arch_in_name = axes.get("arch_in_name", bool, "true or false", True)
+    raw_hdim_v = axes.get("hdim_v", dict, 'a table of "head dim" = [V head dims]', {})
+    if not all(k.isdigit() and int(k) in hdims and isinstance(v, list) and v and
+               all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v) for k, v in raw_hdim_v.items()):
+        raise axes.error("hdim_v", 'entries like 64 = [256, 512] for head dims of axes.hdim', raw_hdim_v)
+    hdim_v = {int(k): tuple(v) for k, v in raw_hdim_v.items()}
+    hdim_v_feature = axes.get("hdim_v_feature", str, "a feature of features.names", None)
     axes.done()
 
     feats = top.sub("features", required=False)
@@ -257,6 +267,8 @@ def read_profile(path: Path) -> Profile:
                          lambda v: isinstance(v, list) and len(v) > 1 and set(v) <= set(features))
     feature_excludes = tuple(tuple(v) for v in excludes)
     feats.done()
+    if hdim_v_feature is not None and (hdim_v_feature not in features or not hdim_v):
+        raise axes.error("hdim_v_feature", "a feature of features.names, with axes.hdim_v", hdim_v_feature)
 
     inst = top.sub("instantiation")
     instantiations = {}
@@ -321,7 +333,8 @@ def read_profile(path: Path) -> Profile:
         python_package=python_package, extension=extension, api_sources=api_sources, hdims=hdims, dtypes=dtypes,
         directions=directions, archs=tuple(gencodes), gencodes=dict(gencodes), causal=causal,
         arch_in_name=arch_in_name, features=features, feature_mode=feature_mode, disable_defines=dict(disable),
-        feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support),
+        feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support), hdim_v=hdim_v,
+        hdim_v_feature=hdim_v_feature,
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
         nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
 

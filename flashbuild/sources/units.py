@@ -27,6 +27,11 @@ class Unit:
     features: tuple[str, ...] = ()
     variant: Variant | None = None  # the built-in profile's variant (its family, its template arguments)
     source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
+    hdim_v: int | None = None       # a V head dim other than hdim (profile key axes.hdim_v)
+
+    @property
+    def head_dim_v(self) -> int:
+        return self.hdim_v or self.hdim
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -42,10 +47,11 @@ class Unit:
             return f"the tree's {self.source}, {'+'.join(self.archs)}"
         causal = {None: "causal and not", True: "causal", False: "not causal"}[self.causal]
         with_features = f", with {'+'.join(self.features)}" if self.features else ""
-        return f"{self.direction}, hdim {self.hdim}, {self.dtype}, {causal}, {'+'.join(self.archs)}{with_features}"
+        hdim = f"{self.hdim} (V head dim {self.hdim_v})" if self.hdim_v else str(self.hdim)
+        return f"{self.direction}, hdim {hdim}, {self.dtype}, {causal}, {'+'.join(self.archs)}{with_features}"
 
 
-def _name(profile: Profile, direction: str, hdim: int, dtype: str, causal: bool | None, arch: str,
+def _name(profile: Profile, direction: str, hdim: int | str, dtype: str, causal: bool | None, arch: str,
           features: tuple[str, ...]) -> str:
     return profile.instantiations[direction].name.format(
         direction=direction, hdim=hdim, dtype=dtype, causal="_causal" if causal else "", arch=arch,
@@ -103,6 +109,14 @@ def missing(selection: Selection, profile: Profile) -> tuple[Missing, ...]:
 
 # ---------------------------------------------------------------- features that make TUs (flash-attn 3)
 
+def head_dims_v(profile: Profile, direction: str, hdim: int, features: tuple[str, ...]) -> list[int | None]:
+    """The V head dims of `hdim`'s forward kernels: None (= hdim), then axes.hdim_v's when the build holds
+    axes.hdim_v_feature."""
+    if direction != "fwd" or profile.hdim_v_feature not in features:
+        return [None]
+    return [None, *profile.hdim_v.get(hdim, ())]
+
+
 def feature_combinations(profile: Profile, direction: str, features: tuple[str, ...]) -> list[tuple[str, ...]]:
     """Every on/off combination of `features` that makes a TU of `direction` (the profile's
     features.tus), in the tree's order, without those features.exclude folds into another TU."""
@@ -121,10 +135,12 @@ def _combination_units(selection: Selection, profile: Profile) -> tuple[Unit, ..
     out = []
     for direction, hdim, dtype, arch in itertools.product(selection.directions, selection.hdims, selection.dtypes,
                                                           selection.archs):
-        for combination in feature_combinations(profile, direction, selection.features):
-            out.append(Unit(_name(profile, direction, hdim, dtype, None, arch, combination),
+        for hdim_v, combination in itertools.product(head_dims_v(profile, direction, hdim, selection.features),
+                                                     feature_combinations(profile, direction, selection.features)):
+            out.append(Unit(_name(profile, direction, f"{hdim}_{hdim_v}" if hdim_v else hdim, dtype, None, arch,
+                                  combination),
                             profile.instantiations[direction].template, direction, hdim, dtype, None, (arch,),
-                            combination))
+                            combination, hdim_v=hdim_v))
     for support in profile.support:
         if set(support.needs) <= set(selection.features):
             out.append(Unit(support.name, support.template, "support", 0, selection.dtypes[0], None,
@@ -143,13 +159,18 @@ class MissingKernel:
     dtype: str
     arch: str
     features: tuple[str, ...]
-    reason: str                   # "hdim", "dtype" or "direction"
-    note: str = ""                # the error of a direction the build leaves out (the others come from the plan)
+    reason: str                   # "hdim", "dtype", "direction" or "hdim_v"
+    note: str = ""                # the error of a direction or V head dim left out (the others come from the plan)
+    hdim_v: int | None = None
     causal: None = None           # decided at runtime inside the kernel (read by code shared with FA2)
 
     @property
     def cutlass_type(self) -> str:
         return CUTLASS_TYPES[self.dtype]
+
+    @property
+    def head_dim_v(self) -> int:
+        return self.hdim_v or self.hdim
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -159,23 +180,31 @@ def missing_kernels(selection: Selection, profile: Profile) -> tuple[MissingKern
     """What the API of a tree whose features make TUs reaches and no unit instantiates: every direction, head
     dim and dtype of the profile (the tree's API keeps them all; the features this build compiles
     out are -D'd out of it too, so only the selected features' combinations are reached)."""
-    built = {(u.direction, u.hdim, u.dtype, u.archs[0], u.features)
+    built = {(u.direction, u.hdim, u.hdim_v, u.dtype, u.archs[0], u.features)
              for u in _combination_units(selection, profile) if u.source is None}
+    every = tuple(profile.features)  # the API references every V head dim (none is -D'd out of it)
     out = []
     for direction, hdim, dtype, arch in itertools.product(profile.directions, profile.hdims, profile.dtypes,
                                                           selection.archs):
-        reason = ("hdim" if hdim not in selection.hdims else "dtype" if dtype not in selection.dtypes
-                  else "direction")
-        note = ""
-        if reason == "direction":
-            what = {"fwd": "forward", "bwd": "backward"}.get(direction, direction)
-            directions = ",".join(d for d in profile.directions if d in selection.directions or d == direction)
-            note = (f"this flashbuild slice of {profile.name} holds no {what} kernels (it holds "
-                    f"{', '.join(selection.directions)}); rebuild with: "
-                    f"{rebuild_command(selection, direction=directions)}")
-        for combination in feature_combinations(profile, direction, selection.features):
-            if (direction, hdim, dtype, arch, combination) not in built:
-                out.append(MissingKernel(direction, hdim, dtype, arch, combination, reason, note))
+        for hdim_v in head_dims_v(profile, direction, hdim, every):
+            reason = ("hdim" if hdim not in selection.hdims else "dtype" if dtype not in selection.dtypes
+                      else "direction" if direction not in selection.directions else "hdim_v")
+            note = ""
+            if reason == "direction":
+                what = {"fwd": "forward", "bwd": "backward"}.get(direction, direction)
+                directions = ",".join(d for d in profile.directions if d in selection.directions or d == direction)
+                note = (f"this flashbuild slice of {profile.name} holds no {what} kernels (it holds "
+                        f"{', '.join(selection.directions)}); rebuild with: "
+                        f"{rebuild_command(selection, direction=directions)}")
+            elif reason == "hdim_v" and hdim_v is not None:
+                features = ",".join(f for f in profile.features if f in selection.features or f == profile.hdim_v_feature)
+                note = (f": the hdim-{hdim} kernels for a V head dim other than {hdim} (V head dims "
+                        f"{', '.join(map(str, profile.hdim_v[hdim]))}) are feature {profile.hdim_v_feature}, which this "
+                        f"flashbuild slice of {profile.name} leaves out; rebuild with: "
+                        f"{rebuild_command(selection, features=features)}")
+            for combination in feature_combinations(profile, direction, selection.features):
+                if (direction, hdim, hdim_v, dtype, arch, combination) not in built:
+                    out.append(MissingKernel(direction, hdim, dtype, arch, combination, reason, note, hdim_v))
     return tuple(out)
 
 
