@@ -319,3 +319,45 @@ def manifest_for(features):
 ])
 def test_the_plugin_keeps_the_cases_an_fa3_slice_serves(params, features, why):
     assert pytest_slice.serves(params, manifest_for(features), FA3) == why
+
+
+def test_the_plugin_sets_the_test_modules_switches_for_what_the_slice_leaves_out():
+    manifest = {"key": "k", "profile": "flash-attn-3",
+                "selection": {"hdim": [64, 128], "dtype": ["fp16"], "features": ["softcap", "hdimv"]}}
+    assert pytest_slice.test_environment(manifest, FA3) == {
+        "FLASH_ATTENTION_DISABLE_FP8": "TRUE", "FLASH_ATTENTION_DISABLE_PAGEDKV": "TRUE",
+        "FLASH_ATTENTION_DISABLE_SPLIT": "TRUE", "FLASH_ATTENTION_DISABLE_PACKGQA": "TRUE",
+        "FLASH_ATTENTION_DISABLE_HDIM96": "TRUE", "FLASH_ATTENTION_DISABLE_HDIM192": "TRUE",
+        "FLASH_ATTENTION_DISABLE_HDIM256": "TRUE"}
+    fa2 = profiles.load("flash-attn-2")
+    assert pytest_slice.test_environment({"selection": {"hdim": [64], "dtype": ["fp16"], "features": []}}, fa2) == {}
+
+
+FAKE_TEST_MODULE = '''
+import os
+import pytest
+HDIMS = [d for d in (64, 96, 128) if os.environ.get(f"FLASH_ATTENTION_DISABLE_HDIM{d}", "FALSE") != "TRUE"]
+SPLITS = [1] + ([] if os.environ.get("FLASH_ATTENTION_DISABLE_SPLIT", "FALSE") == "TRUE" else [3])
+
+@pytest.mark.parametrize("dtype", ["torch.bfloat16", "torch.float16"])
+@pytest.mark.parametrize("softcap", [0.0, 15.0])
+@pytest.mark.parametrize("d", HDIMS)
+def test_case(dtype, softcap, d):
+    assert SPLITS == [1]
+'''
+
+
+def test_the_plugin_runs_a_tree_module_on_the_slice_only(tmp_path):
+    """A stand-in for hopper/test_flash_attn.py: its head dims come from the environment the plugin
+    sets, dtype and softcap cases outside the slice are deselected, and split is off in the module."""
+    (tmp_path / "test_fake_fa3.py").write_text(FAKE_TEST_MODULE)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"key": "k", "profile": "flash-attn-3",
+                                    "selection": {"hdim": [64], "dtype": ["fp16"], "features": ["hdimv"]}}))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTENTION_DISABLE_")}
+    process = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "flashbuild.sources.pytest_slice",
+                              "-p", "no:cacheprovider", str(tmp_path / "test_fake_fa3.py")],
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert process.returncode == 0, process.stdout[-2000:]
+    assert "1 passed, 3 deselected" in process.stdout  # d=64 only; bf16 and softcap=15 deselected

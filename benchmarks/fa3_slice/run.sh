@@ -51,13 +51,9 @@ cat "$OUT/tu-table.txt"
 (cd /tmp && timeout 120 $FB run "${SLICE[@]}" -- python3 "$OLDPWD/benchmarks/fa3_slice/errors.py") > "$OUT/errors.txt" 2>&1
 echo "== errors rc $? at $(( $(date +%s) - t0 )) s"; grep -vE "^running with|^nothing to compile" "$OUT/errors.txt" | cut -c1-400
 
-# 3. a shard of upstream's tests, restricted to the slice (the plugin deselects and counts the rest;
-#    the module reads FLASH_ATTENTION_DISABLE_* to choose its own parameters)
-off() { case ",$FEATURES," in *",$1,"*) echo FALSE;; *) echo TRUE;; esac; }
-export FLASH_ATTENTION_DISABLE_HDIM96=TRUE FLASH_ATTENTION_DISABLE_HDIM128=TRUE FLASH_ATTENTION_DISABLE_HDIM192=TRUE \
-       FLASH_ATTENTION_DISABLE_HDIM256=TRUE FLASH_ATTENTION_DISABLE_FP8=TRUE \
-       FLASH_ATTENTION_DISABLE_SPLIT=$(off split) FLASH_ATTENTION_DISABLE_PAGEDKV=$(off paged) \
-       FLASH_ATTENTION_DISABLE_PACKGQA=$(off packgqa) FLASH_ATTENTION_DISABLE_SOFTCAP=$(off softcap)
+# 3. a shard of upstream's tests, restricted to the slice: the plugin sets the FLASH_ATTENTION_DISABLE_*
+#    the module reads to choose its own parameters (head dims, splits, pack_gqa, pages) for what the
+#    slice leaves out, and deselects (and counts) the cases of another dtype or softcap
 xdist=(); python3 -c "import xdist" 2>/dev/null && xdist=(-n 8)
 test_secs=$(( $(left) - ${BENCH_SECS:-100} ))
 if [ "$test_secs" -gt 30 ]; then

@@ -80,6 +80,10 @@ class TestNames:
     hdim_multiple: int = 1
     uneven: str | None = None                       # the feature an uneven head dim needs
     features: dict[str, tuple[str, Any]] = field(default_factory=dict, hash=False, compare=False)
+    # Switches the test module reads from the environment to choose its own parameters (flash-attn 3's
+    # FLASH_ATTENTION_DISABLE_*): key = a feature, "hdim<N>" or "always"; the plugin sets the variable
+    # to TRUE for the features and head dims the slice leaves out, and for "always".
+    env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -319,11 +323,18 @@ def read_profile(path: Path) -> Profile:
                 raise names.error(f"features.{feature}", "{ param = \"name\", off = value } for a feature in "
                                   "features.names", entry)
             parsed[feature] = (entry["param"], entry["off"])
+        env_names = names.get("env", dict, 'a table of feature / "hdim<N>" / "always" = "ENV_VAR"', {})
+        bad = {k: v for k, v in env_names.items() if not (
+            (k in features or k == "always" or (k.startswith("hdim") and k[4:].isdigit() and int(k[4:]) in hdims))
+            and isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v))}
+        if bad:
+            raise names.error("env", 'feature / "hdim<N>" / "always" = "ENV_VAR" (features and head dims of the profile)',
+                              bad)
         tests = TestNames(names.get("dtype", str, "a parameter name", ..., _is_str),
                           names.get("hdim", str, "a parameter name", ..., _is_str),
                           names.get("hdim_multiple", int, "a positive int", 1, lambda v: v > 0),
                           names.get("uneven", str, "a feature in features.names", None, lambda v: v in features),
-                          parsed)
+                          parsed, dict(env_names))
         names.done()
     top.done()
     return Profile(

@@ -59,6 +59,26 @@ def serves(params: dict, manifest: dict, tree) -> str | None:
     return None
 
 
+def test_environment(manifest: dict, tree) -> dict[str, str]:
+    """The switches the tree's test module reads from the environment (profile key tests.env), set
+    for what the slice leaves out, so the module only generates cases the slice can serve."""
+    selection = manifest["selection"]
+    out = {}
+    for key, variable in tree.tests.env.items():
+        if key == "always" or (key in tree.features and key not in selection["features"]) or (
+                key.startswith("hdim") and int(key[4:]) not in selection["hdim"]):
+            out[variable] = "TRUE"
+    return out
+
+
+def pytest_configure(config):
+    """Before any test module is imported: the tree's environment switches (tests.env) for the slice;
+    a value already in the environment is kept."""
+    manifest, tree = _slice()
+    for variable, value in test_environment(manifest, tree).items():
+        os.environ.setdefault(variable, value)
+
+
 def pytest_collection_modifyitems(config, items):
     manifest, tree = _slice()
     only = {int(h) for h in os.environ.get("FLASHBUILD_SLICE_HDIMS", "").split(",") if h.strip()}
