@@ -10,7 +10,7 @@
 
 #include "ampere/block_info.h"
 #include "ampere/bwd_traits.h"
-#include "ampere/features.h"
+#include "common/features.h"
 
 namespace flashbuild::ampere {
 

@@ -1,14 +1,14 @@
 // The Ampere-path FlashAttention forward kernel (mma.sync + ldmatrix + cp.async). One CTA owns
 // kBlockM query rows of one (batch, head) and walks the key blocks it may see, keeping O in
-// registers. Composition only: tiles in traits.h, masking in mask.h, softmax in softmax.h, the
-// compiled-in features (local window, softcap) in features.h.
+// registers. Composition only: tiles in traits.h, masking in common/mask.h, softmax in softmax.h,
+// the compiled-in features (local window, softcap) in common/features.h.
 #pragma once
 
 #include "ampere/block_info.h"
-#include "ampere/features.h"
 #include "ampere/kv_cache.h"
 #include "ampere/softmax.h"
 #include "ampere/traits.h"
+#include "common/features.h"  // the softcap transform and the masks, shared with the Hopper family
 
 namespace flashbuild::ampere {
 

@@ -20,8 +20,6 @@ template <DType> struct ElementOf;
 template <> struct ElementOf<DType::kFp16> { using type = cutlass::half_t; };
 template <> struct ElementOf<DType::kBf16> { using type = cutlass::bfloat16_t; };
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // 2^x on the SFU, denormal results flushed to zero: one MUFU.EX2. exp2f without --use_fast_math
 // adds a range test and two multiplies per call to keep denormals, which a probability below
 // 2^-126 does not need (and which costs the backward ~100 instructions per warp and step).

@@ -290,7 +290,7 @@ FwdParams fwd_params(const Call& c, const at::Tensor& q, const at::Tensor& k, co
   p.batch = batch, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
   p.nheads = q.size(-2), p.nheads_k = k.size(-2), p.head_dim = c.hdim;
   p.softmax_scale = c.softmax_scale;
-  p.softmax_scale_log2 = c.softmax_scale * 1.4426950408889634f;
+  p.softmax_scale_log2 = c.softmax_scale * kLog2e;
   p.num_splits = 1;
   set_features(p, c);
   return p;
@@ -691,7 +691,7 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   }
   p.nheads = nheads, p.nheads_k = nheads_k, p.head_dim = c.hdim, p.o_head_dim = c.user_hdim;
   p.softmax_scale = c.softmax_scale;
-  p.softmax_scale_log2 = c.softmax_scale * 1.4426950408889634f;
+  p.softmax_scale_log2 = c.softmax_scale * kLog2e;
   set_features(p, c);
 
 #if FLASHBUILD_HAS_BWD

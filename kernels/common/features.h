@@ -4,9 +4,12 @@
 // call without a window bounds that cut nothing.
 #pragma once
 
-#include "ampere/mask.h"
+#include <cute/tensor.hpp>
 
-namespace flashbuild::ampere {
+#include "common/mask.h"
+#include "common/params.h"
+
+namespace flashbuild {
 
 template <int kFeatures>
 inline constexpr bool kHasLocal = (kFeatures & kLocal) != 0;
@@ -49,7 +52,7 @@ struct ScoreScale {
     if constexpr (kHasSoftcap<kFeatures>) {
       if (softcap_on) {
         CUTE_UNROLL
-        for (int i = 0; i < size(acc_s); ++i) { acc_s(i) = fast_tanh(acc_s(i) * tanh_scale); }
+        for (int i = 0; i < cute::size(acc_s); ++i) { acc_s(i) = fast_tanh(acc_s(i) * tanh_scale); }
       }
     }
   }
@@ -65,4 +68,4 @@ CUTE_DEVICE AttentionMask<kIsCausal, kHasLocal<kFeatures>> make_mask(Params cons
   }
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

@@ -5,9 +5,9 @@
 // ignores kIsCausal: the binding gives a causal call window_right = 0.
 #pragma once
 
-#include "ampere/utils.h"
+#include <cute/tensor.hpp>
 
-namespace flashbuild::ampere {
+namespace flashbuild {
 
 template <bool kIsCausal, bool kIsLocal = false>
 struct AttentionMask {
@@ -69,9 +69,9 @@ struct AttentionMask {
   template <class Acc, class Coord>
   CUTE_DEVICE void apply(Acc& acc_s, Coord const& coord, int row0, int col0) const {
     CUTE_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) {
-      const int row = row0 + get<0>(coord(i));
-      const int col = col0 + get<1>(coord(i));
+    for (int i = 0; i < cute::size(acc_s); ++i) {
+      const int row = row0 + cute::get<0>(coord(i));
+      const int col = col0 + cute::get<1>(coord(i));
       bool masked = col >= seqlen_k;
       if constexpr (kHasRightEdge) { masked |= col > last_key(row); }
       if constexpr (kIsLocal) { masked |= col < first_key(row); }
@@ -80,4 +80,4 @@ struct AttentionMask {
   }
 };
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

@@ -9,6 +9,9 @@ namespace flashbuild {
 
 enum class DType : int { kFp16 = 0, kBf16 = 1 };
 
+// log2(e): the softmax runs in the exp2 domain (scale_log2 = scale * kLog2e).
+constexpr float kLog2e = 1.4426950408889634f;
+
 // Forward attention over (batch, seqlen, nheads, head_dim) tensors whose last dimension is
 // contiguous. Strides are in elements. `head_dim` equals the kernel's head dim: the binding pads
 // smaller head dims up to the kernel size before launching.

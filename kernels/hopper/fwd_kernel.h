@@ -15,7 +15,7 @@ struct FwdKernel {
   using Mainloop = FwdMainloop<Traits, kIsCausal, kFeatures>;
   using Epilogue = FwdEpilogue<Traits>;
   // Causal query blocks differ in length: longest first (tile_scheduler.h).
-  using Scheduler = PersistentTileScheduler<kIsCausal || ampere::kHasLocal<kFeatures>>;
+  using Scheduler = PersistentTileScheduler<kIsCausal || kHasLocal<kFeatures>>;
   using SharedStorage = typename Traits::SharedStorage;
 
   struct Params {
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
         barrier_arrive(warpgroup_turn(0), 2 * kWarpgroupThreads);
       }
     }
-    const ampere::ScoreScale<kFeatures> score(p);
+    const ScoreScale<kFeatures> score(p);
     typename PipelineKV::PipelineState read_k, read_v;
     uint32_t q_phase = 0;
     typename Traits::TiledMmaPV mma_pv;

@@ -12,7 +12,7 @@
 // -inf, and zero V rows times zero probabilities add nothing.
 #pragma once
 
-#include "ampere/features.h"  // the score transform (softcap) and the mask policies, family-neutral
+#include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
 #include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
@@ -35,7 +35,7 @@ struct FwdMainloop {
   using TileShapePV = typename Traits::TileShapePV;
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename PipelineKV::PipelineState;
-  using Mask = ampere::AttentionMask<kIsCausal, ampere::kHasLocal<kFeatures>>;
+  using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
 
   // Global Q, K, V as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
   using ShapeQKV = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -81,7 +81,7 @@ struct FwdMainloop {
   };
   CUTE_DEVICE static Keys keys(FwdParams const& p, TileCoord tile) {
     const int seqlen_k = p.seqused_k ? p.seqused_k[tile.batch] : p.seqlen_k;
-    Keys keys{ampere::make_mask<kIsCausal, kFeatures>(p, p.seqlen_q, seqlen_k)};
+    Keys keys{make_mask<kIsCausal, kFeatures>(p, p.seqlen_q, seqlen_k)};
     keys.n_block_min = keys.mask.n_block_min(tile.m_block, kBlockM, kBlockN);
     keys.n_block_max = keys.mask.n_block_max(tile.m_block, kBlockM, kBlockN);
     return keys;
@@ -157,7 +157,7 @@ struct FwdMainloop {
   CUTE_DEVICE static void mma(FwdParams const& p, Storage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
                               PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
                               int thread_idx, int warpgroup, FragO& tOrO, Softmax& softmax,
-                              ampere::ScoreScale<kFeatures> const& score, QDone&& q_done) {
+                              ScoreScale<kFeatures> const& score, QDone&& q_done) {
     typename Traits::TiledMmaQK mma_qk;
     typename Traits::TiledMmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(thread_idx);

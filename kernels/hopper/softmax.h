@@ -10,8 +10,6 @@
 
 namespace flashbuild::hopper {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // 2^x on the SFU, denormal results flushed to zero: a probability below 2^-126 does not matter.
 CUTE_DEVICE float exp2_ftz(float x) {
   float y;
