@@ -484,12 +484,27 @@ def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> lis
 
 # ---------------------------------------------------------------- presets and the whole selection
 
+def is_matrix_config(path: Path) -> bool:
+    """configs/ also holds CI matrices (a [matrix] or [[cells]] table: docs/ci.md), which are not presets.
+    A file that does not parse counts as a preset, so that loading it reports the TOML error."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return "matrix" in data or "cells" in data
+
+
+def preset_names() -> list[str]:
+    """The selection presets in configs/, by name (the CI matrices beside them left out)."""
+    return sorted(p.stem for p in env.configs_dir().glob("*.toml") if not is_matrix_config(p))
+
+
 def find_config(name_or_path: str | Path) -> Path:
     """A TOML file path, or a bare preset name that finds configs/<name>.toml. A name that looks
     like a path (it has a directory part or a suffix) is only ever a path."""
     text = str(name_or_path)
     shown = shlex.quote(text)
-    presets = sorted(p.stem for p in env.configs_dir().glob("*.toml"))
+    presets = preset_names()
     listing = f"presets: {', '.join(presets) or 'none'} in {env.configs_dir()}"
     if not text.strip():
         raise SelectionError(f"--config {shown}: empty; give a preset name or a TOML file ({listing}); "
