@@ -460,11 +460,10 @@ def check_cutlass(profile: Profile, root: Path) -> None:
     include = cutlass_include(profile, root)
     where = f"{profile.cutlass_env}={include}" if cutlass_override(profile) else f"{include} (profile key tree.cutlass)"
     fix = (f"point {profile.cutlass_env} at the include/ dir of CUTLASS {profile.cutlass_version or ''}".rstrip()
-           + (f" ({profile.cutlass_pin})" if profile.cutlass_pin else "")
-           if profile.cutlass_env else "check --source")
+           + f" (export {profile.cutlass_env}=/path/to/cutlass/include)" if profile.cutlass_env
+           else "check --source")
     if not (include / "cutlass" / "cutlass.h").is_file():
-        raise SelectionError(f"CUTLASS for {profile.name}: {where} has no cutlass/cutlass.h; {fix}, e.g. "
-                             f"export {profile.cutlass_env or 'FLASHBUILD_CUTLASS'}=/path/to/cutlass/include")
+        raise SelectionError(f"CUTLASS for {profile.name}: {where} has no cutlass/cutlass.h; {fix}")
     if profile.cutlass_version is None:
         return
     found = cutlass_version_of(include)
