@@ -58,11 +58,15 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     assert "nothing to compile" in flashbuild(*args, cache=cache, root=root).stderr
     (build_dir,) = cache.iterdir()
     assert builder._ninja_has_no_work(build_dir)  # load()'s fast-path check
-    launch = root / "kernels" / "ampere" / "fwd_launch.h"
-    launch.write_text(launch.read_text() + "// edited\n")
-    assert not builder._ninja_has_no_work(build_dir)
-    edited = flashbuild(*args, cache=cache, root=root)
-    assert edited.returncode == 0 and "compiled 2 targets in" in edited.stderr  # the depfiles saw the edit
+    # The depfiles see an edit, and only the TUs that include the edited header recompile: sm80's
+    # forward is the Ampere path's, sm90's the Hopper family's.
+    for family, rebuilt in (("ampere", "fwd_hdim64_fp16_sm80"), ("hopper", "fwd_hdim64_fp16_sm90")):
+        launch = root / "kernels" / family / "fwd_launch.h"
+        launch.write_text(launch.read_text() + "// edited\n")
+        assert not builder._ninja_has_no_work(build_dir)
+        edited = flashbuild(*args, cache=cache, root=root)
+        assert edited.returncode == 0 and "compiled 1 target in" in edited.stderr, edited.stderr
+        assert f"[1/1] {rebuilt} " in edited.stderr
 
 
 def test_compile_error_names_every_failed_variant_and_file_line(tmp_path):
@@ -76,7 +80,7 @@ def test_compile_error_names_every_failed_variant_and_file_line(tmp_path):
     for name, words in [("fwd_hdim64_fp16_sm90", "not causal"), ("fwd_hdim64_fp16_causal_sm90", "causal")]:
         assert f"{name} (fwd, hdim 64, fp16, {words}, sm90): " in last
         assert f"  FAILED {name} (" in result.stderr  # reported as it happened
-    assert f"{root}/kernels/ampere/fwd_launch.h:3: error:" in last
+    assert f"{root}/kernels/hopper/fwd_launch.h:3: error:" in last  # sm90's forward: the Hopper family
     assert "build.log" in last
 
 
