@@ -49,7 +49,7 @@ class ShardSpec:
 
 
 def parse_shard(text: str) -> ShardSpec:
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    match = re.fullmatch(r" *(\d+) */ *(\d+) *", text or "")  # spaces are harmless; a newline is refused
     if not match:
         raise SelectionError(f"--shard {text!r}: expected I/N, the shard's 1-based index and the shard count; "
                              f"use --shard 1/4")
