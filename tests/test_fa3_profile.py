@@ -84,7 +84,8 @@ def flat(text: str) -> str:
 def test_the_hdim64_fp16_slice_is_the_trees_own_sm90_files_plus_scheduler_and_combine(fa3_tree):
     plan = plan_for(fa3_tree, hdim=64, dtype="fp16")
     kernels = sorted(u.name for u in plan.units if u.source is None)
-    assert kernels == TREE_HDIM64_FP16_SM90
+    # and the hdim-256 backward, on which a backward with V head dim 256 runs (feature hdimv)
+    assert kernels == sorted(TREE_HDIM64_FP16_SM90 + ["flash_bwd_hdim256_fp16_sm90", "flash_bwd_hdim256_fp16_softcap_sm90"])
     support = [(u.name, u.source) for u in plan.units if u.source is not None]
     assert support == [("flashbuild_prepare_scheduler", "hopper/flash_prepare_scheduler.cu"),
                        ("flashbuild_fwd_combine", "hopper/flash_fwd_combine.cu")]
@@ -115,7 +116,7 @@ def test_the_full_tree_of_the_profiles_space_against_one_slice(fa3_tree):
     assert len(kernels) == 5 * 2 * (10 + 2) + 3 * 2 * 10 == 180
     assert full.missing == ()  # everything the API reaches is built: no stubs
     one = plan_for(fa3_tree, hdim=64, dtype="fp16")
-    assert len([u for u in one.units if u.source is None]) == 32
+    assert len([u for u in one.units if u.source is None]) == 32 + 2  # + the hdim-256 bwd of V head dim 256
     small = plan_for(fa3_tree, hdim=64, dtype="fp16", features="softcap")
     assert len([u for u in small.units if u.source is None]) == 4
 
@@ -162,7 +163,7 @@ def test_stubs_cover_every_kernel_the_api_reaches_and_the_slice_leaves_out(fa3_t
     assert stubs.count("template <>") == len(plan.missing)
     one = flat(stubs[stubs.index("run_mha_fwd_<90, cutlass::half_t, 128, 128, true, false, true, true>"):])
     one = one[:one.index("}")]
-    assert "flashbuild_head_dim_miss(params.d, \" runs on the hdim-128 kernel, which this flashbuild slice of " \
+    assert "flashbuild_head_dim_miss(params.d, params.dv, \" runs on the hdim-128 kernel, which this flashbuild slice of " \
            "flash-attn-3 does not hold (it holds 64 (head dims 1-64)); rebuild with: flashbuild --source " in one
     assert "--profile flash-attn-3 --hdim 64,128 --dtype fp16" in one and "--features split,softcap" in one
     assert "dtype bf16: this flashbuild slice of flash-attn-3 holds fp16 only; rebuild with: " in stubs
@@ -193,8 +194,8 @@ def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
     assert "plan: flash-attn-3 at" in out
     assert re.search(r"flash_fwd_hdim64_fp16_paged_split_softcap_sm90\.cu +from templates/profiles/flash-attn-3/fwd\.cu\.j2", out)
     assert "../flash_attn_3/__init__.py" in out and "../flash_attn_config.py" in out
-    assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 148 combinations" in out
-    assert "compile 35 kernel TUs:" in out  # 32 instantiations, scheduler, combine, stubs
+    assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 146 combinations" in out
+    assert "compile 37 kernel TUs:" in out  # 34 instantiations, scheduler, combine, stubs
 
 
 # ---------------------------------------------------------------- CUTLASS: found, and the version the tree pins

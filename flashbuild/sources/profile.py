@@ -123,6 +123,8 @@ class Profile:
     # head dim -> V head dims, built for the selected head dims when the build holds `hdim_v_feature`
     hdim_v: dict[int, tuple[int, ...]] = field(default_factory=dict, hash=False, compare=False)
     hdim_v_feature: str | None = None
+    # the backward of such a call runs on a larger head dim's kernel: head dim -> those head dims
+    hdim_v_bwd: dict[int, tuple[int, ...]] = field(default_factory=dict, hash=False, compare=False)
     # what a build renders
     instantiations: dict[str, Instantiation] = field(default_factory=dict, hash=False, compare=False)
     generated: tuple[Generated, ...] = ()
@@ -247,6 +249,11 @@ def read_profile(path: Path) -> Profile:
         raise axes.error("hdim_v", 'entries like 64 = [256, 512] for head dims of axes.hdim', raw_hdim_v)
     hdim_v = {int(k): tuple(v) for k, v in raw_hdim_v.items()}
     hdim_v_feature = axes.get("hdim_v_feature", str, "a feature of features.names", None)
+    raw_bwd = axes.get("hdim_v_bwd", dict, 'a table of "head dim" = [head dims of the backward kernels]', {})
+    if not all(k.isdigit() and int(k) in hdim_v and isinstance(v, list) and all(d in hdims for d in v)
+               for k, v in raw_bwd.items()):
+        raise axes.error("hdim_v_bwd", "entries like 64 = [256] for head dims of axes.hdim_v, over axes.hdim", raw_bwd)
+    hdim_v_bwd = {int(k): tuple(v) for k, v in raw_bwd.items()}
     axes.done()
 
     feats = top.sub("features", required=False)
@@ -345,7 +352,7 @@ def read_profile(path: Path) -> Profile:
         directions=directions, archs=tuple(gencodes), gencodes=dict(gencodes), causal=causal,
         arch_in_name=arch_in_name, features=features, feature_mode=feature_mode, disable_defines=dict(disable),
         feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support), hdim_v=hdim_v,
-        hdim_v_feature=hdim_v_feature,
+        hdim_v_feature=hdim_v_feature, hdim_v_bwd=hdim_v_bwd,
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
         nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
 

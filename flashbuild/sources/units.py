@@ -129,23 +129,40 @@ def feature_combinations(profile: Profile, direction: str, features: tuple[str, 
     return out
 
 
+def head_dims(profile: Profile, direction: str, selection: Selection) -> list[int]:
+    """The head dims of a direction's kernels: the selected ones, and for the backward with
+    axes.hdim_v_feature, the larger ones a call with another V head dim runs on (axes.hdim_v_bwd)."""
+    extra = set()
+    if direction == "bwd" and profile.hdim_v_feature in selection.features:
+        extra = {d for h in selection.hdims for d in profile.hdim_v_bwd.get(h, ())}
+    return sorted(set(selection.hdims) | extra, key=lambda h: (h not in selection.hdims, h))
+
+
 def _combination_units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
     """One TU per direction x head dim x dtype x arch x combination of the selected features (causal is
     decided inside each TU), then the tree's support TUs the selection needs."""
     out = []
-    for direction, hdim, dtype, arch in itertools.product(selection.directions, selection.hdims, selection.dtypes,
-                                                          selection.archs):
-        for hdim_v, combination in itertools.product(head_dims_v(profile, direction, hdim, selection.features),
-                                                     feature_combinations(profile, direction, selection.features)):
-            out.append(Unit(_name(profile, direction, f"{hdim}_{hdim_v}" if hdim_v else hdim, dtype, None, arch,
-                                  combination),
-                            profile.instantiations[direction].template, direction, hdim, dtype, None, (arch,),
-                            combination, hdim_v=hdim_v))
+    for direction in selection.directions:
+        for hdim, dtype, arch in itertools.product(head_dims(profile, direction, selection), selection.dtypes,
+                                                   selection.archs):
+            out += _units_of(selection, profile, direction, hdim, dtype, arch)
     for support in profile.support:
         if set(support.needs) <= set(selection.features):
             out.append(Unit(support.name, support.template, "support", 0, selection.dtypes[0], None,
                             tuple(selection.archs), (), source=support.file))
     return tuple(out)
+
+
+def _units_of(selection: Selection, profile: Profile, direction: str, hdim: int, dtype: str, arch: str) -> list[Unit]:
+    """The TUs of one direction, head dim, dtype and arch: each V head dim x feature combination."""
+    out = []
+    for hdim_v, combination in itertools.product(head_dims_v(profile, direction, hdim, selection.features),
+                                                 feature_combinations(profile, direction, selection.features)):
+        out.append(Unit(_name(profile, direction, f"{hdim}_{hdim_v}" if hdim_v else hdim, dtype, None, arch,
+                              combination),
+                        profile.instantiations[direction].template, direction, hdim, dtype, None, (arch,),
+                        combination, hdim_v=hdim_v))
+    return out
 
 
 @dataclass(frozen=True)
