@@ -362,3 +362,20 @@ def test_the_plugin_runs_a_tree_module_on_the_slice_only(tmp_path):
                              env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
     assert process.returncode == 0, process.stdout[-2000:]
     assert "1 passed, 3 deselected" in process.stdout  # d=64 only; bf16 and softcap=15 deselected
+
+
+def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
+    """test/bench see one plain variant per kernel unit and causal value (causal is decided at runtime),
+    and its local(+softcap) feature variant; not the support TUs, not the feature TUs (the same
+    kernels with paged / split on), not the hdim-256 backward that only V head dim 256 calls run on."""
+    from flashbuild.debug import adapters
+
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap,hdimv")
+    manifest = {"selection": {"hdim": [64], "features": list(plan.selection.features)},
+                "units": [{"direction": u.direction, "hdim": u.hdim, "dtype": u.dtype, "features": list(u.features),
+                           "archs": list(u.archs)} for u in plan.units]}
+    assert [v.name for v in adapters.fa3_slice_variants(manifest)] == [
+        "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_local_softcap", "fwd_hdim64_fp16_causal_sm90",
+        "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90_local_softcap",
+        "bwd_hdim64_fp16_causal_sm90", "bwd_hdim64_fp16_causal_sm90_local_softcap"]
+    assert adapters.ADAPTERS[FA3.adapter] is adapters.FlashAttn3Slice

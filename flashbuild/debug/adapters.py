@@ -98,8 +98,9 @@ def fa3_slice_variants(manifest: dict) -> list[Variant]:
     features = ("local", "softcap") if "softcap" in manifest["selection"]["features"] else ("local",)
     out = set()
     for unit in manifest["units"]:
-        if unit["direction"] not in ("fwd", "bwd") or unit["features"]:
-            continue  # a support TU, or the same kernel with paged / split / softcap / packgqa on
+        if unit["direction"] not in ("fwd", "bwd") or unit["features"] or unit["hdim"] not in manifest["selection"]["hdim"]:
+            continue  # a support TU; the same kernel with paged / split / softcap / packgqa on; a backward
+            # of another head dim that only calls with a larger V head dim run on (feature hdimv)
         for arch in unit["archs"]:
             for causal in (False, True):
                 plain = Variant(unit["direction"], unit["hdim"], unit["dtype"], causal, arch)
