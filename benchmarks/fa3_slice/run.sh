@@ -38,8 +38,11 @@ build_wall=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
 echo "== build rc $rc_build wall $build_wall s"; tail -22 "$OUT/build.txt"
 python3 - "$OUT" > "$OUT/tu-table.txt" <<'PY'
 import json, sys, pathlib
-rows = [json.loads(l) for l in (pathlib.Path(sys.argv[1]) / "tu.jsonl").read_text().splitlines() if l.strip()]
-if rows:
+log = pathlib.Path(sys.argv[1]) / "tu.jsonl"
+rows = [json.loads(l) for l in log.read_text().splitlines() if l.strip()] if log.exists() else []
+if not rows:
+    print("0 compiles (the build was up to date)")
+else:
     print(f"{len(rows)} compiles, {sum(r['cpu_s'] for r in rows):.0f} CPU-s, peak {max(r['max_rss_gib'] for r in rows):.2f} GiB")
     for r in sorted(rows, key=lambda r: -r["wall_s"]):
         print(f"  {r['output']:<48} {r['wall_s']:7.1f} s wall {r['cpu_s']:7.1f} CPU-s {r['max_rss_gib']:.2f} GiB rc {r['rc']}")
