@@ -236,13 +236,17 @@ def _finite(ctx, param, value):
 @click.option("--dry-run", is_flag=True, help="Print the plan (variants, families, files, TUs); build nothing.")
 @click.option("--compile-only", is_flag=True, help="Compile the kernel objects; no binding, no link (no torch CUDA needed).")
 @build_options
+@click.option("--profile-compile", is_flag=True, help="Time nvcc's phases per TU (nvcc --time) and print them as a "
+              "table after the build. An nvcc flag, so it builds in its own build dir (key).")
 @ci_options
-def build(dry_run, cell, shard, costs, artifact_dir, **kwargs):
+def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kwargs):
     """Build a selection (the default command): render, compile, link, report."""
     import shlex
 
-    from .build import builder
+    from .build import builder, compile_profile
 
+    if profile_compile:
+        kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), compile_profile.NVCC_FLAG)
     config_shown = kwargs.get("config")
     kwargs = ci_request(kwargs, cell)
     if shard:

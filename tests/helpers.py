@@ -122,6 +122,15 @@ if seconds:
             f.write(f"{{os.getpid()}} {{child.pid}}\\n")
     child.wait()
 out = args[args.index("-o") + 1]
+times = [a.split("=", 1)[1] for a in args if a.startswith("--time=")]
+if times and "-c" in args:  # as nvcc --time: append one row per phase (the header when the file is new)
+    source, new = args[args.index("-c") + 1], not os.path.exists(times[0])
+    with open(times[0], "a") as f:
+        if new:
+            f.write("source file name , phase name , phase input files , phase output file , arch , tool, metric , unit\\n")
+        for phase, ms in (("gcc (preprocessing 4)", 100), ("cudafe++", 400), ("cicc", 2000), ("ptxas", 50),
+                          ("fatbinary", 5), ("gcc (compiling)", 250)):
+            f.write(f"{{source}} , {{phase}} , in , out , compute_90a , nvcc , {{ms}}.0 , ms\\n")
 if "-MF" in args:
     with open(args[args.index("-MF") + 1], "w") as f:
         f.write(out.replace(" ", "\\\\ ") + ":\\n")

@@ -40,3 +40,33 @@ def test_the_table_has_a_row_per_tu_and_a_total(tmp_path):
     table = compile_profile.format_table(profiles).splitlines()
     assert [line.split()[0] for line in table] == ["TU", "fwd_a", "total"]
     assert "cicc" in table[0] and table[1].split()[3] == "0.4s"
+
+
+def test_rows_appended_by_several_tus_are_split_by_source():
+    second = "\n".join(line.replace("t.cu ,", "dir/u.cu ,", 1) for line in SAMPLE.splitlines()[1:])
+    profiles = compile_profile.parse_by_source(SAMPLE + second + "\n")
+    assert sorted(profiles) == ["t", "u"]
+    assert profiles["u"]["cicc"] == pytest.approx(0.372) and profiles["t"]["other"] == 0.0
+
+
+def test_build_profile_compile_prints_the_phase_table_in_its_own_build_dir(tmp_path, fake_root):
+    """With the fake nvcc (tests/helpers.py), end to end: the table lists every compiled TU, and the
+    profiled build's key differs from the plain build's (a plain build's commands never change)."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import make_fake_cuda
+
+    environ = {**os.environ, "CUDA_HOME": str(make_fake_cuda(tmp_path)), "FLASHBUILD_ROOT": str(fake_root),
+               "FLASHBUILD_CACHE_DIR": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "flashbuild", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction",
+            "fwd", "--no-local", "--no-softcap", "--compile-only", "--jobs", "1"]
+    profiled = subprocess.run([*args, "--profile-compile"], env=environ, capture_output=True, text=True, timeout=120)
+    assert profiled.returncode == 0, profiled.stderr
+    table = profiled.stderr.split("nvcc phases per TU (nvcc --time):\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in table[1:3]] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_sm90"]
+    assert table[-1].split()[3] == "4.0s"  # cicc: 2 s per TU from the fake nvcc
+    plain = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "nvcc phases" not in plain.stderr
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # two keys, two build dirs

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import __version__, env
 from ..errors import BuildError, SelectionError
 from ..selection.variants import Selection
-from . import cache, graph, loader, processes, render
+from . import cache, compile_profile, graph, loader, processes, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
 from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords,  # noqa: F401
@@ -80,6 +80,19 @@ def timings_table(timings: dict[str, float], wall: float) -> str:
     return "\n".join([f"compiled {plural(len(timings), 'target')} in {wall:.1f}s:"] + rows)
 
 
+def log_compile_profile(build_dir: Path) -> None:
+    """The per-TU nvcc phase table of --profile-compile, to the log and to compile_profile.txt."""
+    csv_path = build_dir / compile_profile.CSV_NAME
+    profiles = compile_profile.parse_by_source(csv_path.read_text()) if csv_path.is_file() else {}
+    if not profiles:
+        log("profile-compile: no TU was compiled (up to date), so no nvcc phases to show")
+        return
+    table = compile_profile.format_table(profiles)
+    with cache.private_umask():
+        render.write_if_different(build_dir / "compile_profile.txt", table + "\n")
+    log("nvcc phases per TU (nvcc --time):\n" + table)
+
+
 def _manifest(plan: Plan, linked: bool) -> dict:
     selection = plan.selection
     return {
@@ -110,10 +123,15 @@ def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | Non
                             context=tree_context(plan))
         (plan.build_dir / "obj").mkdir(exist_ok=True, mode=cache.PRIVATE_DIR)
         render.write_if_different(plan.build_dir / "build.ninja", ninja_text(plan, tools, link))
+    profiling = compile_profile.NVCC_FLAG in plan.options.flags.nvcc_flags
+    if profiling:  # nvcc appends: only this build's TUs go into this build's table
+        (plan.build_dir / compile_profile.CSV_NAME).unlink(missing_ok=True)
     output, timings = run_ninja(plan)
     if output.failed:
         raise BuildError(output.summary(plan.build_dir / "build.log", plan.command()))
     log(timings_table(timings, output.wall_seconds))
+    if profiling:
+        log_compile_profile(plan.build_dir)
     manifest = _manifest(plan, linked=link is not None)
     with cache.private_umask():
         render.write_if_different(plan.manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

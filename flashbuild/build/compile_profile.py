@@ -2,8 +2,10 @@
 (issue 17). One row per phase run; we fold them into the phases a kernel engineer can act on
 (preprocessing, cudafe++, cicc, ptxas, fatbinary, host compiler) and tabulate them per TU.
 
-Not yet wired into `flashbuild build`: adding `--time` changes the nvcc command line, so ninja would
-rebuild every TU when the flag is toggled; the profiled build belongs in its own build key.
+`flashbuild build --profile-compile` adds NVCC_FLAG to the kernel TUs' nvcc flags: nvcc appends one
+row per phase to a CSV in the build dir (ninja's cwd). Being an nvcc flag it is part of the build
+key, so a profiled build lives in its own build dir and a normal build's command lines (and so its
+objects) are never touched by it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import csv
 import io
 from pathlib import Path
 
+CSV_NAME = "nvcc_time.csv"
+NVCC_FLAG = f"--time={CSV_NAME}"
 PHASES = ("preprocessing", "cudafe++", "cicc", "ptxas", "fatbinary", "host compiler", "other")
 
 
@@ -43,6 +47,20 @@ def parse_nvcc_time(text: str) -> dict[str, float]:
             raise ValueError(f"`nvcc --time` row {row!r}: unit {unit!r}, expected ms")
         totals[phase_of(row[phase_col])] += float(row[metric_col]) / 1000.0
     return totals
+
+
+def parse_by_source(text: str) -> dict[str, dict[str, float]]:
+    """TU (the source file's stem) -> phase seconds, from a CSV that several nvcc runs appended to.
+    nvcc's driver row names no source and is left out."""
+    lines = text.splitlines()
+    if not lines:
+        return {}
+    header, by_source = lines[0], {}
+    for line in lines[1:]:
+        source = line.split(",", 1)[0].strip()
+        if source:
+            by_source.setdefault(Path(source).stem, []).append(line)
+    return {name: parse_nvcc_time("\n".join([header, *rows])) for name, rows in sorted(by_source.items())}
 
 
 def read_profiles(paths: dict[str, Path]) -> dict[str, dict[str, float]]:
