@@ -9,24 +9,38 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-_loaded: dict[Path, ModuleType] = {}
+_loaded: dict[Path, tuple[tuple[int, int, int], ModuleType]] = {}
+
+
+def fingerprint(path: Path) -> tuple[int, int, int]:
+    """What tells one build of a file from the next: a relink renames a new file over the old one
+    (new inode), and its mtime and size move too."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def load_extension(path: Path, module_name: str) -> ModuleType:
     """The module in `path`, whose init function is PyInit_<module_name>. Memoized per path: a
     shared library cannot be loaded twice into one process, so a rebuilt extension of the same key
-    needs a new process."""
+    needs a new process. A rebuild after this process loaded the path is an ImportError, never the
+    stale module (issue 17: a stale extension is never used after a rebuild)."""
     path = Path(path).resolve()
     if path in _loaded:
-        return _loaded[path]
+        loaded_print, module = _loaded[path]
+        if fingerprint(path) != loaded_print:
+            raise ImportError(f"{path} was rebuilt after this process loaded it as {module_name}; a process holds "
+                              f"one copy of an extension: rerun in a new process (`flashbuild watch` runs each "
+                              f"round in one)")
+        return module
     import torch  # noqa: F401  (loads libc10/libtorch, which the extension needs)
 
+    print_before = fingerprint(path)
     loader = importlib.machinery.ExtensionFileLoader(module_name, str(path))
     spec = importlib.util.spec_from_file_location(module_name, str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     sys.modules[module_name] = module
-    _loaded[path] = module
+    _loaded[path] = (print_before, module)
     return module
 
 
