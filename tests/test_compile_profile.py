@@ -44,7 +44,7 @@ def test_the_table_has_a_row_per_tu_and_a_total(tmp_path):
 
 def test_rows_appended_by_several_tus_are_split_by_source():
     second = "\n".join(line.replace("t.cu ,", "dir/u.cu ,", 1) for line in SAMPLE.splitlines()[1:])
-    profiles = compile_profile.parse_by_source(SAMPLE + second + "\n")
+    profiles = compile_profile.parse_by_source(SAMPLE + SAMPLE.splitlines()[0] + "\n" + second + "\n")
     assert sorted(profiles) == ["t", "u"]
     assert profiles["u"]["cicc"] == pytest.approx(0.372) and profiles["t"]["other"] == 0.0
 

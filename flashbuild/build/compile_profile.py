@@ -58,7 +58,7 @@ def parse_by_source(text: str) -> dict[str, dict[str, float]]:
     header, by_source = lines[0], {}
     for line in lines[1:]:
         source = line.split(",", 1)[0].strip()
-        if source:
+        if source and line != header:  # two nvcc runs that found no file each wrote the header
             by_source.setdefault(Path(source).stem, []).append(line)
     return {name: parse_nvcc_time("\n".join([header, *rows])) for name, rows in sorted(by_source.items())}
 
