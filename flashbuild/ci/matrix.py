@@ -101,10 +101,10 @@ def is_matrix_config(name_or_path: str) -> bool:
     """Whether --config names a matrix (a [matrix] table or [[cells]]) rather than a preset. A
     config that cannot be found or read is not one: the preset loader reports it, in its words."""
     try:
-        data = _read(v.find_config(name_or_path))
+        path = v.find_config(name_or_path)
     except SelectionError:
         return False
-    return "matrix" in data or "cells" in data
+    return v.is_matrix_config(path)
 
 
 def _read(path: Path) -> dict[str, Any]:
