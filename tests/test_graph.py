@@ -120,7 +120,7 @@ def test_binding_and_link_edges_when_linking():
     link_rule = re.search(r"^rule link\n  command = (.*)$", text, re.M).group(1)
     assert "-shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out" in link_rule
     link_flags = shlex.split(variable(text, "link_flags"))
-    for flag in ["-L/torch/lib", "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_python"]:
+    for flag in ["-L/torch/lib", "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-ltorch_python"]:
         assert flag in link_flags
     assert link_flags[link_flags.index("-rpath,/torch/lib") - 1] == "-Xlinker"
 

@@ -5,7 +5,7 @@ an undefined symbol, a crash or another kernel), and the slice still computes th
 import torch
 import torch.nn.functional as F
 
-import flash_attn_3
+from flash_attn_interface import flash_attn_func
 from flash_attn_config import FLASHBUILD_SLICE
 
 print("slice:", FLASHBUILD_SLICE)
@@ -15,7 +15,7 @@ def call(name, d, dtype=torch.float16, dv=None):
     q = torch.randn(2, 256, 4, d, device="cuda", dtype=dtype)
     v = torch.randn(2, 256, 4, dv or d, device="cuda", dtype=dtype)
     try:
-        flash_attn_3.flash_attn_func(q, q, v)
+        flash_attn_func(q, q, v)
         print(f"{name}: NO ERROR (a kernel ran that the slice should not hold)")
     except RuntimeError as exc:
         print(f"{name}: RuntimeError: {exc}")
@@ -28,7 +28,7 @@ if "hdimv" not in FLASHBUILD_SLICE["features"]:
     call("hdim 64, V head dim 256", 64, dv=256)
 for causal in (False, True):
     q, k, v = (torch.randn(2, 1024, 8, 64, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
-    out = flash_attn_3.flash_attn_func(q, k, v, causal=causal)
+    out = flash_attn_func(q, k, v, causal=causal)
     ref = F.scaled_dot_product_attention(*(t.float().transpose(1, 2) for t in (q, k, v)), is_causal=causal).transpose(1, 2)
     out.sum().backward()
     print(f"hdim 64 fp16 causal={causal} after the errors: max |out - fp32 SDPA| = {(out.float() - ref).abs().max().item():.2e}, "

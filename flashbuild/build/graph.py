@@ -111,7 +111,9 @@ def binding_flags(link: LinkSpec, toolchain: Toolchain, gen_dir: Path) -> list[s
 
 
 def link_flags(link: LinkSpec) -> list[str]:
-    return [f"-L{link.torch_lib}", "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+    # torch_cuda as torch's own CUDAExtension links it: a tree on torch's stable ABI (FA3) calls its
+    # aoti_torch_* CUDA shims, which no library the import of torch makes global provides.
+    return [f"-L{link.torch_lib}", "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-ltorch_python",
             "-Xlinker", f"-rpath,{link.torch_lib}"]
 
 
