@@ -3,7 +3,8 @@
 flashbuild.load() returns an AttentionOps. Its flash_attn_func, flash_attn_varlen_func and
 flash_attn_with_kvcache take flash-attn's argument names, order and shapes, so switching an import
 line is enough. Each call goes through torch.library custom ops, registered once per extension
-under the namespace of its module name (`_flashbuild_<hash>`), so two loaded builds never share an
+under the namespace of its module name (`_flashbuild_<hash>`; a build rebuilt after this process
+loaded it is `_flashbuild_<hash>_<digest>`: build/loader.py), so two loaded builds never share an
 op. The ops carry fake implementations (exact output shapes, dtypes and strides, for
 torch.compile(fullgraph=True) and FakeTensorMode) and autograd formulas that run our backward
 kernels. Every other attribute (variants(), build_key(), mha_bwd, ...) is the raw extension's;
@@ -251,8 +252,9 @@ def _ops_for(namespace: str, ext: Any) -> _Ops:
         elif ops.ext is not ext:
             raise FlashbuildError(
                 f"flashbuild: the torch ops namespace {namespace!r} is already bound to another module "
-                f"({ops.ext!r}); a module name serves one extension per process (start a new process "
-                f"to load a rebuilt extension, or pass another namespace=)")
+                f"({ops.ext!r}); a module name serves one extension per process (flashbuild.load() gives a "
+                f"rebuilt extension a module name of its own; for a module loaded otherwise, pass another "
+                f"namespace=)")
         return ops
 
 

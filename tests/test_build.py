@@ -334,7 +334,7 @@ def test_load_follows_try_lock_try_build_load(monkeypatch, tmp_path, fake_root, 
     monkeypatch.setattr(builder, "_try_load", try_load)
     monkeypatch.setattr(builder, "build_lock", Lock)
     monkeypatch.setattr(builder, "_build_locked", lambda plan, tools, link: calls.append(f"build with {link}"))
-    monkeypatch.setattr(builder.loader, "load_extension", lambda path, name: calls.append(f"load {name}") or "built")
+    monkeypatch.setattr(builder.loader, "load_extension", lambda path, name, fresh: calls.append(f"load {name}") or "built")
     monkeypatch.setattr(builder.cache, "check_loadable", lambda path: None)  # nothing was really built
     selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", build_dir=tmp_path)
     module = builder.load(selection, options)

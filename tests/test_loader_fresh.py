@@ -1,34 +1,141 @@
-"""loader: an extension rebuilt after this process loaded it is refused, never served stale
-(issue 17). No compiler: the memo is seeded as a load would have left it."""
+"""loader: a rebuilt extension loads fresh in the same process, and the stale copy is never served
+(issue 17). With a real (tiny) extension compiled by the host compiler, as the link edge leaves
+one: a new file renamed over the old (`mv -f $out.tmp $out`). No CUDA, no GPU."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 import types
+from pathlib import Path
 
 import pytest
 
-from flashbuild.build import loader
+from flashbuild.build import builder, loader
+
+NAME = "_flashbuild_loadertest"
+SOURCE = """\
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static long calls = 0;  /* state of this copy of the extension */
+static PyObject* build(PyObject* self, PyObject* args) { return PyLong_FromLong(BUILD); }
+static PyObject* count(PyObject* self, PyObject* args) { return PyLong_FromLong(++calls); }
+static PyMethodDef methods[] = {{"build", build, METH_NOARGS, "which build this is"},
+                                {"count", count, METH_NOARGS, "calls so far, in this copy"},
+                                {NULL, NULL, 0, NULL}};
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "%(name)s", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_%(name)s(void) { return PyModule_Create(&def); }
+""" % {"name": NAME}
+
+CC = shutil.which("cc") or shutil.which("gcc")
+PYTHON_H = Path(sysconfig.get_paths()["include"]) / "Python.h"
+needs_cc = pytest.mark.skipif(CC is None or not PYTHON_H.is_file(), reason="no C compiler or Python headers")
+
+
+def link(build_dir: Path, build: int) -> Path:
+    """Build `build` of the extension into build_dir/NAME.so the way the link edge does: to a
+    temporary name, then renamed over the old file."""
+    source = build_dir / "ext.c"
+    source.write_text(SOURCE)
+    out = build_dir / f"{NAME}.so"
+    subprocess.run([CC, "-shared", "-fPIC", f"-DBUILD={build}", f"-I{PYTHON_H.parent}", str(source), "-o",
+                    f"{out}.tmp"], check=True)
+    os.replace(f"{out}.tmp", out)
+    return out
+
+
+def relink_same_bytes(path: Path) -> None:
+    shutil.copyfile(path, f"{path}.tmp")
+    os.replace(f"{path}.tmp", path)
 
 
 @pytest.fixture
-def loaded(tmp_path, monkeypatch):
-    path = (tmp_path / "_flashbuild_abc.so").resolve()
+def build_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(loader, "_loaded", {})
+    directory = tmp_path / "build"
+    directory.mkdir(mode=0o700)
+    yield directory
+    for name in [n for n in sys.modules if n.startswith(NAME)]:
+        del sys.modules[name]
+
+
+@needs_cc
+def test_an_unchanged_extension_is_the_module_already_loaded(build_dir):
+    path = link(build_dir, 1)
+    first = loader.load_extension(path, NAME)
+    assert first.build() == 1 and first.__name__ == NAME and sys.modules[NAME] is first
+    assert loader.load_extension(path, NAME) is first
+    assert sorted(p.name for p in build_dir.glob("*.so")) == [f"{NAME}.so"]  # no copy of a first load
+
+
+@needs_cc
+def test_a_rebuilt_extension_loads_fresh_in_the_same_process(build_dir):
+    path = link(build_dir, 1)
+    first = loader.load_extension(path, NAME)
+    assert first.count() == 1
+    link(build_dir, 2)
+    second = builder.import_extension(path, NAME)  # checked, then loaded: what load() and watch do
+    assert second is not first and second.build() == 2
+    assert second.count() == 1 and first.count() == 2  # two copies, each with its own state
+    digest = loader.digest_of(path)
+    assert second.__name__ == f"{NAME}_{digest[:8]}"  # a module name (and ops namespace) per build
+    assert Path(second.__file__).name == f"{NAME}.{digest[:16]}.so"  # loaded from a file of its own
+    assert sys.modules[NAME] is second and sys.modules[second.__name__] is second  # the name gets the current build
+    assert loader.load_extension(path, NAME) is second
+    assert first.build() == 1  # a module held from before keeps its own code
+
+
+@needs_cc
+def test_each_rebuild_loads_fresh_and_old_copies_are_removed(build_dir, monkeypatch):
+    monkeypatch.setattr(loader, "SNAPSHOT_MAX_AGE", -1.0)
+    path = link(build_dir, 1)
+    loader.load_extension(path, NAME)
+    for build in (2, 3, 4):
+        link(build_dir, build)
+        assert loader.load_extension(path, NAME).build() == build
+    copies = sorted(p.name for p in build_dir.glob(f"{NAME}.*.so"))
+    assert copies == [f"{NAME}.{loader.digest_of(path)[:16]}.so"]  # the current build's copy only
+    assert not list(build_dir.glob(".*.load"))
+
+
+@needs_cc
+def test_a_relink_to_the_same_bytes_is_the_module_already_loaded(build_dir):
+    path = link(build_dir, 1)
+    first = loader.load_extension(path, NAME)
+    relink_same_bytes(path)  # a touched header whose objects compile the same
+    assert loader.load_extension(path, NAME) is first
+    link(build_dir, 2)
+    second = loader.load_extension(path, NAME)
+    link(build_dir, 1)  # the edit undone: the bytes of the first build again
+    assert loader.load_extension(path, NAME) is first and sys.modules[NAME] is first
+    assert second.build() == 2
+
+
+@needs_cc
+def test_the_drop_in_api_wraps_a_rebuilt_extension_in_ops_of_its_own(build_dir):
+    from flashbuild import api
+
+    path = link(build_dir, 1)
+    first = api.wrap(loader.load_extension(path, NAME))
+    link(build_dir, 2)
+    second = api.wrap(loader.load_extension(path, NAME))
+    assert first.namespace == NAME and second.namespace == second.ext.__name__ != NAME
+    assert second.ext.build() == 2 and first.ext.build() == 1
+
+
+def test_a_rebuilt_extension_of_a_tree_package_is_refused_not_served_stale(tmp_path, monkeypatch):
+    """fresh=False (an upstream tree's package imports its extension by name, once): ImportError."""
+    path = (tmp_path / "flash_attn_2_cuda.so").resolve()
     path.write_bytes(b"first build")
-    module = types.ModuleType("_flashbuild_abc")
-    monkeypatch.setattr(loader, "_loaded", {path: (loader.fingerprint(path), module)})
-    return path, module
-
-
-def test_an_unchanged_extension_is_the_module_already_loaded(loaded):
-    path, module = loaded
-    assert loader.load_extension(path, "_flashbuild_abc") is module
-
-
-def test_a_relinked_extension_is_refused_not_served_stale(loaded):
-    path, _ = loaded
+    module = types.ModuleType("flash_attn_2_cuda")
+    monkeypatch.setattr(loader, "_loaded", {path: loader.Loaded(loader.fingerprint(path), "d1", {"d1": module},
+                                                                 module)})
+    assert loader.load_extension(path, "flash_attn_2_cuda", fresh=False) is module
     new = path.with_suffix(".so.tmp")
     new.write_bytes(b"second build, longer")
     os.replace(new, path)  # as the link edge does: mv -f $out.tmp $out
     with pytest.raises(ImportError, match="was rebuilt after this process loaded it .* new process"):
-        loader.load_extension(path, "_flashbuild_abc")
+        loader.load_extension(path, "flash_attn_2_cuda", fresh=False)

@@ -168,9 +168,16 @@ def _ninja_has_no_work(build_dir: Path) -> bool:
     return out.returncode == 0 and "no work to do" in out.stdout
 
 
+def import_extension(extension: Path, module_name: str, *, fresh: bool = True):
+    """A linked extension, checked (ours, not a link, not writable by others), then imported; one
+    rebuilt since this process imported it loads fresh under a name of its own (loader.py)."""
+    cache.check_loadable(extension)
+    return loader.load_extension(extension, module_name, fresh=fresh)
+
+
 def _import(plan: Plan):
-    cache.check_loadable(plan.extension_path)
-    return loader.load_extension(plan.extension_path, plan.module_name)
+    # An upstream tree's package imports its extension by name, once: a rebuilt one needs a new process.
+    return import_extension(plan.extension_path, plan.module_name, fresh=plan.profile.builtin)
 
 
 def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):

@@ -1,15 +1,48 @@
-"""Import a built extension as a Python module (torch first: the extension links against it)."""
+"""Import a built extension as a Python module (torch first: the extension links against it).
+
+A process may load a build again after it was rebuilt (issue 17: `flashbuild watch` stays one warm
+process across rebuilds), and never gets the stale copy. The dynamic loader holds one copy per
+file name: dlopen of a path it already loaded returns that copy, even after the link edge renamed
+a new file over it. So the first copy a process loads is the extension file under the build's
+module name, and a rebuilt one is loaded from a file of its own beside it, named by its content
+(`<module>.<digest>.so`: a hard link to the new file, or a private copy where links are refused),
+under a module name of its own, `<module>_<digest>`. That name is also its torch.library namespace
+(api.namespace_of), so two builds of one key share no file, no module and no op. A relink to the
+same bytes (a touched header whose objects compile the same) is the module already loaded.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import os
+import shutil
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-_loaded: dict[Path, tuple[tuple[int, int, int], ModuleType]] = {}
+from . import cache
+
+DIGEST_CHARS = 8        # of the sha256 in a rebuilt copy's file and module name
+SNAPSHOT_MAX_AGE = 60.0  # seconds: older copies of earlier builds are removed when a new one is made
+
+
+@dataclass
+class Loaded:
+    """What this process loaded from one extension path: the file's fingerprint when it was loaded,
+    and each build (sha256 of the file) it loaded from that path, as a module."""
+
+    fingerprint: tuple[int, int, int]
+    digest: str | None                  # the build at `fingerprint` (None: relinked while it loaded)
+    modules: dict[str, ModuleType]      # digest -> module; the first load's is the module of the plain name
+    first: ModuleType
+
+
+_loaded: dict[Path, Loaded] = {}
 
 
 def fingerprint(path: Path) -> tuple[int, int, int]:
@@ -19,28 +52,87 @@ def fingerprint(path: Path) -> tuple[int, int, int]:
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
-def load_extension(path: Path, module_name: str) -> ModuleType:
-    """The module in `path`, whose init function is PyInit_<module_name>. Memoized per path: a
-    shared library cannot be loaded twice into one process, so a rebuilt extension of the same key
-    needs a new process. A rebuild after this process loaded the path is an ImportError, never the
-    stale module (issue 17: a stale extension is never used after a rebuild)."""
-    path = Path(path).resolve()
-    if path in _loaded:
-        loaded_print, module = _loaded[path]
-        if fingerprint(path) != loaded_print:
-            raise ImportError(f"{path} was rebuilt after this process loaded it as {module_name}; a process holds "
-                              f"one copy of an extension: rerun in a new process (`flashbuild watch` runs each "
-                              f"round in one)")
-        return module
-    import torch  # noqa: F401  (loads libc10/libtorch, which the extension needs)
+def digest_of(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
 
-    print_before = fingerprint(path)
+
+def _exec(path: Path, module_name: str) -> ModuleType:
+    """Load the extension file `path`, whose init function is PyInit_<module_name>."""
     loader = importlib.machinery.ExtensionFileLoader(module_name, str(path))
     spec = importlib.util.spec_from_file_location(module_name, str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
-    sys.modules[module_name] = module
-    _loaded[path] = (print_before, module)
+    return module
+
+
+def snapshot(path: Path, module_name: str) -> tuple[Path, str]:
+    """The file now at `path`, as `<module>.<digest>.so` beside it (a hard link: the link edge's next
+    rename leaves it alone), and its sha256. Copies of earlier builds older than SNAPSHOT_MAX_AGE
+    are removed (a process that loaded one keeps its mapping)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.load")
+    temporary.unlink(missing_ok=True)
+    with cache.private_umask():
+        try:
+            os.link(path, temporary)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(path, temporary)
+    digest = digest_of(temporary)
+    final = path.with_name(f"{module_name}.{digest[:DIGEST_CHARS * 2]}.so")
+    os.replace(temporary, final)
+    temporary.unlink(missing_ok=True)  # rename leaves both names when they are links of one file
+    _prune(path.parent, module_name, keep=final)
+    return final, digest
+
+
+def _prune(build_dir: Path, module_name: str, keep: Path) -> None:
+    now = time.time()
+    for old in [*build_dir.glob(f"{module_name}.*.so"), *build_dir.glob(f".{module_name}.so.*.load")]:
+        try:
+            if old != keep and now - old.lstat().st_ctime > SNAPSHOT_MAX_AGE:
+                old.unlink()
+        except OSError:
+            continue
+
+
+def load_extension(path: Path, module_name: str, *, fresh: bool = True) -> ModuleType:
+    """The module in `path`, whose init function is PyInit_<module_name>. Memoized per path and
+    build: the same file is the module already loaded. A file rebuilt since this process loaded it
+    is loaded fresh (see the module's docstring) or is the module of the same bytes loaded before;
+    with fresh=False (a tree whose Python package imports its extension by name, once) it is an
+    ImportError naming the fix, never the stale module."""
+    path = Path(path).resolve()
+    seen = _loaded.get(path)
+    now = fingerprint(path)
+    if seen is not None and now == seen.fingerprint:
+        return seen.modules.get(seen.digest, seen.first)
+    if seen is not None and not fresh:
+        raise ImportError(f"{path} was rebuilt after this process loaded it as {module_name}, whose package "
+                          f"imports it by name once per process: rerun in a new process (`flashbuild watch` "
+                          f"runs each round of an external tree's build in one)")
+    import torch  # noqa: F401  (loads libc10/libtorch, which the extension needs)
+
+    if seen is None:
+        digest = digest_of(path)
+        module = _exec(path, module_name)
+        if fingerprint(path) != now:  # relinked while it loaded: which build it holds is unknown
+            digest = None
+        sys.modules[module_name] = module
+        _loaded[path] = Loaded(now, digest, {digest: module} if digest else {}, module)
+        return module
+    copy, digest = snapshot(path, module_name)
+    seen.fingerprint, seen.digest = now, digest  # relinked again since `now`: the next call sees it
+    module = seen.modules.get(digest)  # the same bytes as a build loaded before
+    if module is None:
+        cache.check_loadable(copy)
+        module = _exec(copy, module_name)
+        module.__name__ = f"{module_name}_{digest[:DIGEST_CHARS]}"  # its own name and torch.library namespace
+        sys.modules[module.__name__] = module
+        seen.modules[digest] = module
+    sys.modules[module_name] = module  # an import by the build's name gets the current build
     return module
 
 
