@@ -603,19 +603,51 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
 @cli.command()
 @selection_options
 @build_options
-@click.option("--interval", type=click.FloatRange(0.1, 86400), callback=_finite, default=1.0, show_default=True, help="Seconds between polls of kernels/.")
+@click.option("--interval", type=click.FloatRange(0.1, 86400), callback=_finite, default=0.5, show_default=True,
+              help="Seconds between polls of the kernel sources.")
 @click.option("--shapes", type=click.Choice(["quick", "full"]), default="quick", show_default=True, help="The test's shapes.")
-def watch(interval, shapes, **kwargs):
-    """On every saved file under kernels/, rebuild the slice and rerun `flashbuild test` on it."""
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs, as `flashbuild test`'s.")
+@click.option("--test-all", is_flag=True, help="After each rebuild, test every variant of the build, not only the "
+                                               "variants whose kernel objects were recompiled.")
+@click.option("--fresh-process", is_flag=True, help="Run each round as `flashbuild test` in a new process (the "
+                                                    "whole selection; what an external tree's build always does).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Append one JSON line per round to this file: what changed, was rebuilt and tested, the build, "
+                   "load and test seconds, save->verdict seconds, the verdict.")
+def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
+    """On every saved file under kernels/, rebuild the slice and test what the change rebuilt.
+
+    One warm process: each round rebuilds, loads the new build into the same process and runs
+    `flashbuild test`'s checks on the variants whose kernel objects were recompiled (all of them
+    with --test-all, or when the binding was), then prints one line: what was rebuilt and tested, in
+    how many seconds, pass or FAIL, and save->verdict seconds. The first round tests every variant.
+    Needs a GPU (exit 2 without one)."""
+    import os
+    from pathlib import Path
+
     from .build import builder
-    from .debug import watch as watching
+    from .debug import runtime, watch as watching
 
     selection, options = builder.parse_request(**kwargs)
-    command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes]
     plan = builder.make_plan(selection, options)
     root = env.kernels_dir() if selection.builtin else \
         builder.tree_root(plan) / (plan.profile.include_dirs[0] if plan.profile.include_dirs else "")
-    watching.watch(root, command, interval=interval, log=builder.log)
+    if fresh_process or not selection.builtin:
+        if json_path:
+            raise click.UsageError("--json records the rounds of the warm loop; an external tree's build (--source) "
+                                   "and --fresh-process run each round as `flashbuild test` in a new process: drop "
+                                   "--json (or --fresh-process)")
+        command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes,
+                   "--seed", str(seed)]
+        watching.watch(root, command, interval=interval, log=builder.log)
+        return
+    check_output(json_path, "--json")
+    gpu = runtime.require_gpu("watch")
+    runtime.check_selection_runs_here(selection, gpu, "watch")
+    loop = watching.warm_loop(selection, options, gpu, shapes=shapes, seed=seed, test_all=test_all, echo=click.echo)
+    record = watching.append_json(Path(json_path)) if json_path else (lambda done: None)
+    watching.watch_warm(root, loop, interval=interval, log=builder.log, echo=click.echo, record=record,
+                        restart=lambda: os.execv(sys.executable, [sys.executable, "-m", "flashbuild", *sys.argv[1:]]))
 
 
 def _write(path: str, text: str) -> None:

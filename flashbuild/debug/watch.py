@@ -1,17 +1,34 @@
-"""`flashbuild watch`: on a saved kernel file, rebuild the slice and rerun `test --shapes quick`.
+"""`flashbuild watch`: on a saved kernel file, rebuild the slice and test what the change rebuilt.
 
-Polls the modification times under kernels/ (no new dependency). Each cycle runs the test in a new
-process: a rebuilt extension cannot be loaded twice into one process.
+Polls the modification times under kernels/ (no new dependency). The default loop stays one warm
+process (issue 17): Python, torch and the CUDA context are set up once, and each round rebuilds
+through the builder, loads the relinked extension fresh (build/loader.py: a module of its own per
+build, never the stale one) and runs `flashbuild test`'s checks on the variants whose kernel objects
+ninja recompiled (every variant when the binding was, or with test_all), then prints one verdict line:
+
+    rebuilt 4 TUs + link in 12.3s; tested 36 checks of fwd_hdim64_fp16_sm90, ... in 3.1s: pass; save->verdict 15.9s
+
+After a check that lost the CUDA context (an illegal address, say) the process cannot run kernels
+again, so the loop restarts itself in a new process. An external tree's build runs each round as
+`flashbuild test` in a new process instead (fresh_process): its Python package imports its extension
+by name, once per process.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterable
+
+from ..errors import FlashbuildError
+from ..selection.variants import Variant
+from . import checking
 
 WATCHED_SUFFIXES = {".h", ".hpp", ".cuh", ".cu", ".cpp", ".inl"}
+NOT_KERNELS = ("binding", "link")  # targets of a build that are no variant's kernel object
 
 
 def snapshot(root: Path) -> dict[str, int]:
@@ -31,29 +48,263 @@ def changes(old: dict[str, int], new: dict[str, int]) -> list[str]:
     return sorted(name for name in old.keys() | new.keys() if old.get(name) != new.get(name))
 
 
-def watch(root: Path, command: list[str], *, interval: float = 1.0, log: Callable[[str], None],
-          run: Callable[[list[str]], int] = lambda cmd: subprocess.run(cmd, check=False).returncode,
-          sleep: Callable[[float], None] = time.sleep, max_cycles: int | None = None) -> int:
-    """Run `command` now and after every change under root; returns the number of runs (for tests:
-    max_cycles bounds the polls)."""
-    runs = 0
-    log(f"watching {root} (every {interval:g}s; Ctrl-C stops)")
-    before = snapshot(root)
-    code = run(command)
-    runs += 1
-    log(f"{'passed' if code == 0 else f'exit {code}'}; waiting for a change under {root}")
-    polls = 0
+def saved_at(changed: Iterable[str], now: dict[str, int], *, after: float, before: float) -> float:
+    """When the change was saved: the newest mtime of the changed files, kept between the last poll
+    that saw no change (`after`) and the poll that saw it (`before`): an mtime set into the past or
+    the future (touch -d, a copy keeping times) says nothing about when the file was saved."""
+    newest = max((now[name] / 1e9 for name in changed if name in now), default=before)
+    return min(max(newest, after), before)
+
+
+def poll(root: Path, handle: Callable[[list[str], float], None], *, interval: float,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
+         max_cycles: int | None = None) -> int:
+    """handle([], now) at once, then handle(changed, saved) after each poll that finds files under
+    root added, removed or modified (`saved`: saved_at). An edit saved while a round runs starts the
+    next one. Returns the number of rounds (for tests: max_cycles bounds the polls)."""
+    before, seen = snapshot(root), clock()
+    handle([], seen)
+    rounds, polls = 1, 0
     while max_cycles is None or polls < max_cycles:
         sleep(interval)
         polls += 1
-        now = snapshot(root)
+        looked, now = clock(), snapshot(root)
         changed = changes(before, now)
-        if not changed:
-            continue
-        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        log(f"changed: {shown}: rebuilding and testing")
-        before = now  # an edit saved while this run goes on starts the next one
+        if changed:
+            handle(changed, saved_at(changed, now, after=seen, before=looked))
+            rounds += 1
+            before = now
+        seen = looked
+    return rounds
+
+
+def shown(names: list[str], limit: int = 3) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# ---------------------------------------------------------------- each round in a new process
+
+def watch(root: Path, command: list[str], *, interval: float = 1.0, log: Callable[[str], None],
+          run: Callable[[list[str]], int] = lambda cmd: subprocess.run(cmd, check=False).returncode,
+          sleep: Callable[[float], None] = time.sleep, max_cycles: int | None = None) -> int:
+    """Run `command` now and after every change under root (each run a new process); returns the
+    number of runs."""
+    log(f"watching {root} (every {interval:g}s; Ctrl-C stops)")
+
+    def handle(changed: list[str], saved: float) -> None:
+        if changed:
+            log(f"changed: {shown(changed)}: rebuilding and testing")
         code = run(command)
-        runs += 1
         log(f"{'passed' if code == 0 else f'exit {code}'}; waiting for a change under {root}")
-    return runs
+
+    return poll(root, handle, interval=interval, sleep=sleep, max_cycles=max_cycles)
+
+
+# ---------------------------------------------------------------- the warm loop
+
+def rebuilt_variants(rebuilt: Iterable[str], built: list[Variant], *, test_all: bool = False) -> list[Variant]:
+    """The variants to test after a build that ran the `rebuilt` targets (ninja_output's names: a
+    variant's name for its object, "binding", "link"): those whose kernel object was recompiled;
+    all of them when the binding (it calls every kernel) or an object of no variant was, or test_all."""
+    rebuilt = set(rebuilt)
+    names = {v.name for v in built}
+    if test_all or any(target not in names and target != "link" for target in rebuilt):
+        return list(built)
+    return [v for v in built if v.name in rebuilt]
+
+
+@dataclass
+class Round:
+    """One save -> verdict: what changed and was rebuilt, what was tested, how long each step took."""
+
+    changed: list[str]
+    saved: float                     # epoch seconds: when the change was saved (poll.saved_at)
+    rebuilt: list[str] = field(default_factory=list)  # the targets ninja ran
+    tested: list[str] = field(default_factory=list)   # the variants checked
+    build_s: float = 0.0             # render + ninja + link
+    load_s: float = 0.0              # importing the relinked extension
+    test_s: float = 0.0
+    checks: int = 0
+    failed: int = 0
+    result: str = ""                 # pass | FAIL | build failed | load failed | nothing rebuilt
+    error: str = ""
+    still_failing: list[str] = field(default_factory=list)  # failed in an earlier round, not tested now
+    lost_context: bool = False
+    finished: float = 0.0            # epoch seconds of the verdict
+
+    @property
+    def total_s(self) -> float:
+        return self.finished - self.saved
+
+    def line(self) -> str:
+        """The verdict, one line."""
+        kernels = [t for t in self.rebuilt if t not in NOT_KERNELS]
+        what = ([f"{len(kernels)} TU{'' if len(kernels) == 1 else 's'}"] if kernels else []) + \
+            [t for t in NOT_KERNELS if t in self.rebuilt]
+        load = f" (load {self.load_s:.1f}s)" if self.load_s >= 0.05 else ""
+        if self.result == "build failed":
+            parts = [f"build failed in {self.build_s:.1f}s: {self.error}"]
+        elif what:
+            parts = [f"rebuilt {' + '.join(what)} in {self.build_s:.1f}s{load}"]
+        else:
+            parts = [f"nothing to rebuild ({self.build_s:.1f}s){load}"]
+        if self.result == "load failed":
+            parts.append(f"load failed: {self.error}")
+        elif self.result == "nothing rebuilt":
+            parts.append("no kernel changed: nothing to test")
+        elif self.result in ("pass", "FAIL"):
+            verdict = "pass" if self.result == "pass" else f"FAIL ({self.failed} failed)"
+            parts.append(f"tested {self.checks} check{'' if self.checks == 1 else 's'} of {shown(self.tested, 4)} "
+                         f"in {self.test_s:.1f}s: {verdict}")
+        if self.still_failing:
+            parts.append(f"still failing from an earlier round: {shown(self.still_failing)}")
+        if self.changed:
+            parts.append(f"save->verdict {self.total_s:.1f}s")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "total_s": round(self.total_s, 3), "verdict": self.line()}
+
+
+@dataclass
+class WarmLoop:
+    """The warm process's rounds. build() -> a BuildResult (its timings name the targets ninja ran;
+    raises FlashbuildError on a compile error); objects(result) -> target name -> mtime (ns) of
+    each object in the build; load(result) -> the extension (fresh after a relink);
+    test(module, variants) -> checking.Row list.
+
+    A round tests the variants whose objects changed since they were last tested: those ninja ran
+    now, and those it recompiled in an earlier round whose build failed on another TU (never linked,
+    so never tested). `failing` keeps the variants whose last check failed."""
+
+    build: Callable[[], Any]
+    load: Callable[[Any], Any]
+    test: Callable[[Any, list[Variant]], list]
+    objects: Callable[[Any], dict[str, int]] = lambda result: {}
+    test_all: bool = False
+    clock: Callable[[], float] = time.time
+    module: Any = None
+    tested_objects: dict[str, int] = field(default_factory=dict)
+    failing: set[str] = field(default_factory=set)
+
+    def round(self, changed: list[str], saved: float) -> Round:
+        out = Round(changed=list(changed), saved=saved)
+        started = self.clock()
+        try:
+            result = self.build()
+        except FlashbuildError as exc:
+            out.build_s = self.clock() - started
+            out.result, out.error, out.finished = "build failed", str(exc), self.clock()
+            return out
+        out.rebuilt = list(result.timings)
+        objects = self.objects(result)
+        pending = set(out.rebuilt) | {name for name, mtime in objects.items() if self.tested_objects.get(name) != mtime}
+        loading = self.clock()
+        out.build_s = loading - started
+        if self.module is not None and not pending:
+            out.result, out.finished = "nothing rebuilt", self.clock()
+            return out
+        try:
+            self.module = self.load(result)
+        except (ImportError, OSError, FlashbuildError) as exc:
+            out.load_s = self.clock() - loading
+            out.result, out.error, out.finished = "load failed", str(exc).splitlines()[0], self.clock()
+            self.module = None  # the next round loads again
+            return out
+        testing = self.clock()
+        out.load_s = testing - loading
+        built = [Variant.from_name(name) for name in self.module.variants()]
+        first = not self.tested_objects and not changed
+        variants = rebuilt_variants(pending, built, test_all=self.test_all or first)
+        rows = self.test(self.module, variants) if variants else []
+        self.tested_objects = objects
+        out.test_s = self.clock() - testing
+        out.tested = list(dict.fromkeys(row.variant for row in rows if row.status != "skip"))
+        out.checks = sum(row.status != "skip" for row in rows)
+        out.failed = sum(row.status == "FAIL" for row in rows)
+        out.lost_context = any(checking.lost_context(row) for row in rows)
+        names = {v.name for v in variants}
+        self.failing = (self.failing - names) | {row.variant for row in rows if row.status == "FAIL"}
+        out.still_failing = sorted(self.failing - names)
+        out.result = "nothing rebuilt" if not variants else "FAIL" if out.failed else "pass"
+        out.finished = self.clock()
+        return out
+
+
+def watch_warm(root: Path, loop: WarmLoop, *, interval: float, log: Callable[[str], None],
+               echo: Callable[[str], None], record: Callable[[Round], None] = lambda r: None,
+               restart: Callable[[], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+               max_cycles: int | None = None) -> int:
+    """The warm loop: a first round (build, load, test every variant), then one round per change
+    under root; each ends with its verdict line (echo, timestamped) and record(round). Returns the
+    number of rounds."""
+    log(f"watching {root} (every {interval:g}s; Ctrl-C stops): one process; each save rebuilds, loads the "
+        f"new build and tests {'every variant' if loop.test_all else 'the variants it rebuilt'}")
+
+    def handle(changed: list[str], saved: float) -> None:
+        if changed:
+            log(f"changed: {shown(changed)}")
+        done = loop.round(changed, saved)
+        stamp = time.strftime("%H:%M:%S", time.localtime(done.finished))
+        echo(f"[{stamp}] {done.line()}")
+        record(done)
+        if done.lost_context and restart is not None:
+            log("a check lost the CUDA context: this process cannot run kernels again; restarting the watch "
+                "in a new process")
+            restart()
+        log(f"waiting for a change under {root}")
+
+    return poll(root, handle, interval=interval, sleep=sleep, max_cycles=max_cycles)
+
+
+def append_json(path: Path) -> Callable[[Round], None]:
+    """record for watch_warm: one JSON object per round, appended to `path` (flushed at once, so a
+    benchmark can read each verdict as it comes)."""
+    def record(done: Round) -> None:
+        with open(path, "a") as f:
+            f.write(json.dumps(done.to_json()) + "\n")
+    return record
+
+
+# ---------------------------------------------------------------- wiring: our build, our checks
+
+def build_objects(build_dir: Path) -> dict[str, int]:
+    """target name (ninja_output's: a variant's name, "binding") -> mtime (ns) of each object of a build."""
+    from ..build.ninja_output import NinjaOutput
+
+    out = {}
+    for path in sorted((Path(build_dir) / "obj").glob("*.o")):
+        try:
+            out[NinjaOutput.target_name(f"obj/{path.name}")] = path.stat().st_mtime_ns
+        except OSError:
+            continue
+    return out
+
+
+def warm_loop(selection, options, gpu, *, shapes: str, seed: int = 0, test_all: bool = False,
+              echo: Callable[[str], None]) -> WarmLoop:
+    """A WarmLoop over the builder and `flashbuild test`'s checks for `selection` on `gpu`: of the
+    variants to test, those this GPU runs (as `flashbuild test` picks them) are checked; each failed
+    check's row is echoed."""
+    from ..build import builder
+    from . import runtime
+
+    def load(result):
+        return builder.import_extension(result.extension, result.module_name)
+
+    def test(module, variants):
+        here, _ = runtime.runnable([Variant.from_name(name) for name in module.variants()], gpu)
+        here = [v for v in variants if v in here]
+        shape_sets = (checking.SHAPE_SETS[shapes], checking.FEATURE_SHAPE_SETS[shapes])
+        width = max([30] + [len(v.name) for v in here])
+        shape_width = checking.shape_width(here, *shape_sets)
+
+        def on_row(row):
+            if row.status == "FAIL":
+                echo(checking.format_row(row, width, shape_width))
+
+        return checking.run_checks(module, here, shape_sets[0], feature_shapes=shape_sets[1], seed=seed,
+                                   device=gpu.device, on_row=on_row)
+
+    return WarmLoop(build=lambda: builder.build(selection, options), load=load, test=test,
+                    objects=lambda result: build_objects(result.build_dir), test_all=test_all)
