@@ -1,0 +1,80 @@
+// The Hopper (sm_90a) FlashAttention backward kernel, composition only: one CTA per (key block of
+// kBlockN rows, head, batch), one producer warpgroup (bwd_mainloop.h, load) and two consumer
+// warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every query block that
+// sees their keys, add each block's dQ to dq_accum and store dK, dV at the end (bwd_epilogue.h).
+// Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query blocks, and the
+// grid's first CTAs take it (longest first).
+#pragma once
+
+#include "hopper/bwd_epilogue.h"
+#include "hopper/bwd_mainloop.h"
+
+namespace flashbuild::hopper {
+
+template <class Traits, bool kIsCausal>
+struct BwdKernel {
+  using Mainloop = BwdMainloop<Traits, kIsCausal>;
+  using Epilogue = BwdEpilogue<Traits>;
+  using SharedStorage = typename Traits::SharedStorage;
+
+  struct Params {
+    BwdParams bwd;
+    typename Mainloop::Params mainloop;
+  };
+};
+
+// Grid (ceil(seqlen_k / kBlockN), nheads, batch). The TMA descriptors live in the kernel
+// parameters (__grid_constant__).
+template <class Traits, bool kIsCausal>
+__global__ void __launch_bounds__(Traits::kNThreads, 1)
+    bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal>::Params const params) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Kernel = BwdKernel<Traits, kIsCausal>;
+  using Mainloop = typename Kernel::Mainloop;
+  using Epilogue = typename Kernel::Epilogue;
+
+  extern __shared__ char smem_raw[];
+  auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
+  BwdParams const& p = params.bwd;
+  const int n_block = blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+
+  const int warp_idx = cutlass::canonical_warp_idx_sync();
+  const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1, 2: consumers
+  if (warp_idx == 0 && cute::elect_one_sync()) {
+    Mainloop::prefetch_descriptors(params.mainloop);
+    cutlass::arch::ClusterTransactionBarrier::init(&storage.kv_full, 1);
+    CUTE_UNROLL
+    for (int s = 0; s < Traits::kStages; ++s) {
+      // Filled by the producer warp (every lane arrives: its LSE/dsum stores; lane 0 with the
+      // TMA bytes); emptied by every consumer thread.
+      cutlass::arch::ClusterTransactionBarrier::init(&storage.qdo_full[s], cutlass::NumThreadsPerWarp);
+      cutlass::arch::ClusterBarrier::init(&storage.qdo_empty[s], Traits::kNumMmaThreads);
+    }
+  }
+  __syncthreads();  // barriers initialised before anyone waits on them
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (warp_idx == 0) { Mainloop::load(params.mainloop, p, storage, n_block, head, batch); }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    const int thread_idx = int(threadIdx.x) - kWarpgroupThreads;
+    typename Traits::TiledMmadKV mma_dkv;
+    Tensor tdKrdK = partition_fragment_C(mma_dkv, select<0, 1>(typename Traits::TileShapedKV{}));
+    Tensor tdVrdV = partition_fragment_C(mma_dkv, select<0, 1>(typename Traits::TileShapedKV{}));
+    clear(tdKrdK);
+    clear(tdVrdV);
+    Mainloop::mma(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, [&](int m_block, auto const& tdQrdQ) {
+      Epilogue::add_dq(p, head, batch, m_block, thread_idx, tdQrdQ);
+    });
+    Epilogue::store_dkv(p, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
+  }
+#else
+  // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.
+  __trap();
+#endif
+}
+
+}  // namespace flashbuild::hopper

@@ -1,0 +1,155 @@
+// run_bwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
+// The Hopper backward (hopper/bwd_kernel.h) takes dense calls of head dims 64 and 128 whose
+// tensors TMA can address, with no local window or softcap in effect (a kernel compiled with those
+// features serves the calls that leave them off). Everything else runs on the Ampere-path backward
+// compiled for sm_90a, exactly as ampere/bwd_launch.h launches it:
+//   - varlen calls (cu_seqlens_q / cu_seqlens_k): the TMA descriptors need the packed tensors'
+//     total rows as bounds, which BwdParams does not carry (as for the forward);
+//   - head dims 32, 96, 192, 256; local windows and softcap in effect;
+//   - pointers or strides that are not multiples of 16 bytes, empty Q or K.
+// Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
+// bwd_dot_do_o_kernel: its layout, like the LSE's, is family-neutral), the main kernel, and this
+// family's dQ conversion (dq_accum's order inside a block is the family's own).
+// (The Ampere launcher is not included but repeated: both headers define run_bwd.)
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "ampere/bwd_kernel.h"
+#include "ampere/bwd_prepare.h"
+#include "hopper/bwd_kernel.h"
+
+namespace flashbuild {
+namespace hopper {
+
+constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+// TMA (and the 16-byte vector paths) address global memory in 16-byte units.
+inline bool bwd_aligned(const void* ptr, int64_t elem_bytes, std::initializer_list<std::pair<int64_t, int>> strides) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) { return false; }
+  for (auto [stride, extent] : strides) {
+    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % 16 != 0)) { return false; }
+  }
+  return true;
+}
+
+// A kernel compiled with local/softcap serves a call that leaves them off: softcap 0 and a window
+// that cuts nothing (the binding writes an unbounded side as seqlen_q + seqlen_k, and gives a
+// causal call window_right = 0, which is the causal mask itself).
+template <bool kIsCausal, int kFeatures>
+inline bool bwd_features_off(BwdParams const& p) {
+  if ((kFeatures & kSoftcap) && p.softcap > 0.f) { return false; }
+  if (kFeatures & kLocal) {
+    const int64_t unbounded = int64_t(p.seqlen_q) + p.seqlen_k;
+    if (p.window_left < unbounded) { return false; }
+    if (kIsCausal ? p.window_right != 0 : p.window_right < unbounded) { return false; }
+  }
+  return true;
+}
+
+// Whether the Hopper backward can take this call (see the top of this file).
+template <bool kIsCausal, int kFeatures>
+inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
+  if (p.cu_seqlens_q || p.cu_seqlens_k) { return false; }
+  if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
+    return false;
+  }
+  if (!bwd_features_off<kIsCausal, kFeatures>(p)) { return false; }
+  return bwd_aligned(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
+         bwd_aligned(p.dout, elem_bytes, {{p.do_row_stride, p.seqlen_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, p.batch}}) &&
+         bwd_aligned(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
+         bwd_aligned(p.v, elem_bytes, {{p.v_row_stride, p.seqlen_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, p.batch}}) &&
+         bwd_aligned(p.dk, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
+         bwd_aligned(p.dv, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
+         bwd_aligned(p.dq, elem_bytes, {{p.dq_out_row_stride, p.seqlen_q}, {p.dq_out_head_stride, p.nheads}, {p.dq_out_batch_stride, p.batch}}) &&
+         bwd_aligned(p.dq_accum, 4, {{p.dq_head_stride, p.nheads}, {p.dq_batch_stride, p.batch}});
+}
+
+// A stride over an extent of 1 is never stepped; TMA still checks it, so give it a valid one.
+inline BwdParams bwd_tma_strides(BwdParams p) {
+  auto fix = [&](int64_t& stride, int extent) { if (extent <= 1) { stride = p.head_dim; } };
+  fix(p.q_head_stride, p.nheads), fix(p.do_head_stride, p.nheads);
+  fix(p.k_head_stride, p.nheads_k), fix(p.v_head_stride, p.nheads_k);
+  fix(p.q_batch_stride, p.batch), fix(p.do_batch_stride, p.batch);
+  fix(p.k_batch_stride, p.batch), fix(p.v_batch_stride, p.batch);
+  fix(p.q_row_stride, p.seqlen_q), fix(p.do_row_stride, p.seqlen_q);
+  fix(p.k_row_stride, p.seqlen_k), fix(p.v_row_stride, p.seqlen_k);
+  return p;
+}
+
+// The three kernels of one Hopper backward call with these traits (tuning sweeps call it directly).
+template <class Traits, bool kIsCausal>
+void launch_bwd(const BwdParams& params, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  using Kernel = BwdKernel<Traits, kIsCausal>;
+  const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
+                      params.batch);
+  ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);
+
+  typename Kernel::Params kp{params, Kernel::Mainloop::to_params(bwd_tma_strides(params))};
+  const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
+  auto kernel = &bwd_kernel<Traits, kIsCausal>;
+  FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
+  kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
+  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+
+  const int64_t vecs = int64_t(params.seqlen_q) * Traits::kHeadDim / 4;
+  const dim3 convert_grid(unsigned((vecs + kConvertThreads - 1) / kConvertThreads), params.nheads, params.batch);
+  bwd_convert_dq_kernel<Element, Traits::kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(params);
+  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int kHeadDim, DType kDType, bool kIsCausal>
+void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  constexpr BwdTile kTile = bwd_tile(kHeadDim, kIsCausal);
+  using Traits = BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, Element>;
+  launch_bwd<Traits, kIsCausal>(params, stream);
+}
+
+}  // namespace hopper
+
+// The Ampere-path backward, as ampere/bwd_launch.h launches it.
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_bwd_ampere_path(const BwdParams& params, cudaStream_t stream) {
+  using Element = typename ampere::ElementOf<kDType>::type;
+  constexpr ampere::BwdTile kTile = ampere::bwd_tile(kArch, kHeadDim, kIsCausal);
+  using Traits = ampere::BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
+  static_assert(Traits::kSmemBytes <= ampere::max_smem_bytes(kArch),
+                "this head dim's backward tile does not fit this arch's shared memory (hdim 192/256 on sm86/sm89)");
+  if (params.batch == 0 || params.nheads == 0) { return; }
+  if (params.seqlen_q > 0) {
+    const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
+                        params.batch);
+    ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);
+  }
+  // With no query rows the main kernel still runs: it writes the zero dK and dV of every key.
+  if (params.seqlen_k > 0) {
+    const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
+    ampere::launch(&ampere::bwd_kernel<Traits, kIsCausal, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
+                   stream, params);
+  }
+  if (params.seqlen_q > 0) {
+    const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+    ampere::launch(&ampere::bwd_convert_dq_kernel<Traits>, convert_grid, Traits::kNThreads, Traits::kSmemQdOBytes,
+                   stream, params);
+  }
+}
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_bwd(const BwdParams& params, cudaStream_t stream) {
+  ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
+  if (params.batch == 0 || params.nheads == 0) { return; }
+  if constexpr (kArch >= 90 && hopper::bwd_serves_head_dim(kHeadDim)) {
+    using Element = typename hopper::ElementOf<kDType>::type;
+    if (hopper::bwd_can_run<kIsCausal, kFeatures>(params, kHeadDim, sizeof(Element))) {
+      hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal>(params, stream);
+      return;
+    }
+  }
+  run_bwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+}
+
+}  // namespace flashbuild

@@ -1,0 +1,250 @@
+// The backward main loop of one CTA (kBlockN keys of one (batch, head)), in its two roles.
+//   Producer (one warp of the producer warpgroup; one elected lane issues the copies): K and V
+//   once (TMA, one transaction barrier), then for every query block that sees these keys its Q
+//   and dO tiles (TMA) and its rows' LSE and dsum (plain loads, the whole warp) into one of two
+//   stages, the next block loading while the consumers work on this one.
+//   Consumers (two warpgroups, 64 keys each): per query block S^T and dP^T (SS wgmma, issued
+//   together), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q (RS wgmma), dS^T into
+//   shared memory and dQ = dS K (SS wgmma), whose fp32 result is added to dq_accum (epilogue).
+// Partial tiles: TMA zero-fills Q/dO rows past seqlen_q and K/V rows past seqlen_k. A padded query
+// row gets LSE +inf, so P = 0 there, and dsum 0; its dS and its share of dK, dV are exactly 0.
+// Key rows past seqlen_k are masked to P = 0 and never stored.
+#pragma once
+
+#include "common/mask.h"
+#include "hopper/bwd_traits.h"
+#include "hopper/softmax.h"
+#include "hopper/utils.h"
+
+namespace flashbuild::hopper {
+
+template <class Traits, bool kIsCausal>
+struct BwdMainloop {
+  using Element = typename Traits::Element;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kStages = Traits::kStages;
+  static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+  using Mask = AttentionMask<kIsCausal, false>;
+  using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using TileNM = Shape<Int<kBlockN>, Int<kBlockM>>;
+
+  // Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
+  using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideT = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(typename Traits::SmemLayoutQ{}), TileMD{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, typename Traits::SmemLayoutK{}, TileND{}, _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaQ tma_do;
+    TmaKV tma_k;
+    TmaKV tma_v;
+  };
+
+  static GmemTensor gmem_tensor(void const* ptr, int seqlen, int heads, int batch, int64_t row_stride,
+                                int64_t head_stride, int64_t batch_stride) {
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(seqlen, int32_t(kHeadDim), heads, batch),
+                       make_stride(row_stride, _1{}, head_stride, batch_stride));
+  }
+
+  static Params to_params(BwdParams const& p) {
+    auto mQ = gmem_tensor(p.q, p.seqlen_q, p.nheads, p.batch, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mdO = gmem_tensor(p.dout, p.seqlen_q, p.nheads, p.batch, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
+    auto mK = gmem_tensor(p.k, p.seqlen_k, p.nheads_k, p.batch, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_tensor(p.v, p.seqlen_k, p.nheads_k, p.batch, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    auto sQ = take<0, 2>(typename Traits::SmemLayoutQ{});
+    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, sQ, TileMD{}, _1{}), make_tma_copy(SM90_TMA_LOAD{}, mdO, sQ, TileMD{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutK{}, TileND{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mV, typename Traits::SmemLayoutV{}, TileND{}, _1{})};
+  }
+
+  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) {
+    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
+  }
+
+  // The query blocks [m_block_min, m_block_max) that see some key of this CTA's block.
+  struct Queries {
+    Mask mask;
+    int m_block_min;
+    int m_block_max;
+  };
+  CUTE_DEVICE static Queries queries(BwdParams const& p, int n_block) {
+    Queries q{Mask{p.seqlen_q, p.seqlen_k}};
+    q.m_block_min = q.mask.m_block_min(n_block, kBlockM, kBlockN);
+    q.m_block_max = q.mask.m_block_max(n_block, kBlockM, kBlockN);
+    return q;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Producer: the whole producer warp; lane 0 issues the copies and arms the barriers.
+  template <class Storage>
+  CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, int n_block, int head,
+                               int batch) {
+    const Queries qs = queries(p, n_block);
+    if (qs.m_block_max <= qs.m_block_min) { return; }
+    const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
+    const bool leader = lane == 0;
+    const int head_k = head / (p.nheads / p.nheads_k);
+
+    Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
+    Tensor mdO = mp.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
+    Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
+    Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
+    Tensor gQ = local_tile(mQ(_, _, head, batch), TileMD{}, make_coord(_, _0{}));    // (M, D, m)
+    Tensor gdO = local_tile(mdO(_, _, head, batch), TileMD{}, make_coord(_, _0{}));  // (M, D, m)
+    Tensor gK = local_tile(mK(_, _, head_k, batch), TileND{}, make_coord(n_block, _0{}));
+    Tensor gV = local_tile(mV(_, _, head_k, batch), TileND{}, make_coord(n_block, _0{}));
+
+    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
+    // K and V get a unit rest mode ((N, D), 1) so that they partition like Q's ((M, D), stage).
+    auto unit = [](auto t) { return make_tensor(t.data(), make_layout(t.layout(), Layout<_1>{})); };
+    auto k_part = tma_partition(mp.tma_k, _0{}, Layout<_1>{}, unit(sK), unit(gK));
+    auto v_part = tma_partition(mp.tma_v, _0{}, Layout<_1>{}, unit(sV), unit(gV));
+    auto q_part = tma_partition(mp.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    auto do_part = tma_partition(mp.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
+
+    if (leader) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.kv_full, Traits::kKVBytes);
+      copy(mp.tma_k.with(storage.kv_full), get<0>(k_part)(_, 0), get<1>(k_part)(_, 0));
+      copy(mp.tma_v.with(storage.kv_full), get<0>(v_part)(_, 0), get<1>(v_part)(_, 0));
+    }
+
+    const int64_t stats = int64_t(batch) * p.lse_batch_stride + int64_t(head) * p.lse_head_stride;
+    CUTE_NO_UNROLL
+    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+      const int iter = m_block - qs.m_block_min;
+      const int stage = iter % kStages;
+      // The consumers released this stage's previous block (a fresh barrier passes parity 1).
+      cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[stage], ((iter / kStages) & 1) ^ 1);
+      CUTE_UNROLL
+      for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
+        const int row = m_block * kBlockM + i;
+        const bool valid = row < p.seqlen_q;
+        storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
+        storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
+      }
+      // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
+      if (leader) {
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
+        copy(mp.tma_q.with(storage.qdo_full[stage]), get<0>(q_part)(_, m_block), get<1>(q_part)(_, stage));
+        copy(mp.tma_do.with(storage.qdo_full[stage]), get<0>(do_part)(_, m_block), get<1>(do_part)(_, stage));
+      } else {
+        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Consumers: thread_idx counts the consumer threads from 0. tdKrdK / tdVrdV accumulate this
+  // warpgroup's rows of dK (unscaled) and dV; add_dq(m_block, tdQrdQ) receives each block's dQ.
+  template <class Storage, class FragKV, class AddDq>
+  CUTE_DEVICE static void mma(BwdParams const& p, Storage& storage, int n_block, int thread_idx, FragKV& tdKrdK,
+                              FragKV& tdVrdV, AddDq&& add_dq) {
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Traits::TiledMmadQ mma_dq;
+    auto thr_sdp = mma_sdp.get_thread_slice(thread_idx);
+    auto thr_dkv = mma_dkv.get_thread_slice(thread_idx);
+    auto thr_dq = mma_dq.get_thread_slice(thread_idx);
+
+    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
+    Tensor sKt = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutKt{});
+    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
+    Tensor sQt = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdOt{});
+    Tensor sdS = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{});
+    Tensor sdSt = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{});
+
+    Tensor tSrK = thr_sdp.partition_fragment_A(sK);      // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);      // (MMA, MMA_N, MMA_K, stage)
+    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
+    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
+    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
+    Tensor tdQrdS = thr_dq.partition_fragment_A(sdSt);   // (MMA, MMA_M, MMA_K, buffer)
+    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);    // (MMA, MMA_N, MMA_K)
+
+    auto copy_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, mma_sdp);
+    auto thr_copy_ds = copy_ds.get_thread_slice(thread_idx);
+    Tensor tdSsdS = thr_copy_ds.partition_D(sdS);  // (CPY, CPY_M, CPY_N, buffer)
+
+    Tensor cS = thr_sdp.partition_C(make_identity_tensor(TileNM{}));  // (key, query row) in the tile
+    const Queries qs = queries(p, n_block);
+    const float scale_log2 = p.softmax_scale_log2;
+
+    if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
+    CUTE_NO_UNROLL
+    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+      const int iter = m_block - qs.m_block_min;
+      const int stage = iter % kStages;
+      const int buffer = iter & 1;
+      cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
+
+      // S^T = K Q^T and dP^T = V dO^T, issued back to back.
+      Tensor tSrS = partition_fragment_C(mma_sdp, TileNM{});
+      Tensor tdPrdP = partition_fragment_C(mma_sdp, TileNM{});
+      wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
+      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
+      warpgroup_wait<1>();  // S^T is ready; dP^T may still run
+
+      // P^T = exp2(S^T * scale log2 e - LSE log2 e), masked keys (and keys past seqlen_k) to 0.
+      if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(tSrS); ++i) {
+          const int key = n_block * kBlockN + get<0>(cS(i));
+          const int row = m_block * kBlockM + get<1>(cS(i));
+          bool masked = key >= p.seqlen_k;
+          if constexpr (kIsCausal) { masked |= key > qs.mask.last_key(row); }
+          if (masked) { tSrS(i) = -INFINITY; }
+        }
+      }
+      float const* lse_log2 = storage.lse_log2[stage];
+      float const* dsum = storage.dsum[stage];
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))]));
+      }
+      warpgroup_wait<0>();  // dP^T is ready
+      // dS^T = P^T * (dP^T - dsum), the softmax gradient (unscaled: dK and dQ pick up the scale).
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrS(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
+      Tensor rP = convert_fragment<Element>(tSrS);
+      Tensor rdS = convert_fragment<Element>(tdPrdP);
+
+      // dV += P^T dO, P^T from registers.
+      Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));
+      wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
+
+      // dS^T into this step's buffer (the other one may still be read by the other warpgroup's
+      // previous dQ product; this one was last read two steps ago, before the barrier below of
+      // the previous step), then made visible to the tensor cores of both warpgroups.
+      copy(copy_ds, thr_copy_ds.retile_S(rdS), tdSsdS(_, _, _, buffer));
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
+
+      // dK += dS^T Q, dS^T from registers.
+      Tensor tdKrdS = make_tensor(rdS.data(), acc_to_a_operand(tdPrdP.layout()));
+      wgmma<-1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);
+
+      // dQ = dS K over all kBlockN keys: this warpgroup's share of the (kBlockM, d) tile.
+      Tensor tdQrdQ = partition_fragment_C(mma_dq, select<0, 1>(typename Traits::TileShapedQ{}));
+      wgmma<0, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);  // waits for all three
+      cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);       // Q and dO are read
+      add_dq(m_block, tdQrdQ);
+    }
+  }
+};
+
+}  // namespace flashbuild::hopper

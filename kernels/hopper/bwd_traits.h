@@ -1,0 +1,138 @@
+// Tile shapes, shared-memory layouts, MMA types and the register split of the Hopper (sm_90a)
+// backward kernel: one producer warpgroup (TMA loads) and two consumer warpgroups (wgmma), each
+// consumer owning 64 of the CTA's kBlockN key rows.
+//
+// The products of one step (a query block of kBlockM rows against the CTA's keys), transposed so
+// that keys are the rows (the M of every wgmma that accumulates per key):
+//   S^T  = K Q^T      (SS: K and Q from shared memory)        (kBlockN, kBlockM)
+//   dP^T = V dO^T     (SS)                                     (kBlockN, kBlockM)
+//   dV  += P^T dO     (RS: P^T from registers, dO transposed)  (kBlockN, d)
+//   dK  += dS^T Q     (RS: dS^T from registers, Q transposed)  (kBlockN, d)
+//   dQ   = dS K       (SS: dS^T and K both read transposed)    (kBlockM, d), added to dq_accum
+// With keys as rows, P^T and dS^T come out of S^T / dP^T's accumulators in exactly the register
+// layout of an RS wgmma's A operand, so only dS goes through shared memory (for dQ).
+#pragma once
+
+#include "hopper/traits.h"  // ElementOf, k_major_smem_atom, warpgroup constants
+
+namespace flashbuild::hopper {
+
+struct BwdTile {
+  int block_m;  // query rows per step (streamed)
+  int block_n;  // key rows per CTA (dK and dV accumulate in registers for these)
+};
+
+// Registers per consumer thread (two consumer warpgroups, 64 keys each): dK and dV hold
+// 2 * 64 * d / 128 floats, S^T and dP^T 2 * 64 * block_m / 128, dQ's share 64 * d * block_m /
+// (2 * 128 * 64)... so hdim 64 can stream 128-row query blocks and hdim 128 takes 64 (dK + dV
+// alone are 128 registers there). Shared memory: K, V, two stages of Q and dO, two dS buffers.
+// Tuning sweeps override it for a whole build:
+//   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
+constexpr BwdTile bwd_tile(int head_dim, bool causal) {
+  (void)causal;
+#if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
+  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N};
+#else
+  return head_dim <= 64 ? BwdTile{128, 128} : BwdTile{64, 128};
+#endif
+}
+
+// Named barriers of the backward kernel (ids after CUTLASS's reserved ones).
+enum class BwdBarrier : int {
+  kdSFull = 0,  // both consumer warpgroups wrote their dS^T rows: dQ = dS K may read them
+};
+
+constexpr int kBwdConsumerWarpgroups = 2;
+constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads during this one
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
+struct BwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kBwdStages;
+
+  static constexpr int kNumMmaWarpgroups = kBwdConsumerWarpgroups;
+  static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
+  static constexpr int kNThreads = kNumMmaThreads + kWarpgroupThreads;  // + the producer warpgroup
+
+  static_assert(kBlockN == kNumMmaWarpgroups * kRowsPerWarpgroup, "each consumer warpgroup owns 64 key rows");
+  static_assert(kBlockM == 64 || kBlockM == 128, "block_m must be 64 or 128 (wgmma N, dq_accum's row slack)");
+  static_assert(kDqAccumRowPad % kBlockM == 0, "dq_accum's slack rows must hold a whole query block");
+  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "the Hopper backward serves head dims 64 and 128");
+
+  // setmaxnreg: the producer (one working warp) gives its registers to the consumers.
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads <= kRegisterFile,
+                "setmaxnreg counts overflow the register file");
+
+  // Consumer warpgroups stack along the keys (M of every per-key product).
+  using WarpgroupLayout = Layout<Shape<Int<kNumMmaWarpgroups>, _1, _1>>;
+  using TileShapeSdP = Shape<Int<kBlockN>, Int<kBlockM>, Int<kHeadDim>>;  // S^T, dP^T: (M, N, K)
+  using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>, Int<kBlockM>>;  // dK, dV:    (M, N, K)
+  using TileShapedQ = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;   // dQ:        (M, N, K)
+
+  using TiledMmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockM>, Int<kHeadDim>>>(),
+      WarpgroupLayout{}));
+  // B (dO or Q) is read with the query rows as K: head_dim (its N) is the contiguous one.
+  using TiledMmadKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockM>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      WarpgroupLayout{}));
+  // dQ: the two warpgroups split the (kBlockM, d) tile, along the query rows when there are 128
+  // of them, else along head_dim. A (dS, stored as dS^T) has the query rows contiguous, B (K) the
+  // head_dim: both MN-major.
+  static constexpr int kDqWarpgroupsM = kBlockM / kRowsPerWarpgroup;
+  static constexpr int kDqWarpgroupsN = kNumMmaWarpgroups / kDqWarpgroupsM;
+  static constexpr int kDqAtomN = kHeadDim / kDqWarpgroupsN;
+  using TiledMmadQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kDqAtomN>, Int<kBlockN>>,
+                           GMMA::Major::MN, GMMA::Major::MN>(),
+      Layout<Shape<Int<kDqWarpgroupsM>, Int<kDqWarpgroupsN>, _1>>{}));
+
+  using SmemAtom = decltype(k_major_smem_atom<Element, kHeadDim>());
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  using SmemLayoutV = SmemLayoutK;
+  // K seen as (head_dim, keys): the B operand of dQ = dS K.
+  using SmemLayoutKt = decltype(composition(
+      SmemLayoutK{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutdO = SmemLayoutQ;
+  // Q and dO seen as (head_dim, query rows, stage): the B operands of dK and dV.
+  using SmemLayoutQt = decltype(composition(
+      SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  using SmemLayoutdOt = SmemLayoutQt;
+  // dS^T as the consumers write it, (keys, query rows) with the query rows contiguous; two
+  // buffers, so that writing the next step's dS never waits for this step's dQ product.
+  using SmemAtomdS = decltype(k_major_smem_atom<Element, kBlockM>());
+  using SmemLayoutdS = decltype(tile_to_shape(SmemAtomdS{}, Shape<Int<kBlockN>, Int<kBlockM>, _2>{}));
+  // The same buffers as dS, (query rows, keys, buffer): the A operand of dQ = dS K.
+  using SmemLayoutdSt = decltype(composition(
+      SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockM>, Int<kBlockN>, _2>{}, Step<_2, _1, _3>{})));
+  // stmatrix: four 8x8 blocks of 16-bit values per instruction, from the accumulator layout.
+  using SmemCopyAtomdS = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+
+  static constexpr int kQdOStageBytes = 2 * kBlockM * kHeadDim * int(sizeof(Element));  // Q + dO of one stage
+  static constexpr int kKVBytes = 2 * kBlockN * kHeadDim * int(sizeof(Element));
+
+  struct SharedStorage {
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutV>> v;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdO>> d_o;
+    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdS>> ds;
+    // Per stage: the query rows' LSE (times log2 e; +inf past seqlen_q) and dsum (0 past it).
+    alignas(16) float lse_log2[kStages][kBlockM];
+    alignas(16) float dsum[kStages][kBlockM];
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType kv_full;
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType qdo_full[kStages];
+    alignas(8) cutlass::arch::ClusterBarrier::ValueType qdo_empty[kStages];
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= kMaxSmemBytes, "backward tile exceeds sm90's shared memory");
+};
+
+}  // namespace flashbuild::hopper
