@@ -379,3 +379,20 @@ def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
         "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90_local_softcap",
         "bwd_hdim64_fp16_causal_sm90", "bwd_hdim64_fp16_causal_sm90_local_softcap"]
     assert adapters.ADAPTERS[FA3.adapter] is adapters.FlashAttn3Slice
+
+
+def test_the_fa3_adapter_calls_the_trees_flash_attn_interface(tmp_path, monkeypatch):
+    """The tree's flash_attn_3 package holds only a version (0251105a): the adapter calls
+    hopper/flash_attn_interface.py, the module upstream's own tests import (a stand-in here)."""
+    from flashbuild.debug import adapters
+
+    (tmp_path / "flash_attn_interface.py").write_text(
+        "flash_attn_3_gpu = 'ops'\n"
+        "def flash_attn_func(q, k, v, **kw):\n    return ('out', 'lse')\n"
+        "def flash_attn_with_kvcache(*args, **kw):\n    return ('cache-out', 'cache-lse')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "flash_attn_interface", raising=False)
+    package = type(sys)("flash_attn_3")  # a version, nothing else, as the tree's __init__.py
+    fa3 = adapters.FlashAttn3Slice(package, {"selection": {"hdim": [64]}, "units": []})
+    assert fa3.ext == "ops"
+    assert fa3.flash_attn_func(None, None, None, return_lse=True) == ("out", "lse")

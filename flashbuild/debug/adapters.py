@@ -5,8 +5,8 @@ LSE, mha_bwd, mha_fwd_kvcache, variants, build_key).
 For flash-attn 2 that is flash_attn.flash_attn_func (the backward through its autograd, as users
 call it) and flash_attn.flash_attn_with_kvcache, imported from the tree with the slice's
 flash_attn_2_cuda first on the path (build/loader.py's load_package). For flash-attn 3 it is
-flash_attn_3's flash_attn_func, _flash_attn_backward and flash_attn_with_kvcache, with the slice's
-_C picked up by the flash_attn_3 package generated into the build dir."""
+hopper/flash_attn_interface's flash_attn_func, _flash_attn_backward and flash_attn_with_kvcache, with
+the slice's _C picked up by the flash_attn_3 package generated into the build dir."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class FlashAttn2Slice:
 
     def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
                         **window: Any):
-        out, lse, _ = self.package.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
+        out, lse, _ = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
                                                    softcap=softcap, return_attn_probs=True)
         return (out, lse) if return_lse else out
 
@@ -75,7 +75,7 @@ class FlashAttn2Slice:
             return dq, dk, dv
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
-            result = self.package.flash_attn_func(*leaves, causal=causal, window_size=self._window(**window),
+            result = self.interface.flash_attn_func(*leaves, causal=causal, window_size=self._window(**window),
                                                   softcap=softcap)
             return torch.autograd.grad(result, leaves, dout)
 
@@ -85,7 +85,7 @@ class FlashAttn2Slice:
 
         if cache_seqlens is None:  # the whole cache, as our binding reads a call without lengths
             cache_seqlens = torch.full((q.shape[0],), k_cache.shape[1], dtype=torch.int32, device=q.device)
-        return self.package.flash_attn_with_kvcache(
+        return self.interface.flash_attn_with_kvcache(
             q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal, num_splits=num_splits, softcap=softcap,
             window_size=(window_size_left, window_size_right), return_softmax_lse=True, **cache)
 
@@ -109,14 +109,18 @@ def fa3_slice_variants(manifest: dict) -> list[Variant]:
 
 
 class FlashAttn3Slice(FlashAttn2Slice):
-    """Our checks' calls, made through flash-attn 3's Python functions (flash_attn_3 re-exports
-    flash_attn_interface): flash_attn_func for the forward, its _flash_attn_backward op (as the
+    """Our checks' calls, made through flash-attn 3's Python functions in the tree's
+    hopper/flash_attn_interface.py (what upstream's tests import; the flash_attn_3 package itself
+    holds only a version): flash_attn_func for the forward, its _flash_attn_backward op (as the
     autograd function calls it) for the backward, flash_attn_with_kvcache for cache calls."""
 
     def __init__(self, package: ModuleType, manifest: dict):
+        import importlib
+
         self.package = package
         self.manifest = manifest
-        self.interface = package._flash_attn_interface   # the tree's flash_attn_interface module
+        # imports flash_attn_3._C: the slice's, through the package generated into the build dir
+        self.interface = importlib.import_module("flash_attn_interface")
         self.ext = self.interface.flash_attn_3_gpu       # torch.ops.flash_attn_3, registered by the slice's _C
 
     def variants(self) -> list[str]:
@@ -124,7 +128,7 @@ class FlashAttn3Slice(FlashAttn2Slice):
 
     def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
                         **window: Any):
-        out, lse = self.package.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
+        out, lse = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
                                                 softcap=softcap, return_attn_probs=True)
         return (out, lse) if return_lse else out
 
@@ -144,7 +148,7 @@ class FlashAttn3Slice(FlashAttn2Slice):
 
         if cache_seqlens is None:
             cache_seqlens = torch.full((q.shape[0],), k_cache.shape[1], dtype=torch.int32, device=q.device)
-        out, lse, *_ = self.package.flash_attn_with_kvcache(
+        out, lse, *_ = self.interface.flash_attn_with_kvcache(
             q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal, num_splits=num_splits, softcap=softcap,
             window_size=(window_size_left, window_size_right), return_softmax_lse=True, **cache)
         return out, lse
