@@ -126,6 +126,69 @@ def test_the_drop_in_api_wraps_a_rebuilt_extension_in_ops_of_its_own(build_dir):
     assert second.ext.build() == 2 and first.ext.build() == 1
 
 
+# The binding's shape: PYBIND11_MODULE (pybind11 3 keeps one module per spec name for the life of the
+# process), an exception class registered on the module and a translator to flashbuild's error.
+PYBIND11_SOURCE = """\
+#include <pybind11/pybind11.h>
+#include <stdexcept>
+namespace py = pybind11;
+namespace flashbuild { struct VariantNotBuilt : std::runtime_error { using std::runtime_error::runtime_error; }; }
+PYBIND11_MODULE(%(name)s, m) {
+  static py::exception<flashbuild::VariantNotBuilt> fallback(m, "VariantNotBuiltError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr e) {
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const flashbuild::VariantNotBuilt& err) {
+      PyErr_SetString(py::module_::import("flashbuild.errors").attr("VariantNotBuiltError").ptr(), err.what());
+    }
+  });
+  m.def("build", []() { return BUILD; });
+  m.def("refuse", []() { throw flashbuild::VariantNotBuilt("not in build " + std::to_string(BUILD)); });
+}
+""" % {"name": NAME}
+
+
+def pybind11_include() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    for base in ([Path(p) / "include" for p in spec.submodule_search_locations] if spec else []):
+        if (base / "pybind11" / "pybind11.h").is_file():
+            return base
+    return None
+
+
+CXX = shutil.which("c++") or shutil.which("g++")
+
+
+@pytest.mark.skipif(CXX is None or pybind11_include() is None or not PYTHON_H.is_file(),
+                    reason="no C++ compiler, pybind11 headers (torch's) or Python headers")
+def test_a_rebuilt_pybind11_extension_loads_fresh_under_a_spec_name_of_its_own(build_dir):
+    """pybind11 3's module cache answers a second load of the same spec name with the first module,
+    whatever the file: a rebuilt binding must be loaded under a spec name of its own."""
+    from flashbuild.errors import VariantNotBuiltError
+
+    source = build_dir / "ext.cpp"
+    source.write_text(PYBIND11_SOURCE)
+    out = build_dir / f"{NAME}.so"
+
+    def link_pybind11(build: int) -> None:
+        subprocess.run([CXX, "-O0", "-shared", "-fPIC", "-fvisibility=hidden", "-std=c++17", f"-DBUILD={build}",
+                        f"-I{pybind11_include()}", f"-I{PYTHON_H.parent}", str(source), "-o", f"{out}.tmp"], check=True)
+        os.replace(f"{out}.tmp", out)
+
+    link_pybind11(1)
+    first = loader.load_extension(out, NAME)
+    link_pybind11(2)
+    second = loader.load_extension(out, NAME)
+    assert second is not first and (first.build(), second.build()) == (1, 2)
+    assert second.__name__ == f"{NAME}_{loader.digest_of(out)[:8]}"
+    with pytest.raises(VariantNotBuiltError, match="not in build 2"):
+        second.refuse()
+    with pytest.raises(VariantNotBuiltError, match="not in build 1"):
+        first.refuse()
+
+
 def test_a_rebuilt_extension_of_a_tree_package_is_refused_not_served_stale(tmp_path, monkeypatch):
     """fresh=False (an upstream tree's package imports its extension by name, once): ImportError."""
     path = (tmp_path / "flash_attn_2_cuda.so").resolve()

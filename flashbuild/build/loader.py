@@ -60,10 +60,15 @@ def digest_of(path: Path) -> str:
     return sha.hexdigest()
 
 
-def _exec(path: Path, module_name: str) -> ModuleType:
-    """Load the extension file `path`, whose init function is PyInit_<module_name>."""
-    loader = importlib.machinery.ExtensionFileLoader(module_name, str(path))
-    spec = importlib.util.spec_from_file_location(module_name, str(path), loader=loader)
+def _exec(path: Path, module_name: str, spec_name: str | None = None) -> ModuleType:
+    """Load the extension file `path`, whose init function is PyInit_<module_name>, as the module
+    spec `spec_name` (default: module_name). Python finds the init function by the spec name's last
+    component, and pybind11 (3.x: multi-phase init) keeps a module per spec name for the life of the
+    process: the same spec name is the module created first, whatever file it comes from. So a
+    rebuilt extension is loaded as `<unique>.<module_name>`."""
+    spec_name = spec_name or module_name
+    loader = importlib.machinery.ExtensionFileLoader(spec_name, str(path))
+    spec = importlib.util.spec_from_file_location(spec_name, str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
@@ -128,8 +133,9 @@ def load_extension(path: Path, module_name: str, *, fresh: bool = True) -> Modul
     module = seen.modules.get(digest)  # the same bytes as a build loaded before
     if module is None:
         cache.check_loadable(copy)
-        module = _exec(copy, module_name)
-        module.__name__ = f"{module_name}_{digest[:DIGEST_CHARS]}"  # its own name and torch.library namespace
+        name = f"{module_name}_{digest[:DIGEST_CHARS]}"
+        module = _exec(copy, module_name, spec_name=f"{name}.{module_name}")
+        module.__name__ = name  # its own module name and torch.library namespace
         sys.modules[module.__name__] = module
         seen.modules[digest] = module
     sys.modules[module_name] = module  # an import by the build's name gets the current build
