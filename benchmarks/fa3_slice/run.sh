@@ -3,7 +3,7 @@
 # slice (per-TU wall, CPU and peak memory), check what calls outside it do, run a shard of upstream's
 # hopper/test_flash_attn.py restricted to the slice, and bench the slice beside SDPA's flash and cuDNN.
 # From the repository root, carrying .device/fa3 (the tree and its CUTLASS, git-ignored):
-#   bash benchmarks/fa3_slice/run.sh [SHARD COUNT]     # default: shard 0 of 4 of the tests
+#   bash benchmarks/fa3_slice/run.sh [SHARD COUNT]     # default: shard 0 of 4 of the tests; SHARD may be 1,2,3
 # Everything ends within BUDGET seconds (default 530: under 9 minutes); each phase gets what is left.
 # HDIM (default 64) is the slice's head dim. FEATURES (default softcap,hdimv) picks the slice's features: each one left out is also left out of
 # the tests (FLASH_ATTENTION_DISABLE_* for the test module), and split/paged/packgqa double the fwd TUs.
@@ -60,6 +60,8 @@ echo "== errors rc $? at $(( $(date +%s) - t0 )) s"; grep -vE "^running with|^no
 # 8 workers ran the GPU out of memory (13 of 791 cases in shard 0/4 at hdim 64); 4 do not share it as thin
 xdist=(); python3 -c "import xdist" 2>/dev/null && xdist=(-n "${WORKERS:-4}")
 test_secs=$(( $(left) - ${BENCH_SECS:-100} ))
+for SHARD in ${SHARD//,/ }; do   # SHARD may be a list: 1,2,3
+test_secs=$(( $(left) - ${BENCH_SECS:-100} ))
 if [ "$test_secs" -gt 30 ]; then
   # SIGINT at the time limit: pytest stops and still prints its counts and writes the JUnit file.
   # --import-mode=append: the build's flash_attn_3 (first on PYTHONPATH) wins over the tree's hopper/.
@@ -73,9 +75,10 @@ if [ "$test_secs" -gt 30 ]; then
 else
   echo "== tests skipped: ${test_secs}s left"
 fi
+done
 
 # 4. the slice beside SDPA's flash, cuDNN and efficient backends (fwd and bwd, causal both)
-bench_secs=$(( $(left) - 10 ))
+bench_secs=$(( $(left) - 10 )); [ "${BENCH_SECS:-100}" = 0 ] && bench_secs=0   # BENCH_SECS=0: no bench
 if [ "$bench_secs" -gt 20 ]; then
   (cd /tmp && timeout -k 10 "$bench_secs" $FB bench "${SLICE[@]}" --seqlens "${SEQLENS:-1024,4096,16384}" --reps "${REPS:-20}" \
     --json "$OUT/bench.json") > "$OUT/bench.txt" 2>&1
@@ -86,5 +89,5 @@ after=$(digest)
 echo "== summary ($(( $(date +%s) - t0 )) s of $BUDGET)"
 echo "build: rc $rc_build, wall ${build_wall}s; $(head -1 "$OUT/tu-table.txt")"
 grep -E "RuntimeError|NO ERROR|after the errors" "$OUT/errors.txt" | cut -c1-160
-grep -hE "[0-9]+ (passed|failed)" "$OUT"/tests-*.txt | tail -1
+for f in "$OUT"/tests-*.txt; do echo "$(basename "$f" .txt): $(grep -hE "[0-9]+ (passed|failed)" "$f" | tail -1)"; done
 echo "tree unchanged: $([ "$before" = "$after" ] && echo yes || echo "NO ($before -> $after)")"
