@@ -16,24 +16,27 @@ t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 nvcc --version | tail -1; python3 -c "import torch; print('torch', torch.__version__, torch.backends.cudnn.version())"
 
-timeout "${BUILD_TIMEOUT:-200}" $H build --out "$OUT" --jobs "$(nproc)" "$@" 2>&1 | tail -16
+timeout "${BUILD_TIMEOUT:-220}" $H build --out "$OUT" --jobs "$(nproc)" "$@" 2>&1 | tail -16
 rc=$?; echo "== build rc $rc at $(( $(date +%s) - t0 )) s"
 [ $rc -ne 0 ] && exit $rc
 
-timeout "${CHECK_TIMEOUT:-100}" $H check --out "$OUT" "$@" > /tmp/check.txt 2>&1
+# Phases share the call's limit (LIMIT s, default 405): each gets at most what is left.
+left() { local l=$(( ${LIMIT:-405} - ($(date +%s) - t0) )); [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
+timeout "$(left ${CHECK_TIMEOUT:-150})" $H check --out "$OUT" "$@" > /tmp/check.txt 2>&1
 rc=$?; echo "== check rc $rc at $(( $(date +%s) - t0 )) s"
 grep -E "^FAIL|^ERROR|checks:|Error|error" /tmp/check.txt | head -30
 [ $rc -eq 124 ] && { echo "check timed out (hang?); last lines:"; tail -5 /tmp/check.txt; exit 124; }
 [ -n "$SKIP_BENCH_ON_FAIL" ] && [ $rc -ne 0 ] && { tail -5 /tmp/check.txt; exit $rc; }
 
 if [ -n "$SANITIZE" ]; then
-  timeout "${SANITIZE_TIMEOUT:-60}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+  timeout "$(left ${SANITIZE_TIMEOUT:-60})" compute-sanitizer --tool memcheck --error-exitcode 9 \
     $H check --out /tmp/sanitize --only "$SANITIZE" --max-seqlen 300 "$@" > "$OUT/sanitize.txt" 2>&1
   rc=$?; echo "== memcheck rc $rc at $(( $(date +%s) - t0 )) s"
   grep -E "ERROR SUMMARY|checks:|Invalid|^FAIL" "$OUT/sanitize.txt" | head -8
 fi
 
-timeout "${BENCH_TIMEOUT:-120}" $H bench --out "$OUT" "$@" > /tmp/bench.txt 2>&1
+timeout "$(left ${BENCH_TIMEOUT:-150})" $H bench --out "$OUT" "$@" > /tmp/bench.txt 2>&1
 rc=$?; echo "== bench rc $rc at $(( $(date +%s) - t0 )) s"
 grep -E "refused|Error" /tmp/bench.txt | head -5
-sed -n '/^| variant/,$p' /tmp/bench.txt
+# The table (or, when the phase was cut short, the rows it got to).
+grep -q '^| variant' /tmp/bench.txt && sed -n '/^| variant/,$p' /tmp/bench.txt || grep '^bench ' /tmp/bench.txt

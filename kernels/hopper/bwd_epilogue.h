@@ -1,11 +1,13 @@
-// What leaves the backward kernel, and the kernel after it:
-//   dQ per step: each consumer thread adds its fp32 share of the block's dS K into dq_accum, two
-//   adjacent columns per vector reduction (red.global.add.v2.f32), rows past seqlen_q skipped.
-//   dq_accum's (batch, head) slice is row-major (rows, head_dim) here: BwdParams leaves the order
-//   inside a block to the family, and only this family's conversion reads it.
+// What leaves the backward kernel, and the kernels after it:
+//   dQ per step: each consumer thread adds its fp32 share of the block's dS K into dq_accum, in
+//   the order Traits::kDqOrder says (bwd_traits.h): row-major, two adjacent columns per vector
+//   reduction (red.global.add.v2.f32), rows past seqlen_q skipped; or in fragment order, four
+//   floats per reduction (red.global.add.v4.f32), the block's slack rows taking the padded rows'
+//   zeros.
 //   dK (times the softmax scale) and dV at the end, straight from registers in the input dtype,
 //   two columns per store, rows past seqlen_k skipped; per query head, as BwdParams asks.
-//   bwd_convert_dq_kernel: dq = softmax_scale * dq_accum in the input dtype.
+//   bwd_convert_dq_kernel / bwd_convert_dq_fragment_kernel: dq = softmax_scale * dq_accum in the
+//   input dtype, for each order.
 #pragma once
 
 #include "hopper/bwd_traits.h"
@@ -17,6 +19,10 @@ namespace flashbuild::hopper {
 CUTE_DEVICE void atomic_add2(float* dst, float a, float b) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b) : "memory");
 }
+// dst[0..3] += (a, b, c, d): fp32, 16-byte aligned.
+CUTE_DEVICE void atomic_add4(float* dst, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
 
 template <class Traits>
 struct BwdEpilogue {
@@ -25,10 +31,63 @@ struct BwdEpilogue {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
 
-  // This thread's part of query block m_block's dQ, added to dq_accum.
+  static constexpr int kDqWriterThreads = Traits::kNumMmaThreads + cutlass::NumThreadsPerWarp;
+
+  CUTE_DEVICE static float* dq_block(BwdParams const& p, int head, int batch, int m_block) {
+    return p.dq_accum + int64_t(batch) * p.dq_batch_stride + int64_t(head) * p.dq_head_stride +
+           int64_t(m_block) * (kBlockM * kHeadDim);
+  }
+
+  // This thread's part of query block m_block's dQ, added to dq_accum (kFragmentBulk: handed to the
+  // dQ writer through shared memory; `first`: the CTA's first block, sdQ not yet used).
+  template <class Storage, class FragDq>
+  CUTE_DEVICE static void add_dq(BwdParams const& p, Storage& storage, int head, int batch, int m_block, bool first,
+                                 int thread_idx, FragDq const& tdQrdQ) {
+    if constexpr (Traits::kDqBulk) {
+      static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
+      if (!first) { cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty)); }
+      CUTE_UNROLL
+      for (int g = 0; g < size(tdQrdQ) / 4; ++g) {
+        *reinterpret_cast<float4*>(storage.dq + (g * Traits::kNumMmaThreads + thread_idx) * 4) =
+            make_float4(tdQrdQ(4 * g), tdQrdQ(4 * g + 1), tdQrdQ(4 * g + 2), tdQrdQ(4 * g + 3));
+      }
+      cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read next by the bulk copy
+      cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
+    } else {
+      add_dq_global(p, head, batch, m_block, thread_idx, tdQrdQ);
+    }
+  }
+
+  // kFragmentBulk's dQ writer (one producer warp): per query block, once the consumers have written
+  // sdQ, one bulk reduction adds it to the block's (contiguous) dq_accum slice; sdQ is handed back
+  // once the copy has read it.
+  template <class Storage>
+  CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, int head, int batch, int m_block_min,
+                                    int m_block_max) {
+    const bool leader = int(threadIdx.x) % cutlass::NumThreadsPerWarp == 0;
+    constexpr uint32_t kBytes = kBlockM * kHeadDim * sizeof(float);
+    const uint32_t smem = cute::cast_smem_ptr_to_uint(storage.dq);
+    for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+      cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
+      if (leader) {
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                         dq_block(p, head, batch, m_block)),
+                     "r"(smem), "r"(kBytes)
+                     : "memory");
+        cute::tma_store_arrive();  // commit the bulk group
+        cute::tma_store_wait<0>();  // ... and wait until it has read sdQ
+      }
+      __syncwarp();
+      if (m_block + 1 < m_block_max) {
+        cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty));
+      }
+    }
+    if (leader) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }  // the last reduction is done
+  }
+
   template <class FragDq>
-  CUTE_DEVICE static void add_dq(BwdParams const& p, int head, int batch, int m_block, int thread_idx,
-                                 FragDq const& tdQrdQ) {
+  CUTE_DEVICE static void add_dq_global(BwdParams const& p, int head, int batch, int m_block, int thread_idx,
+                                        FragDq const& tdQrdQ) {
     typename Traits::TiledMmadQ mma_dq;
     Tensor cdQ = mma_dq.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapedQ{})));
     Tensor acc_rc = make_tensor(tdQrdQ.data(), acc_rowcol(tdQrdQ.layout()));
@@ -36,6 +95,16 @@ struct BwdEpilogue {
     static_assert(decltype(size<1, 0>(acc_rc))::value == 2, "expects column pairs");
     float* dq = p.dq_accum + int64_t(batch) * p.dq_batch_stride + int64_t(head) * p.dq_head_stride +
                 int64_t(m_block) * (kBlockM * kHeadDim);
+    if constexpr (Traits::kDqFragmentOrder) {
+      // Float 4g + j of thread t at (g * kNumMmaThreads + t) * 4 + j: a warp's vectors are contiguous.
+      static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
+      CUTE_UNROLL
+      for (int g = 0; g < size(tdQrdQ) / 4; ++g) {
+        atomic_add4(dq + (g * Traits::kNumMmaThreads + thread_idx) * 4, tdQrdQ(4 * g), tdQrdQ(4 * g + 1),
+                    tdQrdQ(4 * g + 2), tdQrdQ(4 * g + 3));
+      }
+      return;
+    }
     const int rows_left = p.seqlen_q - m_block * kBlockM;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(acc_rc); ++r) {
@@ -103,6 +172,45 @@ __global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const _
   Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
                 int64_t(head) * params.dq_out_head_stride + int64_t(row) * params.dq_out_row_stride + col;
   *reinterpret_cast<uint2*>(dq) = *reinterpret_cast<const uint2*>(&out);
+}
+
+// The same for the fragment order: grid (ceil(seqlen_q / kBlockM), nheads, batch), the backward
+// kernel's consumer threads; thread t reads back what consumer thread t of every CTA added (16-byte
+// loads, a warp's 512 bytes contiguous) and writes each column pair where the dQ product placed it.
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragment_kernel(const __grid_constant__ BwdParams params) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  const int t = threadIdx.x;
+  const int m_block = blockIdx.x;
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int rows_left = params.seqlen_q - m_block * kBlockM;
+  typename Traits::TiledMmadQ mma_dq;
+  Tensor cdQ = mma_dq.get_thread_slice(t).partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapedQ{})));
+  const float* accum = params.dq_accum + int64_t(batch) * params.dq_batch_stride + int64_t(head) * params.dq_head_stride +
+                       int64_t(m_block) * (kBlockM * kHeadDim);
+  Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
+                int64_t(head) * params.dq_out_head_stride + int64_t(m_block) * kBlockM * params.dq_out_row_stride;
+  const float s = params.softmax_scale;
+  CUTE_UNROLL
+  for (int g = 0; g < size(cdQ) / 4; ++g) {
+    const float4 a = *reinterpret_cast<const float4*>(accum + (g * Traits::kNumMmaThreads + t) * 4);
+    CUTE_UNROLL
+    for (int half = 0; half < 2; ++half) {  // floats (4g, 4g + 1) and (4g + 2, 4g + 3): a column pair each
+      const auto coord = cdQ(4 * g + 2 * half);
+      if (get<0>(coord) < rows_left) {
+        cutlass::Array<float, 2> f{};
+        f[0] = (half ? a.z : a.x) * s;
+        f[1] = (half ? a.w : a.y) * s;
+        cutlass::NumericArrayConverter<Element, float, 2> convert;
+        const cutlass::Array<Element, 2> out = convert(f);
+        *reinterpret_cast<uint32_t*>(dq + int64_t(get<0>(coord)) * params.dq_out_row_stride + get<1>(coord)) =
+            *reinterpret_cast<const uint32_t*>(&out);
+      }
+    }
+  }
 }
 
 }  // namespace flashbuild::hopper

@@ -58,6 +58,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (warp_idx == 0) { Mainloop::load(params.mainloop, p, storage, n_block, head, batch); }
+    if constexpr (Traits::kDqBulk) {
+      if (warp_idx == 1) {
+        const auto qs = Mainloop::queries(p, n_block);
+        Epilogue::dq_writer(p, storage, head, batch, qs.m_block_min, qs.m_block_max);
+      }
+    }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - kWarpgroupThreads;
@@ -66,8 +72,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     Tensor tdVrdV = partition_fragment_C(mma_dkv, select<0, 1>(typename Traits::TileShapedKV{}));
     clear(tdKrdK);
     clear(tdVrdV);
+    const int m_block_min = Mainloop::queries(p, n_block).m_block_min;
     Mainloop::mma(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, [&](int m_block, auto const& tdQrdQ) {
-      Epilogue::add_dq(p, head, batch, m_block, thread_idx, tdQrdQ);
+      Epilogue::add_dq(p, storage, head, batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
     });
     Epilogue::store_dkv(p, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
   }

@@ -95,9 +95,14 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
 
-  const int64_t vecs = int64_t(params.seqlen_q) * Traits::kHeadDim / 4;
-  const dim3 convert_grid(unsigned((vecs + kConvertThreads - 1) / kConvertThreads), params.nheads, params.batch);
-  bwd_convert_dq_kernel<Element, Traits::kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(params);
+  if constexpr (Traits::kDqFragmentOrder) {
+    const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+    bwd_convert_dq_fragment_kernel<Traits><<<convert_grid, Traits::kNumMmaThreads, 0, stream>>>(params);
+  } else {
+    const int64_t vecs = int64_t(params.seqlen_q) * Traits::kHeadDim / 4;
+    const dim3 convert_grid(unsigned((vecs + kConvertThreads - 1) / kConvertThreads), params.nheads, params.batch);
+    bwd_convert_dq_kernel<Element, Traits::kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(params);
+  }
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -185,6 +185,7 @@ struct BwdMainloop {
     const float scale_log2 = p.softmax_scale_log2;
 
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
+    Tensor tdQrdQ = partition_fragment_C(mma_dq, select<0, 1>(typename Traits::TileShapedQ{}));
     CUTE_NO_UNROLL
     for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
       const int iter = m_block - qs.m_block_min;
@@ -197,6 +198,9 @@ struct BwdMainloop {
       Tensor tdPrdP = partition_fragment_C(mma_sdp, TileNM{});
       wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
       wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
+      if constexpr (Traits::kDeferDq) {
+        if (m_block > qs.m_block_min) { add_dq(m_block - 1, tdQrdQ); }  // the previous step's, under S^T and dP^T
+      }
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
 
       // P^T = exp2(S^T * scale log2 e - LSE log2 e), masked keys (and keys past seqlen_k) to 0.
@@ -239,10 +243,12 @@ struct BwdMainloop {
       wgmma<-1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);
 
       // dQ = dS K over all kBlockN keys: this warpgroup's share of the (kBlockM, d) tile.
-      Tensor tdQrdQ = partition_fragment_C(mma_dq, select<0, 1>(typename Traits::TileShapedQ{}));
       wgmma<0, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);  // waits for all three
       cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);       // Q and dO are read
-      add_dq(m_block, tdQrdQ);
+      if constexpr (!Traits::kDeferDq) { add_dq(m_block, tdQrdQ); }
+    }
+    if constexpr (Traits::kDeferDq) {
+      if (qs.m_block_max > qs.m_block_min) { add_dq(qs.m_block_max - 1, tdQrdQ); }
     }
   }
 };

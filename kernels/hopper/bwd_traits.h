@@ -23,9 +23,10 @@ struct BwdTile {
 };
 
 // Registers per consumer thread (two consumer warpgroups, 64 keys each): dK and dV hold
-// 2 * 64 * d / 128 floats, S^T and dP^T 2 * 64 * block_m / 128, dQ's share 64 * d * block_m /
-// (2 * 128 * 64)... so hdim 64 can stream 128-row query blocks and hdim 128 takes 64 (dK + dV
-// alone are 128 registers there). Shared memory: K, V, two stages of Q and dO, two dS buffers.
+// d / 2 floats each, S^T and dP^T block_m / 2 each, the dQ share block_m * d / 256, P^T and dS^T
+// block_m / 4 words each: hdim 64 with 128-row query blocks and hdim 128 with 64-row ones both come
+// to about 200 of the 240 (ptxas: no spills). Shared memory: K, V, two stages of Q and dO, two dS
+// buffers (and a dQ buffer with DqOrder::kFragmentBulk): 144 KB at hdim 64, 160 KB at hdim 128.
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
 constexpr BwdTile bwd_tile(int head_dim, bool causal) {
@@ -39,15 +40,36 @@ constexpr BwdTile bwd_tile(int head_dim, bool causal) {
 
 // Named barriers of the backward kernel (ids after CUTLASS's reserved ones).
 enum class BwdBarrier : int {
-  kdSFull = 0,  // both consumer warpgroups wrote their dS^T rows: dQ = dS K may read them
+  kdSFull = 0,   // both consumer warpgroups wrote their dS^T rows: dQ = dS K may read them
+  kdQEmpty = 1,  // kFragmentBulk: the dQ writer's bulk reduction has read sdQ: it may be rewritten
+  kdQFull = 2,   // kFragmentBulk: the consumers wrote the block's dQ into sdQ
 };
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads during this one
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
+// How dq_accum holds a query block's (kBlockM, d) floats (BwdParams leaves the order inside a block
+// to the family; only this family's conversion reads it):
+//   kRowMajor: row by row; each thread adds two adjacent columns per reduction (a warp touches 8
+//   rows, 32 bytes each);
+//   kFragment: in the dQ product's register order, four floats per thread per reduction, so that a
+//   warp's reduction covers 512 contiguous bytes (whole cache lines), as the Ampere path does;
+//   kFragmentBulk: the same order, but the consumers only write the block into shared memory and a
+//   second producer warp adds it to dq_accum with one bulk reduction (cp.reduce.async.bulk), so no
+//   consumer thread issues a global reduction.
+enum class DqOrder : int { kRowMajor, kFragment, kFragmentBulk };
+
+// kDeferDq: a step's dQ reductions are issued in the next step, after its S^T and dP^T products,
+// so that they leave while the tensor cores work (dQ's registers stay live across the step
+// boundary); otherwise right after the dQ product.
+template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kRowMajor,
+          bool kDeferDq_ = false>
 struct BwdTraits {
   using Element = Element_;
+  static constexpr DqOrder kDqOrder = kDqOrder_;
+  static constexpr bool kDeferDq = kDeferDq_;
+  static constexpr bool kDqBulk = kDqOrder == DqOrder::kFragmentBulk;
+  static constexpr bool kDqFragmentOrder = kDqOrder != DqOrder::kRowMajor;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -124,6 +146,7 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdO>> d_o;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdS>> ds;
+    alignas(128) float dq[kDqBulk ? kBlockM * kHeadDim : 4];  // kFragmentBulk: one block's dQ, fragment order
     // Per stage: the query rows' LSE (times log2 e; +inf past seqlen_q) and dsum (0 past it).
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
