@@ -233,14 +233,16 @@ struct BwdMainloop {
 
       // dS^T into this step's buffer (the other one may still be read by the other warpgroup's
       // previous dQ product; this one was last read two steps ago, before the barrier below of
-      // the previous step), then made visible to the tensor cores of both warpgroups.
+      // the previous step), made visible to the tensor cores. Before dK's product: registers an
+      // in-flight wgmma reads as its A operand must not be accessed until it is waited on.
       copy(copy_ds, thr_copy_ds.retile_S(rdS), tdSsdS(_, _, _, buffer));
       cutlass::arch::fence_view_async_shared();
-      cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
 
-      // dK += dS^T Q, dS^T from registers.
+      // dK += dS^T Q, dS^T from registers; issued before the barrier, so that the tensor cores
+      // have dV and dK to work on while the warpgroups wait for each other's dS^T.
       Tensor tdKrdS = make_tensor(rdS.data(), acc_to_a_operand(tdPrdP.layout()));
       wgmma<-1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);
+      cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
 
       // dQ = dS K over all kBlockN keys: this warpgroup's share of the (kBlockM, d) tile.
       wgmma<0, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);  // waits for all three
