@@ -6,7 +6,7 @@ through the builder, loads the relinked extension fresh (build/loader.py: a modu
 build, never the stale one) and runs `flashbuild test`'s checks on the variants whose kernel objects
 ninja recompiled (every variant when the binding was, or with test_all), then prints one verdict line:
 
-    rebuilt 4 TUs + link in 12.3s; tested 36 checks of fwd_hdim64_fp16_sm90, ... in 3.1s: pass; save->verdict 15.9s
+    [HH:MM:SS] rebuilt 4 TUs + link in B s; tested 36 checks of fwd_hdim64_fp16_sm90, ... in T s: pass; save->verdict S s
 
 After a check that lost the CUDA context (an illegal address, say) the process cannot run kernels
 again, so the loop restarts itself in a new process. An external tree's build runs each round as
