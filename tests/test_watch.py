@@ -286,6 +286,42 @@ def test_touching_a_backward_header_tests_the_backward_variants_alone(tmp_path, 
     assert loop.round(["ampere/unused.h"], time.time()).result == "nothing rebuilt" and len(tested) == 2
 
 
+# ---------------------------------------------------------------- the wiring: builder, loader, `test`'s checks
+
+def test_the_wired_loop_checks_the_rebuilt_variants_this_gpu_runs_and_echoes_failed_rows(monkeypatch, tmp_path):
+    """watch.warm_loop over builder.build / builder.import_extension (faked) and the real checks, on
+    CPU tensors with the fake extension of test_checking (the fp32 reference, or one planted fault)."""
+    pytest.importorskip("torch")
+    from test_checking import BWD, FWD, FakeExt
+
+    ext = FakeExt(names=[FWD.name, BWD.name, "fwd_hdim64_fp16_causal_sm80"])
+    timings = {}
+    monkeypatch.setattr(builder, "build", lambda selection, options: FakeBuildResult(dict(timings), tmp_path))
+    monkeypatch.setattr(builder, "import_extension", lambda extension, module_name: ext)
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm80,sm90", direction="fwd,bwd",
+                                               causal="on", features=[])
+    echoed = []
+    loop = watch.warm_loop(selection, options, runtime.Gpu("Fake H200", 90, "2.x", "cpu"), shapes="quick",
+                           echo=echoed.append)
+    first = loop.round([], time.time())
+    assert first.result == "pass" and first.tested == [FWD.name, BWD.name]  # sm80's kernel does not run on sm90
+    assert first.checks == 2 * len(checking.SHAPES_QUICK) and echoed == []
+    timings.update({FWD.name: 30.0, "link": 1.0})
+    ext.fault = "wrong-row"  # the edit broke the forward
+    done = loop.round(["hopper/mainloop.h"], time.time())
+    assert done.tested == [FWD.name] and done.result == "FAIL" and done.failed == len(checking.SHAPES_QUICK)
+    assert len(echoed) == len(checking.SHAPES_QUICK) and all(FWD.name in line and "FAIL" in line for line in echoed)
+    assert f"tested 3 checks of {FWD.name} in " in done.line() and ": FAIL (3 failed)" in done.line()
+
+
+@dataclass
+class FakeBuildResult:
+    timings: dict
+    build_dir: object
+    extension: str = "ext.so"
+    module_name: str = "_flashbuild_fake"
+
+
 # ---------------------------------------------------------------- the command
 
 def test_watch_runs_the_warm_loop_on_the_selection(monkeypatch, cache, tmp_path):
