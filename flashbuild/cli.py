@@ -415,8 +415,12 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
 @click.option("--results", "results_path", type=click.Path(dir_okay=False),
               help="Report an earlier --json file instead of measuring (table, --csv, --plot, --compare; no GPU).")
 @click.option("--rebuild", is_flag=True, help="Remove the build's outputs and build it again before measuring.")
+@click.option("--peer-source", type=click.Path(exists=True, file_okay=False),
+              help="Also measure this upstream tree's slice of the same head dims, dtypes and directions, in the "
+                   "same turns (e.g. a flash-attention checkout for FA3). Needs --peer-profile.")
+@click.option("--peer-profile", help="What kind of tree --peer-source is (flash-attn-3, flash-attn-2, ...).")
 def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, compare_path, results_path, rebuild,
-          **kwargs):
+          peer_source, peer_profile, **kwargs):
     """TFLOPS and ms of the variants a build holds, beside PyTorch SDPA's flash, cuDNN and efficient
     backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed).
     Feature variants are measured with --window and/or --softcap (skipped without them)."""
@@ -439,14 +443,20 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         raise click.BadParameter(f"{plot_path}: {benching.plot_format_problem(plot_path)}; use e.g. --plot "
                                  f"{shlex.quote(str(Path(plot_path).with_suffix('.png')))}", param_hint="--plot")
     old = benching.load_results(compare_path, "--compare") if compare_path else None
+    if bool(peer_source) != bool(peer_profile):
+        given, missing = ("--peer-source", "--peer-profile") if peer_source else ("--peer-profile", "--peer-source")
+        raise click.UsageError(f"{given} needs {missing}: e.g. --peer-source ~/flash-attention --peer-profile "
+                               f"flash-attn-3")
+    peer = (peer_source, peer_profile) if peer_source else None
     if results_path:
         given = [f"--{k.replace('_', '-')}" for k in SELECTION_KEYS if kwargs.get(k)]
-        given += [flag for flag, value in (("--window", window_text), ("--softcap", softcap)) if value]
+        given += [flag for flag, value in (("--window", window_text), ("--softcap", softcap),
+                                            ("--peer-source", peer_source)) if value]
         if given:
             raise click.UsageError(f"--results reports the file as it is: drop {', '.join(given)}")
         info, results = benching.load_results(results_path, "--results")
     else:
-        info, results = _measure(seqlen_values, reps, rebuild, kwargs, window, softcap or 0.0)
+        info, results = _measure(seqlen_values, reps, rebuild, kwargs, window, softcap or 0.0, peer)
     click.echo(benching.table(results))
     if csv_path:
         _write(csv_path, benching.results_csv(results))
@@ -464,9 +474,20 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         click.echo(benching.compare_table(changes, only_new, only_old, compare_path))
 
 
-def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
+def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ...]) -> dict:
+    """The peer's slice: the same head dims, dtypes, archs and causal variants as ours, of the
+    directions both have (fwd, bwd), its features compiled out (the bench calls plain attention)."""
+    both = [d for d in directions if d in ("fwd", "bwd")]
+    if not both:
+        raise click.UsageError("--peer-source measures fwd and bwd: add --direction fwd or bwd")
+    return {**kwargs, "source": peer[0], "profile": peer[1], "features": "none", "no_local": False,
+            "no_softcap": False, "config": None, "build_dir": None, "direction": ",".join(both)}
+
+
+def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=None):
     import datetime
     import shlex
+    from pathlib import Path
 
     from . import __version__
     from .debug import bench as benching, runtime
@@ -478,6 +499,10 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
     selection, options = builder.parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "bench")
     module = runtime.load_build(selection, options, rebuild=rebuild)
+    peers = {}
+    if peer:
+        peer_selection, peer_options = builder.parse_request(**_peer_request(kwargs, peer, selection.directions))
+        peers[Path(peer_selection.profile).stem] = runtime.load_build(peer_selection, peer_options, rebuild=rebuild)
     built = [Variant.from_name(name) for name in module.variants()]
     here, elsewhere = runtime.runnable(built, gpu)
     if elsewhere:
@@ -499,7 +524,7 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
         here = [v for v in here if v not in idle]
     names = {v.name for v in built}
     results = []
-    builder.log(f"measuring {len(here)} variants x {len(seqlens)} seqlens x {len(benching.BACKENDS)} backends "
+    builder.log(f"measuring {len(here)} variants x {len(seqlens)} seqlens x {len(benching.BACKENDS) + len(peers)} backends "
                 f"on {gpu.describe()}")
     try:
         for variant in here:
@@ -507,11 +532,12 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0):
             features = benching.features_for(variant, window, softcap)
             for seqlen in seqlens:
                 results += benching.measure(module, variant, seqlen, reps=reps, has_fwd=has_fwd, log=builder.log,
-                                            **features)
+                                            peers=peers, **features)
     except RuntimeError as exc:  # a CUDA error outside one backend's measurement leaves the context unusable
         raise BuildError(f"the benchmark stopped: {str(exc).strip().splitlines()[0]}") from None
     extra = (["--window", f"{window[0]},{window[1]}"] if window != (-1, -1) else []) + (
         ["--softcap", f"{softcap:g}"] if softcap else [])
+    extra += ["--peer-source", str(peer[0]), "--peer-profile", peer[1]] if peer else []
     info = {"command": shlex.join(["flashbuild", "bench", *build_args(selection, options),
                                    "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps), *extra]),
             "device": gpu.describe(), "torch": gpu.torch, "flashbuild": __version__,

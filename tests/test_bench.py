@@ -288,3 +288,25 @@ def test_one_variant_measured_with_a_window_and_with_a_softcap_keeps_two_rows():
     assert "(softcap 30)" in lines[3] and "(2.000 ms)" in lines[3]
     changes, only_new, only_old = bench.compare([windowed], [windowed, capped])
     assert len(changes) == 1 and only_new == [capped] and not only_old  # another window is another problem
+
+
+def test_a_peer_slice_gets_a_column_between_ours_and_sdpa():
+    """--peer-source: the peer's rows (backend = its profile name) sit beside ours, before SDPA's."""
+    results = fake_results()
+    ours = next(r for r in results if r.backend == bench.OURS)
+    peer = Result(**{**ours.__dict__, "backend": "flash-attn-3", "ms": ours.ms / 2, "tflops": ours.tflops * 2})
+    head = bench.table([*results, peer]).splitlines()[0].split()
+    assert head.index("flashbuild") < head.index("flash-attn-3") < head.index("sdpa-flash")
+
+
+def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
+    from flashbuild import cli
+
+    half = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path))
+    assert half.exit_code == 2 and "--peer-source needs --peer-profile" in half.stderr
+    request = cli._peer_request({"hdim": "64", "dtype": "fp16", "direction": None, "features": "local",
+                                 "no_local": True, "build_dir": "/x", "config": "c"},
+                                (str(tmp_path), "flash-attn-3"), ("fwd", "bwd", "splitkv"))
+    assert request["source"] == str(tmp_path) and request["profile"] == "flash-attn-3"
+    assert (request["direction"], request["features"], request["build_dir"], request["hdim"]) == (
+        "fwd,bwd", "none", None, "64")

@@ -292,11 +292,17 @@ def _cell(r: Result | None) -> str:
     return f"{r.tflops:6.1f} ({r.ms:.3f} ms)"
 
 
+def backend_order(results: list[Result]) -> list[str]:
+    """flashbuild, then peers (another tree's slice, by profile name), then SDPA's backends."""
+    peers = sorted({r.backend for r in results} - set(BACKENDS))
+    return [OURS, *peers, *SDPA_BACKENDS]
+
+
 def table(results: list[Result]) -> str:
     """One line per variant and seqlen: TFLOPS (ms) of each backend."""
     by_key = {r.key: r for r in results}
     problems = list(dict.fromkeys((r.variant, r.asked, r.label, r.seqlen, r.batch, r.nheads) for r in results))
-    backends = [b for b in BACKENDS if any(r.backend == b for r in results)]
+    backends = [b for b in backend_order(results) if any(r.backend == b for r in results)]
     width = max([len("variant")] + [len(p[2]) for p in problems])
     head = f"{'variant':<{width}}  {'seqlen':>6}  {'b x h':>7}  " + "  ".join(f"{b:>22}" for b in backends)
     lines = [head, "TFLOPS (median ms)".rjust(len(head))]
@@ -473,9 +479,14 @@ def _reference_out_lse(q, k, v, causal: bool, window: tuple[int, int] = (-1, -1)
 
 def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None,
-            window: tuple[int, int] = (-1, -1), softcap: float = 0.0) -> list[Result]:
+            window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+            peers: dict[str, Any] | None = None) -> list[Result]:
     """Every backend on one problem (with the calls' window and softcap, if any), timed in turns
-    (time_in_turns); a backend that raises while it warms up is n/a."""
+    (time_in_turns); a backend that raises while it warms up is n/a. `peers` (name: an external
+    tree's slice behind its adapter, e.g. FA3's) are measured as flashbuild's own build is, in the
+    same turns; a peer without this variant is n/a."""
+    peers = peers or {}
+    backends = [b for b in backends if b == OURS] + list(peers) + [b for b in backends if b != OURS]
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
@@ -492,20 +503,24 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     sets = [[torch.randn(shape, device="cuda", dtype=dtype) for _ in range(4 if bwd else 3)] for _ in range(n_sets)]
 
     def make_run(backend: str) -> Callable[[int], Any]:
-        if backend == OURS:
+        if backend == OURS or backend in peers:
+            ext = module if backend == OURS else peers[backend]
+            if backend != OURS and variant.name not in ext.variants():
+                raise ValueError(f"the {backend} slice has no {variant.name}")
+            fwd_built = has_fwd if backend == OURS else variant.name.replace("bwd_", "fwd_", 1) in ext.variants()
             if not bwd:
                 def run(i):
                     q, k, v = sets[i]
-                    module.flash_attn_func(q, k, v, causal=p.causal, **features)
+                    ext.flash_attn_func(q, k, v, causal=p.causal, **features)
             else:
                 saved = []
                 for q, k, v, dout in sets:
-                    o, lse = (module.flash_attn_func(q, k, v, causal=p.causal, return_lse=True, **features) if has_fwd
+                    o, lse = (ext.flash_attn_func(q, k, v, causal=p.causal, return_lse=True, **features) if fwd_built
                               else _reference_out_lse(q, k, v, p.causal, p.window, p.softcap))
                     saved.append((dout, q, k, v, o, lse))
 
                 def run(i):
-                    module.mha_bwd(*saved[i], causal=p.causal, **features)
+                    ext.mha_bwd(*saved[i], causal=p.causal, **features)
         else:
             if p.softcap:
                 raise ValueError("SDPA has no softcap")
