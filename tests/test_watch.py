@@ -217,6 +217,8 @@ def test_a_load_that_fails_is_the_verdict_and_the_next_round_loads_again():
     assert loop.round([], 0.0).line().endswith("load failed: refusing to import x.so: its extension x.so: it is "
                                                "writable by others")
     assert loop.round(["ampere/x.h"], 0.0).result == "pass"
+    broken = watch.WarmLoop(build=fake.build, load=lambda result: {}["PyInit"], test=fake.test)
+    assert broken.round([], 0.0).line().endswith("load failed: KeyError: 'PyInit'")  # a verdict, not a traceback
 
 
 def test_the_warm_watch_prints_a_verdict_per_round_records_json_and_restarts_after_a_lost_context(tmp_path):

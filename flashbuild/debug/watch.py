@@ -206,9 +206,11 @@ class WarmLoop:
             return out
         try:
             self.module = self.load(result)
-        except (ImportError, OSError, FlashbuildError) as exc:
+        except Exception as exc:  # noqa: BLE001 - an extension that does not load is this round's verdict
             out.load_s = self.clock() - loading
-            out.result, out.error, out.finished = "load failed", str(exc).splitlines()[0], self.clock()
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            what = message if isinstance(exc, (ImportError, FlashbuildError)) else f"{type(exc).__name__}: {message}"
+            out.result, out.error, out.finished = "load failed", what, self.clock()
             self.module = None  # the next round loads again
             return out
         testing = self.clock()
