@@ -102,6 +102,18 @@ def test_each_rebuild_loads_fresh_and_old_copies_are_removed(build_dir, monkeypa
 
 
 @needs_cc
+def test_the_copy_of_a_rebuilt_extension_is_counted_once_in_the_cache_listing(build_dir):
+    from flashbuild.build import cache
+
+    path = link(build_dir, 1)
+    loader.load_extension(path, NAME)
+    link(build_dir, 2)
+    loader.load_extension(path, NAME)  # the copy is a hard link of the new file
+    assert len(list(build_dir.glob("*.so"))) == 2
+    assert cache._size(build_dir) == sum(p.stat().st_size for p in build_dir.iterdir() if p.name != f"{NAME}.so")
+
+
+@needs_cc
 def test_a_relink_to_the_same_bytes_is_the_module_already_loaded(build_dir):
     path = link(build_dir, 1)
     first = loader.load_extension(path, NAME)

@@ -212,14 +212,17 @@ def _read_manifest(path: Path) -> tuple[dict, list[str]]:
 
 
 def _size(path: Path) -> int:
-    total = 0
+    """Bytes of the regular files under path, each file once (the loader hard-links a rebuilt
+    extension beside itself: loader.snapshot)."""
+    total, seen = 0, set()
     for dirpath, _dirnames, filenames in os.walk(path):  # os.walk never follows links by default
         for name in filenames:
             try:
                 info = os.lstat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            if stat.S_ISREG(info.st_mode):
+            if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
                 total += info.st_size
     return total
 
