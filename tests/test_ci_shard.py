@@ -199,6 +199,34 @@ def test_linked_shards_equal_a_one_machine_build(tmp_path, fake_cuda, monkeypatc
                (tmp_path / "one" / "obj" / f"{name}.o").read_bytes()
 
 
+def test_a_linked_build_loads_without_compiling_until_its_sources_change(tmp_path, fake_cuda, fake_root,
+                                                                          monkeypatch):
+    """load() of the linked selection in the linked build dir imports the extension link wrote (ninja
+    has no records of the adopted objects: the digests recorded at link time stand in for them);
+    after a kernel header changes, it builds again, as it would anywhere."""
+    api = tmp_path / "flash_api.cpp"
+    api.write_text("// the binding\n")
+    monkeypatch.setattr(builder, "why_no_link", lambda options: "--compile-only" if options.compile_only else "")
+    monkeypatch.setattr(builder, "torch_link_spec", lambda plan: graph.LinkSpec(
+        module_name=plan.module_name, cxx=fake_cuda / "bin" / "nvcc", cxx_std="c++20", include_dirs=(),
+        defines=("-DTORCH_EXTENSION_NAME=" + plan.module_name,), torch_lib=Path("/torch/lib"), api_sources=(api,)))
+    imported = []
+    monkeypatch.setattr(builder, "_import", lambda plan: imported.append(plan.extension_path) or "module")
+    artifacts = build_shards(tmp_path, 2)
+    linked_dir = tmp_path / "linked"
+    assert run_cli("link", *map(str, artifacts), "--build-dir", str(linked_dir)).exit_code == 0
+    log = tmp_path / "nvcc.log"
+    log.unlink()
+    selection, options = builder.parse_request(hdim="64,128", dtype="fp16", arch="sm90", direction="fwd,bwd",
+                                               causal="both", no_local=True, build_dir=linked_dir)
+    assert builder.load(selection, options) == "module"
+    assert compiled(log) == [] and imported == [builder.make_plan(selection, options).extension_path]
+    header = fake_root / "kernels" / "ampere" / "bwd_launch.h"
+    header.write_text(header.read_text() + "// edited after the link\n")
+    assert builder.load(selection, options) == "module"
+    assert len(compiled(log)) == 16  # not current any more: every TU compiled here, as a fresh build dir would
+
+
 def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, fake_cuda, monkeypatch):
     """A [matrix] with source + profile (a flash-attn 2 layout of empty files): its cells are slices of
     that tree; each shard compiles its TUs plus the stubs TU (what the slice leaves out), which the link

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import __version__, env
 from ..errors import BuildError, SelectionError
 from ..selection.variants import Selection
-from . import cache, compile_profile, graph, loader, processes, render
+from . import cache, compile_profile, graph, loader, processes, provenance, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
 from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords,  # noqa: F401
@@ -189,6 +189,8 @@ def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
     if not isinstance(manifest, dict) or manifest.get("key") != plan.key or not manifest.get("extension") \
             or not plan.extension_path.is_file():
         return None
+    if manifest.get("linked_from"):
+        return _import(plan) if _linked_is_current(plan, tools, manifest) else None
     try:
         if (plan.build_dir / "build.ninja").read_text() != ninja_text(plan, tools, link):
             return None
@@ -202,6 +204,23 @@ def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
     return _import(plan)
 
 
+def linked_record(plan: Plan, tools: graph.Toolchain) -> dict:
+    """What a build dir `flashbuild link` made records beside the manifest, for load(): ninja never
+    compiled its objects, so ninja's records cannot say it is current; these can."""
+    return {"tree_digest": provenance.tree_digest(plan), "toolkit": provenance.toolkit(plan, tools),
+            "versions": plan.versions, "extension_sha256": provenance.sha256(plan.extension_path)}
+
+
+def _linked_is_current(plan: Plan, tools: graph.Toolchain, manifest: dict) -> bool:
+    """A linked build dir is current when this machine would build the same key from the same
+    sources and toolkit as the shards did, its generated files are what this flashbuild writes, and
+    the extension is the one link wrote. Anything else: build here as usual (it compiles again)."""
+    if not render.up_to_date(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                             context=tree_context(plan)):
+        return False
+    return manifest.get("linked") == linked_record(plan, tools)
+
+
 def load(selection: Selection, options: BuildOptions):
     """Build if needed, then import the extension. The contract, step by step:
 
@@ -209,7 +228,9 @@ def load(selection: Selection, options: BuildOptions):
        the user's that nobody else can write (else SelectionError naming it and the fix).
     1. Try load (no lock): if the build dir of this key has a manifest and a linked extension,
        its generated files and build.ninja are what this flashbuild would write, and `ninja -n`
-       has nothing to do, import it and return. Any mismatch just falls through to 2.
+       has nothing to do, import it and return. A build dir `flashbuild link` wrote has no ninja
+       records of its objects: there the digest of the sources, the toolkit, the versions and the
+       extension's hash recorded at link time must match instead. Any mismatch falls through to 2.
     2. Lock: take the build dir's file lock; while another process builds this key, wait.
     3. Try load again: the process we waited for may have built exactly this.
     4. Build: render, write build.ninja, run ninja (kernels, binding, link to a temporary name

@@ -234,6 +234,7 @@ def link(paths: list[Path], *, build_dir: Path | None = None, jobs: int | None =
         linked = builder._manifest(plan, linked=True)
         linked["linked_from"] = [{"shard": a.manifest["shard"], "path": str(a.path.absolute()),
                                   "units": a.manifest["units"]} for a in ordered]
+        linked["linked"] = builder.linked_record(plan, tools)  # load() uses the extension while these hold
         with cache.private_umask():
             render.write_if_different(plan.manifest_path, json.dumps(linked, indent=2, sort_keys=True) + "\n")
     return plan, plan.extension_path

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from .. import __version__, env
 from ..build import builder, cache, graph, render
+from ..build.provenance import sha256, toolkit, tree_digest  # noqa: F401 (link reads them here too)
 from ..build.plan import Plan
 from ..errors import BuildError, SelectionError
 from ..sources.units import Unit
@@ -156,44 +157,6 @@ def describe_split(result: Split, shard: ShardSpec | None = None) -> str:
         lines.append(f"  shard {i}/{len(result.shards)}  {seconds:6.0f} s  {len(names)} TUs: "
                      f"{', '.join(names) or 'none'}{mark}")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- the tree and the toolkit
-
-def _hash_files(digest, root: Path, paths: Iterable[Path]) -> None:
-    for path in sorted(paths):
-        if path.is_file():
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-
-
-def tree_digest(plan: Plan) -> str:
-    """A digest of every source the build reads that is not in the toolkit: our kernels/ and
-    templates/ (or an external tree's include dirs and API sources), and the profile."""
-    digest = hashlib.sha256()
-    profile = plan.profile
-    if profile.builtin:
-        for sub in ("kernels", "templates"):
-            base = env.repo_root() / sub
-            _hash_files(digest, env.repo_root(), base.rglob("*"))
-    else:
-        root = builder.tree_root(plan)
-        for sub in profile.include_dirs:
-            _hash_files(digest, root, (root / sub).rglob("*"))
-        _hash_files(digest, root, (root / s for s in profile.api_sources))
-        _hash_files(digest, env.repo_root(), (env.templates_dir() / "profiles").rglob("*"))
-    digest.update(profile.path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def toolkit(plan: Plan, tools: graph.Toolchain) -> dict[str, str]:
-    """The versions beside plan.versions that change an object: CUTLASS."""
-    cutlass = next((d for d in tools.include_dirs if (d / "cutlass" / "version.h").is_file()), None)
-    return {"cutlass": env.cutlass_version(cutlass) if cutlass else "missing"}
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # ---------------------------------------------------------------- building one shard
