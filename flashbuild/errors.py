@@ -19,6 +19,13 @@ class BuildError(FlashbuildError):
     exit_code = 1
 
 
+class ExtensionImportError(FlashbuildError, ImportError):
+    """A build that linked but does not import (an undefined symbol: a library or object the link
+    left out). An ImportError still, for code that catches those; the CLI prints one line (exit 1)."""
+
+    exit_code = 1
+
+
 class VariantNotBuiltError(FlashbuildError, RuntimeError):
     """Raised by a built extension (kernels/binding) when a call needs a variant the build does not
     hold; the message names the variant, what the build holds, and the flashbuild command that adds it."""

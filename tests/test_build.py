@@ -465,3 +465,23 @@ def test_torch_facts_come_from_its_version_file_without_importing_it():
                             "from flashbuild import env; env.torch_info(); print('torch' in sys.modules)"],
                            capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "False"
+
+
+def test_an_extension_that_links_but_does_not_import_is_one_clear_error(monkeypatch):
+    """An undefined symbol at import (FA3's slice before it linked torch_cuda) names the build and
+    where the link line is; it is still an ImportError for code that catches those."""
+    from flashbuild.errors import ExtensionImportError, FlashbuildError
+
+    selection, options = builder.parse_request(hdim="64", dtype="fp16", arch="sm90")
+    plan = builder.make_plan(selection, options)
+
+    def undefined(extension, module_name, fresh=True):
+        raise ImportError(f"{extension}: undefined symbol: aoti_torch_get_current_cuda_stream")
+
+    monkeypatch.setattr(builder, "import_extension", undefined)
+    with pytest.raises(ExtensionImportError) as caught:
+        builder._import(plan)
+    assert isinstance(caught.value, ImportError) and isinstance(caught.value, FlashbuildError)
+    message = str(caught.value)
+    assert "linked but does not import" in message and "aoti_torch_get_current_cuda_stream" in message
+    assert plan.key in message and "-v` shows the link line" in message

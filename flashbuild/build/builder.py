@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, env
-from ..errors import BuildError, SelectionError
+from ..errors import BuildError, ExtensionImportError, SelectionError
 from ..selection.variants import Selection
 from . import cache, compile_profile, graph, loader, processes, provenance, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
@@ -177,7 +177,15 @@ def import_extension(extension: Path, module_name: str, *, fresh: bool = True):
 
 def _import(plan: Plan):
     # An upstream tree's package imports its extension by name, once: a rebuilt one needs a new process.
-    return import_extension(plan.extension_path, plan.module_name, fresh=plan.profile.builtin)
+    try:
+        return import_extension(plan.extension_path, plan.module_name, fresh=plan.profile.builtin)
+    except ImportError as exc:
+        if isinstance(exc, ExtensionImportError) or "undefined symbol" not in str(exc):
+            raise
+        raise ExtensionImportError(
+            f"{plan.extension_path.name} of {plan.key} linked but does not import: {exc}; the link left out a "
+            f"library or object it needs (`{plan.command()} -v` shows the link line): a bug of flashbuild or of "
+            f"the profile, please report it with that line and `flashbuild doctor`") from None
 
 
 def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
