@@ -383,16 +383,18 @@ def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
 
 def test_the_fa3_adapter_calls_the_trees_flash_attn_interface(tmp_path, monkeypatch):
     """The tree's flash_attn_3 package holds only a version (0251105a): the adapter calls
-    hopper/flash_attn_interface.py, the module upstream's own tests import (a stand-in here)."""
+    hopper/flash_attn_interface.py, the module upstream's own tests import (a stand-in here). FA3
+    writes LSE -inf for a row that sees no key; the checks' contract (ours, FA2's) is +inf."""
     from flashbuild.debug import adapters
 
     (tmp_path / "flash_attn_interface.py").write_text(
-        "flash_attn_3_gpu = 'ops'\n"
-        "def flash_attn_func(q, k, v, **kw):\n    return ('out', 'lse')\n"
+        "import torch\nflash_attn_3_gpu = 'ops'\n"
+        "def flash_attn_func(q, k, v, **kw):\n    return ('out', torch.tensor([1.5, float('-inf')]))\n"
         "def flash_attn_with_kvcache(*args, **kw):\n    return ('cache-out', 'cache-lse')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "flash_attn_interface", raising=False)
     package = type(sys)("flash_attn_3")  # a version, nothing else, as the tree's __init__.py
     fa3 = adapters.FlashAttn3Slice(package, {"selection": {"hdim": [64]}, "units": []})
     assert fa3.ext == "ops"
-    assert fa3.flash_attn_func(None, None, None, return_lse=True) == ("out", "lse")
+    out, lse = fa3.flash_attn_func(None, None, None, return_lse=True)
+    assert out == "out" and lse.tolist() == [1.5, float("inf")]

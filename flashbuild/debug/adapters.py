@@ -129,8 +129,9 @@ class FlashAttn3Slice(FlashAttn2Slice):
     def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
                         **window: Any):
         out, lse = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
-                                                softcap=softcap, return_attn_probs=True)
-        return (out, lse) if return_lse else out
+                                                  softcap=softcap, return_attn_probs=True)
+        # A row that sees no key: FA3 writes LSE -inf, flashbuild's contract (and FA2) +inf.
+        return (out, lse.masked_fill(lse == float("-inf"), float("inf"))) if return_lse else out
 
     def mha_bwd(self, dout, q, k, v, out, lse, causal: bool = False, softcap: float = 0.0, **window: Any):
         """dq, dk, dv from the given out and lse, through the op flash_attn_func's autograd calls."""
