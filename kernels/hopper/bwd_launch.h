@@ -110,7 +110,7 @@ template <int kHeadDim, DType kDType, bool kIsCausal>
 void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
   constexpr BwdTile kTile = bwd_tile(kHeadDim, kIsCausal);
-  using Traits = BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, Element>;
+  using Traits = BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, Element, kTile.dq_order>;
   launch_bwd<Traits, kIsCausal>(params, stream);
 }
 

@@ -17,9 +17,25 @@
 
 namespace flashbuild::hopper {
 
+// How dq_accum holds a query block's (kBlockM, d) floats (BwdParams leaves the order inside a block
+// to the family; only this family's conversion reads it):
+//   kRowMajor: row by row; each thread adds two adjacent columns per reduction (a warp touches 8
+//   rows, 32 bytes each);
+//   kFragment: in the dQ product's register order, four floats per thread per reduction, so that a
+//   warp's reduction covers 512 contiguous bytes (whole cache lines), as the Ampere path does;
+//   kFragmentBulk: the same order, but the consumers only write the block into shared memory and a
+//   second producer warp adds it to dq_accum with one bulk reduction (cp.reduce.async.bulk), so no
+//   consumer thread issues a global reduction.
+// On the H200 (benchmarks/hopper_bwd/README.md, run 1, fp16, 16k tokens), against kRowMajor timed
+// in the same rounds: kFragment +26% (hdim 64) / +29% (hdim 128) at seqlen 16k, kFragmentBulk +23%
+// / +36%, causal +19% / +32%. kFragmentBulk is the default (kFragment was 4% ahead of it at hdim
+// 64 non-causal, 16k, in the ratio to cuDNN; its causal runs were not measured).
+enum class DqOrder : int { kRowMajor, kFragment, kFragmentBulk };
+
 struct BwdTile {
-  int block_m;  // query rows per step (streamed)
-  int block_n;  // key rows per CTA (dK and dV accumulate in registers for these)
+  int block_m;       // query rows per step (streamed)
+  int block_n;       // key rows per CTA (dK and dV accumulate in registers for these)
+  DqOrder dq_order;  // how dQ reaches dq_accum
 };
 
 // Registers per consumer thread (two consumer warpgroups, 64 keys each): dK and dV hold
@@ -32,9 +48,9 @@ struct BwdTile {
 constexpr BwdTile bwd_tile(int head_dim, bool causal) {
   (void)causal;
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
-  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N};
+  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, DqOrder::kFragmentBulk};
 #else
-  return head_dim <= 64 ? BwdTile{128, 128} : BwdTile{64, 128};
+  return head_dim <= 64 ? BwdTile{128, 128, DqOrder::kFragmentBulk} : BwdTile{64, 128, DqOrder::kFragmentBulk};
 #endif
 }
 
@@ -48,21 +64,10 @@ enum class BwdBarrier : int {
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads during this one
 
-// How dq_accum holds a query block's (kBlockM, d) floats (BwdParams leaves the order inside a block
-// to the family; only this family's conversion reads it):
-//   kRowMajor: row by row; each thread adds two adjacent columns per reduction (a warp touches 8
-//   rows, 32 bytes each);
-//   kFragment: in the dQ product's register order, four floats per thread per reduction, so that a
-//   warp's reduction covers 512 contiguous bytes (whole cache lines), as the Ampere path does;
-//   kFragmentBulk: the same order, but the consumers only write the block into shared memory and a
-//   second producer warp adds it to dq_accum with one bulk reduction (cp.reduce.async.bulk), so no
-//   consumer thread issues a global reduction.
-enum class DqOrder : int { kRowMajor, kFragment, kFragmentBulk };
-
 // kDeferDq: a step's dQ reductions are issued in the next step, after its S^T and dP^T products,
 // so that they leave while the tensor cores work (dQ's registers stay live across the step
 // boundary); otherwise right after the dQ product.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kRowMajor,
+template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kFragmentBulk,
           bool kDeferDq_ = false>
 struct BwdTraits {
   using Element = Element_;
