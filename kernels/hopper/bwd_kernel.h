@@ -1,9 +1,10 @@
 // The Hopper (sm_90a) FlashAttention backward kernel, composition only: one CTA per (key block of
-// kBlockN rows, head, batch), one producer warpgroup (bwd_mainloop.h, load) and two consumer
-// warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every query block that
-// sees their keys, add each block's dQ to dq_accum and store dK, dV at the end (bwd_epilogue.h).
-// Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query blocks, and the
-// grid's first CTAs take it (longest first).
+// kBlockN rows, head, batch), one producer warpgroup (warp 0 loads: bwd_mainloop.h, load; warp 1,
+// with DqOrder::kFragmentBulk, adds each query block's dQ to dq_accum: bwd_epilogue.h, dq_writer)
+// and two consumer warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every
+// query block that sees their keys, hand each block's dQ on (bwd_epilogue.h, add_dq) and store dK,
+// dV at the end. Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query
+// blocks, and the grid's first CTAs take it (longest first).
 #pragma once
 
 #include "hopper/bwd_epilogue.h"

@@ -89,7 +89,8 @@ struct BwdTraits {
   static_assert(kDqAccumRowPad % kBlockM == 0, "dq_accum's slack rows must hold a whole query block");
   static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "the Hopper backward serves head dims 64 and 128");
 
-  // setmaxnreg: the producer (one working warp) gives its registers to the consumers.
+  // setmaxnreg: the producer warpgroup (one loading warp, one dQ-writing warp) gives its registers
+  // to the consumers.
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads <= kRegisterFile,
