@@ -149,16 +149,6 @@ def ci_request(kwargs: dict, cell: str | None) -> dict:
     return {**kwargs, "config": None, **matrices.cell_request(matrices.load(config), cell)}
 
 
-def apply_launcher_environment(selection, options) -> None:
-    """A compiler cache's defaults that let it hit across build dirs (flashbuild/ci/launcher.py)."""
-    from pathlib import Path
-
-    from .ci import launcher as launchers
-
-    tree = Path(selection.source) if selection.source else env.repo_root()
-    launchers.apply(options.launcher, options.build_dir or env.cache_dir(), tree)
-
-
 def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: str | None, config: str | None,
                 dry_run: bool, kwargs: dict) -> None:
     """`build --shard I/N`: this machine's part of the selection, into an artifact dir."""
@@ -170,7 +160,6 @@ def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: s
     spec = sharding.parse_shard(shard)
     check_output(artifact_dir, "--artifact-dir")
     selection, options = builder.parse_request(**kwargs)
-    apply_launcher_environment(selection, options)
     plan = builder.make_plan(selection, options)
     if dry_run:
         found, source = sharding.find_costs(plan, costs)
@@ -254,7 +243,6 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kw
     if costs or artifact_dir:
         raise click.UsageError(f"{'--costs' if costs else '--artifact-dir'} goes with --shard I/N; add it or drop this")
     selection, options = builder.parse_request(**kwargs)
-    apply_launcher_environment(selection, options)
     if dry_run:
         plan = builder.make_plan(selection, options)
         no_link = builder.why_no_link(options)

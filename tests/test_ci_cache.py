@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.ci import launcher as launchers
+from flashbuild.build import launcher as launchers
 from helpers import REPO, make_root, requires_nvcc
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm80,sm90", "--direction", "fwd", "--causal", "off",
@@ -108,3 +108,23 @@ def test_a_warm_sccache_compiles_nothing_in_a_fresh_build_dir_at_the_same_path(t
     for step in ("CUDA", "CUDA (Device code)", "PTX", "CUBIN"):
         assert warm["cache_hits"]["counts"].get(step) == 2, (step, warm["cache_hits"])
     assert objects(build_dir) == cold_objects
+
+
+def test_the_builder_gives_ninja_the_ccache_defaults_and_the_api_reads_flashbuild_launcher(tmp_path, monkeypatch):
+    """The defaults reach ninja's environment from the builder (so `flashbuild.load()` gets them as the
+    CLI does), never over a value the user set; FLASHBUILD_LAUNCHER is the API's default launcher too."""
+    from flashbuild.build import builder
+
+    monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
+    monkeypatch.setenv("CCACHE_NOHASHDIR", "0")  # the user's choice stays
+    environment = launchers.ninja_environment("ccache", tmp_path / "cache" / "k", tmp_path / "root", NINJA_STATUS="x")
+    assert environment["CCACHE_BASEDIR"] == str(tmp_path) and environment["CCACHE_NOHASHDIR"] == "0"
+    assert environment["NINJA_STATUS"] == "x" and "CCACHE_BASEDIR" not in os.environ  # this process: untouched
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ccache").write_text("#!/bin/sh\nexec \"$@\"\n")
+    (bin_dir / "ccache").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FLASHBUILD_LAUNCHER", "ccache")
+    _, options = builder.parse_request(hdim="64", dtype="fp16", arch="sm90")
+    assert options.launcher == "ccache"

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import __version__, env
 from ..errors import BuildError, ExtensionImportError, SelectionError
 from ..selection.variants import Selection
-from . import cache, compile_profile, graph, loader, processes, provenance, render
+from . import cache, compile_profile, graph, launcher, loader, processes, provenance, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
 from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords,  # noqa: F401
@@ -62,7 +62,8 @@ def run_ninja(plan: Plan) -> tuple[NinjaOutput, dict[str, float]]:
     started = time.monotonic()
     with cache.private_umask(), open(plan.build_dir / "build.log", "w") as build_log, processes.signals_raise(), \
             processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                              env={**os.environ, "NINJA_STATUS": STATUS_FORMAT}) as process:
+                              env=launcher.ninja_environment(plan.options.launcher, plan.build_dir, tree_root(plan),
+                                                             NINJA_STATUS=STATUS_FORMAT)) as process:
         for line in process.stdout:
             build_log.write(line)
             output.feed(line.rstrip("\n"))

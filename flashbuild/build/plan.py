@@ -148,6 +148,8 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
                                  f"argument; give a flag such as --nvcc-flag=-DFOO=1 or leave it out")
     if build_dir is not None:
         _refuse_unsafe("--build-dir", str(build_dir))
+    if launcher is None:  # the API as the CLI (whose --launcher reads the same variable)
+        launcher = os.environ.get("FLASHBUILD_LAUNCHER") or None
     if launcher:
         _refuse_unsafe("--launcher", launcher)
     found = shutil.which(launcher) if launcher else None

@@ -27,7 +27,8 @@ from ..build import builder, cache, graph, processes, render
 from ..build.plan import Plan
 from ..errors import BuildError
 from ..sources import profile as profiles
-from . import launcher as launchers, shard as sharding
+from ..build import launcher as launchers
+from . import shard as sharding
 
 # What every shard must agree on: a difference in any of them means objects built differently.
 # The key and module name come last: they follow from the others, which say what differs.
@@ -213,7 +214,6 @@ def link(paths: list[Path], *, build_dir: Path | None = None, jobs: int | None =
         nvcc_flags=tuple(manifest["flags"]["nvcc_flags"]), build_dir=build_dir, jobs=jobs, verbose=verbose,
         launcher=launcher)
     plan = builder.make_plan(selection, options)
-    launchers.apply(options.launcher, plan.build_dir, builder.tree_root(plan))
     tools = builder.toolchain(plan)
     check_here(plan, tools, first)
     builder.log(f"{len(ordered)} shards of {plan.key} fit: {len(manifest['variants'])} TUs, each once")
@@ -272,8 +272,9 @@ def _run(plan: Plan) -> None:
     command = [str(ninja), "-C", str(plan.build_dir), "-f", LINK_FILE, "-j", str(plan.jobs)]
     command += ["-v"] if plan.options.verbose else []
     with cache.private_umask(), processes.signals_raise(), \
-            processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace") as process:
+            processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                              env=launchers.ninja_environment(plan.options.launcher, plan.build_dir,
+                                                              builder.tree_root(plan))) as process:
         output = process.stdout.read()
         code = process.wait()
     (plan.build_dir / "link.log").write_text(output)

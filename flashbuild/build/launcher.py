@@ -5,7 +5,8 @@ Both cache nvcc compiles with the build's `-MD -MF $out.d` (measured with ccache
 But flashbuild passes absolute paths (`-I<build dir>/generated`, the generated .cu) and ccache hashes
 the working directory of an nvcc compile, so by default a fresh build dir at another path misses.
 For ccache, CCACHE_BASEDIR (paths under it become relative) and CCACHE_NOHASHDIR fix that; they are
-set here as defaults, never over a value the user set. sccache has no such switch for nvcc's
+given to ninja (so to every compile) as defaults, never over a value the user set; the builder does it, so
+`flashbuild.load()` gets them as the CLI does. sccache has no such switch for nvcc's
 device steps (its cicc step misses at another path): give CI a fixed --build-dir path instead.
 docs/ci.md has the measurements.
 """
@@ -26,8 +27,7 @@ def cache_environment(launcher: str | None, build_dir: Path, tree: Path) -> dict
     return {"CCACHE_BASEDIR": str(base), "CCACHE_NOHASHDIR": "1"}
 
 
-def apply(launcher: str | None, build_dir: Path, tree: Path) -> dict[str, str]:
-    """Set the defaults in this process's environment (ninja inherits it); returns what was set."""
-    added = {k: v for k, v in cache_environment(launcher, build_dir, tree).items() if k not in os.environ}
-    os.environ.update(added)
-    return added
+def ninja_environment(launcher: str | None, build_dir: Path, tree: Path, **extra: str) -> dict[str, str]:
+    """The environment ninja runs in: this process's, the launcher's defaults where unset, and extra."""
+    defaults = {k: v for k, v in cache_environment(launcher, build_dir, tree).items() if k not in os.environ}
+    return {**os.environ, **defaults, **extra}
