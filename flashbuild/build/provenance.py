@@ -11,6 +11,7 @@ from typing import Iterable
 
 from .. import env
 from . import graph
+from .loader import digest_of
 from .plan import Plan
 from .toolchain import tree_root
 
@@ -48,4 +49,5 @@ def toolkit(plan: Plan, tools: graph.Toolchain) -> dict[str, str]:
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """A file's sha256, read in blocks (an extension can be hundreds of MB): the loader's digest."""
+    return digest_of(path)
