@@ -467,7 +467,8 @@ def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ..
     directions both have (fwd, bwd), its features compiled out (the bench calls plain attention)."""
     both = [d for d in directions if d in ("fwd", "bwd")]
     if not both:
-        raise click.UsageError("--peer-source measures fwd and bwd: add --direction fwd or bwd")
+        raise click.UsageError(f"--peer-source measures the directions both builds have (fwd, bwd); --direction "
+                               f"{','.join(directions)} has neither: use --direction fwd,bwd")
     return {**kwargs, "source": peer[0], "profile": peer[1], "features": "none", "no_local": False,
             "no_softcap": False, "config": None, "build_dir": None, "direction": ",".join(both)}
 

@@ -8,6 +8,7 @@ import csv
 import io
 import json
 
+import click
 import pytest
 
 from flashbuild.debug import bench
@@ -310,3 +311,5 @@ def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
     assert request["source"] == str(tmp_path) and request["profile"] == "flash-attn-3"
     assert (request["direction"], request["features"], request["build_dir"], request["hdim"]) == (
         "fwd,bwd", "none", None, "64")
+    with pytest.raises(click.UsageError, match="--direction splitkv has neither: use --direction fwd,bwd"):
+        cli._peer_request({}, (str(tmp_path), "flash-attn-3"), ("splitkv",))
