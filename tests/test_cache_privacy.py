@@ -240,3 +240,20 @@ def test_graph_refuses_a_newline_that_got_past_the_callers():
         graph.shell(["-DX\nrule evil"])
     assert graph.shell(["a$b", "c d"]) == "'a$$b' 'c d'"
     assert graph.path("/x y/a$b:c") == "/x$ y/a$$b$:c"
+
+
+def test_a_cache_root_and_build_dir_another_process_creates_first_are_used(tmp_path, monkeypatch):
+    """Two processes building on a fresh cache both see it missing; the one that creates it second
+    must go on with the directory the first made (CI saw `cannot create it (File exists)`)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("FLASHBUILD_CACHE_DIR", str(root))
+    real_mkdir = Path.mkdir
+
+    def raced_mkdir(self, mode=0o777, parents=False, exist_ok=False):
+        real_mkdir(self, mode=0o700, parents=True, exist_ok=True)  # the other process, just before us
+        return real_mkdir(self, mode=mode, parents=parents, exist_ok=exist_ok)
+
+    monkeypatch.setattr(Path, "mkdir", raced_mkdir)
+    assert build_cache.cache_root() == root
+    entry = root / "sm80-fp16-h64-fwd-c0-fnone-00000000"
+    assert build_cache.prepare_build_dir(entry, in_cache=True) == entry and entry.is_dir()

@@ -83,7 +83,7 @@ def cache_root(create: bool = True) -> Path:
             return root
         try:
             with private_umask():
-                root.mkdir(parents=True, mode=PRIVATE_DIR)
+                root.mkdir(parents=True, mode=PRIVATE_DIR, exist_ok=True)  # another process may win the race
         except OSError as exc:
             raise SelectionError(f"{source} {root}: cannot create it ({exc.strerror or exc}); {_fix_root(root)}") from None
     if not root.is_dir():
@@ -126,11 +126,11 @@ def prepare_build_dir(build_dir: Path, *, in_cache: bool, flag: str = "--build-d
     if info is None:
         try:
             with private_umask():
-                build_dir.mkdir(parents=True, mode=PRIVATE_DIR)
+                build_dir.mkdir(parents=True, mode=PRIVATE_DIR, exist_ok=True)
         except OSError as exc:
             raise SelectionError(f"{where}: cannot create it ({exc.strerror or exc}); "
                                  f"{'fix the cache dir' if in_cache else f'choose a writable place for {flag}'}") from None
-        return build_dir
+        info = build_dir.lstat()  # ours, or another process's that won the race: checked below either way
     if stat.S_ISLNK(info.st_mode) and in_cache:
         raise SelectionError(f"{where} is a symbolic link: flashbuild never builds or imports through one; "
                              f"remove it (`rm {shlex.quote(str(build_dir))}`) and rerun")
