@@ -1,11 +1,12 @@
 // run_bwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
 // The Hopper backward (hopper/bwd_kernel.h) takes dense calls of head dims 64 and 128 whose
-// tensors TMA can address, with no local window or softcap in effect (a kernel compiled with those
-// features serves the calls that leave them off). Everything else runs on the Ampere-path backward
-// compiled for sm_90a, exactly as ampere/bwd_launch.h launches it:
+// tensors TMA can address, in a plain TU (kFeatures = 0: no local window or softcap; the binding
+// sends every call with one in effect to the feature TU, which holds the Ampere path alone).
+// Everything else runs on the Ampere-path backward compiled for sm_90a, exactly as
+// ampere/bwd_launch.h launches it:
 //   - varlen calls (cu_seqlens_q / cu_seqlens_k): the TMA descriptors need the packed tensors'
 //     total rows as bounds, which BwdParams does not carry (as for the forward);
-//   - head dims 32, 96, 192, 256; local windows and softcap in effect;
+//   - head dims 32, 96, 192, 256; every call of a feature TU (a local window or softcap in effect);
 //   - pointers or strides that are not multiples of 16 bytes, empty Q or K.
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // bwd_dot_do_o_kernel: its layout, like the LSE's, is family-neutral), the main kernel, and this
@@ -35,28 +36,12 @@ inline bool bwd_aligned(const void* ptr, int64_t elem_bytes, std::initializer_li
   return true;
 }
 
-// A kernel compiled with local/softcap serves a call that leaves them off: softcap 0 and a window
-// that cuts nothing (the binding writes an unbounded side as seqlen_q + seqlen_k, and gives a
-// causal call window_right = 0, which is the causal mask itself).
-template <bool kIsCausal, int kFeatures>
-inline bool bwd_features_off(BwdParams const& p) {
-  if ((kFeatures & kSoftcap) && p.softcap > 0.f) { return false; }
-  if (kFeatures & kLocal) {
-    const int64_t unbounded = int64_t(p.seqlen_q) + p.seqlen_k;
-    if (p.window_left < unbounded) { return false; }
-    if (kIsCausal ? p.window_right != 0 : p.window_right < unbounded) { return false; }
-  }
-  return true;
-}
-
-// Whether the Hopper backward can take this call (see the top of this file).
-template <bool kIsCausal, int kFeatures>
+// Whether the Hopper backward can take this call of a plain TU (see the top of this file).
 inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
   if (p.cu_seqlens_q || p.cu_seqlens_k) { return false; }
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
     return false;
   }
-  if (!bwd_features_off<kIsCausal, kFeatures>(p)) { return false; }
   return bwd_aligned(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
          bwd_aligned(p.dout, elem_bytes, {{p.do_row_stride, p.seqlen_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, p.batch}}) &&
          bwd_aligned(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
@@ -147,9 +132,12 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.batch == 0 || params.nheads == 0) { return; }
-  if constexpr (kArch >= 90 && hopper::bwd_serves_head_dim(kHeadDim)) {
+  // A feature TU is dispatched only calls with a local window or softcap in effect (the binding's
+  // resolve_features and FEATURES_SWITCH), which the Hopper kernel does not serve: leaving it out
+  // there saves its compile time.
+  if constexpr (kArch >= 90 && kFeatures == 0 && hopper::bwd_serves_head_dim(kHeadDim)) {
     using Element = typename hopper::ElementOf<kDType>::type;
-    if (hopper::bwd_can_run<kIsCausal, kFeatures>(params, kHeadDim, sizeof(Element))) {
+    if (hopper::bwd_can_run(params, kHeadDim, sizeof(Element))) {
       hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal>(params, stream);
       return;
     }
