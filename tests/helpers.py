@@ -76,7 +76,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
 
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H) -> Path:
     """A FLASHBUILD_ROOT: the real templates, configs and kernels/common, and the given launch headers
-    (the forward one for both families)."""
+    (each direction's one for both families)."""
     root = base / "root"
     for sub in ("templates", "configs", "kernels/common"):
         shutil.copytree(REPO / sub, root / sub)
@@ -85,6 +85,7 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     (root / "kernels" / "ampere" / "fwd_launch.h").write_text(launch_header)
     (root / "kernels" / "hopper" / "fwd_launch.h").write_text(launch_header)  # sm90's forward: the same contract
     (root / "kernels" / "ampere" / "bwd_launch.h").write_text(bwd_launch_header)
+    (root / "kernels" / "hopper" / "bwd_launch.h").write_text(bwd_launch_header)  # sm90's backward: the same contract
     (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)
     (root / "kernels" / FAKE_BWD_DETAIL).write_text(
         "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")

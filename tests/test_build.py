@@ -150,7 +150,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
     assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls")  # the Ampere fallback named
-    assert families["bwd_hdim64_fp16_sm90"].startswith("ampere; no Hopper backward yet")
+    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls, local windows")
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
     assert "compile 12 kernel TUs:" in out  # each plain TU and its local+softcap TU
@@ -159,6 +159,21 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
     assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-fLS-[0-9a-f]{8}", out)
     assert "jobs" in out
     assert not (tmp_path / "bd").exists() and not cache.exists()
+
+
+def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(cache):
+    result = run_cli("--hdim", "64,96", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "off",
+                     "--dry-run")
+    assert result.exit_code == 0, result.output
+    families = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stdout.splitlines()
+                if line.startswith("  ")}
+    assert families["bwd_hdim64_fp16_sm90"] == (
+        "hopper; varlen calls, local windows or softcap in effect, and tensors TMA cannot address run on the "
+        "Ampere-path backward compiled into the same TU")
+    assert families["bwd_hdim64_fp16_sm90_local_softcap"] == families["bwd_hdim64_fp16_sm90"]
+    assert families["bwd_hdim96_fp16_sm90"] == (
+        "hopper; head dim 96 has no Hopper backward tile: the Ampere-path kernel compiled for sm_90a "
+        "(inside the Hopper TU)")
 
 
 def test_dry_run_into_the_cache_writes_nothing(cache):
@@ -408,10 +423,13 @@ def test_list_shows_the_space_and_the_cache(cache):
     data = json.loads(run_cli("list", "--json").stdout)
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert data["axes"]["features"] == ["local", "softcap"]
-    assert {"direction": "bwd", "arch": "sm90", "family": "ampere",
-            "note": "no Hopper backward yet: the Ampere-path kernel compiled for sm_90a"} in data["families"]
+    assert {"direction": "bwd", "arch": "sm90", "family": "hopper",
+            "note": "varlen calls, local windows or softcap in effect, and tensors TMA cannot address run on the "
+                    "Ampere-path backward compiled into the same TU"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == [32]
+    assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == \
+        [32, 96, 192, 256]
     assert [(b["key"], b["variants"], b["has_extension"]) for b in data["builds"]] == [
         ("sm90-fp16-h64-fwd-c01-aaaaaaaa", 1, True)]
 

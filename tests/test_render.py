@@ -55,7 +55,7 @@ def test_tu_holds_the_explicit_instantiation(tmp_path, kwargs, name, args):
     for suffix, mask in (("", 0), ("_local_softcap", 3)):  # the plain TU and its feature TU
         text = files[f"{name}{suffix}.cu"]
         direction = name.split("_", 1)[0]
-        family = "hopper" if direction == "fwd" and name.endswith("_sm90") else "ampere"  # sm90's forward: Hopper
+        family = "hopper" if direction in ("fwd", "bwd") and name.endswith("_sm90") else "ampere"  # sm90: Hopper
         assert f'#include "{family}/{direction}_launch.h"' in text
         instantiation = re.sub(r"\s+", " ", text[text.index("template void"):]).strip()
         params = {"fwd": "FwdParams", "bwd": "BwdParams"}[direction]

@@ -67,26 +67,32 @@ FAMILIES = {
     "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
                      {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h",
                       "splitkv": "ampere/splitkv_launch.h"}),
-    "hopper": Family("hopper", "wgmma, TMA, warp-specialized producer and ping-pong consumers, "
-                               "persistent scheduler; sm_90a",
-                     {"fwd": "hopper/fwd_launch.h"}),
+    "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
+                               "ping-pong consumers, persistent scheduler); sm_90a",
+                     {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"}),
 }
 
-# Which family serves (direction, arch). The Hopper family has a forward only: sm90's backward and
-# split-KV still compile the Ampere path for sm_90a, and FAMILY_NOTES says so in the plan.
+# Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's
+# split-KV still compiles the Ampere path for sm_90a, and each Hopper TU also holds the Ampere-path
+# kernel for the calls its own kernel does not take; FAMILY_NOTES says so in the plan.
 FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
-} | {("fwd", "sm90"): "hopper"}
+} | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
-    ("bwd", "sm90"): "no Hopper backward yet: the Ampere-path kernel compiled for sm_90a",
+    ("bwd", "sm90"): "varlen calls, local windows or softcap in effect, and tensors TMA cannot address run on "
+                     "the Ampere-path backward compiled into the same TU",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a",
     ("fwd", "sm90"): "varlen calls and tensors TMA cannot address (pointers or strides not 16-byte multiples) "
                      "run on the Ampere-path kernel compiled into the same TU",
 }
-# Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h).
+# Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
+# hopper/bwd_launch.h).
 HEAD_DIM_NOTES = {
     ("fwd", "sm90", 32): "head dim 32 has no Hopper tile: the Ampere-path kernel compiled for sm_90a "
                          "(inside the Hopper TU)",
+} | {
+    ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
+                           f"sm_90a (inside the Hopper TU)" for hdim in (32, 96, 192, 256)
 }
 
 
