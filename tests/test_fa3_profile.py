@@ -234,6 +234,29 @@ def test_flashbuild_fa3_cutlass_points_elsewhere(tmp_path, monkeypatch):
         plan_for(tree, hdim=64, dtype="fp16")
 
 
+def pinned_cutlass(base: Path, version: tuple[int, int, int] = (4, 3, 4)) -> Path:
+    include = base / "include"
+    (include / "cutlass").mkdir(parents=True)
+    (include / "cutlass" / "cutlass.h").write_text("")
+    (include / "cutlass" / "version.h").write_text(VERSION_H.format(*version))
+    return include
+
+
+def test_the_cutlass_a_build_uses_is_part_of_its_key(fa3_tree, tmp_path, monkeypatch):
+    """Two requests differing only in CUTLASS (the tree's submodule, or FLASHBUILD_FA3_CUTLASS naming
+    another checkout of the same version) are two builds, not one build dir recompiled in full at
+    each switch (or, linked, loaded for the other's CUTLASS)."""
+    submodule = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(pinned_cutlass(tmp_path / "a")))
+    a = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(pinned_cutlass(tmp_path / "b")))
+    b = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    assert len({submodule.key, a.key, b.key}) == 3 and len({submodule.build_dir, a.build_dir, b.build_dir}) == 3
+    assert b.key == plan_for(fa3_tree, hdim=64, dtype="fp16").key  # the same CUTLASS, the same key
+    (tmp_path / "b" / "include" / "cutlass" / "version.h").write_text(VERSION_H.format(4, 3, 5))
+    assert plan_for(fa3_tree, hdim=64, dtype="fp16").key != b.key  # another CUTLASS in the same place
+
+
 # ---------------------------------------------------------------- the Python side: flash_attn_3._C from the build
 
 def _ok():

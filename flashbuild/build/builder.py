@@ -20,7 +20,7 @@ from ..selection.variants import Selection
 from . import cache, compile_profile, graph, launcher, loader, processes, provenance, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
-from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords,  # noqa: F401
+from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords, cutlass_identity,  # noqa: F401
                    describe_plan, features_line, log, make_plan, parse_request, plural, tree_context, versions,
                    why_no_link)
 from .toolchain import LINK_SPEC_FILE, toolchain, torch_link_spec, tree_root  # noqa: F401
