@@ -193,7 +193,9 @@ def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
     out = result.stdout
     assert "plan: flash-attn-3 at" in out
     assert re.search(r"flash_fwd_hdim64_fp16_paged_split_softcap_sm90\.cu +from templates/profiles/flash-attn-3/fwd\.cu\.j2", out)
-    assert "../flash_attn_3/__init__.py" in out and "../flash_attn_config.py" in out
+    beside = out[out.index("render beside the extension, into "):out.index("compile ")]
+    assert re.search(r"flash_attn_3/__init__\.py +from templates/profiles/flash-attn-3/package_init\.py\.j2", beside)
+    assert "flash_attn_config.py" in beside and "../" not in out
     assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 146 combinations" in out
     assert "compile 37 kernel TUs:" in out  # 34 instantiations, scheduler, combine, stubs
 
@@ -300,6 +302,20 @@ def test_the_build_dir_holds_the_config_and_a_package_whose_C_is_the_builds(fa3_
     manifest = json.loads((build_dir / "manifest.json").read_text())
     assert manifest["profile"] == "flash-attn-3" and manifest["extension"] is None
     assert tree_digest(fa3_tree) == before
+
+
+def test_python_files_beside_the_extension_are_plain_names_rendered_into_the_build_dir(fa3_tree, cache):
+    """flash_attn_config.py and flash_attn_3/ are imported from the build dir (first on the import path),
+    so they are rendered there, not into generated/ (the include path), and named without a '../'."""
+    assert [(g.file, g.beside_extension) for g in FA3.generated] == [
+        ("flash_attn_config.py", True), ("flash_attn_3/__init__.py", True)]
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="none")
+    paths = render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                                context=builder.tree_context(plan))
+    assert plan.build_dir / "flash_attn_config.py" in paths and plan.build_dir / "flash_attn_3/__init__.py" in paths
+    assert not (plan.gen_dir / "flash_attn_config.py").exists() and not (plan.gen_dir / "flash_attn_3").exists()
+    assert render.up_to_date(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                             context=builder.tree_context(plan))
 
 
 def test_the_package_without_the_tree_on_the_path_says_how_to_run(fa3_tree, cache, monkeypatch):

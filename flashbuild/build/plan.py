@@ -316,9 +316,14 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     else:
         lines.append("units (what each TU instantiates):")
         lines += [f"  {u.name:<{width}}  {u.describe()}" for u in units]
+    files = render.planned_files(plan.selection, profile)
+    beside = [(n, t) for n, t in files if render.destination(plan.gen_dir, n, profile) != plan.gen_dir / n]
     lines.append(f"render into {plan.gen_dir}:")
-    lines += [f"  {name:<{width + 3}}  from templates/{template}"
-              for name, template in render.planned_files(plan.selection, profile)]
+    lines += [f"  {name:<{width + 3}}  from templates/{template}" for name, template in files
+              if (name, template) not in beside]
+    if beside:
+        lines.append(f"render beside the extension, into {plan.build_dir}:")
+        lines += [f"  {name:<{width + 3}}  from templates/{template}" for name, template in beside]
     missing = plan.missing
     lines.append(f"compile {plural(len(units) + bool(missing), 'kernel TU')}:")
     lines += [f"  {graph.object_path(u):<{width + 6}}  {' '.join(profile.gencodes[a] for a in u.archs)}" for u in units]

@@ -55,8 +55,8 @@ class Generated:
     template: str
     replaces: str | None = None
     # A Python file the tree imports (e.g. flash-attn 3's generated flash_attn_config.py): rendered
-    # next to the extension, in the build dir that goes first on the import path; `file` is then
-    # "../name" (relative to generated/, where render writes).
+    # next to the extension, in the build dir that goes first on the import path, not in generated/
+    # (render.destination). `file` is then relative to the build dir.
     beside_extension: bool = False
 
 
@@ -299,7 +299,7 @@ def read_profile(path: Path) -> Profile:
         beside = one.get("beside_extension", bool, "true or false", False)
         name = one.get("file", str, "a file name (or package/module.py beside the extension)", ...,
                        lambda v: _is_relative(v) and (beside or "/" not in v))
-        generated.append(Generated("../" + name if beside else name,
+        generated.append(Generated(name,
                                    one.get("template", str, "a template", ..., _is_relative),
                                    one.get("replaces", str, "a path relative to the tree", None, _is_relative),
                                    beside))
