@@ -313,3 +313,31 @@ def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
         "fwd,bwd", "none", None, "64")
     with pytest.raises(click.UsageError, match="--direction splitkv has neither: use --direction fwd,bwd"):
         cli._peer_request({}, (str(tmp_path), "flash-attn-3"), ("splitkv",))
+
+
+def test_a_peer_is_built_with_the_features_the_bench_calls_it_with(tmp_path):
+    """Without --window/--softcap the bench calls plain attention: the peer has its features compiled
+    out. With them, it has our selection's features that its profile names (FA3 has no switch for
+    local: always in), so its feature variants carry our feature variants' names."""
+    from flashbuild import cli
+
+    kwargs = {"hdim": "64", "dtype": "fp16", "direction": None}
+    plain = cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",))
+    assert plain["features"] == "none"
+    ours = ("local", "softcap")
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=ours)["features"] == "softcap"
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-2"), ("fwd",), features=ours)["features"] == \
+        "local,softcap"
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=("local",))["features"] == \
+        "none"
+
+
+def test_a_bad_peer_profile_is_named_as_peer_profile(tmp_path):
+    """Checked before anything is built or a GPU is looked for; the error names --peer-profile, not --profile."""
+    result = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path), "--peer-profile", "flash-attn-9")
+    assert result.exit_code == 2, result.output
+    assert "--peer-profile flash-attn-9: no such profile" in result.stderr and "--profile flash-attn-9" not in \
+        result.stderr.replace("--peer-profile", "")
+    assert "use --peer-profile flash-attn-2" in result.stderr
+    own = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path), "--peer-profile", "flashbuild")
+    assert own.exit_code == 2 and "--peer-profile flashbuild: flashbuild's own kernels" in own.stderr

@@ -370,16 +370,16 @@ def _load(path: Path, mtime_ns: int) -> Profile:
     return read_profile(path)
 
 
-def load(name_or_path: str | Path = BUILTIN) -> Profile:
-    """A profile by name (configs/profiles/<name>.toml) or by path."""
+def load(name_or_path: str | Path = BUILTIN, flag: str = "--profile") -> Profile:
+    """A profile by name (configs/profiles/<name>.toml) or by path; `flag` is the option that named it."""
     text = str(name_or_path)
     path = Path(text)
     if not (text.endswith(".toml") or os.sep in text):
         path = profiles_dir() / f"{text}.toml"
     if not path.is_file():
         names = available()
-        raise SelectionError(f"--profile {text}: no such profile ({path} does not exist; profiles: "
-                             f"{', '.join(names) or 'none'}); use --profile {names[0] if names else BUILTIN} "
+        raise SelectionError(f"{flag} {text}: no such profile ({path} does not exist; profiles: "
+                             f"{', '.join(names) or 'none'}); use {flag} {names[0] if names else BUILTIN} "
                              f"or a path to a profile .toml")
     return _load(path.resolve(), path.stat().st_mtime_ns)
 
