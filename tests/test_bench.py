@@ -300,6 +300,25 @@ def test_a_peer_slice_gets_a_column_between_ours_and_sdpa():
     assert head.index("flashbuild") < head.index("flash-attn-3") < head.index("sdpa-flash")
 
 
+def test_one_backend_order_for_the_turns_the_table_and_the_plot(tmp_path, monkeypatch):
+    """flashbuild, peers by name, SDPA's backends: measure() times them in this order, the table's
+    columns and the plot's legend follow it."""
+    order = ["flashbuild", "flash-attn-2", "flash-attn-3", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
+    assert bench.backend_order(["sdpa-cudnn", "flash-attn-3", "sdpa-efficient", "flashbuild", "flash-attn-2",
+                                "sdpa-flash"]) == order
+    assert bench.backend_order(["sdpa-flash", "flash-attn-3"]) == ["flash-attn-3", "sdpa-flash"]  # only those given
+    results = fake_results()
+    results += [Result(**{**r.__dict__, "backend": peer}) for peer in ("flash-attn-3", "flash-attn-2")
+                for r in results if r.backend == bench.OURS]
+    assert bench.table(results).splitlines()[0].split()[5:] == order  # after variant, seqlen, b x h
+    import matplotlib.figure
+
+    legends = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "legend", lambda self, handles, labels, **kw: legends.append(labels))
+    bench.plot([r for r in results if r.variant == FWD.name], tmp_path / "p.png")
+    assert list(dict.fromkeys(label.split()[0] for label in legends[0])) == order
+
+
 def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
     from flashbuild import cli
 
