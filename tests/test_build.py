@@ -489,7 +489,7 @@ def test_an_extension_that_links_but_does_not_import_is_one_clear_error(monkeypa
 
     monkeypatch.setattr(builder, "import_extension", undefined)
     with pytest.raises(ExtensionImportError) as caught:
-        builder._import(plan)
+        builder.import_build(plan)
     assert isinstance(caught.value, ImportError) and isinstance(caught.value, FlashbuildError)
     message = str(caught.value)
     assert "linked but does not import" in message and "aoti_torch_get_current_cuda_stream" in message
