@@ -405,7 +405,8 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
 @click.option("--rebuild", is_flag=True, help="Remove the build's outputs and build it again before measuring.")
 @click.option("--peer-source", type=click.Path(exists=True, file_okay=False),
               help="Also measure this upstream tree's slice of the same head dims, dtypes and directions, in the "
-                   "same turns (e.g. a flash-attention checkout for FA3). Needs --peer-profile.")
+                   "same turns (e.g. a flash-attention checkout for FA3). Needs --peer-profile. Its features are "
+                   "compiled out, unless --window/--softcap measure ours: then it has those of ours it can.")
 @click.option("--peer-profile", help="What kind of tree --peer-source is (flash-attn-3, flash-attn-2, ...).")
 def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, compare_path, results_path, rebuild,
           peer_source, peer_profile, **kwargs):
@@ -436,6 +437,8 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         raise click.UsageError(f"{given} needs {missing}: e.g. --peer-source ~/flash-attention --peer-profile "
                                f"flash-attn-3")
     peer = (peer_source, peer_profile) if peer_source else None
+    if peer:
+        _check_peer_profile(peer_profile)
     if results_path:
         given = [f"--{k.replace('_', '-')}" for k in SELECTION_KEYS if kwargs.get(k)]
         given += [flag for flag, value in (("--window", window_text), ("--softcap", softcap),
@@ -462,14 +465,33 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         click.echo(benching.compare_table(changes, only_new, only_old, compare_path))
 
 
-def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ...]) -> dict:
+def _check_peer_profile(name: str) -> None:
+    """--peer-profile names an external tree's profile: checked before anything builds or a GPU is
+    looked for, and an error names --peer-profile (not --profile, which is our selection's)."""
+    from .sources import profile as profiles
+
+    if profiles.load(name, flag="--peer-profile").builtin:
+        others = [p for p in profiles.available() if p != profiles.BUILTIN]
+        raise click.BadParameter(f"--peer-profile {name}: flashbuild's own kernels, which bench measures as "
+                                 f"{name} already; give the profile of the tree --peer-source is "
+                                 f"({', '.join(others)})", param_hint="--peer-profile")
+
+
+def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ...],
+                  features: tuple[str, ...] = ()) -> dict:
     """The peer's slice: the same head dims, dtypes, archs and causal variants as ours, of the
-    directions both have (fwd, bwd), its features compiled out (the bench calls plain attention)."""
+    directions both have (fwd, bwd). `features`: our selection's, when the bench calls our feature
+    variants (--window / --softcap), else (); the peer compiles in those its profile names, so that
+    its feature variants are ours by name, and nothing else (each feature multiplies its TUs)."""
+    from .sources import profile as profiles
+
     both = [d for d in directions if d in ("fwd", "bwd")]
     if not both:
         raise click.UsageError(f"--peer-source measures the directions both builds have (fwd, bwd); --direction "
                                f"{','.join(directions)} has neither: use --direction fwd,bwd")
-    return {**kwargs, "source": peer[0], "profile": peer[1], "features": "none", "no_local": False,
+    known = profiles.load(peer[1], flag="--peer-profile").features
+    return {**kwargs, "source": peer[0], "profile": peer[1],
+            "features": ",".join(f for f in features if f in known) or "none", "no_local": False,
             "no_softcap": False, "config": None, "build_dir": None, "direction": ",".join(both)}
 
 
@@ -490,7 +512,12 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
     module = runtime.load_build(selection, options, rebuild=rebuild)
     peers = {}
     if peer:
-        peer_selection, peer_options = builder.parse_request(**_peer_request(kwargs, peer, selection.directions))
+        asked = benching.features_asked(window, softcap)
+        peer_selection, peer_options = builder.parse_request(**_peer_request(
+            kwargs, peer, selection.directions, selection.features if asked else ()))
+        builder.log(f"peer {peer[1]}: features {', '.join(peer_selection.features) or 'none'} compiled in "
+                    + ("(ours that it has a switch for: --window/--softcap measure our feature variants)" if asked
+                       else "(without --window/--softcap the bench calls plain attention)"))
         peers[Path(peer_selection.profile).stem] = runtime.load_build(peer_selection, peer_options, rebuild=rebuild)
     built = [Variant.from_name(name) for name in module.variants()]
     here, elsewhere = runtime.runnable(built, gpu)

@@ -300,6 +300,25 @@ def test_a_peer_slice_gets_a_column_between_ours_and_sdpa():
     assert head.index("flashbuild") < head.index("flash-attn-3") < head.index("sdpa-flash")
 
 
+def test_one_backend_order_for_the_turns_the_table_and_the_plot(tmp_path, monkeypatch):
+    """flashbuild, peers by name, SDPA's backends: measure() times them in this order, the table's
+    columns and the plot's legend follow it."""
+    order = ["flashbuild", "flash-attn-2", "flash-attn-3", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
+    assert bench.backend_order(["sdpa-cudnn", "flash-attn-3", "sdpa-efficient", "flashbuild", "flash-attn-2",
+                                "sdpa-flash"]) == order
+    assert bench.backend_order(["sdpa-flash", "flash-attn-3"]) == ["flash-attn-3", "sdpa-flash"]  # only those given
+    results = fake_results()
+    results += [Result(**{**r.__dict__, "backend": peer}) for peer in ("flash-attn-3", "flash-attn-2")
+                for r in results if r.backend == bench.OURS]
+    assert bench.table(results).splitlines()[0].split()[5:] == order  # after variant, seqlen, b x h
+    import matplotlib.figure
+
+    legends = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "legend", lambda self, handles, labels, **kw: legends.append(labels))
+    bench.plot([r for r in results if r.variant == FWD.name], tmp_path / "p.png")
+    assert list(dict.fromkeys(label.split()[0] for label in legends[0])) == order
+
+
 def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
     from flashbuild import cli
 
@@ -313,3 +332,31 @@ def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
         "fwd,bwd", "none", None, "64")
     with pytest.raises(click.UsageError, match="--direction splitkv has neither: use --direction fwd,bwd"):
         cli._peer_request({}, (str(tmp_path), "flash-attn-3"), ("splitkv",))
+
+
+def test_a_peer_is_built_with_the_features_the_bench_calls_it_with(tmp_path):
+    """Without --window/--softcap the bench calls plain attention: the peer has its features compiled
+    out. With them, it has our selection's features that its profile names (FA3 has no switch for
+    local: always in), so its feature variants carry our feature variants' names."""
+    from flashbuild import cli
+
+    kwargs = {"hdim": "64", "dtype": "fp16", "direction": None}
+    plain = cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",))
+    assert plain["features"] == "none"
+    ours = ("local", "softcap")
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=ours)["features"] == "softcap"
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-2"), ("fwd",), features=ours)["features"] == \
+        "local,softcap"
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=("local",))["features"] == \
+        "none"
+
+
+def test_a_bad_peer_profile_is_named_as_peer_profile(tmp_path):
+    """Checked before anything is built or a GPU is looked for; the error names --peer-profile, not --profile."""
+    result = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path), "--peer-profile", "flash-attn-9")
+    assert result.exit_code == 2, result.output
+    assert "--peer-profile flash-attn-9: no such profile" in result.stderr and "--profile flash-attn-9" not in \
+        result.stderr.replace("--peer-profile", "")
+    assert "use --peer-profile flash-attn-2" in result.stderr
+    own = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path), "--peer-profile", "flashbuild")
+    assert own.exit_code == 2 and "--peer-profile flashbuild: flashbuild's own kernels" in own.stderr

@@ -65,6 +65,15 @@ def test_key_changes_when_it_must(change):
     assert changed.rsplit("-", 1)[1] != key(**base).rsplit("-", 1)[1]  # the hash itself differs
 
 
+def test_key_holds_the_wheels_cutlass_by_its_version_header_not_its_path():
+    """Our kernels' CUTLASS is the nvidia-cutlass wheel: its version.h keys the build, its site-packages
+    dir does not (shards built on other machines link under the same key)."""
+    selection = select(hdim=64, dtype="fp16", arch="sm90")
+    assert set(builder.cutlass_identity(selection)) == {"version_h"}
+    assert builder.cache_key(selection, CompileFlags(), VERSIONS, {"version_h": "a"}) != \
+        builder.cache_key(selection, CompileFlags(), VERSIONS, {"version_h": "b"})
+
+
 def test_key_and_module_do_not_depend_on_jobs_build_dir_launcher_or_verbose(tmp_path):
     selection = select(hdim=64, dtype="fp16", arch="sm90")
     a = builder.make_plan(selection, builder.BuildOptions())
@@ -498,7 +507,7 @@ def test_an_extension_that_links_but_does_not_import_is_one_clear_error(monkeypa
 
     monkeypatch.setattr(builder, "import_extension", undefined)
     with pytest.raises(ExtensionImportError) as caught:
-        builder._import(plan)
+        builder.import_build(plan)
     assert isinstance(caught.value, ImportError) and isinstance(caught.value, FlashbuildError)
     message = str(caught.value)
     assert "linked but does not import" in message and "aoti_torch_get_current_cuda_stream" in message

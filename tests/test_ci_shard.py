@@ -211,7 +211,7 @@ def test_a_linked_build_loads_without_compiling_until_its_sources_change(tmp_pat
         module_name=plan.module_name, cxx=fake_cuda / "bin" / "nvcc", cxx_std="c++20", include_dirs=(),
         defines=("-DTORCH_EXTENSION_NAME=" + plan.module_name,), torch_lib=Path("/torch/lib"), api_sources=(api,)))
     imported = []
-    monkeypatch.setattr(builder, "_import", lambda plan: imported.append(plan.extension_path) or "module")
+    monkeypatch.setattr(builder, "import_build", lambda plan: imported.append(plan.extension_path) or "module")
     artifacts = build_shards(tmp_path, 2)
     linked_dir = tmp_path / "linked"
     assert run_cli("link", *map(str, artifacts), "--build-dir", str(linked_dir)).exit_code == 0

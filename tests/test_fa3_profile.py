@@ -193,7 +193,9 @@ def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
     out = result.stdout
     assert "plan: flash-attn-3 at" in out
     assert re.search(r"flash_fwd_hdim64_fp16_paged_split_softcap_sm90\.cu +from templates/profiles/flash-attn-3/fwd\.cu\.j2", out)
-    assert "../flash_attn_3/__init__.py" in out and "../flash_attn_config.py" in out
+    beside = out[out.index("render beside the extension, into "):out.index("compile ")]
+    assert re.search(r"flash_attn_3/__init__\.py +from templates/profiles/flash-attn-3/package_init\.py\.j2", beside)
+    assert "flash_attn_config.py" in beside and "../" not in out
     assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 146 combinations" in out
     assert "compile 37 kernel TUs:" in out  # 34 instantiations, scheduler, combine, stubs
 
@@ -232,6 +234,29 @@ def test_flashbuild_fa3_cutlass_points_elsewhere(tmp_path, monkeypatch):
     (pinned / "cutlass" / "version.h").write_text("// no version here\n")
     with pytest.raises(SelectionError, match=r"FLASHBUILD_FA3_CUTLASS=.* is CUTLASS of unknown version"):
         plan_for(tree, hdim=64, dtype="fp16")
+
+
+def pinned_cutlass(base: Path, version: tuple[int, int, int] = (4, 3, 4)) -> Path:
+    include = base / "include"
+    (include / "cutlass").mkdir(parents=True)
+    (include / "cutlass" / "cutlass.h").write_text("")
+    (include / "cutlass" / "version.h").write_text(VERSION_H.format(*version))
+    return include
+
+
+def test_the_cutlass_a_build_uses_is_part_of_its_key(fa3_tree, tmp_path, monkeypatch):
+    """Two requests differing only in CUTLASS (the tree's submodule, or FLASHBUILD_FA3_CUTLASS naming
+    another checkout of the same version) are two builds, not one build dir recompiled in full at
+    each switch (or, linked, loaded for the other's CUTLASS)."""
+    submodule = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(pinned_cutlass(tmp_path / "a")))
+    a = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(pinned_cutlass(tmp_path / "b")))
+    b = plan_for(fa3_tree, hdim=64, dtype="fp16")
+    assert len({submodule.key, a.key, b.key}) == 3 and len({submodule.build_dir, a.build_dir, b.build_dir}) == 3
+    assert b.key == plan_for(fa3_tree, hdim=64, dtype="fp16").key  # the same CUTLASS, the same key
+    (tmp_path / "b" / "include" / "cutlass" / "version.h").write_text(VERSION_H.format(4, 3, 5))
+    assert plan_for(fa3_tree, hdim=64, dtype="fp16").key != b.key  # another CUTLASS in the same place
 
 
 # ---------------------------------------------------------------- the Python side: flash_attn_3._C from the build
@@ -277,6 +302,20 @@ def test_the_build_dir_holds_the_config_and_a_package_whose_C_is_the_builds(fa3_
     manifest = json.loads((build_dir / "manifest.json").read_text())
     assert manifest["profile"] == "flash-attn-3" and manifest["extension"] is None
     assert tree_digest(fa3_tree) == before
+
+
+def test_python_files_beside_the_extension_are_plain_names_rendered_into_the_build_dir(fa3_tree, cache):
+    """flash_attn_config.py and flash_attn_3/ are imported from the build dir (first on the import path),
+    so they are rendered there, not into generated/ (the include path), and named without a '../'."""
+    assert [(g.file, g.beside_extension) for g in FA3.generated] == [
+        ("flash_attn_config.py", True), ("flash_attn_3/__init__.py", True)]
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="none")
+    paths = render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                                context=builder.tree_context(plan))
+    assert plan.build_dir / "flash_attn_config.py" in paths and plan.build_dir / "flash_attn_3/__init__.py" in paths
+    assert not (plan.gen_dir / "flash_attn_config.py").exists() and not (plan.gen_dir / "flash_attn_3").exists()
+    assert render.up_to_date(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                             context=builder.tree_context(plan))
 
 
 def test_the_package_without_the_tree_on_the_path_says_how_to_run(fa3_tree, cache, monkeypatch):

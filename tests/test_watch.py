@@ -299,7 +299,7 @@ def test_the_wired_loop_checks_the_rebuilt_variants_this_gpu_runs_and_echoes_fai
     ext = FakeExt(names=[FWD.name, BWD.name, "fwd_hdim64_fp16_causal_sm80"])
     timings = {}
     monkeypatch.setattr(builder, "build", lambda selection, options: FakeBuildResult(dict(timings), tmp_path))
-    monkeypatch.setattr(builder, "import_extension", lambda extension, module_name: ext)
+    monkeypatch.setattr(builder, "import_extension", lambda extension, module_name, fresh=True: ext)
     selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm80,sm90", direction="fwd,bwd",
                                                causal="on", features=[])
     echoed = []
@@ -314,6 +314,23 @@ def test_the_wired_loop_checks_the_rebuilt_variants_this_gpu_runs_and_echoes_fai
     assert done.tested == [FWD.name] and done.result == "FAIL" and done.failed == len(checking.SHAPES_QUICK)
     assert len(echoed) == len(checking.SHAPES_QUICK) and all(FWD.name in line and "FAIL" in line for line in echoed)
     assert f"tested 3 checks of {FWD.name} in " in done.line() and ": FAIL (3 failed)" in done.line()
+
+
+def test_the_wired_loop_names_the_build_of_an_extension_that_links_but_does_not_import(monkeypatch, tmp_path):
+    """An undefined symbol at import is load()'s ExtensionImportError in the verdict (the build, where
+    the link line is), not the bare ImportError."""
+    def undefined(extension, module_name, fresh=True):
+        raise ImportError(f"{extension}: undefined symbol: _Z12run_mha_fwd_ILi90EN7cutlass6half_tELi64EEvR6Paramsv")
+
+    monkeypatch.setattr(builder, "build", lambda selection, options: FakeBuildResult({}, tmp_path))
+    monkeypatch.setattr(builder, "import_extension", undefined)
+    selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", direction="fwd", features=[])
+    loop = watch.warm_loop(selection, options, runtime.Gpu("Fake H200", 90, "2.x", "cpu"), shapes="quick",
+                           echo=lambda line: None)
+    done = loop.round([], time.time())
+    key = builder.make_plan(selection, options).key
+    assert done.result == "load failed" and "linked but does not import" in done.error
+    assert key in done.error and "-v` shows the link line" in done.error and "run_mha_fwd_" in done.error
 
 
 @dataclass

@@ -20,7 +20,7 @@ from ..selection.variants import Selection
 from . import cache, compile_profile, graph, launcher, loader, processes, provenance, render
 from .cache import CachedBuild, build_lock, cached_builds, remove_build  # noqa: F401 (the stage's API)
 from .ninja_output import NinjaOutput, new_log_entries, read_ninja_log
-from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords,  # noqa: F401
+from .plan import (TORCH_CUDA_HINT, BuildOptions, Plan, cache_key, check_api_keywords, cutlass_identity,  # noqa: F401
                    describe_plan, features_line, log, make_plan, parse_request, plural, tree_context, versions,
                    why_no_link)
 from .toolchain import LINK_SPEC_FILE, toolchain, torch_link_spec, tree_root  # noqa: F401
@@ -176,7 +176,10 @@ def import_extension(extension: Path, module_name: str, *, fresh: bool = True):
     return loader.load_extension(extension, module_name, fresh=fresh)
 
 
-def _import(plan: Plan):
+def import_build(plan: Plan):
+    """The plan's linked extension, imported (import_extension); one that links but does not import
+    (an undefined symbol) is an ExtensionImportError naming the build and where its link line is.
+    load() and the warm watch import through here."""
     # An upstream tree's package imports its extension by name, once: a rebuilt one needs a new process.
     try:
         return import_extension(plan.extension_path, plan.module_name, fresh=plan.profile.builtin)
@@ -199,7 +202,7 @@ def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
             or not plan.extension_path.is_file():
         return None
     if manifest.get("linked_from"):
-        return _import(plan) if _linked_is_current(plan, tools, manifest) else None
+        return import_build(plan) if _linked_is_current(plan, tools, manifest) else None
     try:
         if (plan.build_dir / "build.ninja").read_text() != ninja_text(plan, tools, link):
             return None
@@ -210,7 +213,7 @@ def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
         return None
     if not _ninja_has_no_work(plan.build_dir):
         return None
-    return _import(plan)
+    return import_build(plan)
 
 
 def linked_record(plan: Plan, tools: graph.Toolchain) -> dict:
@@ -246,7 +249,8 @@ def load(selection: Selection, options: BuildOptions):
        then rename), write the manifest. Raises BuildError on compile errors (naming every
        failed variant) and when torch has no CUDA (after compiling the kernels).
     5. Load: check the extension (ours, not a link, not writable by others), import it (torch
-       first) and return the module; ImportError propagates.
+       first) and return the module (import_build); ImportError propagates, an undefined symbol as
+       ExtensionImportError naming the build and where its link line is.
     """
     if options.compile_only:
         raise SelectionError("load() needs a linked extension, and compile_only=True builds none; "
@@ -267,4 +271,4 @@ def load(selection: Selection, options: BuildOptions):
         if module is not None:
             return module
         _build_locked(plan, tools, link)  # 4
-    return _import(plan)  # 5
+    return import_build(plan)  # 5

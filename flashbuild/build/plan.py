@@ -3,8 +3,9 @@ Selection and BuildOptions, the cache key, and where and how it is built. Comput
 and writes nothing; `describe_plan` is what --dry-run prints.
 
 The cache key is readable (archs, dtypes, head dims, directions, causal values, features, flags) plus
-a short hash of everything that must change it: the variants, the compile flags, and the flashbuild,
-nvcc, torch and Python ABI versions. Kernel sources are not in it: ninja's depfiles see header edits.
+a short hash of everything that must change it: the variants, the compile flags, the flashbuild,
+nvcc, torch and Python ABI versions, and the CUTLASS the build includes. Kernel sources are not in it:
+ninja's depfiles see header edits.
 """
 
 from __future__ import annotations
@@ -176,11 +177,30 @@ def versions(nvcc: env.Found | None) -> dict[str, str]:
     }
 
 
-def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str]) -> tuple[str, str]:
+def cutlass_identity(selection: Selection) -> dict[str, str]:
+    """Which CUTLASS the selection's build includes, cheaply: the digest of its cutlass/version.h, and,
+    for a tree's CUTLASS (its submodule, or the dir the profile's environment variable names), the
+    resolved include dir: two checkouts of one release have the same version.h. The wheel's dir is
+    left out, as the tree of our own kernels is: a key must be the same on every machine (shards)."""
+    profile = profiles.load(selection.profile)
+    root = Path(selection.source) if selection.source else profiles.default_source(profile)
+    include = profiles.cutlass_include(profile, root)
+    try:
+        version_h = hashlib.sha256((include / "cutlass" / "version.h").read_bytes()).hexdigest()[:16]
+    except (OSError, TypeError):  # TypeError: no include dir (no wheel); the toolchain says so
+        version_h = "missing"
+    if profile.cutlass == "wheel":
+        return {"version_h": version_h}
+    return {"include": str(include), "version_h": version_h}
+
+
+def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str],
+              cutlass: dict[str, str] | None = None) -> tuple[str, str]:
     """(key, hash): e.g. ('sm90-fp16-h64-fwd-c01-fLS-3f2a9c1e', '3f2a9c1e'). Variant order does not matter.
-    The feature part is f + the initials of the compiled-in features (fLS, fL, fS), or fnone."""
+    The feature part is f + the initials of the compiled-in features (fLS, fL, fS), or fnone.
+    `cutlass` is cutlass_identity(selection) (make_plan passes it)."""
     identity = {
-        "profile": selection.profile, "source": selection.source,
+        "profile": selection.profile, "source": selection.source, "cutlass": cutlass or {},
         "variants": sorted(f"{u.name}:{'+'.join(u.archs)}" for u in selection_units(selection)),
         "features": list(selection.features),  # the variant names say it too; the generated headers read it
         "flags": {"debug": flags.debug, "lineinfo": flags.lineinfo, "nvcc_flags": list(flags.nvcc_flags)},
@@ -255,7 +275,7 @@ class Plan:
 def make_plan(selection: Selection, options: BuildOptions) -> Plan:
     nvcc = env.find_nvcc()
     found_versions = versions(nvcc)
-    key, digest = cache_key(selection, options.flags, found_versions)
+    key, digest = cache_key(selection, options.flags, found_versions, cutlass_identity(selection))
     extension = profiles.load(selection.profile).extension
     return Plan(selection=selection, options=options, key=key, module_name=extension or f"_flashbuild_{digest}",
                 build_dir=options.build_dir or cache.default_build_dir(key),
@@ -296,9 +316,14 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     else:
         lines.append("units (what each TU instantiates):")
         lines += [f"  {u.name:<{width}}  {u.describe()}" for u in units]
+    files = render.planned_files(plan.selection, profile)
+    beside = [(n, t) for n, t in files if render.destination(plan.gen_dir, n, profile) != plan.gen_dir / n]
     lines.append(f"render into {plan.gen_dir}:")
-    lines += [f"  {name:<{width + 3}}  from templates/{template}"
-              for name, template in render.planned_files(plan.selection, profile)]
+    lines += [f"  {name:<{width + 3}}  from templates/{template}" for name, template in files
+              if (name, template) not in beside]
+    if beside:
+        lines.append(f"render beside the extension, into {plan.build_dir}:")
+        lines += [f"  {name:<{width + 3}}  from templates/{template}" for name, template in beside]
     missing = plan.missing
     lines.append(f"compile {plural(len(units) + bool(missing), 'kernel TU')}:")
     lines += [f"  {graph.object_path(u):<{width + 6}}  {' '.join(profile.gencodes[a] for a in u.archs)}" for u in units]

@@ -81,12 +81,20 @@ def _profile(profile: Profile | None) -> Profile:
 
 
 def planned_files(selection: Selection, profile: Profile | None = None) -> list[tuple[str, str]]:
-    """(file name under generated/, template) for every file a build of `selection` renders."""
+    """(file name, template) for every file a build of `selection` renders (see destination)."""
     profile = _profile(profile)
     files = [(f"{u.name}.cu", u.template) for u in units_module.units(selection, profile)]
     if units_module.missing(selection, profile):
         files.append((f"{MISSING_TU}.cu", profile.missing_template))
     return files + [(g.file, g.template) for g in profile.generated]
+
+
+def destination(gen_dir: Path, name: str, profile: Profile | None = None) -> Path:
+    """Where a rendered file goes: generated/ (gen_dir), first on the include path; a Python file the
+    tree imports (profile key generated.beside_extension) goes beside the extension, in the build dir
+    (gen_dir's parent), which is what goes on the import path."""
+    beside = {g.file for g in _profile(profile).generated if g.beside_extension}
+    return Path(gen_dir).parent / name if name in beside else Path(gen_dir) / name
 
 
 def _render(template: str, target: str, **context) -> str:
@@ -102,7 +110,7 @@ def _unit_context(unit: Unit) -> dict:
 
 def render_texts(selection: Selection, *, build_key: str, profile: Profile | None = None,
                  context: dict | None = None) -> dict[str, str]:
-    """File name under generated/ -> text, for every generated file of the build."""
+    """File name -> text, for every generated file of the build (where each goes: destination)."""
     profile = _profile(profile)
     built = units_module.units(selection, profile)
     texts = {f"{u.name}.cu": _render(u.template, u.name, **_unit_context(u)) for u in built}
@@ -153,11 +161,13 @@ def write_if_different(path: Path, text: str) -> bool:
 
 def render_build(selection: Selection, gen_dir: Path, *, build_key: str, profile: Profile | None = None,
                  context: dict | None = None) -> list[Path]:
-    """Render every generated file into gen_dir (only changed files are rewritten); returns them all."""
+    """Render every generated file into gen_dir, or beside the extension in its parent (destination);
+    only changed files are rewritten. Returns them all."""
     paths = []
     for name, text in render_texts(selection, build_key=build_key, profile=profile, context=context).items():
-        write_if_different(Path(gen_dir) / name, text)
-        paths.append(Path(gen_dir) / name)
+        path = destination(gen_dir, name, profile)
+        write_if_different(path, text)
+        paths.append(path)
     return paths
 
 
@@ -166,7 +176,7 @@ def up_to_date(selection: Selection, gen_dir: Path, *, build_key: str, profile: 
     """Whether every generated file on disk already holds what rendering would write."""
     for name, text in render_texts(selection, build_key=build_key, profile=profile, context=context).items():
         try:
-            if (Path(gen_dir) / name).read_text() != text:
+            if destination(gen_dir, name, profile).read_text() != text:
                 return False
         except (FileNotFoundError, UnicodeDecodeError):
             return False

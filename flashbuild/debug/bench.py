@@ -292,17 +292,19 @@ def _cell(r: Result | None) -> str:
     return f"{r.tflops:6.1f} ({r.ms:.3f} ms)"
 
 
-def backend_order(results: list[Result]) -> list[str]:
-    """flashbuild, then peers (another tree's slice, by profile name), then SDPA's backends."""
-    peers = sorted({r.backend for r in results} - set(BACKENDS))
-    return [OURS, *peers, *SDPA_BACKENDS]
+def backend_order(backends: Iterable[str]) -> list[str]:
+    """The given backends in the one order measure() times them in and the table and plot show them:
+    flashbuild, then peers (another tree's slice, by profile name), then SDPA's backends."""
+    given = set(backends)
+    peers = sorted(given - set(BACKENDS))
+    return [b for b in (OURS, *peers, *SDPA_BACKENDS) if b in given]
 
 
 def table(results: list[Result]) -> str:
     """One line per variant and seqlen: TFLOPS (ms) of each backend."""
     by_key = {r.key: r for r in results}
     problems = list(dict.fromkeys((r.variant, r.asked, r.label, r.seqlen, r.batch, r.nheads) for r in results))
-    backends = [b for b in backend_order(results) if any(r.backend == b for r in results)]
+    backends = backend_order(r.backend for r in results)
     width = max([len("variant")] + [len(p[2]) for p in problems])
     head = f"{'variant':<{width}}  {'seqlen':>6}  {'b x h':>7}  " + "  ".join(f"{b:>22}" for b in backends)
     lines = [head, "TFLOPS (median ms)".rjust(len(head))]
@@ -392,13 +394,14 @@ def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
     fig, axes = plt.subplots(len(directions), len(hdims), figsize=(4.2 * len(hdims), 3.4 * len(directions) + 1.0),
                              squeeze=False, sharex=True)
     colors = dict(zip(BACKENDS, ("tab:red", "tab:blue", "tab:green", "tab:orange")))
+    order = backend_order(r.backend for r in measured)
     for i, direction in enumerate(directions):
         for j, hdim in enumerate(hdims):
             ax = axes[i][j]
             ax.set_title(f"{direction}, head dim {hdim}")
             lines = sorted({(r.backend, r.dtype, r.causal, r.asked) for r in measured
                             if r.direction == direction and r.hdim == hdim},
-                           key=lambda k: (BACKENDS.index(k[0]) if k[0] in BACKENDS else 99, k[1], k[2], k[3]))
+                           key=lambda k: (order.index(k[0]), k[1], k[2], k[3]))
             for backend, dtype, causal, asked in lines:
                 points = sorted((r.seqlen, r.tflops) for r in measured if (r.direction, r.hdim, r.backend, r.dtype,
                                                                             r.causal, r.asked) == (
@@ -486,7 +489,7 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     tree's slice behind its adapter, e.g. FA3's) are measured as flashbuild's own build is, in the
     same turns; a peer without this variant is n/a."""
     peers = peers or {}
-    backends = [b for b in backends if b == OURS] + list(peers) + [b for b in backends if b != OURS]
+    backends = backend_order([*backends, *peers])
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F

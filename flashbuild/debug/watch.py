@@ -291,8 +291,13 @@ def warm_loop(selection, options, gpu, *, shapes: str, seed: int = 0, test_all: 
     from ..build import builder
     from . import runtime
 
+    plan = builder.make_plan(selection, options)  # what builder.build builds each round
+
     def load(result):
-        return builder.import_extension(result.extension, result.module_name)
+        if result.extension is None:
+            raise FlashbuildError(f"{plan.key} was built with --compile-only, which links no extension to test; "
+                                  f"drop --compile-only")
+        return builder.import_build(plan)  # an undefined symbol: load()'s ExtensionImportError
 
     def test(module, variants):
         here, _ = runtime.runnable([Variant.from_name(name) for name in module.variants()], gpu)

@@ -55,8 +55,8 @@ class Generated:
     template: str
     replaces: str | None = None
     # A Python file the tree imports (e.g. flash-attn 3's generated flash_attn_config.py): rendered
-    # next to the extension, in the build dir that goes first on the import path; `file` is then
-    # "../name" (relative to generated/, where render writes).
+    # next to the extension, in the build dir that goes first on the import path, not in generated/
+    # (render.destination). `file` is then relative to the build dir.
     beside_extension: bool = False
 
 
@@ -299,7 +299,7 @@ def read_profile(path: Path) -> Profile:
         beside = one.get("beside_extension", bool, "true or false", False)
         name = one.get("file", str, "a file name (or package/module.py beside the extension)", ...,
                        lambda v: _is_relative(v) and (beside or "/" not in v))
-        generated.append(Generated("../" + name if beside else name,
+        generated.append(Generated(name,
                                    one.get("template", str, "a template", ..., _is_relative),
                                    one.get("replaces", str, "a path relative to the tree", None, _is_relative),
                                    beside))
@@ -370,16 +370,16 @@ def _load(path: Path, mtime_ns: int) -> Profile:
     return read_profile(path)
 
 
-def load(name_or_path: str | Path = BUILTIN) -> Profile:
-    """A profile by name (configs/profiles/<name>.toml) or by path."""
+def load(name_or_path: str | Path = BUILTIN, flag: str = "--profile") -> Profile:
+    """A profile by name (configs/profiles/<name>.toml) or by path; `flag` is the option that named it."""
     text = str(name_or_path)
     path = Path(text)
     if not (text.endswith(".toml") or os.sep in text):
         path = profiles_dir() / f"{text}.toml"
     if not path.is_file():
         names = available()
-        raise SelectionError(f"--profile {text}: no such profile ({path} does not exist; profiles: "
-                             f"{', '.join(names) or 'none'}); use --profile {names[0] if names else BUILTIN} "
+        raise SelectionError(f"{flag} {text}: no such profile ({path} does not exist; profiles: "
+                             f"{', '.join(names) or 'none'}); use {flag} {names[0] if names else BUILTIN} "
                              f"or a path to a profile .toml")
     return _load(path.resolve(), path.stat().st_mtime_ns)
 
