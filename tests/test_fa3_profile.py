@@ -437,3 +437,30 @@ def test_the_fa3_adapter_calls_the_trees_flash_attn_interface(tmp_path, monkeypa
     assert fa3.ext == "ops"
     out, lse = fa3.flash_attn_func(None, None, None, return_lse=True)
     assert out == "out" and lse.tolist() == [1.5, float("inf")]
+
+
+@pytest.mark.parametrize("shard, selected", [("0/2", "1 passed, 3 deselected"), ("1/2", "0 passed")])
+def test_the_plugin_shards_count_from_zero(tmp_path, shard, selected):
+    """FLASHBUILD_SLICE_SHARD=i/n keeps every n-th served case from i: 0/2 has the one case, 1/2 none."""
+    (tmp_path / "test_fake_fa3.py").write_text(FAKE_TEST_MODULE)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"key": "k", "profile": "flash-attn-3",
+                                    "selection": {"hdim": [64], "dtype": ["fp16"], "features": ["hdimv"]}}))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTENTION_DISABLE_")}
+    process = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "flashbuild.sources.pytest_slice",
+                              "-p", "no:cacheprovider", str(tmp_path / "test_fake_fa3.py")],
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env={**environ, "FLASHBUILD_SLICE": str(manifest), "FLASHBUILD_SLICE_SHARD": shard,
+                                  "PYTHONDONTWRITEBYTECODE": "1"})
+    if selected == "0 passed":
+        assert "4 deselected" in process.stdout, process.stdout[-2000:]
+    else:
+        assert selected in process.stdout, process.stdout[-2000:]
+
+
+@pytest.mark.parametrize("shard", ["5/5", "-1/3", "2", "a/b", "0/0"])
+def test_a_shard_outside_0_to_n_minus_1_is_refused(shard):
+    """5/5 once selected nothing and ran no test, silently (rc 5); it now names the valid range."""
+    with pytest.raises(pytest.UsageError, match=r"0 <= i < n"):
+        pytest_slice.shard_of(shard)
+    assert pytest_slice.shard_of("4/5") == (4, 5) and pytest_slice.shard_of(None) is None

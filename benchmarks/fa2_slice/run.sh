@@ -3,7 +3,7 @@
 # measure each TU, check the narrowed switch's error, and run the tree's own tests on the slice.
 # From the repository root, carrying .device/fa2/flash_attn-2.8.3.tar.gz (the sdist, git-ignored):
 #   bash benchmarks/fa2_slice/run.sh build            # both builds, per-TU figures, the hdim-128 error
-#   bash benchmarks/fa2_slice/run.sh tests I N SECS   # shard I of N of the tree's tests, for at most SECS
+#   bash benchmarks/fa2_slice/run.sh tests I N SECS   # shard I of N (I = 0..N-1) of the tree's tests, for at most SECS
 # The builds go to .flashbuild-cache/ in the checkout (git-ignored), which a warm machine keeps between
 # calls; a cold one rebuilds first. Logs and JSON under $OUT; a short summary is printed last.
 set -o pipefail

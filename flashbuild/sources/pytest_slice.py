@@ -8,7 +8,8 @@ tree's multiple) and each feature's parameter.
 
 `flashbuild run` sets FLASHBUILD_SLICE to the build's manifest. FLASHBUILD_SLICE_HDIMS=40,59 keeps
 only those head dims of the cases (e.g. the ones an acceptance run names); FLASHBUILD_SLICE_SHARD=i/n
-keeps every n-th of the remaining cases starting at i (to split a long suite over several runs).
+keeps every n-th of the remaining cases starting at i, 0 <= i < n (to split a long suite over several
+runs: 0/5 .. 4/5).
 Directions are not filtered: build every direction the tests call (fwd, bwd, splitkv).
 """
 
@@ -71,9 +72,27 @@ def test_environment(manifest: dict, tree) -> dict[str, str]:
     return out
 
 
+def shard_of(value: str | None) -> tuple[int, int] | None:
+    """FLASHBUILD_SLICE_SHARD's (i, n), or None when unset. Shards count from 0; an i outside 0..n-1
+    would select nothing and pass silently, so it is an error."""
+    if not value:
+        return None
+    try:
+        index, count = (int(x) for x in value.split("/"))
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        import pytest
+        raise pytest.UsageError(
+            f"FLASHBUILD_SLICE_SHARD={value}: expected i/n with 0 <= i < n (shards count from 0: "
+            f"0/n .. n-1/n)")
+    return index, count
+
+
 def pytest_configure(config):
     """Before any test module is imported: the tree's environment switches (tests.env) for the slice;
-    a value already in the environment is kept."""
+    a value already in the environment is kept. A malformed shard is refused before collecting."""
+    shard_of(os.environ.get("FLASHBUILD_SLICE_SHARD"))
     manifest, tree = _slice()
     for variable, value in test_environment(manifest, tree).items():
         os.environ.setdefault(variable, value)
@@ -82,7 +101,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     manifest, tree = _slice()
     only = {int(h) for h in os.environ.get("FLASHBUILD_SLICE_HDIMS", "").split(",") if h.strip()}
-    shard = os.environ.get("FLASHBUILD_SLICE_SHARD")
+    shard = shard_of(os.environ.get("FLASHBUILD_SLICE_SHARD"))
     keep, drop = [], []
     for item in items:
         params = item.callspec.params if hasattr(item, "callspec") else {}
@@ -90,7 +109,7 @@ def pytest_collection_modifyitems(config, items):
         outside = serves(params, manifest, tree) or (only and hdim is not None and int(hdim) not in only)
         (drop if outside else keep).append(item)
     if shard:
-        index, count = (int(x) for x in shard.split("/"))
+        index, count = shard
         drop += [item for n, item in enumerate(keep) if n % count != index]
         keep = [item for n, item in enumerate(keep) if n % count == index]
     items[:] = keep
