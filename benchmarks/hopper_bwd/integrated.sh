@@ -1,6 +1,6 @@
 #!/bin/bash
 # The Hopper backward through flashbuild on the H200, now that FAMILY_TABLE[("bwd", "sm90")] = "hopper"
-# (see README, "Integration"; written 2026-11-25, not run yet: no device time left): the
+# (see README, "Integration"; run 2026-11-25 on the H200: results/integrated-1/): the
 # main job (cold) and its `flashbuild test --shapes full`, the bwd slice of hdim 64/128 fp16/bf16 and its
 # test, the GPU API/feature tests that run backward calls, then `flashbuild bench` of the backward
 # beside SDPA's flash and cuDNN. Logs under $OUT, a short summary last.
