@@ -94,11 +94,20 @@ HEAD_DIM_NOTES = {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
                            f"sm_90a (inside the Hopper TU)" for hdim in (32, 96, 192, 256)
 }
+# Feature variants (*_local, *_softcap) a family's TU serves on the Ampere path alone: the binding sends
+# them only calls with a window or softcap in effect, which the Hopper backward does not take, so
+# hopper/bwd_launch.h compiles no Hopper kernel into them.
+FEATURE_NOTES = {
+    ("bwd", "sm90"): "a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in "
+                     "this TU (the Hopper backward takes neither)",
+}
 
 
-def family_note(direction: str, arch: str, hdim: int) -> str | None:
+def family_note(direction: str, arch: str, hdim: int, features: Iterable[str] = ()) -> str | None:
     """What the plan and `list` say about who serves this variant, beyond its family's name."""
-    return HEAD_DIM_NOTES.get((direction, arch, hdim)) or FAMILY_NOTES.get((direction, arch))
+    return (HEAD_DIM_NOTES.get((direction, arch, hdim))
+            or (FEATURE_NOTES.get((direction, arch)) if tuple(features) else None)
+            or FAMILY_NOTES.get((direction, arch)))
 
 
 def implemented_directions() -> tuple[str, ...]:
@@ -180,7 +189,7 @@ class Variant:
 
     @property
     def family_note(self) -> str | None:
-        return family_note(self.direction, self.arch, self.hdim)
+        return family_note(self.direction, self.arch, self.hdim, self.features)
 
     @classmethod
     def from_name(cls, name: str) -> "Variant":
