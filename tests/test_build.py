@@ -159,10 +159,18 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
     assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls")  # the Ampere fallback named
-    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls, local windows")
+    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls and tensors TMA cannot address")
+    for variant in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90",
+                    "bwd_hdim64_fp16_causal_sm90"):  # each Hopper kernel's Ampere-path fallback: a TU of its own
+        direction = variant[:3]
+        assert families[f"{variant}_fallback"] == f"ampere; the Ampere-path fallback of {variant} alone " \
+                                                  f"(hopper/{direction}_fallback.h)"
+        assert f"{variant}_fallback.cu" in out and f"obj/{variant}_fallback.o" in out
+        assert f"from templates/{direction}_fallback.cu.j2" in out
+    assert "bwd_hdim64_fp16_sm90_local_softcap_fallback" not in out  # the feature TU: the Ampere path alone
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 12 kernel TUs:" in out  # each plain TU and its local+softcap TU
+    assert "compile 18 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
            "window_size or softcap" in out
     assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-fLS-[0-9a-f]{8}", out)
@@ -177,8 +185,12 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stdout.splitlines()
                 if line.startswith("  ")}
     assert families["bwd_hdim64_fp16_sm90"] == (
-        "hopper; varlen calls, local windows or softcap in effect, and tensors TMA cannot address run on the "
-        "Ampere-path backward compiled into the same TU")
+        "hopper; varlen calls and tensors TMA cannot address run on the Ampere-path backward, compiled in the "
+        "variant's fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the Ampere "
+        "path alone")
+    assert families["bwd_hdim64_fp16_sm90_fallback"] == (
+        "ampere; the Ampere-path fallback of bwd_hdim64_fp16_sm90 alone (hopper/bwd_fallback.h)")
+    assert "bwd_hdim96_fp16_sm90_fallback" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
     assert families["bwd_hdim64_fp16_sm90_local_softcap"] == (  # no Hopper kernel in a feature TU
         "hopper; a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in this TU "
         "(the Hopper backward takes neither)")
@@ -302,7 +314,7 @@ def test_plain_build_without_cuda_torch_compiles_then_stops_with_the_reason(monk
     with pytest.raises(BuildError) as info:
         builder.build(selection, options)
     message = str(info.value)
-    assert "compiled 2 kernel objects" in message
+    assert "compiled 4 kernel objects" in message  # 2 Hopper TUs and their Ampere-path fallbacks
     assert "torch 2.13.0+cpu has no CUDA" in message
     assert "install a CUDA build of torch" in message and "--compile-only" in message
     assert "`flashbuild --hdim 64 --dtype fp16 --arch sm90 --direction fwd --causal off --no-softcap`" in message
@@ -435,8 +447,9 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert data["axes"]["features"] == ["local", "softcap"]
     assert {"direction": "bwd", "arch": "sm90", "family": "hopper",
-            "note": "varlen calls, local windows or softcap in effect, and tensors TMA cannot address run on the "
-                    "Ampere-path backward compiled into the same TU"} in data["families"]
+            "note": "varlen calls and tensors TMA cannot address run on the Ampere-path backward, compiled in the "
+                    "variant's fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
+                    "Ampere path alone"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == [32]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == \

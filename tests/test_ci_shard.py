@@ -16,7 +16,7 @@ from flashbuild.selection.variants import select
 from helpers import make_fake_cuda, run_cli
 
 SELECTION = ["--hdim", "64,128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd,bwd", "--causal", "both",
-             "--no-local"]  # 16 TUs: fwd/bwd x 2 hdims x causal both x plain/softcap
+             "--no-local"]  # 28 TUs: fwd/bwd x 2 hdims x causal both x plain/softcap, 12 fallbacks (fwd 8, bwd 4)
 
 
 def units(**selection):
@@ -30,24 +30,37 @@ def test_the_split_puts_each_tu_in_one_shard_balanced_by_cost():
     tus = units(hdim="64,128", dtype="fp16,bf16", arch="sm90", direction="fwd,bwd,splitkv")
     result = sharding.split(tus, 4)
     names = [n for shard in result.shards for n in shard]
-    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48
+    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48 + 16 + 8  # + fwd, plain bwd fallbacks
     assert max(result.seconds) - min(result.seconds) <= sharding.ESTIMATE_SECONDS["bwd"] * sharding.FEATURE_FACTOR
     assert sharding.split(tus, 4) == result  # every machine computes the same split
 
 
 def test_the_estimate_orders_kinds_as_measured():
-    by_name = {u.name: sharding.estimate(u) for u in units(hdim=64, dtype="fp16", arch="sm90", causal="off")}
-    assert by_name["bwd_hdim64_fp16_sm90"] > by_name["splitkv_hdim64_fp16_sm90"] > by_name["fwd_hdim64_fp16_sm90"]
-    assert by_name["fwd_hdim64_fp16_sm90_local_softcap"] > by_name["fwd_hdim64_fp16_sm90"]
+    by_name = {u.name: sharding.estimate(u) for u in units(hdim=64, dtype="fp16", arch="sm80,sm90", causal="off")}
+    assert by_name["bwd_hdim64_fp16_sm80"] > by_name["splitkv_hdim64_fp16_sm80"] > by_name["fwd_hdim64_fp16_sm80"]
+    assert by_name["fwd_hdim64_fp16_sm80_local_softcap"] > by_name["fwd_hdim64_fp16_sm80"]
+    for variant in ("fwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90"):  # split: each half less than the whole
+        whole = by_name[variant.replace("sm90", "sm80")]
+        assert by_name[variant] < whole and by_name[f"{variant}_fallback"] < whole
+        assert by_name[variant] + by_name[f"{variant}_fallback"] > whole  # both parse the common headers
+    assert by_name["bwd_hdim64_fp16_sm90_local_softcap"] == by_name["bwd_hdim64_fp16_sm80_local_softcap"]  # not split
+
+
+def test_a_split_variants_tus_have_kinds_of_their_own():
+    kinds = {u.name: u.kind for u in units(hdim="32,64", dtype="fp16", arch="sm90", causal="off")}
+    assert kinds["fwd_hdim64_fp16_sm90"] == "fwd/family" and kinds["fwd_hdim64_fp16_sm90_fallback"] == "fwd/fallback"
+    assert kinds["bwd_hdim64_fp16_sm90"] == "bwd/family" and kinds["bwd_hdim64_fp16_sm90_fallback"] == "bwd/fallback"
+    assert kinds["fwd_hdim32_fp16_sm90"] == "fwd" and kinds["bwd_hdim64_fp16_sm90_local_softcap"] == "bwd"
+    assert set(sharding.SPLIT_SHARE) == {"fwd/family", "fwd/fallback", "bwd/family", "bwd/fallback"}
 
 
 def test_measured_costs_change_the_split(tmp_path):
-    tus = units(hdim=64, dtype="fp16", arch="sm90", direction="fwd", features=[])  # 2 TUs
+    tus = units(hdim=64, dtype="fp16", arch="sm80", direction="fwd", features=[])  # 2 TUs
     log = tmp_path / ".ninja_log"
-    log.write_text("# ninja log v7\n0\t90000\t1\tobj/fwd_hdim64_fp16_causal_sm90.o\tabc\n"
-                   "0\t1000\t1\tobj/fwd_hdim64_fp16_sm90.o\tdef\n0\t5\t1\tobj/flash_api.o\t1\n")
+    log.write_text("# ninja log v7\n0\t90000\t1\tobj/fwd_hdim64_fp16_causal_sm80.o\tabc\n"
+                   "0\t1000\t1\tobj/fwd_hdim64_fp16_sm80.o\tdef\n0\t5\t1\tobj/flash_api.o\t1\n")
     costs = sharding.read_costs(log)
-    assert costs == {"fwd_hdim64_fp16_causal_sm90": 90.0, "fwd_hdim64_fp16_sm90": 1.0, "flash_api": 0.005}
+    assert costs == {"fwd_hdim64_fp16_causal_sm80": 90.0, "fwd_hdim64_fp16_sm80": 1.0, "flash_api": 0.005}
     result = sharding.split(tus, 2, costs, "log")
     assert result.seconds == (90.0, 1.0)
     (tmp_path / "c.json").write_text('{"fwd_hdim64_fp16_sm90": "slow"}')
@@ -92,7 +105,7 @@ def test_each_shard_compiles_only_its_part_and_writes_objects_and_a_manifest(tmp
     artifacts = build_shards(tmp_path, 3)
     manifests = [json.loads((a / "manifest.json").read_text()) for a in artifacts]
     units_per_shard = [m["units"] for m in manifests]
-    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"]) and len(manifests[0]["variants"]) == 16
+    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"]) and len(manifests[0]["variants"]) == 28
     assert sorted(compiled(tmp_path / "nvcc.log")) == sorted(manifests[0]["variants"])  # nothing compiled twice
     first = manifests[0]
     assert first["shard"] == {"index": 1, "count": 3} and first["split"]["costs"] == "estimate"
@@ -224,7 +237,7 @@ def test_a_linked_build_loads_without_compiling_until_its_sources_change(tmp_pat
     header = fake_root / "kernels" / "ampere" / "bwd_launch.h"
     header.write_text(header.read_text() + "// edited after the link\n")
     assert builder.load(selection, options) == "module"
-    assert len(compiled(log)) == 16  # not current any more: every TU compiled here, as a fresh build dir would
+    assert len(compiled(log)) == 28  # not current any more: every TU compiled here, as a fresh build dir would
 
 
 def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, fake_cuda, monkeypatch):

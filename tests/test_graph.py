@@ -46,12 +46,14 @@ def test_exactly_one_nvcc_edge_per_selected_tu():
     variants, text = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off")
     nvcc_edges = {out for out, rule in edges(text).items() if rule == "nvcc"}
     assert nvcc_edges == {f"obj/{v.name}.o" for v in variants}
-    assert len(nvcc_edges) == 8  # 4 plain TUs and their local+softcap TUs
+    assert len(nvcc_edges) == 12  # 4 plain TUs and their local+softcap TUs; sm90's 4 fallback TUs
+    assert {u.name for u in variants if u.part == "fallback"} == {
+        f"fwd_hdim{h}_fp16_sm90{f}_fallback" for h in (64, 128) for f in ("", "_local_softcap")}
     for v in variants:
         assert f"build obj/{v.name}.o: nvcc {GEN}/{v.name}.cu\n" in text
     assert "hdim32" not in text and "bf16" not in text
     _, narrowed = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off", features=[])
-    assert len([rule for rule in edges(narrowed).values() if rule == "nvcc"]) == 4 and "_local" not in narrowed
+    assert len([rule for rule in edges(narrowed).values() if rule == "nvcc"]) == 6 and "_local" not in narrowed
 
 
 def test_each_edge_compiles_for_its_own_arch_with_a_depfile():

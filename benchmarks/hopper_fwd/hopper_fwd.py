@@ -126,6 +126,7 @@ void hopper_{v.name}(const flashbuild::FwdParams& p, cudaStream_t s) {{
 }}  // namespace fbdev
 """
     return head + f"""#include "hopper/fwd_launch.h"
+#include "hopper/fwd_fallback.h"  // run_fwd_ampere_path: the harness calls it (ampere_*), in this TU
 template void flashbuild::run_fwd<{args}>(const flashbuild::FwdParams&, cudaStream_t);
 namespace fbdev {{
 void routed_{v.name}(const flashbuild::FwdParams& p, cudaStream_t s) {{ flashbuild::run_fwd<{args}>(p, s); }}

@@ -106,7 +106,8 @@ def _manifest(plan: Plan, linked: bool) -> dict:
         "profile": selection.profile, "source": selection.source,
         "variants": [v.name for v in selection.variants] if plan.profile.builtin else [u.name for u in plan.units],
         "units": [{"name": u.name, "direction": u.direction, "hdim": u.hdim, "dtype": u.dtype, "causal": u.causal,
-                   "archs": list(u.archs), "features": list(u.features)} for u in plan.units],
+                   "archs": list(u.archs), "features": list(u.features),
+                   **({"variant": u.variant.name, "part": u.part} if u.part else {})} for u in plan.units],
         "versions": plan.versions,
         "extension": graph.extension_name(plan.module_name) if linked else None,
     }

@@ -311,6 +311,10 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     if profile.builtin:
         lines.append("variants (family):")
         for u in units:
+            if u.part == units_module.FALLBACK_PART:
+                lines.append(f"  {u.name:<{width}}  ampere; the Ampere-path fallback of {u.variant.name} alone "
+                             f"({u.variant.fallback_header})")
+                continue
             note = f"; {u.variant.family_note}" if u.variant.family_note else ""
             lines.append(f"  {u.name:<{width}}  {u.variant.family.name}{note}")
     else:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 
 from ..errors import FlashbuildError
 from ..selection.variants import Variant
+from ..sources.units import variant_name
 from . import checking
 
 WATCHED_SUFFIXES = {".h", ".hpp", ".cuh", ".cu", ".cpp", ".inl"}
@@ -104,9 +105,10 @@ def watch(root: Path, command: list[str], *, interval: float = 1.0, log: Callabl
 
 def rebuilt_variants(rebuilt: Iterable[str], built: list[Variant], *, test_all: bool = False) -> list[Variant]:
     """The variants to test after a build that ran the `rebuilt` targets (ninja_output's names: a
-    variant's name for its object, "binding", "link"): those whose kernel object was recompiled;
+    TU's name for its object, "binding", "link"): those one of whose kernel objects was recompiled
+    (a variant's own, or its fallback TU's: units.variant_name);
     all of them when the binding (it calls every kernel) or an object of no variant was, or test_all."""
-    rebuilt = set(rebuilt)
+    rebuilt = {variant_name(target) for target in rebuilt}  # a fallback TU's object: its variant's
     names = {v.name for v in built}
     if test_all or any(target not in names and target != "link" for target in rebuilt):
         return list(built)

@@ -56,11 +56,16 @@ def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Family:
-    """A kernel family: one implementation strategy, with a launch header per direction."""
+    """A kernel family: one implementation strategy, with a launch header per direction. Where the
+    launch header only declares its Ampere-path fallback (run_fwd_ampere_path / run_bwd_ampere_path),
+    `fallback_headers` names the header that defines it: a variant that compiles the family's own
+    kernel instantiates the fallback in a TU of its own (Variant.fallback_tu), one that does not
+    includes the fallback header in its one TU."""
 
     name: str
     summary: str
     launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
+    fallback_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
 
 
 FAMILIES = {
@@ -69,24 +74,27 @@ FAMILIES = {
                       "splitkv": "ampere/splitkv_launch.h"}),
     "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
                                "ping-pong consumers, persistent scheduler); sm_90a",
-                     {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"}),
+                     {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
+                     {"fwd": "hopper/fwd_fallback.h", "bwd": "hopper/bwd_fallback.h"}),
 }
 
 # Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's
-# split-KV still compiles the Ampere path for sm_90a, and each Hopper TU also holds the Ampere-path
-# kernel for the calls its own kernel does not take; FAMILY_NOTES says so in the plan.
+# split-KV still compiles the Ampere path for sm_90a, and each Hopper variant also has the Ampere-path
+# kernel for the calls its own kernel does not take, in a TU of its own (<variant>_fallback); FAMILY_NOTES
+# says so in the plan.
 FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
 } | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
-    ("bwd", "sm90"): "varlen calls, local windows or softcap in effect, and tensors TMA cannot address run on "
-                     "the Ampere-path backward compiled into the same TU",
+    ("bwd", "sm90"): "varlen calls and tensors TMA cannot address run on the Ampere-path backward, compiled in "
+                     "the variant's fallback TU (<variant>_fallback); local windows and softcap in the feature "
+                     "TUs, on the Ampere path alone",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a",
     ("fwd", "sm90"): "varlen calls and tensors TMA cannot address (pointers or strides not 16-byte multiples) "
-                     "run on the Ampere-path kernel compiled into the same TU",
+                     "run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback)",
 }
 # Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
-# hopper/bwd_launch.h).
+# hopper/bwd_launch.h): no fallback TU, the one TU includes the fallback header.
 HEAD_DIM_NOTES = {
     ("fwd", "sm90", 32): "head dim 32 has no Hopper tile: the Ampere-path kernel compiled for sm_90a "
                          "(inside the Hopper TU)",
@@ -108,6 +116,13 @@ def family_note(direction: str, arch: str, hdim: int, features: Iterable[str] = 
     return (HEAD_DIM_NOTES.get((direction, arch, hdim))
             or (FEATURE_NOTES.get((direction, arch)) if tuple(features) else None)
             or FAMILY_NOTES.get((direction, arch)))
+
+
+def ampere_path_alone(direction: str, arch: str, hdim: int, features: Iterable[str] = ()) -> bool:
+    """Whether the variant's TU holds the Ampere path alone though its family is another: a head dim
+    with no tile of the family's (HEAD_DIM_NOTES), or a feature variant the family does not serve
+    (FEATURE_NOTES)."""
+    return (direction, arch, hdim) in HEAD_DIM_NOTES or (bool(tuple(features)) and (direction, arch) in FEATURE_NOTES)
 
 
 def implemented_directions() -> tuple[str, ...]:
@@ -190,6 +205,19 @@ class Variant:
     @property
     def family_note(self) -> str | None:
         return family_note(self.direction, self.arch, self.hdim, self.features)
+
+    @property
+    def fallback_header(self) -> str | None:
+        """The header defining the Ampere-path fallback the family's launch header only declares, or None."""
+        return self.family.fallback_headers.get(self.direction)
+
+    @property
+    def fallback_tu(self) -> bool:
+        """Whether the Ampere-path fallback compiles in a TU of its own (<name>_fallback.cu): the family's
+        launch header only declares it and this variant's TU compiles the family's own kernel. (A variant
+        on the Ampere path alone includes the fallback header in its one TU: a second TU would hold nothing.)"""
+        return self.fallback_header is not None and not ampere_path_alone(self.direction, self.arch, self.hdim,
+                                                                          self.features)
 
     @classmethod
     def from_name(cls, name: str) -> "Variant":

@@ -11,6 +11,13 @@ from dataclasses import dataclass
 from ..selection.variants import Selection, Variant, feature_suffix
 from .profile import CUTLASS_TYPES, Profile
 
+# A variant whose family's launch header only declares the Ampere-path fallback (Variant.fallback_tu)
+# has a second TU, named after it with this suffix, that instantiates the fallback alone: an edit to
+# one family's kernel headers recompiles only that family's half, and the two halves compile side by side.
+FALLBACK_PART = "fallback"
+FALLBACK_SUFFIX = "_" + FALLBACK_PART
+FALLBACK_TEMPLATES = {"fwd": "fwd_fallback.cu.j2", "bwd": "bwd_fallback.cu.j2"}
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -28,6 +35,27 @@ class Unit:
     variant: Variant | None = None  # the built-in profile's variant (its family, its template arguments)
     source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
     hdim_v: int | None = None       # a V head dim other than hdim (profile key axes.hdim_v)
+    part: str = ""                  # "" (the variant's TU) or FALLBACK_PART (its Ampere-path fallback alone)
+
+    @property
+    def kind(self) -> str:
+        """What the TU compiles, for cost estimates: the direction; a split variant's two TUs are
+        '<direction>/family' (its family's kernel) and '<direction>/fallback'."""
+        if self.part:
+            return f"{self.direction}/{self.part}"
+        return f"{self.direction}/family" if self.variant is not None and self.variant.fallback_tu else self.direction
+
+    @property
+    def headers(self) -> tuple[str, ...]:
+        """The built-in profile's headers the TU includes: the fallback header alone for a fallback TU;
+        the launch header, plus the fallback header where the variant has no fallback TU of its own."""
+        v = self.variant
+        if v is None:
+            return ()
+        if self.part == FALLBACK_PART:
+            return (v.fallback_header,)
+        extra = (v.fallback_header,) if v.fallback_header and not v.fallback_tu else ()
+        return (v.family.launch_headers[v.direction], *extra)
 
     @property
     def head_dim_v(self) -> int:
@@ -41,6 +69,8 @@ class Unit:
         return CUTLASS_TYPES[self.dtype]
 
     def describe(self) -> str:
+        if self.variant is not None and self.part == FALLBACK_PART:
+            return f"{self.variant.describe()}: its Ampere-path fallback alone"
         if self.variant is not None:
             return self.variant.describe()
         if self.source is not None:
@@ -49,6 +79,12 @@ class Unit:
         with_features = f", with {'+'.join(self.features)}" if self.features else ""
         hdim = f"{self.hdim} (V head dim {self.hdim_v})" if self.hdim_v else str(self.hdim)
         return f"{self.direction}, hdim {hdim}, {self.dtype}, {causal}, {'+'.join(self.archs)}{with_features}"
+
+
+def variant_name(tu_name: str) -> str:
+    """The variant a TU (or its object's stem) belongs to: a fallback TU's variant is its name less
+    FALLBACK_SUFFIX; any other TU's name is its variant's."""
+    return tu_name[:-len(FALLBACK_SUFFIX)] if tu_name.endswith(FALLBACK_SUFFIX) else tu_name
 
 
 def _name(profile: Profile, direction: str, hdim: int | str, dtype: str, causal: bool | None, arch: str,
@@ -63,9 +99,12 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
     if profile.feature_mode == "variants":
         out = []
         for v in selection.variants:
-            out.append(Unit(_name(profile, v.direction, v.hdim, v.dtype, v.causal, v.arch, v.features),
-                            profile.instantiations[v.direction].template, v.direction, v.hdim, v.dtype, v.causal,
-                            (v.arch,), v.features, v))
+            name = _name(profile, v.direction, v.hdim, v.dtype, v.causal, v.arch, v.features)
+            out.append(Unit(name, profile.instantiations[v.direction].template, v.direction, v.hdim, v.dtype,
+                            v.causal, (v.arch,), v.features, v))
+            if v.fallback_tu:
+                out.append(Unit(name + FALLBACK_SUFFIX, FALLBACK_TEMPLATES[v.direction], v.direction, v.hdim,
+                                v.dtype, v.causal, (v.arch,), v.features, v, part=FALLBACK_PART))
         return tuple(out)
     if profile.feature_tus:
         return _combination_units(selection, profile)

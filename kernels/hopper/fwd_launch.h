@@ -9,13 +9,19 @@
 //     (per-batch key counts, seqused_k, on dense tensors are served: the mask cuts the keys.)
 //   - other head dims (32);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
+// That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in
+// hopper/fwd_fallback.h: this header does not include ampere/fwd_kernel.h, so a TU that includes it
+// compiles the Hopper kernel alone, and an edit to either family's kernel recompiles only its own
+// TUs. Each variant with a Hopper kernel gets a second TU, <variant>_fallback.cu, that instantiates
+// run_fwd_ampere_path; a variant with none (head dim 32) includes hopper/fwd_fallback.h in its one TU.
 // (The Ampere launcher is not included but repeated: both headers define run_fwd.)
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 
-#include "ampere/fwd_kernel.h"
+#include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
 #include "hopper/fwd_kernel.h"
 
 namespace flashbuild {
@@ -89,21 +95,10 @@ void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
 
 }  // namespace hopper
 
-// The Ampere-path forward, as ampere/fwd_launch.h launches it.
+// The Ampere-path forward, as ampere/fwd_launch.h launches it: defined in hopper/fwd_fallback.h and
+// instantiated in the variant's fallback TU (or in its one TU, for a head dim with no Hopper tile).
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void run_fwd_ampere_path(const FwdParams& params, cudaStream_t stream) {
-  using Element = typename ampere::ElementOf<kDType>::type;
-  constexpr ampere::FwdTile kTile = ampere::fwd_tile(kArch, kHeadDim, kIsCausal);
-  using Traits = ampere::FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element, kTile.persistent>;
-  static_assert(Traits::kSmemBytes <= ampere::max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
-
-  dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
-  if constexpr (Traits::kPersistent) {
-    grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, ampere::sm_count()));
-  }
-  ampere::launch(&ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kFull, kFeatures>, grid, Traits::kNThreads,
-                 Traits::kSmemBytes, stream, params);
-}
+void run_fwd_ampere_path(const FwdParams& params, cudaStream_t stream);
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {

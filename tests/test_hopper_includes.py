@@ -1,0 +1,63 @@
+"""The sm90 Hopper TUs and their Ampere-path fallback TUs include disjoint kernels (issue 17): a Hopper
+variant's TU never reaches ampere/fwd_kernel.h or ampere/bwd_kernel.h, and its fallback TU never reaches
+a hopper/ kernel header, so an edit to one family's kernel recompiles only that family's halves.
+Checked statically (no nvcc): the closure of the rendered TUs' quoted #includes, resolved against kernels/
+(the compile tests check the same through ninja's recorded depfiles, and the symbols through nm)."""
+
+from __future__ import annotations
+
+import pytest
+
+from flashbuild.build import render
+from flashbuild.selection.variants import select
+from test_binding_includes import KERNELS, QUOTED_INCLUDE
+
+
+def closure(text: str) -> set[str]:
+    """Every kernels/-relative header reachable from a TU's text through quoted includes."""
+    seen: set[str] = set()
+    pending = QUOTED_INCLUDE.findall(text)
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        assert (KERNELS / name).is_file(), f"{name} is not in kernels/"
+        pending += QUOTED_INCLUDE.findall((KERNELS / name).read_text())
+    return seen
+
+
+def rendered(**selection) -> dict[str, set[str]]:
+    texts = render.render_texts(select(**selection), build_key="k")
+    return {name[:-3]: closure(text) for name, text in texts.items() if name.endswith(".cu")}
+
+
+HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/mainloop.h", "hopper/epilogue.h"},
+                 "bwd": {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}}
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_a_hopper_tu_reaches_no_ampere_kernel_and_its_fallback_no_hopper_kernel(direction):
+    tus = rendered(hdim=128, dtype="bf16", arch="sm90", direction=direction, causal="on", features=[])
+    hopper, fallback = tus[f"{direction}_hdim128_bf16_causal_sm90"], tus[f"{direction}_hdim128_bf16_causal_sm90_fallback"]
+    assert HOPPER_KERNEL[direction] <= hopper and f"ampere/{direction}_kernel.h" not in hopper, sorted(hopper)
+    assert f"hopper/{direction}_fallback.h" not in hopper
+    assert f"ampere/{direction}_kernel.h" in fallback and not [h for h in fallback if h.startswith("hopper/") and
+                                                               h != f"hopper/{direction}_fallback.h"], sorted(fallback)
+
+
+def test_what_the_hopper_tus_still_share_with_the_ampere_path():
+    """The family-neutral helpers (ampere/utils.h: launch, sm_count, check_head_dim), and for the
+    backward the dsum kernel it launches too (ampere/bwd_prepare.h): an edit there recompiles both halves."""
+    tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
+    ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
+              if not name.endswith("_fallback") and name.startswith(("fwd", "bwd"))}
+    assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"],
+                      "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_prepare.h", "ampere/bwd_traits.h",
+                                               "ampere/traits.h", "ampere/utils.h"]}
+
+
+def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu():
+    tus = rendered(hdim=32, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
+    assert set(tus) == {"fwd_hdim32_fp16_sm90", "bwd_hdim32_fp16_sm90"}
+    assert "ampere/fwd_kernel.h" in tus["fwd_hdim32_fp16_sm90"] and "ampere/bwd_kernel.h" in tus["bwd_hdim32_fp16_sm90"]
