@@ -132,9 +132,9 @@ def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):
     result = real_fwd_build.process
     assert result.returncode == 0, result.stderr[-3000:]
     built = objects(real_fwd_build.cache)
-    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90"]
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]
-    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"]
+    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"] and b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90_fallback"]
     print(f"real forward TUs (sm80 + sm90, 2 jobs): {real_fwd_build.seconds:.1f}s\n{result.stderr}")
 
 
@@ -153,3 +153,63 @@ def test_real_backward_of_large_head_dims_compiles_for_sm86(tmp_path):
     assert sorted(built) == ["bwd_hdim192_fp16_sm86", "bwd_hdim256_fp16_sm86"]
     assert all(b"-arch sm_86 " in obj for obj in built.values())
     print(f"sm86 backward TUs, hdim 192 + 256 (2 jobs): {time.monotonic() - started:.1f}s")
+
+
+# ---------------------------------------------------------------- the Hopper TUs and their fallback TUs
+
+AMPERE_PATH = re.compile(r"flashbuild::run_(fwd|bwd)_ampere_path<([^>]*)>")
+NM_LINE = re.compile(r"^(?:[0-9a-f]+| +) (\S) (.*)$")
+
+
+def ampere_path_symbols(obj: Path) -> dict[str, set[str]]:
+    """'undefined' and 'defined': the run_*_ampere_path instantiations an object needs and holds (nm -C)."""
+    out = {"undefined": set(), "defined": set()}
+    for line in subprocess.run(["nm", "-C", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
+        entry = NM_LINE.match(line)  # "<value or blanks> <type> <demangled name>"
+        match = AMPERE_PATH.search(entry.group(2)) if entry else None
+        if match:
+            out["undefined" if entry.group(1) == "U" else "defined"].add(match.group(0))
+    return out
+
+
+def ninja_deps(build_dir: Path, target: str) -> str:
+    """What ninja recorded from the target's depfile (the headers whose edit recompiles it)."""
+    return subprocess.run([str(env.find_ninja()), "-C", str(build_dir), "-t", "deps", target], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def check_split(build_dir: Path, variants: list[str], direction: str) -> None:
+    """Each Hopper object needs exactly its variant's Ampere-path fallback, which exactly one object of the
+    build, the variant's fallback TU, defines; the Hopper TU's depfile has no Ampere kernel header."""
+    objects = {p.stem: ampere_path_symbols(p) for p in sorted((build_dir / "obj").glob("*.o"))}
+    for variant in variants:
+        (needed,) = objects[variant]["undefined"]
+        assert not objects[variant]["defined"], variant
+        assert [name for name, symbols in objects.items() if needed in symbols["defined"]] == [f"{variant}_fallback"]
+        deps = ninja_deps(build_dir, f"obj/{variant}.o")
+        assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
+        fallback_deps = ninja_deps(build_dir, f"obj/{variant}_fallback.o")
+        assert f"ampere/{direction}_kernel.h" in fallback_deps and "hopper/" + direction + "_kernel.h" not in fallback_deps
+
+
+def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_build):
+    """The symbol closure of a split sm90 forward, on the session's real build (no link possible without a
+    CUDA torch): fwd_hdim64_fp16_sm90.o leaves run_fwd_ampere_path<90, 64, ...> undefined, and
+    fwd_hdim64_fp16_sm90_fallback.o alone defines it."""
+    assert real_fwd_build.process.returncode == 0, real_fwd_build.process.stderr[-3000:]
+    check_split(real_fwd_build.build_dir, ["fwd_hdim64_fp16_sm90"], "fwd")
+
+
+def test_the_hopper_backward_needs_the_fallback_its_fallback_tu_defines(tmp_path):
+    """The same for the backward (plain hdim 64, causal and not: 4 TUs), which also launches the Ampere
+    path's bwd_dot_do_o_kernel (ampere/bwd_prepare.h) from its Hopper TU."""
+    cache = tmp_path / "cache"
+    started = time.monotonic()
+    result = flashbuild("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "both",
+                        "--no-local", "--no-softcap", "--compile-only", "--jobs", "2", cache=cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    assert sorted(objects(cache)) == ["bwd_hdim64_fp16_causal_sm90", "bwd_hdim64_fp16_causal_sm90_fallback",
+                                      "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90_fallback"]
+    check_split(build_dir, ["bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"], "bwd")
+    print(f"sm90 backward hdim 64, 2 Hopper + 2 fallback TUs (2 jobs): {time.monotonic() - started:.1f}s")

@@ -137,19 +137,21 @@ def test_inspect_reads_the_real_forward_kernel_without_a_gpu(real_cache):
     assert "nothing to compile: up to date" in result.stderr  # it reused the cached build
     data = json.loads(result.stdout)
     kernels = {k["variant"]: k for k in data["kernels"] if k["arch"] == "sm_80"}
-    hopper = [k for k in data["kernels"] if k["variant"] == "fwd_hdim64_fp16_sm90"]
-    assert sorted(k["variant"] for k in data["kernels"]) == ["fwd_hdim64_fp16_sm80"] + ["fwd_hdim64_fp16_sm90"] * 2
+    hopper = [k for k in data["kernels"] if k["variant"] in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback")]
+    assert sorted(k["variant"] for k in data["kernels"]) == [
+        "fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]  # a row per TU's kernel
     for k in [*kernels.values(), *hopper]:
         assert 32 <= k["registers"] <= 255, k
         assert k["spill_store_bytes"] >= 0 and k["static_smem_bytes"] >= 0
         assert "fwd_kernel" in k["kernel"] and k["mix"]["total"] > 100
         assert 0 < k["occupancy"]["percent"] <= 100
     assert kernels["fwd_hdim64_fp16_sm80"]["mix"]["HMMA"] > 0 and kernels["fwd_hdim64_fp16_sm80"]["mix"]["HGMMA"] == 0
-    # The sm90 TU holds the Hopper kernel (wgmma, 3 warpgroups, no spills) and the Ampere-path kernel it
-    # hands varlen and unaligned calls to (mma.sync).
+    # The sm90 variant's TU holds the Hopper kernel (wgmma, 3 warpgroups, no spills) alone, its fallback TU
+    # the Ampere-path kernel it hands varlen and unaligned calls to (mma.sync).
     wgmma = [k for k in hopper if k["mix"]["HGMMA"] > 0]
     mma = [k for k in hopper if k["mix"]["HMMA"] > 0]
     assert len(wgmma) == 1 and len(mma) == 1 and wgmma[0] is not mma[0], hopper
+    assert wgmma[0]["variant"] == "fwd_hdim64_fp16_sm90" and mma[0]["variant"] == "fwd_hdim64_fp16_sm90_fallback"
     assert wgmma[0]["max_threads"] == 384 and wgmma[0]["spill_store_bytes"] == 0 and wgmma[0]["arch"] == "sm_90a"
     assert mma[0]["arch"] == "sm_90a" and mma[0]["mix"]["LDSM"] > 0
 
@@ -162,7 +164,7 @@ def test_inspect_table_and_sass_dump(real_cache, tmp_path):
     assert lines[1].split()[:4] == ["variant", "kernel", "arch", "regs"] and "HMMA" in lines[1]
     assert any(line.startswith("fwd_hdim64_fp16_sm80 ") and " fwd_kernel " in line for line in lines)
     sass = (tmp_path / "fwd_hdim64_fp16_sm90.sass").read_text()
-    assert "code for sm_90a" in sass and "Function : " in sass and "HMMA" in sass
+    assert "code for sm_90a" in sass and "Function : " in sass and "HGMMA" in sass  # the Hopper kernel alone
     assert f"SASS of fwd_hdim64_fp16_sm90: {tmp_path / 'fwd_hdim64_fp16_sm90.sass'}" in result.stdout
 
 
