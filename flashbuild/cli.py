@@ -251,7 +251,7 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kw
         return
     result = builder.build(selection, options)
     if result.extension is None:
-        click.echo(f"compiled {builder.plural(len(result.manifest['variants']), 'kernel object')} in {result.build_dir / 'obj'} "
+        click.echo(f"compiled {builder.plural(len(result.manifest['units']), 'kernel object')} in {result.build_dir / 'obj'} "
                    "(--compile-only: no binding, no link)")
         return
     if not selection.builtin:

@@ -42,12 +42,13 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     first = flashbuild(*args, cache=cache, root=root)
     assert first.returncode == 0, first.stderr
     built = objects(cache)
-    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90"]
+    # sm90's Hopper forward has its Ampere-path fallback in a TU of its own
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]    # ptxas options embedded with the cubin
-    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"]
-    assert "[1/2] fwd_hdim64_fp16_sm" in first.stderr and "[2/2] fwd_hdim64_fp16_sm" in first.stderr
-    assert "compiled 2 targets in" in first.stderr
-    assert "compiled 2 kernel objects in" in first.stdout
+    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"] and b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90_fallback"]
+    assert "[1/3] fwd_hdim64_fp16_sm" in first.stderr and "[3/3] fwd_hdim64_fp16_sm" in first.stderr
+    assert "compiled 3 targets in" in first.stderr
+    assert "compiled 3 kernel objects in" in first.stdout
 
     started = time.monotonic()
     again = flashbuild(*args, cache=cache, root=root)
@@ -59,9 +60,10 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     (build_dir,) = cache.iterdir()
     assert builder._ninja_has_no_work(build_dir)  # load()'s fast-path check
     # The depfiles see an edit, and only the TUs that include the edited header recompile: sm80's
-    # forward is the Ampere path's, sm90's the Hopper family's.
-    for family, rebuilt in (("ampere", "fwd_hdim64_fp16_sm80"), ("hopper", "fwd_hdim64_fp16_sm90")):
-        launch = root / "kernels" / family / "fwd_launch.h"
+    # forward is the Ampere path's, sm90's the Hopper family's, its fallback TU hopper/fwd_fallback.h's alone.
+    for header, rebuilt in (("ampere/fwd_launch.h", "fwd_hdim64_fp16_sm80"), ("hopper/fwd_launch.h", "fwd_hdim64_fp16_sm90"),
+                            ("hopper/fwd_fallback.h", "fwd_hdim64_fp16_sm90_fallback")):
+        launch = root / "kernels" / header
         launch.write_text(launch.read_text() + "// edited\n")
         assert not builder._ninja_has_no_work(build_dir)
         edited = flashbuild(*args, cache=cache, root=root)

@@ -65,8 +65,9 @@ def test_build_profile_compile_prints_the_phase_table_in_its_own_build_dir(tmp_p
     profiled = subprocess.run([*args, "--profile-compile"], env=environ, capture_output=True, text=True, timeout=120)
     assert profiled.returncode == 0, profiled.stderr
     table = profiled.stderr.split("nvcc phases per TU (nvcc --time):\n", 1)[1].splitlines()
-    assert [line.split()[0] for line in table[1:3]] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_sm90"]
-    assert table[-1].split()[3] == "4.0s"  # cicc: 2 s per TU from the fake nvcc
+    assert [line.split()[0] for line in table[1:5]] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_causal_sm90_fallback",
+                                                         "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
+    assert table[-1].split()[3] == "8.0s"  # cicc: 2 s per TU from the fake nvcc
     plain = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and "nvcc phases" not in plain.stderr
     assert len(list((tmp_path / "cache").iterdir())) == 2  # two keys, two build dirs
