@@ -121,7 +121,7 @@ void routed_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{ flashbui
 void hopper_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{
   flashbuild::hopper::run_bwd_sm90<{v.hdim}, {v.cpp_dtype}, {causal}>(p, s);
 }}
-void ampere_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{ flashbuild::run_bwd_ampere_path<{args}>(p, s); }}
+void ampere_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{ flashbuild::ampere::run_bwd_path<{args}>(p, s); }}
 bool can_run_{v.name}(const flashbuild::BwdParams& p) {{  // run_bwd's choice: a feature TU has no Hopper kernel
   return {v.features} == 0 && flashbuild::hopper::bwd_can_run(p, {v.hdim}, 2);
 }}

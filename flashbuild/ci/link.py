@@ -23,7 +23,7 @@ from typing import Any
 from ninja import ninja_syntax
 
 from .. import env
-from ..build import builder, cache, graph, processes, render
+from ..build import builder, cache, graph, processes, provenance, render
 from ..build.plan import Plan
 from ..errors import BuildError
 from ..sources import profile as profiles
@@ -152,7 +152,7 @@ def _check_units(ordered: list[Artifact]) -> None:
             if not path.is_file():
                 raise BuildError(f"{artifact.label}: {graph.object_path(name)} is missing; upload the whole "
                                  f"artifact dir, or rebuild with `{artifact.manifest['command']}`")
-            if sharding.sha256(path) != digest:
+            if provenance.sha256(path) != digest:
                 raise BuildError(f"{artifact.label}: {graph.object_path(name)} is not the object its manifest "
                                  f"hashed (changed after the build); rebuild with `{artifact.manifest['command']}`")
 
@@ -160,8 +160,8 @@ def _check_units(ordered: list[Artifact]) -> None:
 def check_here(plan: Plan, tools: graph.Toolchain, first: Artifact) -> None:
     """This machine builds the same key (same versions) from the same tree as the shards did."""
     manifest = first.manifest
-    for key, here in (("versions", plan.versions), ("toolkit", sharding.toolkit(plan, tools)),
-                      ("tree_digest", sharding.tree_digest(plan))):
+    for key, here in (("versions", plan.versions), ("toolkit", provenance.toolkit(plan, tools)),
+                      ("tree_digest", provenance.tree_digest(plan))):
         if here != manifest[key]:
             where = _differs(here, manifest[key], key)
             raise BuildError(f"this machine does not fit the shards: {where} is {_short(_pick({key: here}, where))} "

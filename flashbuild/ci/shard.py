@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from .. import __version__, env
 from ..build import builder, cache, graph, render
-from ..build.provenance import sha256, toolkit, tree_digest  # noqa: F401 (link reads them here too)
+from ..build.provenance import sha256, toolkit, tree_digest
 from ..build.plan import Plan
 from ..errors import BuildError, SelectionError
 from ..sources.units import Unit

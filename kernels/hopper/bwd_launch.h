@@ -17,7 +17,6 @@
 // alone. Each plain variant of head dim 64 or 128 gets a second TU, <variant>_fallback.cu, that
 // instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dims 32, 96, 192, 256,
 // feature TUs) includes hopper/bwd_fallback.h in its one TU.
-// (The Ampere launcher is not included but repeated: both headers define run_bwd.)
 #pragma once
 
 #include <cstdint>
@@ -125,7 +124,7 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
       return;
     }
   }
-  run_bwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+  ampere::run_bwd_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace flashbuild

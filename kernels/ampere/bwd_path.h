@@ -1,0 +1,38 @@
+// The Ampere-path backward's three launches (the dsum kernel, the main kernel, the dQ conversion)
+// for one tile choice: ampere/bwd_launch.h's run_bwd calls it, and so does hopper/bwd_launch.h for
+// the calls its Hopper kernel does not take. Both headers define flashbuild::run_bwd, so neither
+// can include the other; this is the part they share.
+#pragma once
+
+#include "ampere/bwd_kernel.h"
+#include "ampere/bwd_prepare.h"
+
+namespace flashbuild {
+namespace ampere {
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_bwd_path(const BwdParams& params, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  constexpr BwdTile kTile = bwd_tile(kArch, kHeadDim, kIsCausal);
+  using Traits = BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
+  static_assert(Traits::kSmemBytes <= max_smem_bytes(kArch),
+                "this head dim's backward tile does not fit this arch's shared memory (hdim 192/256 on sm86/sm89)");
+
+  if (params.batch == 0 || params.nheads == 0) { return; }
+  if (params.seqlen_q > 0) {
+    const dim3 dot_grid((params.seqlen_q + kDotRowsPerBlock - 1) / kDotRowsPerBlock, params.nheads, params.batch);
+    launch(&bwd_dot_do_o_kernel<Element>, dot_grid, 32 * kDotRowsPerBlock, 0, stream, params);
+  }
+  // With no query rows the main kernel still runs: it writes the zero dK and dV of every key.
+  if (params.seqlen_k > 0) {
+    const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
+    launch(&bwd_kernel<Traits, kIsCausal, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
+  }
+  if (params.seqlen_q > 0) {
+    const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+    launch(&bwd_convert_dq_kernel<Traits>, convert_grid, Traits::kNThreads, Traits::kSmemQdOBytes, stream, params);
+  }
+}
+
+}  // namespace ampere
+}  // namespace flashbuild

@@ -1,0 +1,31 @@
+// The Ampere-path forward's launch for one tile choice: ampere/fwd_launch.h's run_fwd calls it, and
+// so does hopper/fwd_fallback.h for the calls the Hopper kernel does not take. Both launchers define
+// flashbuild::run_fwd (or sit beside one), so neither can include the other; this is what they share.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ampere/fwd_kernel.h"
+
+namespace flashbuild {
+namespace ampere {
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_fwd_path(const FwdParams& params, cudaStream_t stream) {
+  using Element = typename ElementOf<kDType>::type;
+  constexpr FwdTile kTile = fwd_tile(kArch, kHeadDim, kIsCausal);
+  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element, kTile.persistent>;
+  static_assert(Traits::kSmemBytes <= max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
+
+  if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
+  dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+  if constexpr (Traits::kPersistent) {  // one CTA per SM, each walking query blocks (fwd_kernel)
+    grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, sm_count()));
+  }
+  launch(&fwd_kernel<Traits, kIsCausal, FwdMode::kFull, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
+         stream, params);
+}
+
+}  // namespace ampere
+}  // namespace flashbuild
