@@ -6,8 +6,9 @@
 #      mtime of one header touched per round (content unchanged), the verdict read from the watch's
 #      --json log (one line per round: rebuilt targets, build / load / test seconds, verdict time),
 #      save -> verdict = that verdict's time minus the touch's; forward: kernels/hopper/mainloop.h
-#      and kernels/ampere/fwd_kernel.h, backward: kernels/ampere/bwd_kernel.h;
-#   4. if time is left: the forward TUs' nvcc phases (--profile-compile, its own build key).
+#      and kernels/ampere/fwd_kernel.h, backward: kernels/hopper/bwd_mainloop.h and
+#      kernels/ampere/bwd_kernel.h;
+#   4. if time is left: the forward and backward TUs' nvcc phases (--profile-compile, its own build key).
 # From the repository root:   bash benchmarks/edit_loop/run.sh
 # (after: python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 #  && export PYTHONPATH=/tmp/site:$PWD). Builds go to a fresh cache under /tmp (cold means cold);
@@ -24,7 +25,7 @@ rm -rf "$FLASHBUILD_CACHE_DIR"
 SLICE=(--hdim 64 --dtype fp16 --arch sm90)
 FB=${FB:-python3 -m flashbuild}
 FWD_HEADERS=(${FWD_HEADERS:-kernels/hopper/mainloop.h kernels/ampere/fwd_kernel.h})
-BWD_HEADERS=(${BWD_HEADERS:-kernels/ampere/bwd_kernel.h})
+BWD_HEADERS=(${BWD_HEADERS:-kernels/hopper/bwd_mainloop.h kernels/ampere/bwd_kernel.h})
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"
 ROWS=()
@@ -92,12 +93,12 @@ stop_watch
 grep -v '^\[[0-9]*/[0-9]*\]' "$OUT/watch.txt" | tail -30
 
 if [ "$(left)" -gt 120 ]; then
-  timed profile-fwd-tus $FB build "${SLICE[@]}" --direction fwd --compile-only --profile-compile --jobs "$(nproc)"
+  timed profile-tus $FB build "${SLICE[@]}" --direction fwd,bwd --compile-only --profile-compile --jobs "$(nproc)"
 else
-  ROWS+=("profile-fwd-tus: skipped ($(left) s left)")
+  ROWS+=("profile-tus: skipped ($(left) s left)")
 fi
 
-[ -f "$OUT/profile-fwd-tus.txt" ] && { echo; sed -n '/nvcc phases per TU/,$p' "$OUT/profile-fwd-tus.txt" | tee "$OUT/phases.txt"; }
+[ -f "$OUT/profile-tus.txt" ] && { echo; sed -n '/nvcc phases per TU/,$p' "$OUT/profile-tus.txt" | tee "$OUT/phases.txt"; }
 echo; echo "watch rounds: $OUT/watch.jsonl; logs: $OUT"
 echo; echo "edit loop, hdim 64 fp16 sm90 ($(nproc) cores; $(($(date +%s) - START)) s in all):"
 printf '%s\n' "${ROWS[@]}" | tee "$OUT/summary.txt"
