@@ -124,7 +124,7 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
       return;
     }
   }
-  ampere::run_bwd_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+  run_bwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace flashbuild
