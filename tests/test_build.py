@@ -196,7 +196,7 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
         "(the Hopper backward takes neither)")
     assert families["bwd_hdim96_fp16_sm90"] == (
         "hopper; head dim 96 has no Hopper backward tile: the Ampere-path kernel compiled for sm_90a "
-        "(inside the Hopper TU)")
+        "(its one TU includes ampere/bwd_launch.h alone)")
 
 
 def test_dry_run_into_the_cache_writes_nothing(cache):

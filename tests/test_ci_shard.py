@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, graph
+from flashbuild.build import builder, costs, graph
 from flashbuild.ci import shard as sharding
 from flashbuild.errors import SelectionError
 from flashbuild.selection.variants import select
@@ -31,12 +31,12 @@ def test_the_split_puts_each_tu_in_one_shard_balanced_by_cost():
     result = sharding.split(tus, 4)
     names = [n for shard in result.shards for n in shard]
     assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48 + 16 + 8  # + fwd, plain bwd fallbacks
-    assert max(result.seconds) - min(result.seconds) <= sharding.ESTIMATE_SECONDS["bwd"] * sharding.FEATURE_FACTOR
+    assert max(result.seconds) - min(result.seconds) <= costs.ESTIMATE_SECONDS["bwd"] * costs.FEATURE_FACTOR
     assert sharding.split(tus, 4) == result  # every machine computes the same split
 
 
 def test_the_estimate_orders_kinds_as_measured():
-    by_name = {u.name: sharding.estimate(u) for u in units(hdim=64, dtype="fp16", arch="sm80,sm90", causal="off")}
+    by_name = {u.name: costs.estimate(u) for u in units(hdim=64, dtype="fp16", arch="sm80,sm90", causal="off")}
     assert by_name["bwd_hdim64_fp16_sm80"] > by_name["splitkv_hdim64_fp16_sm80"] > by_name["fwd_hdim64_fp16_sm80"]
     assert by_name["fwd_hdim64_fp16_sm80_local_softcap"] > by_name["fwd_hdim64_fp16_sm80"]
     for variant in ("fwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90"):  # split: each half less than the whole
@@ -51,7 +51,7 @@ def test_a_split_variants_tus_have_kinds_of_their_own():
     assert kinds["fwd_hdim64_fp16_sm90"] == "fwd/family" and kinds["fwd_hdim64_fp16_sm90_fallback"] == "fwd/fallback"
     assert kinds["bwd_hdim64_fp16_sm90"] == "bwd/family" and kinds["bwd_hdim64_fp16_sm90_fallback"] == "bwd/fallback"
     assert kinds["fwd_hdim32_fp16_sm90"] == "fwd" and kinds["bwd_hdim64_fp16_sm90_local_softcap"] == "bwd"
-    assert set(sharding.SPLIT_SHARE) == {"fwd/family", "fwd/fallback", "bwd/family", "bwd/fallback"}
+    assert set(costs.SPLIT_SHARE) == {"fwd/family", "fwd/fallback", "bwd/family", "bwd/fallback"}
 
 
 def test_measured_costs_change_the_split(tmp_path):

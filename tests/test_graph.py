@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import env
-from flashbuild.build import graph
+from flashbuild.build import costs, graph
 from flashbuild.selection.variants import CompileFlags, select
 from flashbuild.sources import profile, units
 
@@ -54,6 +54,21 @@ def test_exactly_one_nvcc_edge_per_selected_tu():
     assert "hdim32" not in text and "bf16" not in text
     _, narrowed = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off", features=[])
     assert len([rule for rule in edges(narrowed).values() if rule == "nvcc"]) == 6 and "_local" not in narrowed
+
+
+def test_a_cold_build_starts_the_longest_tus_first():
+    """ninja starts edges in the file's order when no .ninja_log times rank them: the estimated longest
+    TUs come first (an sm90 backward feature TU, the Ampere-path backward; the split-KV TUs), the binding
+    after every kernel TU, the short Hopper halves last among the kernels."""
+    tus, text = text_for(link=LINK, hdim=64, dtype="fp16", arch="sm90", causal="off")
+    order = [out for out, rule in edges(text).items() if rule in ("nvcc", "cxx")]
+    by_name = {u.name: u for u in tus}
+    kernel_order = [out[len("obj/"):-len(".o")] for out in order if out[len("obj/"):-len(".o")] in by_name]
+    estimates = [costs.estimate(by_name[name]) for name in kernel_order]
+    assert estimates == sorted(estimates, reverse=True) and len(set(estimates)) > 2
+    assert kernel_order[0] == "bwd_hdim64_fp16_sm90_local_softcap"
+    assert kernel_order[-1] == "bwd_hdim64_fp16_sm90"  # the Hopper backward's half: 0.38 of the TU it was
+    assert order[-1].endswith("flash_api.o") and order.index(order[-1]) == len(kernel_order)
 
 
 def test_each_edge_compiles_for_its_own_arch_with_a_depfile():

@@ -61,3 +61,12 @@ def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu
     tus = rendered(hdim=32, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
     assert set(tus) == {"fwd_hdim32_fp16_sm90", "bwd_hdim32_fp16_sm90"}
     assert "ampere/fwd_kernel.h" in tus["fwd_hdim32_fp16_sm90"] and "ampere/bwd_kernel.h" in tus["bwd_hdim32_fp16_sm90"]
+    assert not [h for headers in tus.values() for h in headers if h.startswith("hopper/")]  # nothing to parse there
+
+
+def test_a_backward_feature_tu_reaches_no_hopper_header():
+    """The Hopper backward takes no window or softcap, so an edit to it recompiles no feature TU."""
+    tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=["local", "softcap"])
+    assert "ampere/bwd_kernel.h" in tus["bwd_hdim64_fp16_sm90_local_softcap"]
+    assert not [h for h in tus["bwd_hdim64_fp16_sm90_local_softcap"] if h.startswith("hopper/")]
+    assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim64_fp16_sm90_local_softcap"]  # the Hopper forward takes both

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ninja import ninja_syntax
 
+from . import costs
 from ..selection.variants import CompileFlags
 from ..sources.units import Unit
 
@@ -143,7 +144,10 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
                description="link")
     w.newline()
     every_arch = sorted({arch for u in units for arch in u.archs})
-    for name, archs in [(u.name, u.archs) for u in units] + [(name, tuple(every_arch)) for name in extra_units]:
+    # ninja starts edges in the file's order when it has no .ninja_log times to go by (a cold build): the
+    # longest TUs first, so that none of them starts last and holds up the link alone.
+    edges = [(u.name, u.archs) for u in costs.longest_first(units)] + [(name, tuple(every_arch)) for name in extra_units]
+    for name, archs in edges:
         gencode = shell(" ".join(toolchain.gencodes[a] for a in archs).split())
         _build(out, [path(object_path(name))], "nvcc", [path(gen_dir / f"{name}.cu")],
                {"gencode": gencode, "variant": name})

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from .. import __version__, env
 from ..build import builder, cache, graph, render
+from ..build.costs import estimate
 from ..build.provenance import sha256, toolkit, tree_digest
 from ..build.plan import Plan
 from ..errors import BuildError, SelectionError
@@ -30,17 +31,6 @@ from ..sources.units import Unit
 
 MANIFEST = "manifest.json"
 FORMAT = "flashbuild-shard/1"
-# Seconds per TU on one core of the 2-core dev machine, the mean of every TU measured in
-# benchmarks/build_cost/README.md (fp16, causal, sm86/sm90, hdim 64-256): fwd 39.4 s (10 TUs),
-# splitkv 40.7 s (6), bwd 54.5 s (10). A TU with features compiled in took 1.03x its plain twin on
-# average (13 pairs; 0.90x to 1.49x). Head dim is not modelled: its spread within a kind was smaller
-# than the machine's noise. Only ratios matter for the split; the seconds are printed as estimates.
-ESTIMATE_SECONDS = {"fwd": 39.4, "splitkv": 40.7, "bwd": 54.5}
-FEATURE_FACTOR = 1.03
-# A split sm90 variant's two TUs (Unit.kind '<direction>/family', '<direction>/fallback'), each as a share
-# of the one TU that held both: benchmarks/edit_loop/README.md, fwd_hdim64_fp16_causal_sm90 and
-# bwd_hdim64_fp16_sm90 on the 2-core machine (nvcc --time totals, mean of 2 runs).
-SPLIT_SHARE = {"fwd/family": 0.54, "fwd/fallback": 0.65, "bwd/family": 0.38, "bwd/fallback": 0.78}
 
 
 @dataclass(frozen=True)
@@ -66,11 +56,6 @@ def parse_shard(text: str) -> ShardSpec:
 
 
 # ---------------------------------------------------------------- costs and the split
-
-def estimate(unit: Unit) -> float:
-    return ESTIMATE_SECONDS.get(unit.direction, max(ESTIMATE_SECONDS.values())) * SPLIT_SHARE.get(unit.kind, 1.0) * \
-        (FEATURE_FACTOR if unit.features else 1.0)
-
 
 def read_costs(path: Path) -> dict[str, float]:
     """TU name -> seconds from a .ninja_log (its obj/NAME.o entries, the latest of each) or a JSON

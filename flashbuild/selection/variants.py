@@ -59,8 +59,8 @@ class Family:
     """A kernel family: one implementation strategy, with a launch header per direction. Where the
     launch header only declares its Ampere-path fallback (run_fwd_ampere_path / run_bwd_ampere_path),
     `fallback_headers` names the header that defines it: a variant that compiles the family's own
-    kernel instantiates the fallback in a TU of its own (Variant.fallback_tu), one that does not
-    includes the fallback header in its one TU."""
+    kernel instantiates the fallback in a TU of its own (Variant.fallback_tu); one that does not has
+    one TU, which includes the Ampere family's launch header."""
 
     name: str
     summary: str
@@ -94,17 +94,17 @@ FAMILY_NOTES = {
                      "run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback)",
 }
 # Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
-# hopper/bwd_launch.h): no fallback TU, the one TU includes the fallback header.
+# hopper/bwd_launch.h): no fallback TU; the one TU includes the Ampere family's launch header alone.
 HEAD_DIM_NOTES = {
     ("fwd", "sm90", 32): "head dim 32 has no Hopper tile: the Ampere-path kernel compiled for sm_90a "
-                         "(inside the Hopper TU)",
+                         "(its one TU includes ampere/fwd_launch.h alone)",
 } | {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
-                           f"sm_90a (inside the Hopper TU)" for hdim in (32, 96, 192, 256)
+                           f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32, 96, 192, 256)
 }
 # Feature variants (*_local, *_softcap) a family's TU serves on the Ampere path alone: the binding sends
-# them only calls with a window or softcap in effect, which the Hopper backward does not take, so
-# hopper/bwd_launch.h compiles no Hopper kernel into them.
+# them only calls with a window or softcap in effect, which the Hopper backward does not take, so their
+# TU includes the Ampere family's launch header alone.
 FEATURE_NOTES = {
     ("bwd", "sm90"): "a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in "
                      "this TU (the Hopper backward takes neither)",
@@ -215,7 +215,7 @@ class Variant:
     def fallback_tu(self) -> bool:
         """Whether the Ampere-path fallback compiles in a TU of its own (<name>_fallback.cu): the family's
         launch header only declares it and this variant's TU compiles the family's own kernel. (A variant
-        on the Ampere path alone includes the fallback header in its one TU: a second TU would hold nothing.)"""
+        on the Ampere path alone has one TU, which includes the Ampere family's launch header.)"""
         return self.fallback_header is not None and not ampere_path_alone(self.direction, self.arch, self.hdim,
                                                                           self.features)
 

@@ -8,7 +8,7 @@ import itertools
 import shlex
 from dataclasses import dataclass
 
-from ..selection.variants import Selection, Variant, feature_suffix
+from ..selection.variants import FAMILIES, Selection, Variant, feature_suffix
 from .profile import CUTLASS_TYPES, Profile
 
 # A variant whose family's launch header only declares the Ampere-path fallback (Variant.fallback_tu)
@@ -47,15 +47,18 @@ class Unit:
 
     @property
     def headers(self) -> tuple[str, ...]:
-        """The built-in profile's headers the TU includes: the fallback header alone for a fallback TU;
-        the launch header, plus the fallback header where the variant has no fallback TU of its own."""
+        """The built-in profile's header the TU includes: the fallback header for a fallback TU; the Ampere
+        family's launch header for a variant its family serves on the Ampere path alone (a head dim with no
+        tile of its own, a feature TU: its family's headers would only be parsed, and an edit to them would
+        recompile it for nothing); else its family's launch header."""
         v = self.variant
         if v is None:
             return ()
         if self.part == FALLBACK_PART:
             return (v.fallback_header,)
-        extra = (v.fallback_header,) if v.fallback_header and not v.fallback_tu else ()
-        return (v.family.launch_headers[v.direction], *extra)
+        if v.fallback_header and not v.fallback_tu:
+            return (FAMILIES["ampere"].launch_headers[v.direction],)
+        return (v.family.launch_headers[v.direction],)
 
     @property
     def head_dim_v(self) -> int:

@@ -16,7 +16,7 @@
 // launches too) but not ampere/bwd_kernel.h, so a TU that includes it compiles the Hopper backward
 // alone. Each plain variant of head dim 64 or 128 gets a second TU, <variant>_fallback.cu, that
 // instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dims 32, 96, 192, 256,
-// feature TUs) includes hopper/bwd_fallback.h in its one TU.
+// feature TUs) is not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
 
 #include <cstdint>
@@ -106,7 +106,7 @@ void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
 }  // namespace hopper
 
 // The Ampere-path backward, as ampere/bwd_launch.h launches it: defined in hopper/bwd_fallback.h and
-// instantiated in the variant's fallback TU (or in its one TU, where it has no Hopper backward).
+// instantiated in the variant's fallback TU.
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd_ampere_path(const BwdParams& params, cudaStream_t stream);
 
@@ -114,9 +114,8 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.batch == 0 || params.nheads == 0) { return; }
-  // A feature TU is dispatched only calls with a local window or softcap in effect (the binding's
-  // resolve_features and FEATURES_SWITCH), which the Hopper kernel does not serve: leaving it out
-  // there saves its compile time.
+  // The Hopper kernel takes no local window or softcap: a feature instantiation (the binding sends
+  // it only calls with one in effect) is all Ampere path.
   if constexpr (kArch >= 90 && kFeatures == 0 && hopper::bwd_serves_head_dim(kHeadDim)) {
     using Element = typename hopper::ElementOf<kDType>::type;
     if (hopper::bwd_can_run(params, kHeadDim, sizeof(Element))) {

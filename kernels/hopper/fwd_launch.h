@@ -13,8 +13,8 @@
 // hopper/fwd_fallback.h: this header does not include ampere/fwd_kernel.h, so a TU that includes it
 // compiles the Hopper kernel alone, and an edit to either family's kernel recompiles only its own
 // TUs. Each variant with a Hopper kernel gets a second TU, <variant>_fallback.cu, that instantiates
-// run_fwd_ampere_path; a variant with none (head dim 32) includes hopper/fwd_fallback.h in its one TU.
-// (The Ampere launcher is not included but repeated: both headers define run_fwd.)
+// run_fwd_ampere_path; a variant with none (head dim 32) is not compiled from this header: its one
+// TU includes ampere/fwd_launch.h alone.
 #pragma once
 
 #include <cstdint>
@@ -96,7 +96,7 @@ void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
 }  // namespace hopper
 
 // The Ampere-path forward, as ampere/fwd_launch.h launches it: defined in hopper/fwd_fallback.h and
-// instantiated in the variant's fallback TU (or in its one TU, for a head dim with no Hopper tile).
+// instantiated in the variant's fallback TU.
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd_ampere_path(const FwdParams& params, cudaStream_t stream);
 
