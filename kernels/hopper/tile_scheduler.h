@@ -5,7 +5,10 @@
 //   Causal: a query block's work grows with its index, so the order is longest first (the last
 //   query block of every (batch, head), then the one before, ...): the short tiles at the end
 //   fill the gaps the long ones leave, the greedy longest-processing-time order. CTAs at the same
-//   query block of one (batch, head) still read its K/V in step.
+//   query block of one (batch, head) still read its K/V in step. Each round of gridDim.x tiles
+//   is dealt in turn forwards and backwards (CTA i takes the round's i-th tile, then the next
+//   round's i-th from the end): dealt the same way every round, CTA 0 would take the longest
+//   tile of each, and at 16k the first CTAs would do ~6% more than the mean while the last idle.
 #pragma once
 
 #include <cute/config.hpp>
@@ -35,7 +38,15 @@ struct PersistentTileScheduler {
   int grid_size(int sm_count) const { return num_tiles < sm_count ? num_tiles : sm_count; }
 
   CUTE_DEVICE int first_tile() const { return int(blockIdx.x); }
-  CUTE_DEVICE int next_tile(int tile) const { return tile + int(gridDim.x); }
+  CUTE_DEVICE int next_tile(int tile) const {
+    const int grid = int(gridDim.x);
+    if constexpr (kLongestFirst) {
+      const int round = tile / grid + 1;  // dealt forwards in even rounds, backwards in odd ones
+      return round * grid + ((round & 1) ? grid - 1 - int(blockIdx.x) : int(blockIdx.x));
+    } else {
+      return tile + grid;
+    }
+  }
   CUTE_DEVICE bool valid(int tile) const { return tile < num_tiles; }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
