@@ -151,3 +151,25 @@ def test_ninja_accepts_the_file(tmp_path):
     targets = {line.split(":")[0] for line in out.splitlines()}
     assert {f"obj/{v.name}.o" for v in variants} <= targets
     assert "_flashbuild_0123abcd.so" in targets
+
+
+@pytest.mark.skipif(env.find_ninja() is None, reason="ninja not installed")
+def test_a_cold_build_starts_the_binding_first(tmp_path):
+    """With no .ninja_log to rank edges by, ninja starts ready edges in file order: the binding's
+    edge comes first, so it compiles beside the kernel TUs instead of after the first one when the
+    edges outnumber the jobs (the sm90 main job: 18 kernel TUs and the binding on 16 jobs)."""
+    gen = tmp_path / "generated"
+    gen.mkdir()
+    source = tmp_path / "flash_api.cpp"
+    source.touch()
+    link = graph.LinkSpec(**{**LINK.__dict__, "api_sources": (source,)})
+    tus = units.units(select(hdim=64, dtype="fp16", arch="sm90"), BUILTIN)
+    for unit in tus:
+        (gen / f"{unit.name}.cu").touch()
+    (tmp_path / "build.ninja").write_text(graph.graph_text(tus, toolchain=TOOLS, gen_dir=gen, flags=CompileFlags(),
+                                                           link=link))
+    dry_run = subprocess.run([str(env.find_ninja()), "-C", str(tmp_path), "-n", "-j", "1"], capture_output=True,
+                             text=True, check=True).stdout
+    started = re.findall(r"^\[\d+/\d+\] (\S+)", dry_run, re.M)
+    assert started[0] == "binding" and started[-1] == "link", started
+    assert sorted(started[1:-1]) == sorted(u.name for u in tus)

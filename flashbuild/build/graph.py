@@ -143,6 +143,13 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
         w.rule("link", "$linker -shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out",
                description="link")
     w.newline()
+    if link is not None:
+        # The API sources' edges first: with no .ninja_log to rank edges by (a cold build), ninja
+        # starts ready edges in file order, and the binding then compiles beside the kernel TUs
+        # instead of waiting for a free job when there are more edges than jobs (the sm90 main job:
+        # 18 kernel TUs and the binding on 16 jobs).
+        for source in link.api_sources:
+            _build(out, [path(api_object(source))], "cxx", [path(source)])
     every_arch = sorted({arch for u in units for arch in u.archs})
     # ninja starts edges in the file's order when it has no .ninja_log times to go by (a cold build): the
     # longest TUs first, so that none of them starts last and holds up the link alone.
@@ -153,8 +160,6 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
                {"gencode": gencode, "variant": name})
     if link is not None:
         objects = [path(object_path(u)) for u in units] + [path(object_path(name)) for name in extra_units]
-        for source in link.api_sources:
-            _build(out, [path(api_object(source))], "cxx", [path(source)])
-            objects.append(path(api_object(source)))
+        objects += [path(api_object(source)) for source in link.api_sources]
         _build(out, [path(extension_name(link.module_name))], "link", objects)
     return out.getvalue()

@@ -1,12 +1,31 @@
 // The torch binding: the only translation unit that includes torch. It validates the call, finds
 // the variant the call needs, checks that this build holds it (the compiled-in table), and launches
 // it through the narrowed dispatch switches.
-// ATen and the pybind11 tensor casters only: torch/extension.h would add the whole C++ frontend
-// (nn, optim, data), 37 s instead of 22 s to compile this file (g++ -O2, same external symbols).
-#include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
+//
+// Its compile is on the critical path of every build (issue 17), so it includes only what it uses:
+// the Tensor class and one header per ATen function it calls (ATen/ops/*.h; a new at:: call needs
+// its header added below), c10's CUDA stream and device guard, and torch's pybind11 casters. Not
+// ATen/ATen.h (every operator), torch/python.h (with it the C++ frontend: torch/nn), nor
+// ATen/cuda/CUDAContext.h (cuBLAS, cuSPARSE and cuSOLVER headers, for the device's properties).
+// With both defines below, a header that pulls in every operator (ATen/Functions.h) is an error.
+#define AT_PER_OPERATOR_HEADERS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/aminmax.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/remainder.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <torch/python.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <string>
@@ -113,11 +132,19 @@ int kernel_head_dim(int hdim) {
   TORCH_CHECK(false, "flashbuild: head dim ", hdim, " is larger than the largest kernel head dim, 256");
 }
 
+// An attribute of the tensor's device: a cheap query, unlike cudaGetDeviceProperties (which
+// at::cuda::getDeviceProperties runs once per device and caches), so it is not cached here.
+int device_attribute(const at::Tensor& t, cudaDeviceAttr attribute) {
+  int value = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, t.get_device()));
+  return value;
+}
+
 // The built arch that runs on this device: the exact one, else an older one of the same major
 // (sm80 machine code runs on sm86 and sm89).
 int device_arch(const at::Tensor& t) {
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(t.get_device());
-  const int cc = prop->major * 10 + prop->minor;
+  const int cc = device_attribute(t, cudaDevAttrComputeCapabilityMajor) * 10 +
+                 device_attribute(t, cudaDevAttrComputeCapabilityMinor);
   int best = -1;
   for (int a : table::kArchs) {
     if (a == cc) return a;
@@ -353,7 +380,7 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, 
   at::Tensor lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
   const FwdParams p = fwd_params(c, q, k, v, out, lse, batch, seqlen_q, k.size(1));
 #if FLASHBUILD_HAS_FWD
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   return {unpad(out, c), lse};
@@ -379,7 +406,7 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   p.cu_seqlens_q = cu_seqlens_q.data_ptr<int>();
   p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
 #if FLASHBUILD_HAS_FWD
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   return {unpad(out, c), lse};
@@ -533,7 +560,10 @@ void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, cons
     block = rows.unsqueeze(1).expand_as(pos);
     row = pos;
   }
-  cache.index_put_({block, row}, padded.index({block, row}).narrow(-1, 0, cache.size(-1)));
+  // The index ops as t.index({block, row}) calls them, without ATen/TensorIndexing.h (that form
+  // would first move an index held on another device to t's: here every one is on q's, checked).
+  const c10::List<std::optional<at::Tensor>> at_rows{block, row};
+  cache.index_put_(at_rows, padded.index(at_rows).narrow(-1, 0, cache.size(-1)));
 }
 
 // Decoding over a KV cache: few queries (seqlen_q 1-16) against cache_seqlens[b] keys of each
@@ -599,7 +629,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     p.q_unrotated = q_unrotated.data_ptr(), p.q_rotated = q.data_ptr();
     p.rotary_q_seqlen = seqlen_q, p.rotary_q_nheads = nheads;
   }
-  const int num_sms = at::cuda::getDeviceProperties(q.get_device())->multiProcessorCount;
+  const int num_sms = device_attribute(q, cudaDevAttrMultiProcessorCount);
   p.num_splits = num_splits > 0 ? int(num_splits)
                                 : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
   at::Tensor o_accum, lse_accum;
@@ -610,7 +640,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     p.lse_accum = lse_accum.data_ptr<float>();
   }
 #if FLASHBUILD_HAS_SPLITKV
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   if (g.seqlen_new && c.hdim != c.user_hdim) {
@@ -695,7 +725,7 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   set_features(p, c);
 
 #if FLASHBUILD_HAS_BWD
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   FLASHBUILD_DISPATCH(c, run_bwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   return {unpad(dq, c), unpad(gqa_sum(dk, nheads_k), c), unpad(gqa_sum(dv, nheads_k), c)};
