@@ -144,15 +144,13 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
                description="link")
     w.newline()
     if link is not None:
-        # The API sources' edges first: with no .ninja_log to rank edges by (a cold build), ninja
-        # starts ready edges in file order, and the binding then compiles beside the kernel TUs
-        # instead of waiting for a free job when there are more edges than jobs (the sm90 main job:
-        # 18 kernel TUs and the binding on 16 jobs).
+        # With no .ninja_log to rank edges by (a cold build), ninja starts ready edges in file order.
+        # The API sources' edges first: their cost is the tree's (an upstream tree's API source can
+        # take longer than any kernel TU), so they never wait for a free job; then the kernel TUs,
+        # longest first, so that none of them starts last and holds up the link alone.
         for source in link.api_sources:
             _build(out, [path(api_object(source))], "cxx", [path(source)])
     every_arch = sorted({arch for u in units for arch in u.archs})
-    # ninja starts edges in the file's order when it has no .ninja_log times to go by (a cold build): the
-    # longest TUs first, so that none of them starts last and holds up the link alone.
     edges = [(u.name, u.archs) for u in costs.longest_first(units)] + [(name, tuple(every_arch)) for name in extra_units]
     for name, archs in edges:
         gencode = shell(" ".join(toolchain.gencodes[a] for a in archs).split())
