@@ -19,46 +19,35 @@
 // feature TUs) is not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
 
-#include <cstdint>
-#include <initializer_list>
-#include <utility>
-
 #include "ampere/bwd_prepare.h"  // bwd_dot_do_o_kernel (and, through it, ampere/utils.h's launch helpers)
 #include "hopper/bwd_kernel.h"
+#include "hopper/tma_checks.h"
 
 namespace flashbuild {
 namespace hopper {
 
 constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
-// TMA (and the 16-byte vector paths) address global memory in 16-byte units.
-inline bool bwd_aligned(const void* ptr, int64_t elem_bytes, std::initializer_list<std::pair<int64_t, int>> strides) {
-  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) { return false; }
-  for (auto [stride, extent] : strides) {
-    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % 16 != 0)) { return false; }
-  }
-  return true;
-}
-
-// Whether the Hopper backward can take this call of a plain TU (see the top of this file).
+// Whether the Hopper backward can take this call of a plain TU (see the top of this file). Its 16-byte
+// vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.
 inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
   if (p.cu_seqlens_q || p.cu_seqlens_k) { return false; }
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
     return false;
   }
-  return bwd_aligned(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
-         bwd_aligned(p.dout, elem_bytes, {{p.do_row_stride, p.seqlen_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, p.batch}}) &&
-         bwd_aligned(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
-         bwd_aligned(p.v, elem_bytes, {{p.v_row_stride, p.seqlen_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, p.batch}}) &&
-         bwd_aligned(p.dk, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
-         bwd_aligned(p.dv, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
-         bwd_aligned(p.dq, elem_bytes, {{p.dq_out_row_stride, p.seqlen_q}, {p.dq_out_head_stride, p.nheads}, {p.dq_out_batch_stride, p.batch}}) &&
-         bwd_aligned(p.dq_accum, 4, {{p.dq_head_stride, p.nheads}, {p.dq_batch_stride, p.batch}});
+  return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
+         tma_addressable(p.dout, elem_bytes, {{p.do_row_stride, p.seqlen_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, p.batch}}) &&
+         tma_addressable(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
+         tma_addressable(p.v, elem_bytes, {{p.v_row_stride, p.seqlen_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, p.batch}}) &&
+         tma_addressable(p.dk, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
+         tma_addressable(p.dv, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
+         tma_addressable(p.dq, elem_bytes, {{p.dq_out_row_stride, p.seqlen_q}, {p.dq_out_head_stride, p.nheads}, {p.dq_out_batch_stride, p.batch}}) &&
+         tma_addressable(p.dq_accum, 4, {{p.dq_head_stride, p.nheads}, {p.dq_batch_stride, p.batch}});
 }
 
-// A stride over an extent of 1 is never stepped; TMA still checks it, so give it a valid one.
+// Strides over an extent of 1 made valid for TMA (tma_checks.h).
 inline BwdParams bwd_tma_strides(BwdParams p) {
-  auto fix = [&](int64_t& stride, int extent) { if (extent <= 1) { stride = p.head_dim; } };
+  auto fix = [&](int64_t& stride, int extent) { stride = unit_extent_stride(stride, extent, p.head_dim); };
   fix(p.q_head_stride, p.nheads), fix(p.do_head_stride, p.nheads);
   fix(p.k_head_stride, p.nheads_k), fix(p.v_head_stride, p.nheads_k);
   fix(p.q_batch_stride, p.batch), fix(p.do_batch_stride, p.batch);

@@ -17,29 +17,15 @@
 // TU includes ampere/fwd_launch.h alone.
 #pragma once
 
-#include <cstdint>
-#include <initializer_list>
-#include <utility>
-
 #include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
 #include "hopper/fwd_kernel.h"
+#include "hopper/tma_checks.h"
 
 namespace flashbuild {
 namespace hopper {
 
 constexpr bool serves_head_dim(int head_dim) {
   return head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 192 || head_dim == 256;
-}
-
-// TMA addresses global memory in 16-byte units: base pointers and every stride it steps by.
-constexpr int64_t kTmaAlignBytes = 16;
-
-inline bool tma_addressable(const void* ptr, int64_t elem_bytes, std::initializer_list<std::pair<int64_t, int>> strides) {
-  if (reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes != 0) { return false; }
-  for (auto [stride, extent] : strides) {
-    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % kTmaAlignBytes != 0)) { return false; }
-  }
-  return true;
 }
 
 // Whether the Hopper kernel can take this call (see the top of this file).
@@ -52,8 +38,7 @@ inline bool can_run(FwdParams const& p, int head_dim, int64_t elem_bytes) {
          tma_addressable(p.o, elem_bytes, {{p.o_row_stride, p.seqlen_q}, {p.o_head_stride, p.nheads}, {p.o_batch_stride, p.batch}});
 }
 
-// A stride over an extent of 1 is never stepped; TMA still checks it, so give it a valid one.
-inline int64_t unit_extent_stride(int64_t stride, int extent, int64_t valid) { return extent > 1 ? stride : valid; }
+// Strides over an extent of 1 made valid for TMA (tma_checks.h).
 inline FwdParams tma_strides(FwdParams p) {
   const int64_t valid = p.head_dim;  // head_dim elements: a multiple of 16 bytes (head_dim % 16 == 0)
   p.q_head_stride = unit_extent_stride(p.q_head_stride, p.nheads, valid);

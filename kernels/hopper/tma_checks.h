@@ -1,0 +1,26 @@
+// Host-side checks the Hopper launchers (fwd_launch.h, bwd_launch.h) make before handing a call to
+// a TMA-fed kernel: what TMA can address, and the strides it insists on even where it never steps.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+namespace flashbuild::hopper {
+
+// TMA addresses global memory in 16-byte units: base pointers and every stride it steps by.
+constexpr int64_t kTmaAlignBytes = 16;
+
+// (stride, extent) pairs in elements of elem_bytes; a stride over an extent of 1 is never stepped.
+inline bool tma_addressable(const void* ptr, int64_t elem_bytes, std::initializer_list<std::pair<int64_t, int>> strides) {
+  if (reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes != 0) { return false; }
+  for (auto [stride, extent] : strides) {
+    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % kTmaAlignBytes != 0)) { return false; }
+  }
+  return true;
+}
+
+// A stride over an extent of 1 is never stepped; TMA still checks it, so give it a valid one.
+inline int64_t unit_extent_stride(int64_t stride, int extent, int64_t valid) { return extent > 1 ? stride : valid; }
+
+}  // namespace flashbuild::hopper
