@@ -8,9 +8,17 @@
 # time to wall.log there, and the call that completes the build prints the totals and both splits.
 #   LIMIT=560 bash benchmarks/ci_shards/full_space.sh      # SEL="..." for another selection
 set -o pipefail
+# Every call builds from one snapshot of the checkout, taken by the first call (tar keeps its mtimes): a
+# device call copies the tree anew, and fresh mtimes on the kernel headers would make ninja start over.
+SNAP=$PWD/.flashbuild-cache/full-space-tree
+if [ ! -d "$SNAP" ]; then
+  mkdir -p "$SNAP.part" && tar --exclude=./.flashbuild-cache --exclude=./.whl --exclude=./.git -cf - . | tar -C "$SNAP.part" -xf - \
+    && mv "$SNAP.part" "$SNAP" || exit 1
+fi
+cd "$SNAP" || exit 1
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/full_space_out}; mkdir -p "$OUT"
-export FLASHBUILD_CACHE_DIR=${FLASHBUILD_CACHE_DIR:-$PWD/.flashbuild-cache}
+export FLASHBUILD_CACHE_DIR=${FLASHBUILD_CACHE_DIR:-$(dirname "$SNAP")}
 mkdir -p "$FLASHBUILD_CACHE_DIR"
 read -r -a SEL <<< "${SEL:---arch sm80,sm86,sm89,sm90}"
 FB="python3 -m flashbuild"
@@ -24,9 +32,11 @@ wall=$(python3 -c "print(round($(date +%s.%N) - $s, 1))")
 echo "$call $rc $wall" >> "$WALL_LOG"
 echo "== call $call: rc $rc, ${wall} s; $(grep -cE '^\[[0-9]+/' "$OUT/build-call$call.txt") compiles finished in this call"
 tail -3 "$OUT/build-call$call.txt" | cut -c1-200
+build_dir=$($FB build "${SEL[@]}" --dry-run 2>&1 | awk '$1 == "build" && $2 == "dir" {print $3}')
+cp "$build_dir/.ninja_log" "$OUT/ninja_log-call$call.txt" 2>/dev/null   # kept even if a later call never comes
+[ $call = 1 ] && { nproc; lscpu | grep -E "^Model name|^Thread|^Core|^Socket"; free -g | head -2; } > "$OUT/host.txt"
 [ $rc = 0 ] || { echo "== not complete: run the same command again now (the machine keeps the objects for 30 s idle)"; exit 0; }
 cp "$WALL_LOG" "$OUT/"
-build_dir=$($FB build "${SEL[@]}" --dry-run 2>&1 | awk '$1 == "build" && $2 == "dir" {print $3}')
 cp "$build_dir/.ninja_log" "$OUT/ninja_log.txt"
 python3 - "$WALL_LOG" "$build_dir/.ninja_log" <<'PY'
 import sys
