@@ -19,6 +19,7 @@ void run_bwd_path(const BwdParams& params, cudaStream_t stream) {
                 "this head dim's backward tile does not fit this arch's shared memory (hdim 192/256 on sm86/sm89)");
 
   if (params.batch == 0 || params.nheads == 0) { return; }
+  check_grid_yz("the Ampere-path backward", params.nheads, params.batch);
   if (params.seqlen_q > 0) {
     const dim3 dot_grid((params.seqlen_q + kDotRowsPerBlock - 1) / kDotRowsPerBlock, params.nheads, params.batch);
     launch(&bwd_dot_do_o_kernel<Element>, dot_grid, 32 * kDotRowsPerBlock, 0, stream, params);

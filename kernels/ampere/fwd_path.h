@@ -22,6 +22,8 @@ void run_fwd_path(const FwdParams& params, cudaStream_t stream) {
   dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
   if constexpr (Traits::kPersistent) {  // one CTA per SM, each walking query blocks (fwd_kernel)
     grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, sm_count()));
+  } else {
+    check_grid_yz("the Ampere-path forward", params.nheads, params.batch);
   }
   launch(&fwd_kernel<Traits, kIsCausal, FwdMode::kFull, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
          stream, params);

@@ -27,6 +27,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   if (params.knew != nullptr) { ampere::run_append_kv<Element>(params, stream); }
   if (params.seqlen_q == 0 || params.nheads == 0) { return; }
 
+  check_grid_yz("run_splitkv", params.nheads, int64_t(params.batch) * params.num_splits, "batch row and split");
   const bool split = params.num_splits > 1;
   auto kernel = split ? &ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kDecodeSplit, kFeatures>
                       : &ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kDecode, kFeatures>;

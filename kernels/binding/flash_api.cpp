@@ -185,9 +185,25 @@ void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   }
 }
 
+// t itself when the kernels can read its rows as 16-byte vectors (common/params.h), else a contiguous
+// copy: a view at an odd element offset (x[..., 1:65]) or with a stride that is not a multiple of 16
+// bytes would make them fault on a misaligned address, which poisons the process.
+bool vector_ready(const at::Tensor& t) {
+  if (t.stride(-1) != 1 || !vector_addressable(t.data_ptr(), t.element_size(), {})) return false;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d) {
+    if (!vector_addressable(t.data_ptr(), t.element_size(), {{t.stride(d), t.size(d)}})) return false;
+  }
+  return true;
+}
+at::Tensor vector_aligned(const at::Tensor& t) {
+  if (t.numel() == 0 || vector_ready(t)) return t;
+  return at::empty(t.sizes(), t.options()).copy_(t);
+}
+
 // Pads the head dim with zeros up to the kernel size: Q·K^T and the first columns of P·V do not change.
+// The copy (a new allocation) is aligned; an unpadded tensor is made so (vector_aligned).
 at::Tensor pad_head_dim(const at::Tensor& t, int kernel_hdim) {
-  if (t.size(-1) == kernel_hdim) return t;
+  if (t.size(-1) == kernel_hdim) return vector_aligned(t);
   return at::constant_pad_nd(t, {0, kernel_hdim - t.size(-1)}, 0);
 }
 
@@ -586,7 +602,16 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // Packed rows would be taken for query positions by a local window's mask.
   const bool pack = single_row && nheads > nheads_k && !(c.features & kLocal);
   const int group = nheads / nheads_k;
-  // The kernels read (and append to) the cache itself, or a zero-padded copy for a padded head dim.
+  // The kernels read (and append to) the cache itself, or a zero-padded copy for a padded head dim
+  // (whose appended rows write_back_appended copies back). A cache the kernels cannot read in 16-byte
+  // vectors is read through an aligned copy too, but appended to in place it cannot be.
+  for (const at::Tensor* cache : {&k_cache, &v_cache}) {
+    TORCH_CHECK(g.seqlen_new == 0 || c.hdim != c.user_hdim || vector_ready(*cache), "flashbuild: ",
+                (cache == &k_cache ? "k_cache" : "v_cache"), " is appended to in place, so its rows must start at "
+                "multiples of 16 bytes (its pointer and strides); got strides ", cache->strides(), " at storage "
+                "offset ", cache->storage_offset(), ". Allocate the cache on its own (torch.empty), not as a view at "
+                "an odd offset");
+  }
   const at::Tensor k = pad_head_dim(k_cache, c.hdim), v = pad_head_dim(v_cache, c.hdim);
   at::Tensor q = pad_head_dim(q_in, c.hdim), q_unrotated;
   if (g.rotary_dim) {  // the append kernel writes q rotated into a scratch copy, which the attention reads
@@ -630,7 +655,11 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     p.rotary_q_seqlen = seqlen_q, p.rotary_q_nheads = nheads;
   }
   const int num_sms = device_attribute(q, cudaDevAttrMultiProcessorCount);
+  // choose_num_splits divides by the call's CTA count: an empty call (batch, heads or query rows 0,
+  // which run_splitkv returns from after any append) takes one split.
+  const bool empty = batch == 0 || p.nheads == 0 || p.seqlen_q == 0;
   p.num_splits = num_splits > 0 ? int(num_splits)
+                 : empty        ? 1
                                 : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
   at::Tensor o_accum, lse_accum;
   if (p.num_splits > 1) {
@@ -671,7 +700,9 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
       varlen ? std::vector<int64_t>{q_in.size(1), q_in.size(0)} : std::vector<int64_t>{q_in.size(0), q_in.size(2), q_in.size(1)};
   TORCH_CHECK(lse.scalar_type() == at::kFloat && lse.sizes() == at::IntArrayRef(lse_shape),
               "flashbuild: lse must be float32 ", at::IntArrayRef(lse_shape), " as the forward returns it; got ",
-              lse.sizes());
+              lse.scalar_type(), " ", lse.sizes());
+  TORCH_CHECK(lse.device() == q_in.device(), "flashbuild: lse must be on q's device ", q_in.device(), " (got ",
+              lse.device(), "); pass the forward's lse, or move it with .to(q.device)");
   const Call c = varlen ? resolve("bwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k)
                         : resolve("bwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
   c10::cuda::CUDAGuard device_guard(q_in.device());

@@ -3,6 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
 #include <cuda_runtime.h>
 
 namespace flashbuild {
@@ -12,8 +17,40 @@ enum class DType : int { kFp16 = 0, kBf16 = 1 };
 // log2(e): the softmax runs in the exp2 domain (scale_log2 = scale * kLog2e).
 constexpr float kLog2e = 1.4426950408889634f;
 
+// Every kernel moves rows of Q, K, V, O and their gradients in 16-byte vectors (cp.async on the
+// Ampere path, TMA on the Hopper one), so each base pointer, and each stride it steps by, must be a
+// multiple of 16 bytes. A stride over an extent of 1 is never stepped. The binding copies a tensor
+// that breaks this (a view at an odd element offset) before any launch: a misaligned vector access
+// is a sticky CUDA error that poisons the process.
+constexpr int64_t kVectorBytes = 16;
+
+// (stride, extent) pairs in elements of elem_bytes.
+inline bool vector_addressable(const void* ptr, int64_t elem_bytes,
+                               std::initializer_list<std::pair<int64_t, int64_t>> strides) {
+  if (reinterpret_cast<uintptr_t>(ptr) % kVectorBytes != 0) { return false; }
+  for (auto [stride, extent] : strides) {
+    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % kVectorBytes != 0)) { return false; }
+  }
+  return true;
+}
+
+// CUDA caps gridDim.y and gridDim.z at 65535. The non-persistent launches put heads on y and the
+// batch (times the splits, for split-KV) on z; a call past that is refused by name here, instead of
+// "invalid configuration argument" from the launch.
+constexpr int64_t kMaxGridYZ = 65535;
+
+inline void check_grid_yz(const char* entry, int64_t nheads, int64_t batch_blocks, const char* batch_what = "batch") {
+  if (nheads > kMaxGridYZ || batch_blocks > kMaxGridYZ) {
+    throw std::runtime_error(std::string("flashbuild: ") + entry + " launches one CTA row per head and per " +
+                             batch_what + ", and CUDA allows at most " + std::to_string(kMaxGridYZ) +
+                             " of each; got nheads " + std::to_string(nheads) + ", " + batch_what + " " +
+                             std::to_string(batch_blocks) + ". Split the call into batches of at most " +
+                             std::to_string(kMaxGridYZ) + " sequences (and heads)");
+  }
+}
+
 // Forward attention over (batch, seqlen, nheads, head_dim) tensors whose last dimension is
-// contiguous. Strides are in elements. `head_dim` equals the kernel's head dim: the binding pads
+// contiguous and whose rows are 16-byte vectors (vector_addressable). Strides are in elements. `head_dim` equals the kernel's head dim: the binding pads
 // smaller head dims up to the kernel size before launching.
 struct FwdParams {
   const void* __restrict__ q;

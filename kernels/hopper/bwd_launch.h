@@ -62,6 +62,7 @@ template <class Traits, bool kIsCausal>
 void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename Traits::Element;
   using Kernel = BwdKernel<Traits, kIsCausal>;
+  check_grid_yz("the Hopper backward", params.nheads, params.batch);
   const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
                       params.batch);
   ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);

@@ -6,18 +6,18 @@
 #include <initializer_list>
 #include <utility>
 
+#include "common/params.h"
+
 namespace flashbuild::hopper {
 
-// TMA addresses global memory in 16-byte units: base pointers and every stride it steps by.
-constexpr int64_t kTmaAlignBytes = 16;
+// TMA addresses global memory in 16-byte units: base pointers and every stride it steps by. That is
+// the rule every kernel's vector loads share (common/params.h), so the check is the same one.
+constexpr int64_t kTmaAlignBytes = kVectorBytes;
 
 // (stride, extent) pairs in elements of elem_bytes; a stride over an extent of 1 is never stepped.
-inline bool tma_addressable(const void* ptr, int64_t elem_bytes, std::initializer_list<std::pair<int64_t, int>> strides) {
-  if (reinterpret_cast<uintptr_t>(ptr) % kTmaAlignBytes != 0) { return false; }
-  for (auto [stride, extent] : strides) {
-    if (extent > 1 && (stride <= 0 || (stride * elem_bytes) % kTmaAlignBytes != 0)) { return false; }
-  }
-  return true;
+inline bool tma_addressable(const void* ptr, int64_t elem_bytes,
+                            std::initializer_list<std::pair<int64_t, int64_t>> strides) {
+  return vector_addressable(ptr, elem_bytes, strides);
 }
 
 // A stride over an extent of 1 is never stepped; TMA still checks it, so give it a valid one.

@@ -1,0 +1,82 @@
+"""Host-side (binding and launch) fixes, end to end on a GPU (skipped without one): views the
+kernels cannot read in 16-byte vectors are copied, not faulted on; an LSE on the wrong device, an
+empty decode call and a batch past CUDA's grid limit are answered by name. After each case the
+process must still be healthy (a misaligned address or a SIGFPE would poison or kill it)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+import flashbuild  # noqa: E402
+from flashbuild.reference import attention_ref  # noqa: E402
+
+from test_api_gpu import SELECTION, randn  # noqa: E402
+from test_hostile_inputs_gpu import still_healthy  # noqa: E402
+
+B, S, H, D = 2, 97, 4, 64
+
+
+@pytest.fixture(scope="module")
+def m():
+    return flashbuild.load(**SELECTION)
+
+
+def odd_offset(*shape):
+    """A view with a unit last-dim stride whose pointer and strides are not multiples of 16 bytes."""
+    wide = randn(*shape[:-1], shape[-1] + 1)
+    return wide[..., 1:]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_view_at_an_odd_offset_is_copied_and_right(m, causal):
+    q, k, v = odd_offset(B, S, H, D), odd_offset(B, S + 3, H, D), odd_offset(B, S + 3, H, D)
+    out = m.flash_attn_func(q, k, v, causal=causal)
+    ref, _ = attention_ref(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal)
+    assert (out.float() - ref).abs().max().item() < 2e-2
+    still_healthy(m)
+
+
+def test_the_backward_of_odd_offset_views_runs(m):
+    q, k, v = (odd_offset(B, S, H, D).requires_grad_() for _ in range(3))
+    m.flash_attn_func(q, k, v, causal=True).sum().backward()
+    assert all(t.grad is not None and not t.grad.isnan().any() for t in (q, k, v))
+    still_healthy(m)
+
+
+def test_an_lse_on_the_cpu_is_an_error_naming_it(m):
+    q, k, v, dout = (randn(B, S, H, D) for _ in range(4))
+    out, lse = m.flash_attn_func(q, k, v, return_lse=True)
+    with pytest.raises(RuntimeError, match="lse must be on q's device"):
+        m.mha_bwd(dout, q, k, v, out, lse.cpu())
+    still_healthy(m)
+
+
+@pytest.mark.parametrize("batch, seqlen_q", [(0, 1), (2, 0)])
+def test_an_empty_decode_call_with_automatic_splits_returns_empty(m, batch, seqlen_q):
+    q = randn(batch, seqlen_q, H, D)
+    k_cache, v_cache = randn(batch, 256, H, D), randn(batch, 256, H, D)
+    out = m.flash_attn_with_kvcache(q, k_cache, v_cache, num_splits=0)
+    assert out.shape == q.shape
+    still_healthy(m)
+
+
+def test_appending_to_a_cache_at_an_odd_offset_is_an_error_naming_it(m):
+    q = randn(B, 1, H, D)
+    k_cache, v_cache = odd_offset(B, 256, H, D), odd_offset(B, 256, H, D)
+    new = dict(k=randn(B, 1, H, D), v=randn(B, 1, H, D))
+    with pytest.raises(RuntimeError, match="k_cache is appended to in place"):
+        m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=3, **new)
+    still_healthy(m)
+
+
+def test_a_batch_past_the_grid_limit_is_an_error_naming_it(m):
+    batch = 70000
+    q = randn(batch, 1, 1, D)
+    k = v = randn(batch, 1, 1, D)
+    cu = torch.arange(batch + 1, dtype=torch.int32, device="cuda")
+    with pytest.raises(RuntimeError, match="65535"):
+        m.flash_attn_varlen_func(q[:, 0], k[:, 0], v[:, 0], cu, cu, 1, 1)
+    still_healthy(m)

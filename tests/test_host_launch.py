@@ -1,0 +1,114 @@
+"""Host-side launch rules, compiled with the host C++ compiler and run on the CPU (no GPU, no torch):
+the 16-byte vector rule every kernel shares (common/params.h vector_addressable, which
+hopper/tma_checks.h's tma_addressable is), the grid limits a launch checks by name
+(check_grid_yz), and the split-KV heuristic's range (common/splitkv_heuristic.h)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flashbuild import env
+
+REPO = Path(__file__).resolve().parent.parent
+CXX = shutil.which("g++") or shutil.which("c++")
+
+
+def _cuda_include() -> Path | None:
+    nvcc = env.find_nvcc()
+    if nvcc is None:
+        return None
+    for root in (Path(nvcc.path).resolve().parent.parent, Path("/usr/local/cuda")):
+        if (root / "include" / "cuda_runtime.h").is_file():
+            return root / "include"
+    return None
+
+
+CUDA_INCLUDE = _cuda_include()
+pytestmark = pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None,
+                                reason="needs a host C++ compiler and the CUDA headers (cuda_runtime.h)")
+
+
+def run_cpp(tmp_path: Path, body: str) -> str:
+    """Compiles `body` (main's statements) against kernels/ and runs it; returns its stdout."""
+    source = tmp_path / "t.cpp"
+    source.write_text(
+        '#include <cstdio>\n#include <exception>\n#include "common/params.h"\n#include "common/splitkv_heuristic.h"\n'
+        '#include "hopper/tma_checks.h"\nusing namespace flashbuild;\n'
+        f"int main() {{\n{body}\nreturn 0;\n}}\n")
+    binary = tmp_path / "t"
+    subprocess.run([CXX, "-std=c++17", "-O1", f"-I{REPO / 'kernels'}", f"-I{CUDA_INCLUDE}", str(source), "-o",
+                    str(binary)], check=True, capture_output=True, text=True)
+    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_vector_rule_rejects_odd_offsets_and_strides_and_skips_unit_extents(tmp_path):
+    # fp16 (2 bytes): a (batch 2, seqlen 97, heads 4, dim 64) tensor, its views, and a view at an odd offset.
+    out = run_cpp(tmp_path, r'''
+  alignas(16) static char buf[1 << 16];
+  const void* base = buf;
+  const void* odd = buf + 2;   // x[..., 1:]: one element past an aligned start
+  auto show = [](const char* name, bool ok) { std::printf("%s %d\n", name, ok ? 1 : 0); };
+  show("contiguous", vector_addressable(base, 2, {{256, 97}, {64, 4}, {97 * 256, 2}}));
+  show("odd_pointer", vector_addressable(odd, 2, {{256, 97}, {64, 4}, {97 * 256, 2}}));
+  show("head_stride_65", vector_addressable(base, 2, {{260, 97}, {65, 4}, {97 * 260, 2}}));
+  show("unit_extent_odd_stride", vector_addressable(base, 2, {{256, 97}, {65, 1}, {3, 1}}));
+  show("broadcast_stride_0", vector_addressable(base, 2, {{256, 97}, {0, 4}}));
+  show("tma_same_rule", hopper::tma_addressable(odd, 2, {{256, 97}}) == vector_addressable(odd, 2, {{256, 97}}));
+  show("fp32_stride_4", vector_addressable(base, 4, {{4, 8}}));
+''')
+    got = dict(line.split() for line in out.splitlines())
+    assert got == {"contiguous": "1", "odd_pointer": "0", "head_stride_65": "0", "unit_extent_odd_stride": "1",
+                   "broadcast_stride_0": "0", "tma_same_rule": "1", "fp32_stride_4": "1"}, got
+
+
+def test_grid_limit_is_an_error_naming_the_limit_and_the_fix(tmp_path):
+    out = run_cpp(tmp_path, r'''
+  check_grid_yz("the Ampere-path forward", 16, 65535);  // at the limit: fine
+  try {
+    check_grid_yz("the Ampere-path forward", 16, 70000);
+    std::printf("no error\n");
+  } catch (std::exception const& e) {
+    std::printf("%s\n", e.what());
+  }
+''')
+    assert "70000" in out and "65535" in out and "Ampere-path forward" in out and "Split the call" in out, out
+
+
+def test_split_heuristic_stays_in_range_for_every_nonempty_call(tmp_path):
+    # The binding sizes o_accum/lse_accum by the count and run_splitkv refuses 0 or > kMaxSplits; an empty
+    # call (batch, heads or query rows 0) never reaches the heuristic (it divides by the CTA count).
+    out = run_cpp(tmp_path, r'''
+  int bad = 0, calls = 0;
+  for (int batch : {1, 2, 3, 7, 64, 200})
+    for (int nheads : {1, 2, 8, 32})
+      for (int seqlen_q : {1, 2, 16, 64, 65, 300})
+        for (int seqlen_k : {0, 1, 127, 128, 512, 513, 4096, 100000})
+          for (int hdim : {32, 64, 128, 192, 256})
+            for (int sms : {1, 78, 108, 132}) {
+              const int s = choose_num_splits(batch, nheads, seqlen_q, seqlen_k, hdim, sms);
+              const int n_blocks = (seqlen_k + splitkv_block_n(hdim) - 1) / splitkv_block_n(hdim);
+              const int m_blocks = (seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM;
+              const bool full = batch * nheads * m_blocks >= sms;
+              ++calls;
+              if (s < 1 || s > kMaxSplits || (full && s != 1) || (s > 1 && s > n_blocks / 4)) {
+                if (bad++ < 5) std::printf("bad %d %d %d %d %d %d -> %d\n", batch, nheads, seqlen_q, seqlen_k, hdim, sms, s);
+              }
+            }
+  std::printf("calls %d bad %d\n", calls, bad);
+''')
+    assert out.strip().endswith("bad 0"), out
+
+
+def test_the_binding_guards_the_heuristic_against_an_empty_call():
+    """choose_num_splits(batch=0, ...) divides by zero (SIGFPE, the whole Python process): the binding
+    must decide an empty decode call's split count itself (checked in its text: it cannot run here)."""
+    text = (REPO / "kernels" / "binding" / "flash_api.cpp").read_text()
+    call = text.index("choose_num_splits(batch")
+    guard = text.rfind("const bool empty = batch == 0 || p.nheads == 0 || p.seqlen_q == 0;", 0, call)
+    assert guard != -1 and ": empty" in text[guard:call], "the split heuristic is reachable with an empty call"
