@@ -28,6 +28,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -351,6 +352,9 @@ void check_cu_seqlens(const at::Tensor& cu, const char* name, const at::Tensor& 
 // rows would go unwritten). One device-to-host copy of four numbers per tensor, for an error here
 // instead of reads past the tensor or unwritten output rows.
 void check_offsets(const at::Tensor& cu, const char* name, int64_t total, int64_t max_seqlen, const char* max_name) {
+  // The kernels take sequence lengths as int: a larger max_seqlen would wrap and size the grid too small.
+  TORCH_CHECK(max_seqlen >= 0 && max_seqlen <= std::numeric_limits<int>::max(), "flashbuild: ", max_name,
+              " must be 0 to ", std::numeric_limits<int>::max(), " (the longest sequence); got ", max_seqlen);
   const int64_t n = cu.size(0);
   const at::Tensor lengths = cu.narrow(0, 1, n - 1) - cu.narrow(0, 0, n - 1);
   const at::Tensor facts = at::stack({cu[0], lengths.min(), lengths.max(), cu[n - 1]}).to(at::kLong).cpu();
@@ -593,14 +597,22 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
               kMaxSplits, ", got ", num_splits);
   const int batch = q_in.size(0), seqlen_q = q_in.size(1), nheads = q_in.size(2), nheads_k = k_cache.size(2);
   const CacheShape g = check_kvcache_args(q_in, k_cache, a, kernel_head_dim(q_in.size(3)));
-  // One query row sees the whole cache either way, so causal only matters for seqlen_q > 1; then
-  // the query heads sharing a K/V head become rows of one block, and each CTA reads K/V once for
-  // all of them.
+  // One query row sees the whole cache either way (the causal mask is bottom-right aligned), so
+  // causal only matters for seqlen_q > 1: such a call takes the non-causal kernel, where the query
+  // heads sharing a K/V head become rows of one block and each CTA reads K/V once for all of them.
+  // A build holding only the causal kernel serves it too, unpacked.
   const bool single_row = seqlen_q == 1;
-  const Call c = resolve("splitkv", q_in, causal && !single_row, softmax_scale, f, seqlen_q, g.capacity);
+  const Call c = [&] {
+    if (!(single_row && causal)) { return resolve("splitkv", q_in, causal, softmax_scale, f, seqlen_q, g.capacity); }
+    try {
+      return resolve("splitkv", q_in, false, softmax_scale, f, seqlen_q, g.capacity);
+    } catch (const VariantNotBuilt&) {
+      return resolve("splitkv", q_in, true, softmax_scale, f, seqlen_q, g.capacity);
+    }
+  }();
   c10::cuda::CUDAGuard device_guard(q_in.device());
-  // Packed rows would be taken for query positions by a local window's mask.
-  const bool pack = single_row && nheads > nheads_k && !(c.features & kLocal);
+  // Packed rows would be taken for query positions by a causal or local window's mask.
+  const bool pack = single_row && nheads > nheads_k && !c.causal && !(c.features & kLocal);
   const int group = nheads / nheads_k;
   // The kernels read (and append to) the cache itself, or a zero-padded copy for a padded head dim
   // (whose appended rows write_back_appended copies back). A cache the kernels cannot read in 16-byte
@@ -655,11 +667,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     p.rotary_q_seqlen = seqlen_q, p.rotary_q_nheads = nheads;
   }
   const int num_sms = device_attribute(q, cudaDevAttrMultiProcessorCount);
-  // choose_num_splits divides by the call's CTA count: an empty call (batch, heads or query rows 0,
-  // which run_splitkv returns from after any append) takes one split.
-  const bool empty = batch == 0 || p.nheads == 0 || p.seqlen_q == 0;
   p.num_splits = num_splits > 0 ? int(num_splits)
-                 : empty        ? 1
                                 : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
   at::Tensor o_accum, lse_accum;
   if (p.num_splits > 1) {

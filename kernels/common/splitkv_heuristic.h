@@ -15,7 +15,7 @@ constexpr int splitkv_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64;
 inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, int head_dim, int num_sms) {
   const int m_blocks = (seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM;
   const int ctas = batch * nheads * m_blocks;
-  if (ctas >= num_sms) return 1;
+  if (ctas <= 0 || ctas >= num_sms) return 1;  // an empty call has nothing to split
   const int n_blocks = (seqlen_k + splitkv_block_n(head_dim) - 1) / splitkv_block_n(head_dim);
   int splits = (2 * num_sms + ctas - 1) / ctas;
   splits = splits < n_blocks / 4 ? splits : n_blocks / 4;

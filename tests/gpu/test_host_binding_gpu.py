@@ -80,3 +80,24 @@ def test_a_batch_past_the_grid_limit_is_an_error_naming_it(m):
     with pytest.raises(RuntimeError, match="65535"):
         m.flash_attn_varlen_func(q[:, 0], k[:, 0], v[:, 0], cu, cu, 1, 1)
     still_healthy(m)
+
+
+def test_a_causal_only_build_serves_a_one_row_causal_decode():
+    """One query row sees the whole cache with or without the (bottom-right) causal mask, so such a call
+    takes the non-causal kernel, packing a GQA group's heads as rows. A build holding only the causal
+    split-KV kernel refused it, naming a non-causal variant the user never asked for; it now runs it on
+    the causal kernel, unpacked (packed rows would be masked as query positions)."""
+    from flashbuild.reference import kvcache_ref
+    from test_api_gpu import check
+    m_causal = flashbuild.load(hdim="64", dtype="fp16", arch="native", direction="splitkv", causal="on",
+                               no_local=True, no_softcap=True)
+    batch, seqlen_k, nheads, nheads_k = 3, 1000, 8, 2  # GQA 4:1
+    q = randn(batch, 1, nheads, D)
+    k_cache, v_cache = randn(batch, seqlen_k, nheads_k, D), randn(batch, seqlen_k, nheads_k, D)
+    lens = torch.tensor([1000, 517, 3], dtype=torch.int32, device="cuda")
+    out = m_causal.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=True)
+    ref = kvcache_ref(q, k_cache, v_cache, cache_seqlens=lens, causal=True)[0]
+    low = kvcache_ref(q, k_cache, v_cache, cache_seqlens=lens, causal=True, upcast=False)[0]
+    check("out", out, ref, low, 1e-3)
+    with pytest.raises(RuntimeError, match="causal"):  # more than one row still needs the causal kernel's own rows
+        m_causal.flash_attn_with_kvcache(randn(batch, 2, nheads, D), k_cache, v_cache, cache_seqlens=lens, causal=False)
