@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild.build import graph
+from flashbuild.errors import SelectionError
 from helpers import make_fake_cuda
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local", "--no-softcap",
@@ -103,3 +104,35 @@ def test_the_graph_refuses_what_got_past_the_callers():
     with pytest.raises(graph.UnsafeValueError):
         graph.path("/a|b")
     assert graph.path("/a b:c/$x") == "/a$ b$:c/$$x"  # a ninja-only path may hold `$`
+
+
+# ---------------------------------------------------------------- torch's spec is written into the cache too
+
+def _plan_and_stub(monkeypatch, fake_root, build_dir=None):
+    from flashbuild.build import plan as plan_module, toolchain
+
+    spec = toolchain.TorchSpec((Path("/inc"),), ("-DA=1",), "c++17", Path("/lib"), False)
+    monkeypatch.setattr(toolchain, "_import_torch_spec", lambda plan: spec)
+    selection, options = plan_module.parse_request(hdim=64, dtype="fp16", arch="sm90", direction="fwd",
+                                                   no_local=True, no_softcap=True, build_dir=build_dir)
+    return plan_module.make_plan(selection, options), toolchain
+
+
+def test_torch_spec_makes_no_cache_dir_others_can_read(cache, fake_root, monkeypatch):
+    """torch_spec.json is written before the build dir is prepared (an upstream tree's toolchain needs
+    it): the cache root and entry it makes are 0700 all the same."""
+    plan, toolchain = _plan_and_stub(monkeypatch, fake_root)
+    toolchain.torch_spec(plan)
+    for path in (cache, plan.build_dir):
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is {path.stat().st_mode & 0o777:o}"
+
+
+def test_torch_spec_never_writes_through_a_symlinked_cache_entry(cache, fake_root, monkeypatch, tmp_path):
+    plan, toolchain = _plan_and_stub(monkeypatch, fake_root)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache.mkdir(mode=0o700)
+    plan.build_dir.symlink_to(elsewhere)
+    with pytest.raises(SelectionError, match="symbolic link"):
+        toolchain.torch_spec(plan)
+    assert not list(elsewhere.iterdir())
