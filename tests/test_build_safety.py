@@ -136,3 +136,36 @@ def test_torch_spec_never_writes_through_a_symlinked_cache_entry(cache, fake_roo
     with pytest.raises(SelectionError, match="symbolic link"):
         toolchain.torch_spec(plan)
     assert not list(elsewhere.iterdir())
+
+
+# ---------------------------------------------------------------- a damaged build dir is a clear error
+
+def _damage(kind: str, build_dir: Path) -> None:
+    import shutil
+
+    if kind == "ninja-log-bytes":
+        (build_dir / ".ninja_log").write_bytes(bytes(range(128, 256)) * 3)
+        return
+    name = {"build.ninja-dir": "build.ninja", "build.log-dir": "build.log", "lock-dir": ".lock",
+            "generated-file": "generated", "obj-file": "obj",
+            "cu-dir": next((build_dir / "generated").glob("*.cu")).relative_to(build_dir)}[kind]
+    target = build_dir / name
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    if kind.endswith("-file"):
+        target.write_text("x")
+    else:
+        target.mkdir()
+
+
+@pytest.mark.parametrize("kind", ["ninja-log-bytes", "build.ninja-dir", "build.log-dir", "lock-dir", "generated-file",
+                                  "obj-file", "cu-dir"])
+def test_a_damaged_build_dir_is_a_clear_error_or_a_rebuild(kind, fake_env, tmp_path):
+    first = run(fake_env)
+    assert first.returncode == 0, first.stderr
+    build_dir = next((tmp_path / "cache").iterdir())
+    _damage(kind, build_dir)
+    result = run(fake_env)
+    assert "Traceback" not in result.stderr, result.stderr
+    if result.returncode != 0:
+        assert result.returncode == 1 and "flashbuild: error:" in result.stderr, result.stderr
+        assert build_dir.name in result.stderr and "flashbuild clean" in result.stderr, result.stderr
