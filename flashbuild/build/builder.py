@@ -7,8 +7,10 @@ importable from here: the plan's (parse_request, make_plan, ...), the toolchain'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -157,6 +159,21 @@ def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | Non
                        manifest=manifest, timings=timings, key=plan.key, module_name=plan.module_name)
 
 
+@contextlib.contextmanager
+def damaged_build_dir(plan: Plan):
+    """An OSError on a file of the build dir (a file where a dir belongs, a dir where a file does: the
+    dir was damaged) raised in the block is a BuildError naming it and the fix."""
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename or not Path(exc.filename).is_relative_to(plan.build_dir):
+            raise
+        fix = (f"`flashbuild clean {plan.key}`" if plan.options.build_dir is None
+               else f"`rm -r {shlex.quote(str(plan.build_dir))}`")
+        raise BuildError(f"build dir {plan.build_dir} is damaged: {exc.filename}: {exc.strerror or exc}; remove it "
+                         f"with {fix} and rerun `{plan.command()}`") from None
+
+
 def build(selection: Selection, options: BuildOptions) -> BuildResult:
     """Compile the selection into its build dir (and link the extension unless compile_only).
     Where torch has no CUDA, compiles the kernel objects, then raises BuildError saying why it
@@ -166,7 +183,7 @@ def build(selection: Selection, options: BuildOptions) -> BuildResult:
     no_link = why_no_link(options)
     prepare(plan)
     link = None if no_link else torch_link_spec(plan)
-    with build_lock(plan.build_dir):
+    with damaged_build_dir(plan), build_lock(plan.build_dir):
         result = _build_locked(plan, tools, link)
     if no_link and not options.compile_only:
         raise BuildError(
@@ -283,7 +300,7 @@ def load(selection: Selection, options: BuildOptions):
     module = _try_load(plan, tools, link)  # 1
     if module is not None:
         return module
-    with build_lock(plan.build_dir):  # 2
+    with damaged_build_dir(plan), build_lock(plan.build_dir):  # 2
         module = _try_load(plan, tools, link)  # 3
         if module is not None:
             return module
