@@ -7,8 +7,10 @@ importable from here: the plan's (parse_request, make_plan, ...), the toolchain'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -113,18 +115,34 @@ def _manifest(plan: Plan, linked: bool) -> dict:
     }
 
 
+def _origins(plan: Plan, value: str) -> str:
+    """Which inputs put `value` (a path or flag graph.py refused) into the build."""
+    named = [(plan.build_dir, "--build-dir" if plan.options.build_dir else "FLASHBUILD_CACHE_DIR"),
+             (env.repo_root(), "FLASHBUILD_ROOT"), (tree_root(plan), "--source"),
+             (plan.nvcc.path.parent.parent if plan.nvcc else None, f"nvcc's location ({plan.nvcc.source if plan.nvcc else ''}: "
+                                                                    "CUDA_HOME, CUDA_PATH or PATH)")]
+    found = [name for where, name in named if where is not None and str(where) in value]
+    return " or ".join(dict.fromkeys(found)) or "FLASHBUILD_ROOT, --source, CUDA_HOME, the CUTLASS or torch install"
+
+
 def ninja_text(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | None) -> str:
-    return graph.graph_text(plan.units, toolchain=tools, gen_dir=plan.gen_dir, flags=plan.options.flags, link=link,
-                            extra_units=(render.MISSING_TU,) if plan.missing else ())
+    """The build.ninja text; a path or flag no escaping makes safe there is a SelectionError naming
+    the input it came from."""
+    try:
+        return graph.graph_text(plan.units, toolchain=tools, gen_dir=plan.gen_dir, flags=plan.options.flags,
+                                link=link, extra_units=(render.MISSING_TU,) if plan.missing else ())
+    except graph.UnsafeValueError as exc:
+        raise SelectionError(f"{exc} (it comes from {_origins(plan, str(exc))}); use a path without it") from None
 
 
 def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | None) -> BuildResult:
     """Render, write build.ninja, run ninja, write the manifest. Call with the build lock held."""
+    text = ninja_text(plan, tools, link)  # first: a value it refuses leaves nothing written
     with cache.private_umask():
         render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
                             context=tree_context(plan))
         (plan.build_dir / "obj").mkdir(exist_ok=True, mode=cache.PRIVATE_DIR)
-        render.write_if_different(plan.build_dir / "build.ninja", ninja_text(plan, tools, link))
+        render.write_if_different(plan.build_dir / "build.ninja", text)
     profiling = compile_profile.NVCC_FLAG in plan.options.flags.nvcc_flags
     if profiling:  # nvcc appends: only this build's TUs go into this build's table
         (plan.build_dir / compile_profile.CSV_NAME).unlink(missing_ok=True)
@@ -141,6 +159,21 @@ def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | Non
                        manifest=manifest, timings=timings, key=plan.key, module_name=plan.module_name)
 
 
+@contextlib.contextmanager
+def damaged_build_dir(plan: Plan):
+    """An OSError on a file of the build dir (a file where a dir belongs, a dir where a file does: the
+    dir was damaged) raised in the block is a BuildError naming it and the fix."""
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename or not Path(exc.filename).is_relative_to(plan.build_dir):
+            raise
+        fix = (f"`flashbuild clean {plan.key}`" if plan.options.build_dir is None
+               else f"`rm -r {shlex.quote(str(plan.build_dir))}`")
+        raise BuildError(f"build dir {plan.build_dir} is damaged: {exc.filename}: {exc.strerror or exc}; remove it "
+                         f"with {fix} and rerun `{plan.command()}`") from None
+
+
 def build(selection: Selection, options: BuildOptions) -> BuildResult:
     """Compile the selection into its build dir (and link the extension unless compile_only).
     Where torch has no CUDA, compiles the kernel objects, then raises BuildError saying why it
@@ -150,7 +183,7 @@ def build(selection: Selection, options: BuildOptions) -> BuildResult:
     no_link = why_no_link(options)
     prepare(plan)
     link = None if no_link else torch_link_spec(plan)
-    with build_lock(plan.build_dir):
+    with damaged_build_dir(plan), build_lock(plan.build_dir):
         result = _build_locked(plan, tools, link)
     if no_link and not options.compile_only:
         raise BuildError(
@@ -267,7 +300,7 @@ def load(selection: Selection, options: BuildOptions):
     module = _try_load(plan, tools, link)  # 1
     if module is not None:
         return module
-    with build_lock(plan.build_dir):  # 2
+    with damaged_build_dir(plan), build_lock(plan.build_dir):  # 2
         module = _try_load(plan, tools, link)  # 3
         if module is not None:
             return module

@@ -22,6 +22,7 @@ from pathlib import Path
 import filelock
 
 from .. import env
+from . import graph
 from ..errors import BuildError, SelectionError
 
 PRIVATE_DIR = 0o700
@@ -41,6 +42,14 @@ def forbidden_characters(value: str) -> str | None:
         if char in value:
             return name
     return None
+
+
+def build_path_problem(path: str) -> str | None:
+    """Why a build dir at `path` cannot be written into build.ninja and passed to nvcc (graph.py: ninja
+    has no escape for `|` in a path; nvcc's own shell acts on `$`, backticks, `"` and `\\`), or None."""
+    if "|" in path:
+        return "it holds `|`, which ninja cannot escape in a build path"
+    return graph.nvcc_arg_problem(path)
 
 
 # ---------------------------------------------------------------- where the cache is, and whether to trust it
@@ -115,6 +124,10 @@ def prepare_build_dir(build_dir: Path, *, in_cache: bool, flag: str = "--build-d
     """Create the build dir (0700) or check the existing one: a real directory (in the cache: not
     a symbolic link), ours, not writable by others. Raises naming the flag or the cache entry."""
     where = f"cache entry {build_dir}" if in_cache else f"{flag} {build_dir}"
+    problem = build_path_problem(str(build_dir))
+    if problem:
+        fix = ("set FLASHBUILD_CACHE_DIR to a path without it" if in_cache else f"choose a {flag} without it")
+        raise SelectionError(f"{_root_source() if in_cache else flag} {shlex.quote(str(build_dir))}: {problem}; {fix}")
     if in_cache:
         cache_root()
     try:

@@ -143,8 +143,8 @@ class NinjaOutput:
 def read_ninja_log(path: Path) -> set[str]:
     """The entry lines of a .ninja_log (empty when there is none)."""
     try:
-        return {line for line in path.read_text().splitlines() if line and not line.startswith("#")}
-    except OSError:
+        return {line for line in path.read_text(errors="replace").splitlines() if line and not line.startswith("#")}
+    except OSError:  # none, or not a file: ninja says what it makes of it
         return set()
 
 

@@ -147,8 +147,17 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
         if not flag.strip():
             raise SelectionError(f"--nvcc-flag {shlex.quote(flag)}: an empty flag would reach nvcc as an empty "
                                  f"argument; give a flag such as --nvcc-flag=-DFOO=1 or leave it out")
+    found_flag = graph.nvcc_args_problem(nvcc_flags)
+    if found_flag:
+        after = nvcc_flags[list(nvcc_flags).index(found_flag[0]) - 1] if found_flag[0] in nvcc_flags[1:] else ""
+        raise SelectionError(f"--nvcc-flag {shlex.quote(found_flag[0])}"
+                             f"{f' (the value of --nvcc-flag {after})' if after in graph.RAW_VALUE_OPTIONS else ''}: "
+                             f"{found_flag[1]}; leave it out (a define with quotes or `$` belongs in a header)")
     if build_dir is not None:
         _refuse_unsafe("--build-dir", str(build_dir))
+        problem = cache.build_path_problem(str(build_dir))
+        if problem:
+            raise SelectionError(f"--build-dir {shlex.quote(str(build_dir))}: {problem}; choose a path without it")
     if launcher is None:  # the API as the CLI (whose --launcher reads the same variable)
         launcher = os.environ.get("FLASHBUILD_LAUNCHER") or None
     if launcher:

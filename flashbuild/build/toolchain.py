@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import env
 from ..errors import BuildError
 from ..sources import profile as profiles
-from . import graph, render
+from . import cache, graph, render
 from .plan import Plan
 
 TORCH_SPEC_FILE = "torch_spec.json"
@@ -104,6 +104,8 @@ def torch_spec(plan: Plan) -> TorchSpec:
         raise BuildError(f"torch is not installed, and {plan.profile.name}'s build needs its headers: "
                          "pip install torch")
     stamp = {"torch": [str(torch.root), torch.version], "nvcc": str(plan.nvcc.path) if plan.nvcc else None}
+    # Read and written before the build prepares its dir (an upstream tree's toolchain needs the spec): check it here.
+    cache.prepare_build_dir(plan.build_dir, in_cache=plan.options.build_dir is None)
     saved_path = plan.build_dir / TORCH_SPEC_FILE
     try:
         saved = json.loads(saved_path.read_text())
@@ -116,7 +118,8 @@ def torch_spec(plan: Plan) -> TorchSpec:
     spec = _import_torch_spec(plan)
     fields = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, tuple) else v)
               for k, v in dataclasses.asdict(spec).items()}
-    render.write_if_different(saved_path, json.dumps({"stamp": stamp, "spec": fields}, indent=1) + "\n")
+    with cache.private_umask():
+        render.write_if_different(saved_path, json.dumps({"stamp": stamp, "spec": fields}, indent=1) + "\n")
     return spec
 
 
