@@ -580,6 +580,9 @@ def run(command, **kwargs):
         command = command[1:]
     if not command:
         raise click.UsageError("no command to run: give it after --, e.g. flashbuild run ... -- python3 script.py")
+    if shutil.which(command[0]) is None:  # before a build of minutes, not after it
+        raise click.UsageError(f"{command[0]}: command not found on PATH; give a program on PATH or a path to "
+                               f"one after --, e.g. flashbuild run ... -- python3 script.py")
     selection, options = builder.parse_request(**kwargs)
     result = builder.build(selection, options)
     tree = profiles.load(selection.profile)
@@ -679,6 +682,7 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
             raise click.UsageError("--json records the rounds of the warm loop; an external tree's build (--source) "
                                    "and --fresh-process run each round as `flashbuild test` in a new process: drop "
                                    "--json (or --fresh-process)")
+        runtime.require_gpu("watch")  # else every round's `flashbuild test` refuses, and the watch polls on
         command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes,
                    "--seed", str(seed)]
         watching.watch(root, command, interval=interval, log=builder.log)
