@@ -798,7 +798,7 @@ def matrix(config, fmt):
     Build one with `flashbuild build --config CONFIG --cell NAME [--shard I/N]` (docs/ci.md)."""
     from .ci import matrix as matrices
 
-    found = matrices.load(config)
+    found = matrices.load(config, flag="flashbuild matrix")
     if fmt == "github":
         click.echo(json.dumps(found.as_github(), separators=(",", ":")))
     elif fmt == "json":

@@ -31,3 +31,18 @@ def test_watch_fresh_process_without_a_gpu_exits_2_instead_of_polling(monkeypatc
     result = run_cli("watch", *SELECTION, "--fresh-process")
     assert result.exit_code == 2, result.output
     assert "flashbuild watch runs kernels" in result.output
+
+
+def test_matrix_of_a_missing_file_offers_a_matrix_not_a_preset(cache, tmp_path):
+    result = run_cli("matrix", str(tmp_path / "nope.toml"))
+    assert result.exit_code == 2, result.output
+    assert "--config" not in result.output  # `matrix` takes CONFIG, not --config
+    assert "CI matrices: ci" in result.output and "flashbuild matrix ci" in result.output
+    assert "ci-compile" not in result.output  # a preset, which `matrix` refuses
+
+
+def test_a_missing_matrix_for_a_cell_offers_a_matrix(cache, tmp_path):
+    result = run_cli("build", "--config", str(tmp_path / "nope.toml"), "--cell", "sm90-fp16", "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert "CI matrices: ci" in result.output and "use --config ci" in result.output
+    assert "ci-compile" not in result.output
