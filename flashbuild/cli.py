@@ -149,6 +149,25 @@ def ci_request(kwargs: dict, cell: str | None) -> dict:
     return {**kwargs, "config": None, **matrices.cell_request(matrices.load(config), cell)}
 
 
+def parse_request(**kwargs):
+    """builder.parse_request, with --features checked as the flag it is: its errors speak in flags
+    (not load()'s features=[...]), and --features NAME with --no-NAME is a contradiction (--no-NAME
+    alone narrows a preset's or the default features)."""
+    from .build import builder
+    from .selection import variants
+    from .sources import profile as profiles
+
+    features = kwargs.get("features")
+    if features is not None and not env.root_problem():
+        names = profiles.load(kwargs.get("profile") or profiles.BUILTIN).features
+        chosen = variants.parse_features(features, "--features", names)
+        for name in chosen:
+            if kwargs.get(f"no_{name}"):
+                raise click.UsageError(f"--features {features} and --no-{name} contradict: --no-{name} compiles "
+                                       f"out {name}, which --features asks for; drop one of them")
+    return builder.parse_request(**kwargs)
+
+
 def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: str | None, config: str | None,
                 dry_run: bool, kwargs: dict) -> None:
     """`build --shard I/N`: this machine's part of the selection, into an artifact dir."""
@@ -159,7 +178,7 @@ def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: s
 
     spec = sharding.parse_shard(shard)
     check_output(artifact_dir, "--artifact-dir")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     plan = builder.make_plan(selection, options)
     if dry_run:
         found, source = sharding.find_costs(plan, costs)
@@ -242,7 +261,7 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kw
         return build_shard(shard, costs, artifact_dir, cell, config_shown, dry_run, kwargs)
     if costs or artifact_dir:
         raise click.UsageError(f"{'--costs' if costs else '--artifact-dir'} goes with --shard I/N; add it or drop this")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     if dry_run:
         plan = builder.make_plan(selection, options)
         no_link = builder.why_no_link(options)
@@ -326,7 +345,7 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
 
     check_output(json_path, "--json")
     gpu = runtime.require_gpu("test")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "test")
     info = {"device": gpu.describe(), "seed": seed, "shapes": shapes, "sanitize": sanitize,
             "command": shlex.join(["flashbuild", "test", *build_args(selection, options), "--seed", str(seed),
@@ -507,13 +526,13 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
     from .selection.variants import Variant
 
     gpu = runtime.require_gpu("bench")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "bench")
     module = runtime.load_build(selection, options, rebuild=rebuild)
     peers = {}
     if peer:
         asked = benching.features_asked(window, softcap)
-        peer_selection, peer_options = builder.parse_request(**_peer_request(
+        peer_selection, peer_options = parse_request(**_peer_request(
             kwargs, peer, selection.directions, selection.features if asked else ()))
         builder.log(f"peer {peer[1]}: features {', '.join(peer_selection.features) or 'none'} compiled in "
                     + ("(ours that it has a switch for: --window/--softcap measure our feature variants)" if asked
@@ -583,7 +602,7 @@ def run(command, **kwargs):
     if shutil.which(command[0]) is None:  # before a build of minutes, not after it
         raise click.UsageError(f"{command[0]}: command not found on PATH; give a program on PATH or a path to "
                                f"one after --, e.g. flashbuild run ... -- python3 script.py")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     result = builder.build(selection, options)
     tree = profiles.load(selection.profile)
     root = profiles.Path(selection.source) if selection.source else None
@@ -616,7 +635,7 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     from .build import builder, graph
     from .debug import inspection
 
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     units = builder.make_plan(selection, options).units
     names = [u.name for u in units]
     if sass_variant and sass_variant not in names:
@@ -673,7 +692,7 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
     from .build import builder
     from .debug import runtime, watch as watching
 
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     plan = builder.make_plan(selection, options)
     root = env.kernels_dir() if selection.builtin else \
         builder.tree_root(plan) / (plan.profile.include_dirs[0] if plan.profile.include_dirs else "")

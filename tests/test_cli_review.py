@@ -46,3 +46,40 @@ def test_a_missing_matrix_for_a_cell_offers_a_matrix(cache, tmp_path):
     assert result.exit_code == 2, result.output
     assert "CI matrices: ci" in result.output and "use --config ci" in result.output
     assert "ci-compile" not in result.output
+
+
+def test_a_bad_features_flag_is_answered_in_flags(cache):
+    result = run_cli("build", *SELECTION, "--features", "bogus", "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert "--features bogus: not a feature" in result.output
+    assert "use --features local,softcap" in result.output and "--features none" in result.output
+    assert "features=[" not in result.output  # the Python API's spelling, not a flag
+
+
+def test_none_with_other_features_says_so(cache):
+    result = run_cli("build", *SELECTION, "--features", "none,local", "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert "none (no feature) cannot be combined with local" in result.output
+    assert "not a feature (valid: local, softcap, or none)" not in result.output  # none is valid
+
+
+def test_features_and_no_flag_that_removes_it_contradict(cache):
+    result = run_cli("build", *SELECTION, "--features", "local", "--no-local", "--dry-run")
+    assert result.exit_code == 2, result.output
+    assert "--features local and --no-local contradict" in result.output
+
+
+def test_no_flag_still_narrows_a_preset_and_the_default(cache):
+    result = run_cli("build", *SELECTION, "--no-local", "--dry-run")
+    assert result.exit_code == 0 and "features softcap" in result.output
+    result = run_cli("build", *SELECTION, "--features", "local,softcap", "--no-softcap", "--dry-run")
+    assert result.exit_code == 2 and "--features local,softcap and --no-softcap contradict" in result.output
+
+
+def test_load_features_error_stays_in_python_words(cache):
+    from flashbuild.errors import SelectionError
+
+    with pytest.raises(SelectionError, match=r'pass features=\["local", "softcap"\]'):
+        builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features=["bogus"])
+    with pytest.raises(SelectionError, match="none .no feature. cannot be combined with local"):
+        builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features="none,local")

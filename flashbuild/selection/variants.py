@@ -474,9 +474,12 @@ def parse_archs(value: Any, source: str = "--arch",
     return tuple(a for a in ARCHS if a in archs)
 
 
-def _use_features(source: str) -> str:
-    """The fix for a bad features value: a load()/build() argument, or the key in a preset file."""
-    every = ", ".join(f'"{f}"' for f in FEATURES)
+def _use_features(source: str, names: tuple[str, ...] = FEATURES) -> str:
+    """The fix for a bad features value: a flag, a load()/build() argument, or the key in a preset
+    file; `names`: the tree's features."""
+    every = ", ".join(f'"{f}"' for f in names)
+    if source.startswith("--"):
+        return f"use {source} {','.join(names)} (the default), a subset of them, or {source} none"
     if ": " not in source:
         return f"pass {source}=[{every}] (the default), a subset of them, or {source}=[] (none)"
     file, key = source.split(": ", 1)
@@ -490,23 +493,27 @@ def parse_features(value: Any, source: str = "features", names: tuple[str, ...] 
     if isinstance(value, str):
         text = value.strip().lower()
         if not text:
-            raise SelectionError(f"{source}: empty string ({valid}); {_use_features(source)}")
+            raise SelectionError(f"{source}: empty string ({valid}); {_use_features(source, names)}")
         raw = text.split(",")
     elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
         raw = list(value)
     else:
-        raise SelectionError(f"{source} {value!r}: expected a list of feature names ({valid}); {_use_features(source)}")
+        raise SelectionError(f"{source} {value!r}: expected a list of feature names ({valid}); {_use_features(source, names)}")
     items = []
     for item in raw:
         if not isinstance(item, str):
-            raise SelectionError(f"{source} {item!r}: not a feature name ({valid}); {_use_features(source)}")
+            raise SelectionError(f"{source} {item!r}: not a feature name ({valid}); {_use_features(source, names)}")
         if item.strip():
             items.append(item.strip().lower())
     if items == ["none"]:
         return ()
+    if "none" in items and "none" not in names:
+        others = ",".join(i for i in items if i != "none")
+        raise SelectionError(f"{source} {_shown(value if isinstance(value, str) else ','.join(items))}: none (no "
+                             f"feature) cannot be combined with {others}; {_use_features(source, names)}")
     for item in items:
         if item not in names:
-            raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source)}")
+            raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source, names)}")
     return tuple(f for f in names if f in items)
 
 
