@@ -67,7 +67,8 @@ class FlashbuildGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-@click.group(name="flashbuild", cls=FlashbuildGroup, no_args_is_help=True)
+@click.group(name="flashbuild", cls=FlashbuildGroup, no_args_is_help=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="flashbuild")
 def cli():
     """Selective builds of FlashAttention-style CUDA kernels: pick head dims, dtypes, archs,
@@ -791,6 +792,9 @@ def clean(keys, remove_all):
     for line in skipped:
         click.echo(f"flashbuild: {line}", err=True)
     builds = {b.key: b for b in found}
+    if keys and remove_all:
+        raise click.UsageError(f"--all and {' '.join(shlex.quote(k) for k in keys)} contradict: --all removes every "
+                               f"cached build; pass the keys or --all, not both")
     if not keys and not remove_all:
         raise click.UsageError(f"name the builds to remove or pass --all (cached: {', '.join(builds) or 'none'})")
     unknown = [k for k in keys if k not in builds]

@@ -83,3 +83,16 @@ def test_load_features_error_stays_in_python_words(cache):
         builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features=["bogus"])
     with pytest.raises(SelectionError, match="none .no feature. cannot be combined with local"):
         builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features="none,local")
+
+
+@pytest.mark.parametrize("args", [["-h"], ["build", "-h"], ["matrix", "-h"], ["--hdim", "64", "-h"]])
+def test_dash_h_is_help(args):
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.output
+    assert "Usage: flashbuild" in result.output
+
+
+def test_clean_keys_and_all_contradict(cache):
+    result = run_cli("clean", "--all", "some-key")
+    assert result.exit_code == 2, result.output
+    assert "--all and some-key contradict" in result.output
