@@ -67,7 +67,8 @@ class FlashbuildGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-@click.group(name="flashbuild", cls=FlashbuildGroup, no_args_is_help=True)
+@click.group(name="flashbuild", cls=FlashbuildGroup, no_args_is_help=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="flashbuild")
 def cli():
     """Selective builds of FlashAttention-style CUDA kernels: pick head dims, dtypes, archs,
@@ -149,6 +150,25 @@ def ci_request(kwargs: dict, cell: str | None) -> dict:
     return {**kwargs, "config": None, **matrices.cell_request(matrices.load(config), cell)}
 
 
+def parse_request(**kwargs):
+    """builder.parse_request, with --features checked as the flag it is: its errors speak in flags
+    (not load()'s features=[...]), and --features NAME with --no-NAME is a contradiction (--no-NAME
+    alone narrows a preset's or the default features)."""
+    from .build import builder
+    from .selection import variants
+    from .sources import profile as profiles
+
+    features = kwargs.get("features")
+    if features is not None and not env.root_problem():
+        names = profiles.load(kwargs.get("profile") or profiles.BUILTIN).features
+        chosen = variants.parse_features(features, "--features", names)
+        for name in chosen:
+            if kwargs.get(f"no_{name}"):
+                raise click.UsageError(f"--features {features} and --no-{name} contradict: --no-{name} compiles "
+                                       f"out {name}, which --features asks for; drop one of them")
+    return builder.parse_request(**kwargs)
+
+
 def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: str | None, config: str | None,
                 dry_run: bool, kwargs: dict) -> None:
     """`build --shard I/N`: this machine's part of the selection, into an artifact dir."""
@@ -159,7 +179,7 @@ def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: s
 
     spec = sharding.parse_shard(shard)
     check_output(artifact_dir, "--artifact-dir")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     plan = builder.make_plan(selection, options)
     if dry_run:
         found, source = sharding.find_costs(plan, costs)
@@ -242,7 +262,7 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kw
         return build_shard(shard, costs, artifact_dir, cell, config_shown, dry_run, kwargs)
     if costs or artifact_dir:
         raise click.UsageError(f"{'--costs' if costs else '--artifact-dir'} goes with --shard I/N; add it or drop this")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     if dry_run:
         plan = builder.make_plan(selection, options)
         no_link = builder.why_no_link(options)
@@ -326,7 +346,7 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
 
     check_output(json_path, "--json")
     gpu = runtime.require_gpu("test")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "test")
     info = {"device": gpu.describe(), "seed": seed, "shapes": shapes, "sanitize": sanitize,
             "command": shlex.join(["flashbuild", "test", *build_args(selection, options), "--seed", str(seed),
@@ -507,13 +527,13 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
     from .selection.variants import Variant
 
     gpu = runtime.require_gpu("bench")
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     runtime.check_selection_runs_here(selection, gpu, "bench")
     module = runtime.load_build(selection, options, rebuild=rebuild)
     peers = {}
     if peer:
         asked = benching.features_asked(window, softcap)
-        peer_selection, peer_options = builder.parse_request(**_peer_request(
+        peer_selection, peer_options = parse_request(**_peer_request(
             kwargs, peer, selection.directions, selection.features if asked else ()))
         builder.log(f"peer {peer[1]}: features {', '.join(peer_selection.features) or 'none'} compiled in "
                     + ("(ours that it has a switch for: --window/--softcap measure our feature variants)" if asked
@@ -580,7 +600,10 @@ def run(command, **kwargs):
         command = command[1:]
     if not command:
         raise click.UsageError("no command to run: give it after --, e.g. flashbuild run ... -- python3 script.py")
-    selection, options = builder.parse_request(**kwargs)
+    if shutil.which(command[0]) is None:  # before a build of minutes, not after it
+        raise click.UsageError(f"{command[0]}: command not found on PATH; give a program on PATH or a path to "
+                               f"one after --, e.g. flashbuild run ... -- python3 script.py")
+    selection, options = parse_request(**kwargs)
     result = builder.build(selection, options)
     tree = profiles.load(selection.profile)
     root = profiles.Path(selection.source) if selection.source else None
@@ -613,7 +636,7 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     from .build import builder, graph
     from .debug import inspection
 
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     units = builder.make_plan(selection, options).units
     names = [u.name for u in units]
     if sass_variant and sass_variant not in names:
@@ -670,7 +693,7 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
     from .build import builder
     from .debug import runtime, watch as watching
 
-    selection, options = builder.parse_request(**kwargs)
+    selection, options = parse_request(**kwargs)
     plan = builder.make_plan(selection, options)
     root = env.kernels_dir() if selection.builtin else \
         builder.tree_root(plan) / (plan.profile.include_dirs[0] if plan.profile.include_dirs else "")
@@ -679,6 +702,7 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
             raise click.UsageError("--json records the rounds of the warm loop; an external tree's build (--source) "
                                    "and --fresh-process run each round as `flashbuild test` in a new process: drop "
                                    "--json (or --fresh-process)")
+        runtime.require_gpu("watch")  # else every round's `flashbuild test` refuses, and the watch polls on
         command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes,
                    "--seed", str(seed)]
         watching.watch(root, command, interval=interval, log=builder.log)
@@ -768,6 +792,9 @@ def clean(keys, remove_all):
     for line in skipped:
         click.echo(f"flashbuild: {line}", err=True)
     builds = {b.key: b for b in found}
+    if keys and remove_all:
+        raise click.UsageError(f"--all and {' '.join(shlex.quote(k) for k in keys)} contradict: --all removes every "
+                               f"cached build; pass the keys or --all, not both")
     if not keys and not remove_all:
         raise click.UsageError(f"name the builds to remove or pass --all (cached: {', '.join(builds) or 'none'})")
     unknown = [k for k in keys if k not in builds]
@@ -794,7 +821,7 @@ def matrix(config, fmt):
     Build one with `flashbuild build --config CONFIG --cell NAME [--shard I/N]` (docs/ci.md)."""
     from .ci import matrix as matrices
 
-    found = matrices.load(config)
+    found = matrices.load(config, flag="flashbuild matrix")
     if fmt == "github":
         click.echo(json.dumps(found.as_github(), separators=(",", ":")))
     elif fmt == "json":

@@ -397,6 +397,7 @@ def test_fresh_process_reruns_flashbuild_test_quick_on_the_selection(monkeypatch
         return 0
 
     monkeypatch.setattr(watch, "watch", fake_watch)
+    monkeypatch.setattr(runtime, "require_gpu", lambda command: None)
     result = run_cli("watch", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd,bwd",
                      "--interval", "0.5", "--fresh-process")
     assert result.exit_code == 0, result.output

@@ -277,20 +277,22 @@ def _shards(value: Any, key: str, where: _Where) -> int:
     return value
 
 
-def load(name_or_path: str) -> Matrix:
-    """The cells of a matrix config (a path, or a name in configs/), every value checked."""
+def load(name_or_path: str, flag: str = "--config") -> Matrix:
+    """The cells of a matrix config (a path, or a name in configs/), every value checked. `flag`: how
+    the user named it (`--config`, or `flashbuild matrix` for its argument), for the errors' fixes."""
     from .. import env
 
     problem = env.root_problem()  # a broken FLASHBUILD_ROOT, named as the build names it
     if problem:
         raise SelectionError(problem)
-    path = v.find_config(name_or_path)
+    path = v.find_config(name_or_path, flag=flag, matrices=True)
     data = _read(path)
     where = _Where(path)
     if "matrix" not in data and "cells" not in data:
         raise SelectionError(f"{name_or_path}: {path} is a preset, not a CI matrix (it has no [matrix] table and no "
                              f"[[cells]]); build it with --config {shlex.quote(str(name_or_path))} and no --cell, or "
-                             f"use a matrix such as configs/ci.toml")
+                             f"use a matrix ({', '.join(v.matrix_names()) or 'none'} in configs/): "
+                             f"{flag} configs/ci.toml")
     unknown = sorted(set(data) - {"matrix", "cells", "description"})
     if unknown:
         raise SelectionError(f"{path}: unknown table or key {', '.join(unknown)} (valid: description, [matrix], "

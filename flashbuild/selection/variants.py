@@ -474,9 +474,12 @@ def parse_archs(value: Any, source: str = "--arch",
     return tuple(a for a in ARCHS if a in archs)
 
 
-def _use_features(source: str) -> str:
-    """The fix for a bad features value: a load()/build() argument, or the key in a preset file."""
-    every = ", ".join(f'"{f}"' for f in FEATURES)
+def _use_features(source: str, names: tuple[str, ...] = FEATURES) -> str:
+    """The fix for a bad features value: a flag, a load()/build() argument, or the key in a preset
+    file; `names`: the tree's features."""
+    every = ", ".join(f'"{f}"' for f in names)
+    if source.startswith("--"):
+        return f"use {source} {','.join(names)} (the default), a subset of them, or {source} none"
     if ": " not in source:
         return f"pass {source}=[{every}] (the default), a subset of them, or {source}=[] (none)"
     file, key = source.split(": ", 1)
@@ -490,23 +493,27 @@ def parse_features(value: Any, source: str = "features", names: tuple[str, ...] 
     if isinstance(value, str):
         text = value.strip().lower()
         if not text:
-            raise SelectionError(f"{source}: empty string ({valid}); {_use_features(source)}")
+            raise SelectionError(f"{source}: empty string ({valid}); {_use_features(source, names)}")
         raw = text.split(",")
     elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
         raw = list(value)
     else:
-        raise SelectionError(f"{source} {value!r}: expected a list of feature names ({valid}); {_use_features(source)}")
+        raise SelectionError(f"{source} {value!r}: expected a list of feature names ({valid}); {_use_features(source, names)}")
     items = []
     for item in raw:
         if not isinstance(item, str):
-            raise SelectionError(f"{source} {item!r}: not a feature name ({valid}); {_use_features(source)}")
+            raise SelectionError(f"{source} {item!r}: not a feature name ({valid}); {_use_features(source, names)}")
         if item.strip():
             items.append(item.strip().lower())
     if items == ["none"]:
         return ()
+    if "none" in items and "none" not in names:
+        others = ",".join(i for i in items if i != "none")
+        raise SelectionError(f"{source} {_shown(value if isinstance(value, str) else ','.join(items))}: none (no "
+                             f"feature) cannot be combined with {others}; {_use_features(source, names)}")
     for item in items:
         if item not in names:
-            raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source)}")
+            raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source, names)}")
     return tuple(f for f in names if f in items)
 
 
@@ -542,37 +549,51 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in env.configs_dir().glob("*.toml") if not is_matrix_config(p))
 
 
-def find_config(name_or_path: str | Path) -> Path:
+def matrix_names() -> list[str]:
+    """The CI matrices in configs/, by name."""
+    return sorted(p.stem for p in env.configs_dir().glob("*.toml") if is_matrix_config(p))
+
+
+def find_config(name_or_path: str | Path, *, flag: str = "--config", matrices: bool = False) -> Path:
     """A TOML file path, or a bare preset name that finds configs/<name>.toml. A name that looks
-    like a path (it has a directory part or a suffix) is only ever a path."""
+    like a path (it has a directory part or a suffix) is only ever a path. `flag` is how the user
+    gave it (`--config`, or a command such as `flashbuild matrix`), `matrices` whether a CI matrix is
+    wanted: an error lists those and proposes one, in the user's words."""
     text = str(name_or_path)
     shown = shlex.quote(text)
-    presets = preset_names()
-    listing = f"presets: {', '.join(presets) or 'none'} in {env.configs_dir()}"
+    names = matrix_names() if matrices else preset_names()
+    what = "CI matrices" if matrices else "presets"
+    listing = f"{what}: {', '.join(names) or 'none'} in {env.configs_dir()}"
+
+    def use(value: str) -> str:
+        return f"use {flag} {value}" if flag.startswith("--") else f"use `{flag} {value}`"
+
+    kind = "a CI matrix name" if matrices else "a preset name"
     if not text.strip():
-        raise SelectionError(f"--config {shown}: empty; give a preset name or a TOML file ({listing}); "
-                             f"use --config {presets[0] if presets else 'FILE.toml'}")
+        raise SelectionError(f"{flag} {shown}: empty; give {kind} or a TOML file ({listing}); "
+                             f"{use(names[0] if names else 'FILE.toml')}")
     path = Path(text).expanduser()
     if path.is_dir():
-        raise SelectionError(f"--config {shown}: {path.absolute()} is a directory, not a TOML file ({listing}); "
-                             f"use --config {shlex.quote(str(path / 'FILE.toml'))} or a preset name")
+        raise SelectionError(f"{flag} {shown}: {path.absolute()} is a directory, not a TOML file ({listing}); "
+                             f"{use(shlex.quote(str(path / 'FILE.toml')))} or {kind}")
     if path.is_file():
         return path
     if path.exists():
-        raise SelectionError(f"--config {shown}: {path.absolute()} is not a regular file; give a TOML file or a "
-                             f"preset name ({listing})")
+        raise SelectionError(f"{flag} {shown}: {path.absolute()} is not a regular file; give a TOML file or "
+                             f"{kind} ({listing})")
     if path.is_symlink():
-        raise SelectionError(f"--config {shown}: {path.absolute()} is a broken link (to {os.readlink(path)}); "
-                             f"give an existing TOML file or a preset name ({listing})")
+        raise SelectionError(f"{flag} {shown}: {path.absolute()} is a broken link (to {os.readlink(path)}); "
+                             f"give an existing TOML file or {kind} ({listing})")
     looks_like_path = path.name != text or path.suffix != ""
-    guess = difflib.get_close_matches(path.stem, presets, n=1, cutoff=0.6) or presets[:1]
-    fix = f"use --config {shlex.quote(guess[0])}" if guess else "give an existing TOML file"
+    guess = difflib.get_close_matches(path.stem, names, n=1, cutoff=0.6) or names[:1]
+    fix = use(shlex.quote(guess[0])) if guess else "give an existing TOML file"
     if looks_like_path:
-        raise SelectionError(f"--config {shown}: no such file {path.absolute()} ({listing}); {fix}")
+        raise SelectionError(f"{flag} {shown}: no such file {path.absolute()} ({listing}); {fix}")
     preset = env.configs_dir() / f"{text}.toml"
     if preset.is_file():
         return preset
-    raise SelectionError(f"--config {shown}: no preset {text} and no file ./{text} ({listing}); {fix}")
+    raise SelectionError(f"{flag} {shown}: no {'CI matrix' if matrices else 'preset'} {text} and no file ./{text} "
+                         f"({listing}); {fix}")
 
 
 def load_config(name_or_path: str | Path) -> dict[str, Any]:
