@@ -58,7 +58,7 @@ def test_an_xcompiler_value_as_the_next_flag_is_checked_too(fake_env, tmp_path):
     assert_refused(result, tmp_path, "--nvcc-flag", "-Xcompiler")
 
 
-@pytest.mark.parametrize("name", ["b$(touch pwned)", "b`touch pwned`", 'b"q', "b\\q", "a|b"])
+@pytest.mark.parametrize("name", ["b$(touch pwned)", "b`touch pwned`", 'b"q', "b\\q", "a|b", "a #b"])
 def test_a_build_dir_nvcc_or_ninja_cannot_take_is_refused(name, fake_env, tmp_path):
     result = run(fake_env, "--build-dir", str(tmp_path / name))
     assert_refused(result, tmp_path, "--build-dir")
@@ -87,8 +87,8 @@ def test_a_cuda_home_with_a_newline_is_one_clear_error(fake_env, tmp_path):
 
 
 def test_spaces_quotes_colons_and_hashes_still_reach_nvcc_literally(fake_env, tmp_path):
-    flag = "-DX='q' a b #c"
-    build_dir = tmp_path / "b x:y #z 'q'"
+    flag = "-DX='q' a b #c"  # a build dir with `#` is refused (nvcc's depfiles leave it unescaped); a flag may hold one
+    build_dir = tmp_path / "b x:y 'q'"
     result = run({**fake_env, "FLASHBUILD_CACHE_DIR": str(tmp_path / "c che")}, "--nvcc-flag", flag,
                  "--build-dir", str(build_dir), "--nvcc-flag=-Xcompiler=-fno-strict-aliasing,-O2")
     assert result.returncode == 0, result.stderr

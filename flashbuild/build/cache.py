@@ -49,6 +49,9 @@ def build_path_problem(path: str) -> str | None:
     has no escape for `|` in a path; nvcc's own shell acts on `$`, backticks, `"` and `\\`), or None."""
     if "|" in path:
         return "it holds `|`, which ninja cannot escape in a build path"
+    if "#" in path:  # nvcc writes it unescaped into its depfiles, where ninja splits a path at it
+        return ("it holds `#`, which nvcc's depfiles do not escape: ninja would misread every dependency "
+                "and recompile everything on each build")
     return graph.nvcc_arg_problem(path)
 
 
