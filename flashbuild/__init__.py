@@ -24,7 +24,7 @@ def build(**kwargs):
     build_dir, launcher, verbose, compile_only (the build); source and profile pick an external kernel
     tree (e.g. source="./flash-attn-2.8.3", profile="flash-attn-2")."""
     from .build import builder as _build
-    return _build.build(*_build.parse_request(**_build.check_api_keywords(kwargs)))
+    return _build.build(*_build.parse_request(**_build.check_api_keywords(kwargs), keywords=True))
 
 
 def load(**kwargs):
@@ -37,7 +37,7 @@ def load(**kwargs):
     own Python package (flash_attn) imported with the slice's extension: its functions run the slice."""
     from . import api as _api
     from .build import builder as _build
-    selection, options = _build.parse_request(**_build.check_api_keywords(kwargs))
+    selection, options = _build.parse_request(**_build.check_api_keywords(kwargs), keywords=True)
     module = _build.load(selection, options)
     if selection.builtin:
         return _api.wrap(module)

@@ -83,12 +83,12 @@ def test_load_takes_features_as_a_list_a_string_or_none(value, expected):
 
 
 @pytest.mark.parametrize("value, expected", [
-    ("lokal", ['features lokal: not a feature (valid: local, softcap, or none)',
+    ("lokal", ['features=lokal: not a feature (valid: local, softcap, or none)',
                'pass features=["local", "softcap"] (the default), a subset of them, or features=[] (none)']),
-    (["local", "window"], ["features window: not a feature"]),
+    (["local", "window"], ["features=window: not a feature"]),
     ("", ["features: empty string"]),
-    (3, ["features 3: expected a list of feature names"]),
-    ([1], ["features 1: not a feature name"]),
+    (3, ["features=3: expected a list of feature names"]),
+    ([1], ["features=1: not a feature name"]),
 ])
 def test_bad_features_name_the_valid_ones_and_the_fix(value, expected):
     with pytest.raises(SelectionError) as info:
@@ -370,3 +370,25 @@ def test_a_preset_that_is_not_a_readable_text_file_is_named(tmp_path):
     (tmp_path / "link.toml").symlink_to(tmp_path / "gone.toml")
     with pytest.raises(SelectionError, match="link.toml is a broken link"):
         load_config(tmp_path / "link.toml")
+
+
+@pytest.mark.parametrize("kwargs, said, fix", [
+    (dict(hdim=80), "hdim=80:", "pass hdim=96"),
+    (dict(dtype="fp8"), "dtype=fp8:", "pass dtype='fp16'"),
+    (dict(arch="sm75"), "arch=sm75:", "pass arch='sm80'"),
+    (dict(direction="fwdx"), "direction=fwdx:", "pass direction='fwd'"),
+])
+def test_load_arguments_are_named_as_keywords_not_flags(kwargs, said, fix):
+    """load()/build() take keywords: their errors say hdim=80 and pass hdim=96, not the CLI's --hdim."""
+    args = {"hdim": 64, "dtype": "fp16", "arch": "sm90", **kwargs}
+    with pytest.raises(SelectionError) as info:
+        select(**args, keywords=True)
+    assert str(info.value).startswith(said) and fix in str(info.value) and "--" not in str(info.value), info.value
+    with pytest.raises(SelectionError, match="^--"):  # the CLI's words stay the CLI's
+        select(**args)
+
+
+def test_load_says_its_keywords():
+    import flashbuild
+    with pytest.raises(SelectionError, match=r"^hdim=80: .*pass hdim=96"):
+        flashbuild.load(hdim=80, dtype="fp16", arch="sm80")

@@ -123,11 +123,12 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
                   nvcc_flags: tuple[str, ...] | list[str] = (), jobs: int | None = None,
                   build_dir: str | Path | None = None, launcher: str | None = None, verbose: bool = False,
                   compile_only: bool = False, source: str | Path | None = None,
-                  profile: str | Path | None = None) -> tuple[Selection, BuildOptions]:
+                  profile: str | Path | None = None, keywords: bool = False) -> tuple[Selection, BuildOptions]:
     """The Selection and BuildOptions of build()/load() keywords (or CLI flags), validated.
     `features` (load()'s) replaces the preset's or default features; no_local / no_softcap (the
     CLI's --no-local, --no-softcap) remove one from them. `source` and `profile` pick the kernel
-    tree (default: flashbuild's own kernels, the built-in profile); its layout is checked here."""
+    tree (default: flashbuild's own kernels, the built-in profile); its layout is checked here.
+    `keywords`: called from build()/load(), so a bad axis value is named as a keyword (hdim=80)."""
     problem = env.root_problem()
     if problem:
         raise SelectionError(problem)
@@ -139,7 +140,7 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
     without = tuple(name for name, off in (("local", no_local), ("softcap", no_softcap)) if off)
     selection = select(hdim=hdim, dtype=dtype, arch=arch, direction=direction, causal=causal, features=features,
                        without=without, config=config, profile=tree,
-                       source=None if tree.builtin else str(root))
+                       source=None if tree.builtin else str(root), keywords=keywords)
     if jobs is not None and jobs < 1:
         raise SelectionError(f"--jobs {jobs}: must be at least 1; use --jobs {env.default_jobs()} or leave it out")
     for flag in nvcc_flags:

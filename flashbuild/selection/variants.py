@@ -340,12 +340,19 @@ class CompileFlags:
 
 def _use(source: str, value: Any) -> str:
     """The fix, phrased for where the value came from: a flag (shell-quoted, so it can be pasted),
-    or a key in a preset file."""
+    a load()/build() keyword (a bare name: `hdim`), or a key in a preset file (`FILE: key`)."""
     if source.startswith("--"):
         return f"use {source} {shlex.quote(str(value))}"
+    if ": " not in source:
+        return f"pass {source}={value if isinstance(value, int) else repr(str(value))}"
     file, key = source.split(": ", 1)
     text = str(value) if str(value).replace(",", "").isdigit() else f'"{value}"'
     return f"set {key} = {text} in {file}"
+
+
+def _said(source: str, shown: Any) -> str:
+    """What was asked, as the user wrote it: `--hdim 80`, `hdim=80` (a keyword) or `FILE: hdim 80`."""
+    return f"{source}={shown}" if not source.startswith("--") and ": " not in source else f"{source} {shown}"
 
 
 def _shown(value: Any) -> str:
@@ -361,7 +368,7 @@ def _items(value: Any, source: str, valid: tuple, kind: str = "a name") -> list[
     the wrong type (a float, a bool, a table, a list inside the list)."""
     def scalar(item: Any) -> str:
         if isinstance(item, bool) or not isinstance(item, (str, int)):
-            raise SelectionError(f"{source} {_shown(item)}: expected {kind} or a list of them, not "
+            raise SelectionError(f"{_said(source, _shown(item))}: expected {kind} or a list of them, not "
                                  f"{type(item).__name__} (valid: {', '.join(map(str, valid))}); {_use(source, valid[0])}")
         return str(item)
 
@@ -409,7 +416,7 @@ def _choices(value: Any, source: str, valid: tuple[str, ...]) -> tuple[str, ...]
     items = _items(value, source, valid)
     for item in items:
         if item not in valid:
-            raise SelectionError(f"{source} {_shown(item)}: not a valid value (valid: {', '.join(valid)}); "
+            raise SelectionError(f"{_said(source, _shown(item))}: not a valid value (valid: {', '.join(valid)}); "
                                  f"{_use(source, closest(item, valid))}")
     return tuple(v for v in valid if v in items)
 
@@ -419,19 +426,19 @@ def parse_hdims(value: Any, source: str = "--hdim") -> tuple[int, ...]:
     hdims = []
     for item in _items(value, source, HEAD_DIMS, kind="a head dim (an integer)"):
         if not re.fullmatch(r"[+-]?[0-9]+", item):  # ASCII digits only: int() would take '²' or '٦٤'
-            raise SelectionError(f"{source} {_shown(item)}: not an integer head dim (kernel sizes: {sizes}); "
+            raise SelectionError(f"{_said(source, _shown(item))}: not an integer head dim (kernel sizes: {sizes}); "
                                  f"{_use(source, 64)}")
         hdim = int(item)
         if hdim <= 0:
-            raise SelectionError(f"{source} {item}: a head dim must be a positive integer (kernel sizes: {sizes}; "
+            raise SelectionError(f"{_said(source, item)}: a head dim must be a positive integer (kernel sizes: {sizes}; "
                                  f"head dims 1-{HEAD_DIMS[-1]} run padded on the next size up); {_use(source, 64)}")
         if hdim not in HEAD_DIMS:
             bigger = [h for h in HEAD_DIMS if h > hdim]
             if not bigger:
-                raise SelectionError(f"{source} {hdim}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); "
+                raise SelectionError(f"{_said(source, hdim)}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); "
                                      f"head dims 1-{HEAD_DIMS[-1]} are supported: {_use(source, HEAD_DIMS[-1])}")
             raise SelectionError(
-                f"{source} {hdim}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); calls with "
+                f"{_said(source, hdim)}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); calls with "
                 f"head dim {hdim} run on the hdim-{bigger[0]} kernel, padded: {_use(source, bigger[0])}")
         hdims.append(hdim)
     return tuple(h for h in HEAD_DIMS if h in hdims)
@@ -454,11 +461,11 @@ def parse_causal(value: Any, source: str = "--causal") -> tuple[bool, ...]:
         return (value,)
     valid = tuple(CAUSAL_MODES)
     if not isinstance(value, str):
-        raise SelectionError(f"{source} {_shown(value)}: expected on, off or both (or a bool), not "
+        raise SelectionError(f"{_said(source, _shown(value))}: expected on, off or both (or a bool), not "
                              f"{type(value).__name__}; {_use(source, 'both')}")
     mode = value.strip().lower()
     if mode not in CAUSAL_MODES:
-        raise SelectionError(f"{source} {_shown(mode) if mode else repr(value)}: not a valid value (valid: on, off, "
+        raise SelectionError(f"{_said(source, _shown(mode) if mode else repr(value))}: not a valid value (valid: on, off, "
                              f"both); {_use(source, closest(mode, valid) if mode in ALIASES else 'both')}")
     return CAUSAL_MODES[mode]
 
@@ -498,22 +505,22 @@ def parse_features(value: Any, source: str = "features", names: tuple[str, ...] 
     elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
         raw = list(value)
     else:
-        raise SelectionError(f"{source} {value!r}: expected a list of feature names ({valid}); {_use_features(source, names)}")
+        raise SelectionError(f"{_said(source, repr(value))}: expected a list of feature names ({valid}); {_use_features(source, names)}")
     items = []
     for item in raw:
         if not isinstance(item, str):
-            raise SelectionError(f"{source} {item!r}: not a feature name ({valid}); {_use_features(source, names)}")
+            raise SelectionError(f"{_said(source, repr(item))}: not a feature name ({valid}); {_use_features(source, names)}")
         if item.strip():
             items.append(item.strip().lower())
     if items == ["none"]:
         return ()
     if "none" in items and "none" not in names:
         others = ",".join(i for i in items if i != "none")
-        raise SelectionError(f"{source} {_shown(value if isinstance(value, str) else ','.join(items))}: none (no "
+        raise SelectionError(f"{_said(source, _shown(value if isinstance(value, str) else ','.join(items)))}: none (no "
                              f"feature) cannot be combined with {others}; {_use_features(source, names)}")
     for item in items:
         if item not in names:
-            raise SelectionError(f"{source} {item}: not a feature ({valid}); {_use_features(source, names)}")
+            raise SelectionError(f"{_said(source, item)}: not a feature ({valid}); {_use_features(source, names)}")
     return tuple(f for f in names if f in items)
 
 
@@ -521,12 +528,12 @@ def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> lis
     pass_arch = f"pass {source} {'|'.join(ARCHS)}" if source.startswith("--") else _use(source, ARCHS[0])
     caps = detect()
     if not caps:
-        raise SelectionError(f"{source} native: no GPU found (nvidia-smi reports none); {pass_arch}")
+        raise SelectionError(f"{_said(source, 'native')}: no GPU found (nvidia-smi reports none); {pass_arch}")
     archs = []
     for cap in caps:
         arch = "sm" + cap.replace(".", "")
         if arch not in ARCHS:
-            raise SelectionError(f"{source} native: this GPU has compute capability {cap} ({arch}), which has "
+            raise SelectionError(f"{_said(source, 'native')}: this GPU has compute capability {cap} ({arch}), which has "
                                  f"no kernels (archs: {', '.join(ARCHS)}); {pass_arch}")
         archs.append(arch)
     return archs
@@ -639,34 +646,36 @@ def _in_space(values: tuple, valid: tuple, source: str, what: str, tree: str) ->
     """An axis already checked against our kernels' values, checked against an external tree's."""
     outside = [v for v in values if v not in valid]
     if outside:
-        raise SelectionError(f"{source} {','.join(map(str, outside))}: {tree} has no {what} {outside[0]} (it has: "
-                             f"{', '.join(map(str, valid))}); use {source} {','.join(map(str, valid[:1]))}")
+        raise SelectionError(f"{_said(source, ','.join(map(str, outside)))}: {tree} has no {what} {outside[0]} (it has: "
+                             f"{', '.join(map(str, valid))}); {_use(source, valid[0])}")
     return values
 
 
 def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: Any = None,
            causal: Any = None, features: Any = None, without: Iterable[str] = (),
            config: str | Path | None = None, detect: Callable[[], list[str]] | None = None,
-           profile: Any = None, source: str | None = None) -> Selection:
+           profile: Any = None, source: str | None = None, keywords: bool = False) -> Selection:
     """The Selection from explicit values (CLI flags or load() arguments), over a preset's values,
     over the defaults: every head dim, fp16 and bf16, causal both, every implemented direction,
     the native arch, every feature. None means "not given". `features` replaces the preset's (or
     the default) features; `without` then removes some (the CLI's --no-local, --no-softcap).
     `profile` (a sources.profile.Profile; default: our own kernels) gives an external tree's axes and
-    features, and `source` its root."""
+    features, and `source` its root. `keywords`: the values are load()/build() arguments, and errors
+    name them so (hdim=80, not --hdim 80)."""
     builtin = profile is None or profile.builtin
     names = FEATURES if builtin else profile.features
+    said = (lambda key: key) if keywords else (lambda key: f"--{key}")
     values: dict[str, tuple[Any, str]] = {
-        "hdim": (HEAD_DIMS, "--hdim"), "dtype": (DTYPES, "--dtype"), "arch": (NATIVE, "--arch"),
-        "direction": (implemented_directions() if builtin else profile.directions, "--direction"),
-        "causal": ("both", "--causal"), "features": (names, "features"),
+        "hdim": (HEAD_DIMS, said("hdim")), "dtype": (DTYPES, said("dtype")), "arch": (NATIVE, said("arch")),
+        "direction": (implemented_directions() if builtin else profile.directions, said("direction")),
+        "causal": ("both", said("causal")), "features": (names, "features"),
     }
     if not builtin:
-        values["hdim"] = (profile.hdims, "--hdim")
+        values["hdim"] = (profile.hdims, said("hdim"))
     if config is not None:
         values.update(load_config(config))
     given = {"hdim": hdim, "dtype": dtype, "arch": arch, "direction": direction, "causal": causal}
-    values.update({key: (value, f"--{key}") for key, value in given.items() if value is not None})
+    values.update({key: (value, said(key)) for key, value in given.items() if value is not None})
     if features is not None:
         values["features"] = (features, "features")
     unknown = [f for f in without if f not in names]
@@ -688,10 +697,10 @@ def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: 
         check_families(selection)
     else:
         tree = f"profile {profile.name}"
-        _in_space(selection.hdims, profile.hdims, "--hdim", "kernel head dim", tree)
-        _in_space(selection.dtypes, profile.dtypes, "--dtype", "dtype", tree)
-        _in_space(selection.archs, profile.archs, "--arch", "arch", tree)
-        _in_space(selection.directions, profile.directions, "--direction", "direction", tree)
+        _in_space(selection.hdims, profile.hdims, said("hdim"), "kernel head dim", tree)
+        _in_space(selection.dtypes, profile.dtypes, said("dtype"), "dtype", tree)
+        _in_space(selection.archs, profile.archs, said("arch"), "arch", tree)
+        _in_space(selection.directions, profile.directions, said("direction"), "direction", tree)
     return selection
 
 
