@@ -91,6 +91,7 @@ struct OnlineSoftmax {
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) { m = fmaxf(m, s(r, c)); }
       m = quad_max(m);
+      const bool had_keys = row_max[r] != -INFINITY;
       const float old_scaled = max_scaled(r);
       row_max[r] = m;
       const float new_scaled = max_scaled(r);
@@ -104,8 +105,10 @@ struct OnlineSoftmax {
         row_scale[r] = 1.f;
         row_sum[r] = sum;
       } else {
-        // exp2 of (old max - new max) <= 0; a row still without keys keeps sum 0 either way.
-        row_scale[r] = exp2_ftz(old_scaled - new_scaled);
+        // exp2 of (old max - new max) <= 0. A row that saw no key before has nothing to rescale
+        // (sum 0, O 0): its scale is 0, not exp2(0 - new max), which overflows to +inf once the new
+        // max is below -128 in log2 units and made 0 * inf = NaN of its sum and O.
+        row_scale[r] = had_keys ? exp2_ftz(old_scaled - new_scaled) : 0.f;
         row_sum[r] = fmaf(row_sum[r], row_scale[r], sum);
       }
     }
