@@ -6,7 +6,10 @@
 //     packed tensors' total rows as their bounds (a tile of the last sequence would read past the
 //     allocation otherwise), and FwdParams does not carry total_q / total_k; its O store would also
 //     need a row-predicated path (a TMA store clips at the tensor's end, not at a sequence's);
-//     (per-batch key counts, seqused_k, on dense tensors are served: the mask cuts the keys.)
+//     (per-batch key counts, seqused_k, on dense tensors are served: the mask cuts the keys. The
+//     TMA box still loads V rows past seqused_k[b] and P V multiplies them by 0, so they must be
+//     finite: a NaN or inf there gives NaN, where the Ampere path reads zeros. No caller sets
+//     seqused_k on this path today: the KV-cache calls that do run on run_splitkv.)
 //   - other head dims (32);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
 // That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in
