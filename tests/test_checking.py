@@ -140,6 +140,19 @@ def test_nan_never_passes_and_counts_as_mismatch():
     assert math.isnan(metric.max_abs_err) and metric.mismatch_pct == pytest.approx(1.0)
 
 
+def test_a_yardstick_that_is_not_finite_fails_instead_of_passing_everything():
+    """PyTorch in the input dtype overflowing (inf) or going NaN would make the tolerance inf or NaN:
+    then any output, however wrong, would pass. Such a check fails, naming the yardstick."""
+    ref = torch.ones(100)
+    wrong = ref + 100.0
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        low = ref.clone()
+        low[7] = bad
+        metric = compare("out", wrong, ref, low)
+        assert not metric.passed and "PyTorch in the input dtype" in metric.reason, metric
+        assert not compare("out", ref.clone(), ref, low).passed  # even a perfect output: the check proves nothing
+
+
 def test_lse_inf_must_match_exactly_where_a_row_sees_no_key():
     ref = torch.tensor([1.0, float("inf"), 2.0])
     assert compare("lse", ref.clone(), ref, ref).passed
