@@ -70,8 +70,10 @@ class FakeExt:
             lse[..., -1] = float("inf")  # the last row always sees a key
         elif self.fault == "top-left" and causal:  # SDPA's is_causal: query i sees keys j <= i
             group = q.shape[2] // k.shape[2]
-            qt, kt, vt = (t.float().repeat_interleave(g, dim=2).transpose(1, 2) for t, g in ((q, 1), (k, group), (v, group)))
-            out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True).transpose(1, 2).to(q.dtype)
+            qt, kt, vt = (t.float().repeat_interleave(g, dim=2).transpose(1, 2)
+                          for t, g in ((q, 1), (k, group), (v, group)))
+            out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+            out = out.transpose(1, 2).to(q.dtype)
         return (out, lse) if return_lse else out
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
