@@ -329,8 +329,13 @@ class Change:
         return (self.new.tflops / self.old.tflops - 1.0) * 100
 
     @property
+    def lost(self) -> bool:
+        """Measured before, n/a now (the backend refused or failed the problem)."""
+        return bool(self.old.tflops) and not self.new.tflops
+
+    @property
     def regression(self) -> bool:
-        return self.pct is not None and self.pct < -REGRESSION_PCT
+        return self.lost or (self.pct is not None and self.pct < -REGRESSION_PCT)
 
 
 def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Result], list[Result]]:
@@ -344,12 +349,12 @@ def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Re
 
 def compare_table(changes: list[Change], only_new: list[Result], only_old: list[Result], old_name: str) -> str:
     width = max([len("variant")] + [len(c.new.label) for c in changes])
-    lines = [f"change vs {old_name} (TFLOPS; a regression is more than {REGRESSION_PCT:g}% slower):",
+    lines = [f"change vs {old_name} (TFLOPS; a regression is more than {REGRESSION_PCT:g}% slower, or n/a now):",
              f"{'variant':<{width}}  {'seqlen':>6}  {'backend':<14}  {'old':>7}  {'new':>7}  {'change':>8}"]
     for c in changes:
         old = f"{c.old.tflops:7.1f}" if c.old.tflops else f"{'n/a':>7}"
         new = f"{c.new.tflops:7.1f}" if c.new.tflops else f"{'n/a':>7}"
-        pct = f"{c.pct:+7.1f}%" if c.pct is not None else f"{'-':>8}"
+        pct = f"{c.pct:+7.1f}%" if c.pct is not None else f"{'now n/a' if c.lost else '-':>8}"
         mark = "  REGRESSION" if c.regression else ""
         lines.append(f"{c.new.label:<{width}}  {c.new.seqlen:>6}  {c.new.backend:<14}  {old}  {new}  {pct}{mark}")
     regressions = [c for c in changes if c.regression]
