@@ -105,6 +105,23 @@ def test_compare_marks_regressions_per_row():
     assert "1 regression (1 of flashbuild) in" in text and "not in old.json: 1 rows" in text
 
 
+def test_a_row_that_was_measured_and_is_now_na_is_a_regression():
+    """Our kernel refusing (or failing) a problem it ran before is the worst regression there is:
+    --compare must count it, not show '-' and report 0 regressions."""
+    old, new = fake_results(), fake_results()
+    broken = next(r for r in new if r.backend == bench.OURS and r.variant == FWD.name and r.seqlen == 4096)
+    broken.ms, broken.tflops, broken.note = None, None, "CUDA error: invalid configuration argument"
+    changes, only_new, only_old = bench.compare(old, new)
+    (gone,) = [c for c in changes if c.regression]
+    assert gone.new is broken and gone.pct is None
+    text = bench.compare_table(changes, only_new, only_old, "old.json")
+    line = next(line for line in text.splitlines() if line.startswith(FWD.name) and " 4096 " in line
+                and bench.OURS in line)
+    assert "n/a" in line and line.endswith("REGRESSION")
+    assert "1 regression (1 of flashbuild) in" in text
+    assert not any(c.regression for c in bench.compare(new, old)[0])  # n/a then a number: no regression
+
+
 @pytest.mark.parametrize("content, message", [
     ("not json at all", "not JSON"),
     ('{"format": "flashbuild-test", "rows": []}', "not flashbuild bench results (format 'flashbuild-test'"),

@@ -68,6 +68,12 @@ class FakeExt:
             lse = torch.nan_to_num(lse, posinf=0.0)
         elif self.fault == "lse-inf":
             lse[..., -1] = float("inf")  # the last row always sees a key
+        elif self.fault == "top-left" and causal:  # SDPA's is_causal: query i sees keys j <= i
+            group = q.shape[2] // k.shape[2]
+            qt, kt, vt = (t.float().repeat_interleave(g, dim=2).transpose(1, 2)
+                          for t, g in ((q, 1), (k, group), (v, group)))
+            out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+            out = out.transpose(1, 2).to(q.dtype)
         return (out, lse) if return_lse else out
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal=False, softmax_scale=None,
@@ -107,6 +113,9 @@ class FakeExt:
         dq, dk, dv = (g.to(q.dtype) for g in torch.autograd.grad(ref, leaves, dout.float()))
         if self.fault == "dk":
             dk = dk * 1.05
+        elif self.fault == "gqa-mean":  # dK/dV averaged over a K/V head's query heads instead of summed
+            group = q.shape[2] // k.shape[2]
+            dk, dv = dk / group, dv / group
         elif self.fault == "dv-unwritten":
             dv[0, 0, 0, 0] = float("nan")
         return dq, dk, dv
@@ -138,6 +147,19 @@ def test_nan_never_passes_and_counts_as_mismatch():
     metric = compare("out", got, ref, ref + 1.0)  # even with a huge tolerance
     assert not metric.passed and metric.reason == checking.REASON_NAN
     assert math.isnan(metric.max_abs_err) and metric.mismatch_pct == pytest.approx(1.0)
+
+
+def test_a_yardstick_that_is_not_finite_fails_instead_of_passing_everything():
+    """PyTorch in the input dtype overflowing (inf) or going NaN would make the tolerance inf or NaN:
+    then any output, however wrong, would pass. Such a check fails, naming the yardstick."""
+    ref = torch.ones(100)
+    wrong = ref + 100.0
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        low = ref.clone()
+        low[7] = bad
+        metric = compare("out", wrong, ref, low)
+        assert not metric.passed and "PyTorch in the input dtype" in metric.reason, metric
+        assert not compare("out", ref.clone(), ref, low).passed  # even a perfect output: the check proves nothing
 
 
 def test_lse_inf_must_match_exactly_where_a_row_sees_no_key():
@@ -216,6 +238,27 @@ def test_each_fault_fails_with_its_reason(fault, variant, tensor, reason):
     assert rows[0].worst.tensor == tensor and rows[0].reason.startswith(f"{tensor}: {reason}")
     if fault == "wrong-row":
         assert 0 < rows[0].worst.mismatch_pct < 100
+
+
+@pytest.mark.parametrize("variant", [FWD, Variant("splitkv", 64, "fp16", True, "sm90")])
+def test_a_top_left_causal_mask_fails_where_seqlen_q_and_seqlen_k_differ(variant):
+    """flash-attn's causal mask is aligned bottom-right; SDPA's is_causal top-left. The two agree only
+    when seqlen_q == seqlen_k, so a kernel with the top-left mask fails exactly the uneven shapes."""
+    rows = rows_for("top-left", [variant], SHAPES_QUICK)[:len(SHAPES_QUICK)]  # (not the split-KV cache calls)
+    assert [s.seqlen_q == s.seqlen_k for s in SHAPES_QUICK] == [True, False, False]
+    assert [r.status for r in rows] == ["pass", "FAIL", "FAIL"], [r.reason for r in rows]
+    assert all(r.worst.tensor == "out" for r in rows[1:])
+
+
+def test_dk_and_dv_of_a_shared_head_must_sum_over_its_query_heads():
+    """GQA/MQA: each K/V head serves nheads / nheads_k query heads; its gradients are the sum over
+    them. A kernel that averages instead fails every GQA/MQA shape and passes the others."""
+    rows = rows_for("gqa-mean", [BWD], SHAPES_QUICK)
+    for shape, row in zip(SHAPES_QUICK, rows):
+        if shape.nheads == shape.nheads_k:
+            assert row.status == "pass", row.reason
+        else:
+            assert row.status == "FAIL" and row.worst.tensor in ("dk", "dv"), row.reason
 
 
 SPLITKV = Variant("splitkv", 32, "fp16", True, "sm80")

@@ -242,3 +242,27 @@ def test_kvcache_ref_rotates_q_per_row_only_when_causal_or_windowed(causal):
     keys = torch.cat([cache[:, :5], apply_rotary(k, cos, sin, torch.arange(5, 8).view(1, 3))], dim=1)
     values = torch.cat([cache[:, :5], v], dim=1)
     torch.testing.assert_close(out, attention_ref(q_rot, keys, values, causal)[0])
+
+
+@pytest.mark.parametrize("sq, sk, h, hk, causal, window, softcap", [
+    (23, 5, 6, 2, True, (-1, -1), 0.0),   # GQA 3:1, rows 0-17 see no key
+    (5, 23, 4, 1, True, (3, -1), 0.0),    # MQA, a left window
+    (9, 14, 6, 3, False, (2, 1), 1.5),    # window and softcap
+])
+def test_the_backward_reference_matches_autograd_through_the_row_by_row_float64_computation(
+        sq, sk, h, hk, causal, window, softcap):
+    """`flashbuild test` holds dQ, dK, dV to autograd through attention_ref: check that against
+    autograd through `naive` (float64, only the keys each row sees, no masking, no nan_to_num), so a
+    reference whose gradient is wrong (GQA not summed, NaN leaking from rows that see no key) fails
+    here rather than passing every kernel it agrees with."""
+    g = torch.Generator().manual_seed(sq * 100 + sk)
+    q, k, v = (torch.randn(2, n, heads, 16, generator=g) for n, heads in ((sq, h), (sk, hk), (sk, hk)))
+    dout = torch.randn(2, sq, h, 16, generator=g)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    got = torch.autograd.grad(attention_ref(*leaves, causal, 0.3, window_size=window, softcap=softcap)[0], leaves,
+                              dout)
+    leaves64 = [t.double().requires_grad_() for t in (q, k, v)]
+    want = torch.autograd.grad(naive(*leaves64, causal, 0.3, window, softcap)[0], leaves64, dout.double())
+    for name, a, b in zip(("dq", "dk", "dv"), got, want):
+        assert a.shape == b.shape and not torch.isnan(a).any(), name
+        torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=1e-5, msg=name)

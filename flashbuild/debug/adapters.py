@@ -39,7 +39,8 @@ class FlashAttn2Slice:
     def __init__(self, package: ModuleType, manifest: dict):
         self.package = package
         self.manifest = manifest
-        self.ext = package.flash_attn_interface.flash_attn_gpu  # the slice's flash_attn_2_cuda
+        self.interface = package.flash_attn_interface  # the tree's flash_attn_interface module
+        self.ext = self.interface.flash_attn_gpu        # the slice's flash_attn_2_cuda
 
     def variants(self) -> list[str]:
         return [v.name for v in slice_variants(self.manifest)]
@@ -57,7 +58,7 @@ class FlashAttn2Slice:
     def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
                         **window: Any):
         out, lse, _ = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
-                                                   softcap=softcap, return_attn_probs=True)
+                                                     softcap=softcap, return_attn_probs=True)
         return (out, lse) if return_lse else out
 
     def mha_bwd(self, dout, q, k, v, out, lse, causal: bool = False, softcap: float = 0.0, **window: Any):
@@ -67,16 +68,15 @@ class FlashAttn2Slice:
         import torch
 
         left, right = self._window(**window)
-        interface = self.package.flash_attn_interface
         if q.shape[-1] % 8 == 0:
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            interface._flash_attn_backward(dout, q, k, v, out, lse, dq, dk, dv, 0.0, q.shape[-1] ** -0.5, causal,
-                                           left, right, softcap, None, False, None)
+            self.interface._flash_attn_backward(dout, q, k, v, out, lse, dq, dk, dv, 0.0, q.shape[-1] ** -0.5,
+                                                causal, left, right, softcap, None, False, None)
             return dq, dk, dv
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
             result = self.interface.flash_attn_func(*leaves, causal=causal, window_size=self._window(**window),
-                                                  softcap=softcap)
+                                                    softcap=softcap)
             return torch.autograd.grad(result, leaves, dout)
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal: bool = False, num_splits: int = 0,

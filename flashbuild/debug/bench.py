@@ -329,8 +329,13 @@ class Change:
         return (self.new.tflops / self.old.tflops - 1.0) * 100
 
     @property
+    def lost(self) -> bool:
+        """Measured before, n/a now (the backend refused or failed the problem)."""
+        return bool(self.old.tflops) and not self.new.tflops
+
+    @property
     def regression(self) -> bool:
-        return self.pct is not None and self.pct < -REGRESSION_PCT
+        return self.lost or (self.pct is not None and self.pct < -REGRESSION_PCT)
 
 
 def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Result], list[Result]]:
@@ -344,12 +349,12 @@ def compare(old: list[Result], new: list[Result]) -> tuple[list[Change], list[Re
 
 def compare_table(changes: list[Change], only_new: list[Result], only_old: list[Result], old_name: str) -> str:
     width = max([len("variant")] + [len(c.new.label) for c in changes])
-    lines = [f"change vs {old_name} (TFLOPS; a regression is more than {REGRESSION_PCT:g}% slower):",
+    lines = [f"change vs {old_name} (TFLOPS; a regression is more than {REGRESSION_PCT:g}% slower, or n/a now):",
              f"{'variant':<{width}}  {'seqlen':>6}  {'backend':<14}  {'old':>7}  {'new':>7}  {'change':>8}"]
     for c in changes:
         old = f"{c.old.tflops:7.1f}" if c.old.tflops else f"{'n/a':>7}"
         new = f"{c.new.tflops:7.1f}" if c.new.tflops else f"{'n/a':>7}"
-        pct = f"{c.pct:+7.1f}%" if c.pct is not None else f"{'-':>8}"
+        pct = f"{c.pct:+7.1f}%" if c.pct is not None else f"{'now n/a' if c.lost else '-':>8}"
         mark = "  REGRESSION" if c.regression else ""
         lines.append(f"{c.new.label:<{width}}  {c.new.seqlen:>6}  {c.new.backend:<14}  {old}  {new}  {pct}{mark}")
     regressions = [c for c in changes if c.regression]
@@ -438,7 +443,8 @@ def plot(results: list[Result], path: str | Path, title: str = "") -> Path:
 
 # ---------------------------------------------------------------- measuring (GPU)
 
-def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int) -> dict[str, float]:
+def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int,
+                  sync: Callable[[], None] | None = None) -> dict[str, float]:
     """Median ms of each run(i % n_sets) over `reps` calls, each between two CUDA events. The runs
     take turns, one call of each per round: the GPU's clocks follow its power draw, and a state
     that drifts during a measurement (after a heavy row, say) then weighs on every backend alike,
@@ -454,7 +460,7 @@ def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int)
             start.record()
             run((i + WARMUP) % n_sets)
             end.record()
-    torch.cuda.synchronize()
+    (sync or torch.cuda.synchronize)()
     return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
@@ -483,11 +489,13 @@ def _reference_out_lse(q, k, v, causal: bool, window: tuple[int, int] = (-1, -1)
 def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None,
             window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-            peers: dict[str, Any] | None = None) -> list[Result]:
+            peers: dict[str, Any] | None = None, device: str = "cuda") -> list[Result]:
     """Every backend on one problem (with the calls' window and softcap, if any), timed in turns
-    (time_in_turns); a backend that raises while it warms up is n/a. `peers` (name: an external
-    tree's slice behind its adapter, e.g. FA3's) are measured as flashbuild's own build is, in the
-    same turns; a peer without this variant is n/a."""
+    (time_in_turns); a backend that raises while it warms up is n/a, its note the exception and the
+    warnings before it (SDPA says why it refuses a shape only in warnings). `peers` (name: an
+    external tree's slice behind its adapter, e.g. FA3's) are measured as flashbuild's own build is,
+    in the same turns; a peer without this variant is n/a. device: "cuda" (CUDA events); the tests
+    pass "cpu", with torch.cuda.Event stood in for."""
     peers = peers or {}
     backends = backend_order([*backends, *peers])
     import torch
@@ -499,11 +507,14 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     p = problem(variant, seqlen, window, softcap)
     features = p.feature_kwargs()
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[variant.dtype]
-    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20)
+    cuda = str(device).startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 64 << 20) if cuda \
+        else 64 << 20
     bwd = variant.direction == "bwd"
     n_sets = input_sets(p, dtype, l2, with_grad=bwd)
     shape = (p.batch, p.seqlen, p.nheads, p.hdim)
-    sets = [[torch.randn(shape, device="cuda", dtype=dtype) for _ in range(4 if bwd else 3)] for _ in range(n_sets)]
+    sets = [[torch.randn(shape, device=device, dtype=dtype) for _ in range(4 if bwd else 3)] for _ in range(n_sets)]
 
     def make_run(backend: str) -> Callable[[int], Any]:
         if backend == OURS or backend in peers:
@@ -531,7 +542,7 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             # SDPA takes (batch, nheads, seqlen, head_dim); the bench's seqlen_q == seqlen_k, so its
             # top-left causal mask is ours. A window goes in as a boolean mask (True: take part).
             tsets = [[t.transpose(1, 2).contiguous() for t in s] for s in sets]
-            hidden = hidden_keys(p.seqlen, p.seqlen, p.causal, p.window, device="cuda") if p.window != (-1, -1) else None
+            hidden = hidden_keys(p.seqlen, p.seqlen, p.causal, p.window, device=device) if p.window != (-1, -1) else None
             mask = dict(attn_mask=~hidden) if hidden is not None else dict(is_causal=p.causal)
             if not bwd:
                 def run(i):
@@ -553,23 +564,42 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
 
     runs: dict[str, Callable[[int], Any]] = {}
     missing: dict[str, str] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for backend in backends:
+    for backend in backends:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
             try:
                 run = make_run(backend)
                 for i in range(WARMUP):
                     run(i % n_sets)
                 runs[backend] = run
-            except (RuntimeError, ValueError) as exc:
-                missing[backend] = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            except Exception as exc:  # noqa: BLE001 - any backend that cannot run this problem is n/a, named
+                missing[backend] = _refusal(exc, [str(w.message) for w in said])
             finally:
-                torch.cuda.synchronize()
-        ms = time_in_turns(runs, n_sets, reps) if runs else {}
+                sync()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ms = time_in_turns(runs, n_sets, reps, sync) if runs else {}
     out = [result(variant, p, b, ms[b], reps) if b in ms else result(variant, p, b, None, 0, missing[b])
            for b in backends]
     for r in out:
         log(f"  {variant.name} seqlen {seqlen} {r.backend}: {_cell(r)}")
     del sets, runs
-    torch.cuda.empty_cache()
+    if cuda:
+        torch.cuda.empty_cache()
     return out
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0].strip() if text.strip() else ""
+
+
+def _refusal(exc: Exception, warned: list[str]) -> str:
+    """A backend's n/a note: its exception, and the warnings before it (SDPA raises "No available
+    kernel" and says why in warnings: "Flash attention kernel not used because:", then each reason).
+    An exception that is not a RuntimeError or ValueError (an adapter's AttributeError, say) is
+    named with its type."""
+    said = _first_line(str(exc))
+    if not isinstance(exc, (RuntimeError, ValueError)) or not said:
+        said = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+    reasons = [line for line in dict.fromkeys(_first_line(w) for w in warned) if line and line not in said]
+    return (f"{said} ({'; '.join(reasons)})" if reasons else said)[:300]

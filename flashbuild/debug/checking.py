@@ -198,6 +198,9 @@ def compare(name: str, got, ref, low, eps: float | None = None) -> Metric:
     nan = torch.isnan(got)
     seen = ~hidden
     ref_err = _max_abs(low[seen] - ref[seen])
+    if not math.isfinite(ref_err):  # an inf or NaN tolerance would pass any output
+        return Metric(name, math.nan, ref_err, math.nan, 100.0,
+                      "the yardstick (PyTorch in the input dtype) is not finite: no tolerance to hold the kernel to")
     tol = TOLERANCE_FACTOR * ref_err + eps
     diff = (got - ref).abs()
     diff[hidden] = 0.0
