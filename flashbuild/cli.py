@@ -373,8 +373,9 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
     click.echo(checking.summary(rows))
     if json_path:
         _write(json_path, checking.results_json(rows, **info))
-    if any(row.status == "FAIL" for row in rows):
-        raise CheckFailedError(checking.failure_message(rows))
+    problem = checking.verdict(rows)
+    if problem:
+        raise CheckFailedError(problem)
 
 
 def _test_sanitized(selection, options, seed, shapes, rebuild):

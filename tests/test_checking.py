@@ -346,6 +346,11 @@ def test_skipped_variants_get_a_row_and_neither_pass_nor_fail():
                       skipped=[(Variant("fwd", 64, "fp16", True, "sm80"), "built for sm80")])
     assert [r.status for r in rows] == ["skip"]
     assert checking.summary(rows) == "0 passed, 0 failed, 1 skipped (1 checks of 1 variant)"
+    # A run that checked nothing is not a pass: `flashbuild test` exits 1 with this, and the JSON says so.
+    problem = checking.verdict(rows)
+    assert problem and problem.startswith("nothing was checked (1 checks, every one skipped: built for sm80)")
+    assert json.loads(checking.results_json(rows))["passed"] is False
+    assert checking.verdict([]) and checking.verdict(rows_for()) is None
 
 
 def test_table_json_and_summary():

@@ -412,3 +412,13 @@ def test_json_needs_the_warm_loop(cache, tmp_path):
     result = run_cli("watch", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--fresh-process",
                      "--json", str(tmp_path / "rounds.jsonl"))
     assert result.exit_code == 2 and "--json records the rounds of the warm loop" in result.output
+
+
+def test_a_round_whose_rebuilt_variants_this_gpu_runs_none_of_is_not_a_pass():
+    """Every check skipped (say, kernels built for another arch): the round says nothing was checked,
+    where it printed 'pass' before."""
+    fake = FakeBuild()
+    fake.test = lambda module, variants: [checking.Row(v.name, "b1 sq17", skipped="built for sm80") for v in variants]
+    first = fake.loop().round([], 0.0)
+    assert first.result == "nothing checked" and first.checks == 0
+    assert "not checked here" in first.line() and "pass" not in first.line()

@@ -555,8 +555,20 @@ def failure_message(rows: list[Row]) -> str:
     return f"{len(failed)} of {len(rows)} checks failed: {shown}{more}"
 
 
+def verdict(rows: list[Row]) -> str | None:
+    """Why the run fails, or None: a failed check, or no check that ran at all (every row skipped or
+    none made): a run that checked nothing must not read as a pass."""
+    if any(r.status == "FAIL" for r in rows):
+        return failure_message(rows)
+    if not any(r.status == "pass" for r in rows):
+        reasons = sorted({r.reason for r in rows if r.skipped})
+        why = f": {'; '.join(reasons[:3])}" if reasons else ""
+        return f"nothing was checked ({len(rows)} checks, every one skipped{why}); run it on a GPU that runs the selection"
+    return None
+
+
 def results_json(rows: list[Row], **info: Any) -> str:
-    return json.dumps({"format": JSON_FORMAT, "version": 1, **info, "passed": all(r.status != "FAIL" for r in rows),
+    return json.dumps({"format": JSON_FORMAT, "version": 1, **info, "passed": verdict(rows) is None,
                        "summary": summary(rows), "rows": [r.to_json() for r in rows]}, indent=2) + "\n"
 
 

@@ -123,12 +123,13 @@ class Round:
     saved: float                     # epoch seconds: when the change was saved (poll.saved_at)
     rebuilt: list[str] = field(default_factory=list)  # the targets ninja ran
     tested: list[str] = field(default_factory=list)   # the variants checked
+    rebuilt_variants: list[str] = field(default_factory=list)  # the variants whose objects were rebuilt
     build_s: float = 0.0             # render + ninja + link
     load_s: float = 0.0              # importing the relinked extension
     test_s: float = 0.0
     checks: int = 0
     failed: int = 0
-    result: str = ""                 # pass | FAIL | build failed | load failed | nothing rebuilt
+    result: str = ""                 # pass | FAIL | nothing checked | build failed | load failed | nothing rebuilt
     error: str = ""
     still_failing: list[str] = field(default_factory=list)  # failed in an earlier round, not tested now
     lost_context: bool = False
@@ -154,6 +155,9 @@ class Round:
             parts.append(f"load failed: {self.error}")
         elif self.result == "nothing rebuilt":
             parts.append("no kernel changed: nothing to test")
+        elif self.result == "nothing checked":
+            parts.append(f"rebuilt variants not checked here (this GPU runs none of them): "
+                         f"{shown(self.rebuilt_variants, 4)}")
         elif self.result in ("pass", "FAIL"):
             verdict = "pass" if self.result == "pass" else f"FAIL ({self.failed} failed)"
             parts.append(f"tested {self.checks} check{'' if self.checks == 1 else 's'} of {shown(self.tested, 4)} "
@@ -230,7 +234,9 @@ class WarmLoop:
         names = {v.name for v in variants}
         self.failing = (self.failing - names) | {row.variant for row in rows if row.status == "FAIL"}
         out.still_failing = sorted(self.failing - names)
-        out.result = "nothing rebuilt" if not variants else "FAIL" if out.failed else "pass"
+        out.rebuilt_variants = [v.name for v in variants]
+        out.result = ("nothing rebuilt" if not variants else "FAIL" if out.failed else
+                      "pass" if out.checks else "nothing checked")
         out.finished = self.clock()
         return out
 
