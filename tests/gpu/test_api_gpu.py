@@ -39,9 +39,11 @@ def m():
 
 
 def poison_allocator():
-    """Fill cached device memory with NaN so that unwritten outputs read as NaN."""
-    junk = torch.full((64 << 20,), float("nan"), dtype=torch.float16, device="cuda")
-    del junk
+    """Fill cached device memory with NaN so that unwritten outputs read as NaN, in both of PyTorch's
+    pools: one large block, and 64 blocks of 1 MiB (the small pool's largest, cut from its 2 MiB
+    segments), since every output here is under 1 MiB and comes from the small pool."""
+    from flashbuild.debug.checking import poison
+    poison("cuda", [1 << 20] * 16)  # 4 copies of each size
 
 
 def randn(*shape, grad=False):
