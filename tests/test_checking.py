@@ -563,3 +563,31 @@ def test_test_command_checks_a_feature_variant_with_windows_and_softcap(fake_gpu
     columns = {line.index(" out ") if " out " in line else line.index(" lse ") for line in lines[1:-1]}
     assert len(columns) == 1  # the shape column is wide enough for the feature labels
     assert lines[-1] == f"{len(SHAPES_QUICK) * 5} passed, 0 failed ({len(SHAPES_QUICK) * 5} checks of 2 variants)"
+
+
+def test_the_sanitized_child_runs_without_the_caching_allocator(monkeypatch, tmp_path):
+    """memcheck sees an overrun only past an allocation: inside one of PyTorch's cached blocks it is
+    silent, so the child runs with PYTORCH_NO_CUDA_MEMORY_CACHING=1."""
+    import io
+    seen = {}
+
+    class FakePopen:
+        def __init__(self, command, **kwargs):
+            seen.update(command=command, env=kwargs["env"])
+            self.stdout = io.StringIO("========= ERROR SUMMARY: 0 errors\n")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(sanitize, "find_sanitizer", lambda: tmp_path / "compute-sanitizer")
+    monkeypatch.setattr(sanitize.subprocess, "Popen", FakePopen)
+    code, reports, _ = sanitize.run_child(["--hdim", "64"], tmp_path / "r.json", log=lambda line: None)
+    assert code == 0 and reports == {}
+    assert seen["env"]["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and seen["env"][sanitize.MARKERS_ENV] == "1"
+    assert seen["command"][1:3] == ["--tool", "memcheck"]
