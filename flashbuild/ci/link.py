@@ -63,10 +63,37 @@ def read(path: Path) -> Artifact:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise BuildError(f"{manifest_path}: format {found!r}, expected {sharding.FORMAT!r}; {fix} (with this "
                          f"flashbuild)")
+    rebuild = f"rebuild that shard with `{data.get('command', 'flashbuild build ... --shard I/N')}`"
     for key in (*SAME, "shard", "split", "units", "objects"):
         if key not in data:
-            raise BuildError(f"{manifest_path}: no {key!r}; rebuild that shard with `{data.get('command', 'flashbuild build ... --shard I/N')}`")
+            raise BuildError(f"{manifest_path}: no {key!r}; {rebuild}")
+    problem = _shape_problem(data)
+    if problem:
+        raise BuildError(f"{manifest_path}: {problem}; {rebuild}")
     return Artifact(path, data)
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
+
+
+def _shape_problem(data: dict) -> str | None:
+    """What a hand-edited or damaged manifest got wrong in the fields link reads, or None."""
+    shard = data["shard"]
+    count = shard.get("count") if isinstance(shard, dict) else None
+    index = shard.get("index") if isinstance(shard, dict) else None
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (index, count)) or not 1 <= index <= count:
+        return f"'shard': expected an object {{\"index\": I, \"count\": N}} with 1 <= I <= N, found {_short(shard)}"
+    for key in ("variants", "units", "extra_objects"):
+        if not _names(data[key]):
+            return f"{key!r}: expected a list of TU names, found {_short(data[key])}"
+    objects = data["objects"]
+    if not isinstance(objects, dict) or not all(isinstance(d, str) for d in objects.values()):
+        return f"'objects': expected an object of TU name -> sha256, found {_short(objects)}"
+    for key in ("selection", "flags", "versions", "toolkit", "split"):
+        if not isinstance(data[key], dict):
+            return f"{key!r}: expected an object, found {_short(data[key])}"
+    return None
 
 
 def _short(value: Any) -> str:
