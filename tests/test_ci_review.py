@@ -38,3 +38,24 @@ def test_a_manifest_field_of_the_wrong_shape_is_named_not_a_traceback(tmp_path, 
     assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
     assert f"{artifacts[2] / 'manifest.json'}: {words}" in result.stderr, result.stderr
     assert "rebuild that shard with `flashbuild" in result.stderr
+
+
+def test_link_refuses_shards_whose_variants_are_not_the_selections(tmp_path, fake_cuda):
+    """Every manifest edited alike (a TU dropped from the variants, its shard's units and objects): the
+    shards agree with each other, but not with the selection they name, whose build holds that TU."""
+    artifacts = build_shards(tmp_path, 2)
+    dropped = json.loads((artifacts[0] / "manifest.json").read_text())["units"][0]
+
+    def drop(m):
+        m["variants"].remove(dropped)
+        if dropped in m["units"]:
+            m["units"].remove(dropped)
+            del m["objects"][dropped]
+
+    for artifact in artifacts:
+        edit_manifest(artifact, drop)
+    result = run_cli("link", *map(str, artifacts))
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert f"the shards hold 27 TUs, the selection they name has 28 (not in any shard: {dropped};" in result.stderr
+    assert "--shard I/2`" in result.stderr

@@ -194,6 +194,15 @@ def check_here(plan: Plan, tools: graph.Toolchain, first: Artifact) -> None:
             raise BuildError(f"this machine does not fit the shards: {where} is {_short(_pick({key: here}, where))} "
                              f"here, {_short(_pick(manifest, where))} in {first.label}; link where the shards' "
                              f"toolkit, torch, Python and source tree are")
+    names = [u.name for u in plan.units] + sharding.extra_objects(plan)
+    held = manifest["variants"] + manifest["extra_objects"]
+    if sorted(held) != sorted(names):
+        absent = [n for n in names if n not in held] or ["none"]
+        raise BuildError(f"the shards hold {len(manifest['variants'])} TUs, the selection they name has "
+                         f"{len(plan.units)} (not in any shard: {', '.join(absent)}; not in the selection: "
+                         f"{', '.join(n for n in held if n not in names) or 'none'}); the manifests were edited or "
+                         f"built by another flashbuild: rebuild every shard with "
+                         f"`{manifest['command'].rsplit('--shard', 1)[0]}--shard I/{manifest['shard']['count']}`")
     if plan.key != manifest["key"]:
         raise BuildError(f"this machine would build {plan.key}, the shards built {manifest['key']}; link where the "
                          f"shards were built from")
