@@ -59,3 +59,30 @@ def test_link_refuses_shards_whose_variants_are_not_the_selections(tmp_path, fak
     assert "Traceback" not in result.output
     assert f"the shards hold 27 TUs, the selection they name has 28 (not in any shard: {dropped};" in result.stderr
     assert "--shard I/2`" in result.stderr
+
+
+# ---------------------------------------------------------------- --costs
+
+def test_costs_that_name_none_of_the_selections_tus_are_refused(tmp_path, fake_cuda):
+    other = tmp_path / "other.ninja_log"  # a log of another selection, or of TUs since renamed
+    other.write_text("# ninja log v7\n0\t9000\t1\tobj/bwd_hdim256_bf16_sm80.o\tx\n0\t100\t1\tobj/gone.o\ty\n")
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}\n")
+    for path in (other, empty):
+        result = run_cli(*SELECTION, "--shard", "1/2", "--costs", str(path), "--dry-run")
+        assert result.exit_code == 2, result.output
+        assert f"--costs {path}: times none of the 28 TUs of this selection" in result.stderr, result.stderr
+        assert "drop --costs to split by the estimate" in result.stderr
+    partial = tmp_path / "partial.json"  # some TUs timed: the others take the estimate, as documented
+    partial.write_text('{"fwd_hdim64_fp16_sm90": 12.5, "gone": 3}')
+    result = run_cli(*SELECTION, "--shard", "1/2", "--costs", str(partial), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "costs: --costs" in result.stdout
+
+
+@pytest.mark.parametrize("text", ['{"fwd_hdim64_fp16_sm90": NaN}', '{"fwd_hdim64_fp16_sm90": Infinity}'])
+def test_costs_that_are_not_finite_are_refused(tmp_path, text):
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(SelectionError, match=r"fwd_hdim64_fp16_sm90: expected seconds \(a number >= 0\)"):
+        sharding.read_costs(path)
