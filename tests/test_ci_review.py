@@ -86,3 +86,55 @@ def test_costs_that_are_not_finite_are_refused(tmp_path, text):
     path.write_text(text)
     with pytest.raises(SelectionError, match=r"fwd_hdim64_fp16_sm90: expected seconds \(a number >= 0\)"):
         sharding.read_costs(path)
+
+
+# ---------------------------------------------------------------- the workflow
+
+def _workflow():
+    yaml = pytest.importorskip("yaml")
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _installs(job: dict) -> str:
+    return " ".join(str(s.get("run", "")) for s in job["steps"] if "pip install" in str(s.get("run", "")))
+
+
+def _python(job: dict) -> str | None:
+    return next((s["with"]["python-version"] for s in job["steps"]
+                 if s.get("uses", "").startswith("actions/setup-python")), None)
+
+
+def test_the_shards_are_compiled_with_the_torch_and_python_the_link_and_gpu_jobs_use():
+    """The key, and link's check that this machine fits the shards, hold the torch version (2.13.0+cpu is
+    not 2.13.0+cu130) and the Python ABI: compiled with another, every link would stop, and the GPU job's
+    load() would compile every TU again."""
+    data = _workflow()
+    jobs = data["jobs"]
+    torch = {name: [t for t in ("$TORCH_CPU", "$TORCH_CUDA") if t in _installs(jobs[name])]
+             for name in ("compile", "link", "gpu-test")}
+    assert torch["compile"] == torch["link"] == torch["gpu-test"] == ["$TORCH_CUDA"], torch
+    pythons = {name: _python(jobs[name]) for name in ("compile", "link", "gpu-test")}
+    assert len(set(pythons.values())) == 1 and None not in pythons.values(), pythons
+
+
+def test_a_cells_link_job_downloads_only_that_cells_shards():
+    """The artifact names and the link job's download pattern, for cell names that are prefixes of
+    each other ('sm80' and a hand cell 'sm80-x', both valid names)."""
+    jobs = _workflow()["jobs"]
+    upload = next(s for s in jobs["compile"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    download = next(s for s in jobs["link"]["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    from flashbuild.ci.matrix import _CELL_NAME
+
+    names = ["sm80", "sm80-x", "sm80-fp16", "sm80-fp16-fLS", "a", "a-1"]
+    assert all(_CELL_NAME.fullmatch(n) for n in names) and not _CELL_NAME.fullmatch("a@b")
+
+    def uploaded(cell, index):
+        return upload["with"]["name"].replace("${{ matrix.cell }}", cell).replace("${{ strategy.job-index }}",
+                                                                                    str(index))
+
+    artifacts = {(cell, i): uploaded(cell, i) for cell in names for i in range(12)}
+    assert len(set(artifacts.values())) == len(artifacts)
+    for cell in names:
+        pattern = download["with"]["pattern"].replace("${{ matrix.cell }}", cell)
+        got = {c for (c, _), name in artifacts.items() if fnmatch.fnmatchcase(name, pattern)}
+        assert got == {cell}, (cell, pattern, got)
