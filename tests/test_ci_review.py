@@ -61,6 +61,22 @@ def test_link_refuses_shards_whose_variants_are_not_the_selections(tmp_path, fak
     assert "--shard I/2`" in result.stderr
 
 
+def test_shards_of_two_cells_are_named_as_such(tmp_path, fake_cuda):
+    config = tmp_path / "m.toml"
+    config.write_text('[matrix]\nhdim = [64, 128]\ndtype = "fp16"\narch = "sm80"\ndirection = "fwd"\n'
+                      'features = ["none"]\ngroup_by = ["hdim"]\nshards = 2\n')
+    artifacts = []
+    for cell, i in (("h64", 1), ("h128", 2)):
+        artifacts.append(tmp_path / f"{cell}-{i}")
+        built = run_cli("build", "--config", str(config), "--cell", cell, "--shard", f"{i}/2", "--artifact-dir",
+                        str(artifacts[-1]))
+        assert built.exit_code == 0, built.output
+    result = run_cli("link", *map(str, artifacts))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "selection.hdim differs ([128] vs [64]); they are shards of different selections (h128 vs h64): link " \
+           "the shards of one cell" in result.stderr, result.stderr
+
+
 # ---------------------------------------------------------------- --costs
 
 def test_costs_that_name_none_of_the_selections_tus_are_refused(tmp_path, fake_cuda):

@@ -117,10 +117,14 @@ def check_fit(artifacts: list[Artifact]) -> list[Artifact]:
         for key in SAME:
             if other.manifest[key] != first.manifest[key]:
                 where = _differs(other.manifest[key], first.manifest[key], key)
+                fix = "rebuild every shard from one commit with the same flags and toolkit"
+                if key in ("selection", "variants", "extra_objects"):
+                    cells = [a.manifest.get("cell") or " ".join(a.manifest.get("cli_args") or []) for a in (other, first)]
+                    fix = (f"they are shards of different selections ({cells[0]} vs {cells[1]}): link the shards of "
+                           f"one cell or selection together")
                 raise BuildError(
                     f"{other.label} does not fit {first.label}: {where} differs "
-                    f"({_short(_pick(other.manifest, where))} vs {_short(_pick(first.manifest, where))}); "
-                    f"rebuild every shard from one commit with the same flags and toolkit")
+                    f"({_short(_pick(other.manifest, where))} vs {_short(_pick(first.manifest, where))}); {fix}")
         for key in ("count",):
             if other.manifest["shard"].get(key) != first.manifest["shard"].get(key):
                 raise BuildError(f"{other.label} does not fit {first.label}: shard.count differs; link the shards of "
