@@ -63,10 +63,37 @@ def read(path: Path) -> Artifact:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise BuildError(f"{manifest_path}: format {found!r}, expected {sharding.FORMAT!r}; {fix} (with this "
                          f"flashbuild)")
+    rebuild = f"rebuild that shard with `{data.get('command', 'flashbuild build ... --shard I/N')}`"
     for key in (*SAME, "shard", "split", "units", "objects"):
         if key not in data:
-            raise BuildError(f"{manifest_path}: no {key!r}; rebuild that shard with `{data.get('command', 'flashbuild build ... --shard I/N')}`")
+            raise BuildError(f"{manifest_path}: no {key!r}; {rebuild}")
+    problem = _shape_problem(data)
+    if problem:
+        raise BuildError(f"{manifest_path}: {problem}; {rebuild}")
     return Artifact(path, data)
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
+
+
+def _shape_problem(data: dict) -> str | None:
+    """What a hand-edited or damaged manifest got wrong in the fields link reads, or None."""
+    shard = data["shard"]
+    count = shard.get("count") if isinstance(shard, dict) else None
+    index = shard.get("index") if isinstance(shard, dict) else None
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (index, count)) or not 1 <= index <= count:
+        return f"'shard': expected an object {{\"index\": I, \"count\": N}} with 1 <= I <= N, found {_short(shard)}"
+    for key in ("variants", "units", "extra_objects"):
+        if not _names(data[key]):
+            return f"{key!r}: expected a list of TU names, found {_short(data[key])}"
+    objects = data["objects"]
+    if not isinstance(objects, dict) or not all(isinstance(d, str) for d in objects.values()):
+        return f"'objects': expected an object of TU name -> sha256, found {_short(objects)}"
+    for key in ("selection", "flags", "versions", "toolkit", "split"):
+        if not isinstance(data[key], dict):
+            return f"{key!r}: expected an object, found {_short(data[key])}"
+    return None
 
 
 def _short(value: Any) -> str:
@@ -90,10 +117,14 @@ def check_fit(artifacts: list[Artifact]) -> list[Artifact]:
         for key in SAME:
             if other.manifest[key] != first.manifest[key]:
                 where = _differs(other.manifest[key], first.manifest[key], key)
+                fix = "rebuild every shard from one commit with the same flags and toolkit"
+                if key in ("selection", "variants", "extra_objects"):
+                    cells = [a.manifest.get("cell") or " ".join(a.manifest.get("cli_args") or []) for a in (other, first)]
+                    fix = (f"they are shards of different selections ({cells[0]} vs {cells[1]}): link the shards of "
+                           f"one cell or selection together")
                 raise BuildError(
                     f"{other.label} does not fit {first.label}: {where} differs "
-                    f"({_short(_pick(other.manifest, where))} vs {_short(_pick(first.manifest, where))}); "
-                    f"rebuild every shard from one commit with the same flags and toolkit")
+                    f"({_short(_pick(other.manifest, where))} vs {_short(_pick(first.manifest, where))}); {fix}")
         for key in ("count",):
             if other.manifest["shard"].get(key) != first.manifest["shard"].get(key):
                 raise BuildError(f"{other.label} does not fit {first.label}: shard.count differs; link the shards of "
@@ -167,6 +198,15 @@ def check_here(plan: Plan, tools: graph.Toolchain, first: Artifact) -> None:
             raise BuildError(f"this machine does not fit the shards: {where} is {_short(_pick({key: here}, where))} "
                              f"here, {_short(_pick(manifest, where))} in {first.label}; link where the shards' "
                              f"toolkit, torch, Python and source tree are")
+    names = [u.name for u in plan.units] + sharding.extra_objects(plan)
+    held = manifest["variants"] + manifest["extra_objects"]
+    if sorted(held) != sorted(names):
+        absent = [n for n in names if n not in held] or ["none"]
+        raise BuildError(f"the shards hold {len(manifest['variants'])} TUs, the selection they name has "
+                         f"{len(plan.units)} (not in any shard: {', '.join(absent)}; not in the selection: "
+                         f"{', '.join(n for n in held if n not in names) or 'none'}); the manifests were edited or "
+                         f"built by another flashbuild: rebuild every shard with "
+                         f"`{manifest['command'].rsplit('--shard', 1)[0]}--shard I/{manifest['shard']['count']}`")
     if plan.key != manifest["key"]:
         raise BuildError(f"this machine would build {plan.key}, the shards built {manifest['key']}; link where the "
                          f"shards were built from")

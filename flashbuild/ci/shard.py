@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import shutil
 import sys
@@ -70,7 +71,8 @@ def read_costs(path: Path) -> dict[str, float]:
             data = json.loads(text)
         except ValueError as exc:
             raise SelectionError(f"--costs {path}: not valid JSON ({exc}); fix it") from None
-        bad = [k for k, s in data.items() if isinstance(s, bool) or not isinstance(s, (int, float)) or s < 0]
+        bad = [k for k, s in data.items()
+               if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < math.inf]
         if bad:
             raise SelectionError(f"--costs {path}: {bad[0]}: expected seconds (a number >= 0), found "
                                  f"{data[bad[0]]!r}; fix it")
@@ -126,7 +128,15 @@ def find_costs(plan: Plan, given: str | None) -> tuple[dict[str, float], str]:
     built here) would split differently from the shards that did not see it, so it is not used."""
     if given:
         path = Path(given).expanduser()
-        return read_costs(path), f"--costs {path}"
+        costs = read_costs(path)
+        if not any(u.name in costs for u in plan.units):
+            named = sorted(costs)
+            raise SelectionError(
+                f"--costs {given}: times none of the {len(plan.units)} TUs of this selection (it times "
+                f"{len(named)}: {', '.join(named[:3]) or 'none'}{', ...' if len(named) > 3 else ''}), so it is of another "
+                f"selection or of TUs since renamed; give the .ninja_log of a build of this selection, or drop "
+                f"--costs to split by the estimate")
+        return costs, f"--costs {path}"
     found = plan.build_dir / ".ninja_log"
     if found.is_file():
         try:
