@@ -139,6 +139,7 @@ def test_no_group_by_is_one_cell_named_all(tmp_path):
     ("[[cells]]\nname = \"a b\"\n", "cells[0].name", ["expected a name of letters", 'found a string ("a b")']),
     ("[[cells]]\nname = \"x\"\nfeatures = [\"none\", \"local\"]\n", "cells[0].features", ["expected one feature set"]),
     ("[[cells]]\nname = \"x\"\n[[cells]]\nname = \"x\"\n", "", ["cell name x given twice"]),
+    ("[[cells]]\nname = \"a-B\"\n[[cells]]\nname = \"A-b\"\n", "", ["cell name a-B and A-b given twice"]),
     ("[matrix]\n[selection]\nhdim = 64\n", "", ["unknown table or key selection"]),
     ("[matrix]\nhdim = [\n", "", ["not valid TOML"]),
 ])

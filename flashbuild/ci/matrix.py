@@ -317,13 +317,16 @@ def load(name_or_path: str, flag: str = "--config") -> Matrix:
             raise where.error(f"cells[{i}].features", "one feature set (e.g. \"local,softcap\" or \"none\")",
                               raw.get("features"))
         pieces.append((name, values, _shards(raw.get("shards", 1), f"cells[{i}].shards", where)))
-    seen: dict[str, int] = {}
+    # Names that differ only in case are one name too: the artifact dirs and CI artifact names built from
+    # them would collide on a case-insensitive file system (macOS, Windows runners).
+    seen: dict[str, list[str]] = {}
     for name, _, _ in pieces:
-        seen[name] = seen.get(name, 0) + 1
-    twice = [n for n, count in seen.items() if count > 1]
+        seen.setdefault(name.lower(), []).append(name)
+    twice = [" and ".join(dict.fromkeys(names)) if len(set(names)) > 1 else names[0]
+             for names in seen.values() if len(names) > 1]
     if twice:
-        raise SelectionError(f"{path}: cell name {', '.join(twice)} given twice; rename one of the [[cells]] or "
-                             f"change [matrix] group_by")
+        raise SelectionError(f"{path}: cell name {', '.join(twice)} given twice (names are compared without case); "
+                             f"rename one of the [[cells]] or change [matrix] group_by")
     cells = tuple(_cell(name, values, shards, table, tree, where) for name, values, shards in pieces)
     return Matrix(path=path, shown=str(name_or_path), cells=cells)
 
