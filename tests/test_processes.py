@@ -61,7 +61,7 @@ def test_a_signal_while_compiling_stops_every_compiler_within_5s(fake_env, signu
     build = start_build(fake_env)
     pids = compiler_pids(fake_env, 2)
     build.send_signal(signum)
-    _, stderr = build.communicate(timeout=30)
+    _, stderr = build.communicate(timeout=90)
     assert wait_gone(pids) == [], f"left running after {signal.Signals(signum).name}"
     assert build.returncode == 128 + signum
     assert "Traceback" not in stderr
@@ -74,7 +74,7 @@ def test_a_signal_before_or_while_ninja_starts_leaves_nothing(fake_env, delay, t
     build = start_build(fake_env)
     time.sleep(delay)
     build.send_signal(signal.SIGTERM)
-    _, stderr = build.communicate(timeout=30)
+    _, stderr = build.communicate(timeout=90)
     time.sleep(0.5)
     pidfile = Path(fake_env["FAKE_NVCC_PIDS"])
     pids = [int(p) for p in pidfile.read_text().split()] if pidfile.is_file() else []
@@ -88,7 +88,7 @@ def test_kill_9_of_flashbuild_takes_ninja_and_its_compilers_with_it(fake_env):
     build = start_build(fake_env)
     pids = compiler_pids(fake_env, 2)
     build.kill()
-    build.communicate(timeout=30)
+    build.communicate(timeout=90)
     assert wait_gone(pids) == []
 
 
