@@ -40,3 +40,4 @@ def test_the_trees_own_tests_leave_no_pytest_cache_in_the_tree(tmp_path):
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
     assert "1 passed, 3 deselected" in process.stdout
     assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
+    assert (build / "pytest_cache").is_dir()  # the cache went to the build dir instead
