@@ -41,3 +41,30 @@ def test_the_trees_own_tests_leave_no_pytest_cache_in_the_tree(tmp_path):
     assert "1 passed, 3 deselected" in process.stdout
     assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
     assert (build / "pytest_cache").is_dir()  # the cache went to the build dir instead
+
+
+# ---------------------------------------------------------------- a tree of another release
+
+import pytest  # noqa: E402
+
+from flashbuild.build import builder  # noqa: E402
+from flashbuild.errors import SelectionError  # noqa: E402
+from test_profiles import fake_fa2_tree  # noqa: E402
+
+
+@pytest.mark.parametrize("version", ["2.8.3", "2.8.0", "2.8.4.post1"])
+def test_a_tree_of_the_profiles_release_is_accepted(tmp_path, version):
+    tree = fake_fa2_tree(tmp_path)
+    (tree / "flash_attn" / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    builder.make_plan(*builder.parse_request(source=tree, profile="flash-attn-2", hdim=64, dtype="fp16", arch="sm90"))
+
+
+@pytest.mark.parametrize("text, found", [('__version__ = "2.6.3"\n', "2.6.3"), ('__version__ = "3.0.0b1"\n', "3.0.0b1"),
+                                         ("", "no version")])
+def test_a_tree_of_another_release_is_refused_naming_both_versions(tmp_path, text, found):
+    tree = fake_fa2_tree(tmp_path)
+    (tree / "flash_attn" / "__init__.py").write_text(text)
+    with pytest.raises(SelectionError) as error:
+        builder.parse_request(source=tree, profile="flash-attn-2", hdim=64, dtype="fp16", arch="sm90")
+    message = str(error.value)
+    assert found in message and "2.8" in message and "flash_attn/__init__.py" in message
