@@ -138,6 +138,10 @@ class Profile:
     cutlass_env: str | None = None   # an environment variable that points elsewhere (e.g. FLASHBUILD_FA3_CUTLASS)
     cutlass_version: str | None = None  # the CUTLASS the tree pins, "4.3" or "4.3.4": checked before compiling
     cutlass_pin: str = ""            # how the tree pins it, for the error (e.g. its submodule commit)
+    # the tree's own release: tree.version = { file, pattern (one group: the version), accepts ("2.8": 2.8.x) }
+    version_file: str | None = None
+    version_pattern: str | None = None
+    version_accepts: str | None = None
 
     @property
     def builtin(self) -> bool:
@@ -194,6 +198,13 @@ def _is_relative(value) -> bool:
     return _is_str(value) and not os.path.isabs(value) and ".." not in Path(value).parts
 
 
+def _is_pattern(value) -> bool:
+    try:
+        return _is_str(value) and re.compile(value).groups == 1
+    except re.error:
+        return False
+
+
 def _pattern_fields(pattern: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
 
@@ -223,6 +234,15 @@ def read_profile(path: Path) -> Profile:
     kernels_need_torch = tree.get("kernels_need_torch", bool, "true or false", False)
     python_path = tuple(tree.get("python_path", list, "a list of dirs relative to the tree", [], _is_relative))
     python_package = tree.get("python_package", str, "a module name", None, lambda v: v.isidentifier())
+    version_file = version_pattern = version_accepts = None
+    if "version" in tree.table:
+        version = tree.sub("version")
+        version_file = version.get("file", str, "a path relative to the tree", ..., _is_relative)
+        version_pattern = version.get("pattern", str, "a regular expression with one group (the version)", ...,
+                                      _is_pattern)
+        version_accepts = version.get("accepts", str, 'a release like "2.8" (any 2.8.x) or "2.8.3"', ...,
+                                      lambda v: re.fullmatch(r"\d+(\.\d+)*", v) is not None)
+        version.done()
     tree.done()
 
     ext = top.sub("extension")
@@ -347,6 +367,7 @@ def read_profile(path: Path) -> Profile:
     return Profile(
         name=path.stem, path=path, description=description, required=required, include_dirs=include_dirs,
         cutlass=cutlass, cutlass_env=cutlass_env, cutlass_version=cutlass_version, cutlass_pin=cutlass_pin,
+        version_file=version_file, version_pattern=version_pattern, version_accepts=version_accepts,
         kernels_need_torch=kernels_need_torch, python_path=python_path,
         python_package=python_package, extension=extension, api_sources=api_sources, hdims=hdims, dtypes=dtypes,
         directions=directions, archs=tuple(gencodes), gencodes=dict(gencodes), causal=causal,
@@ -434,7 +455,35 @@ def check_tree(profile: Profile, root: Path) -> None:
         raise SelectionError(f"--source {root} does not match profile {profile.name} ({profile.path}): "
                              f"{'; '.join(problems)}; check that --source is the tree's root and that its release "
                              f"has this layout")
+    check_version(profile, root)
     check_cutlass(profile, root)
+
+
+def tree_version(profile: Profile, root: Path) -> str | None:
+    """The tree's release as its version file says it (profile key tree.version), or None."""
+    try:
+        text = (root / profile.version_file).read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(profile.version_pattern, text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def check_version(profile: Profile, root: Path) -> None:
+    """A tree of another release than the profile describes is refused before compiling: its layout,
+    templates and switches may differ (profile key tree.version)."""
+    if profile.version_file is None:
+        return
+    found = tree_version(profile, root)
+    wanted = profile.version_accepts.split(".")
+    if found is not None and re.split(r"[.+-]", found)[:len(wanted)] == wanted:
+        return
+    raise SelectionError(
+        f"--source {root}: {profile.version_file} says "
+        f"{'release ' + found if found else 'no version (nothing matches ' + profile.version_pattern + ')'}, and "
+        f"profile {profile.name} ({profile.path}) describes release {profile.version_accepts}"
+        f"{'.x' if len(wanted) < 3 else ''} (profile key tree.version); pass a tree of that release, or a "
+        f"profile written for this one")
 
 
 def cutlass_override(profile: Profile) -> Path | None:

@@ -10,6 +10,8 @@ tree's multiple) and each feature's parameter.
 only those head dims of the cases (e.g. the ones an acceptance run names); FLASHBUILD_SLICE_SHARD=i/n
 keeps every n-th of the remaining cases starting at i, 0 <= i < n (to split a long suite over several
 runs: 0/5 .. 4/5).
+The tree is not written: pytest's cache (.pytest_cache, in the rootdir, which is the sdist's root since
+it holds setup.py) goes to the build dir when it would land inside the tree.
 Directions are not filtered: build every direction the tests call (fwd, bwd, splitkv).
 """
 
@@ -89,11 +91,33 @@ def shard_of(value: str | None) -> tuple[int, int] | None:
     return index, count
 
 
+def cache_dir_outside_tree(config, manifest: dict) -> None:
+    """When pytest's cache dir (ini cache_dir, relative to the rootdir) lies inside the tree, point it
+    at pytest_cache/ in the build dir (beside FLASHBUILD_SLICE's manifest) instead; else leave it."""
+    source = manifest.get("source")
+    if not source:
+        return
+    tree = Path(source).resolve()
+    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(config.getini("cache_dir"))))).resolve()
+    if wanted == tree or tree in wanted.parents:
+        # getini's cache, read by the cacheprovider's pytest_configure, which runs after this one
+        config._inicache["cache_dir"] = str(Path(os.environ["FLASHBUILD_SLICE"]).resolve().parent / "pytest_cache")
+
+
+def _tryfirst(function):
+    import pytest
+
+    return pytest.hookimpl(tryfirst=True)(function)
+
+
+@_tryfirst  # before the cacheprovider's (also tryfirst, registered earlier) creates the cache dir
 def pytest_configure(config):
     """Before any test module is imported: the tree's environment switches (tests.env) for the slice;
-    a value already in the environment is kept. A malformed shard is refused before collecting."""
+    a value already in the environment is kept. A malformed shard is refused before collecting.
+    pytest's cache goes to the build dir, not the tree."""
     shard_of(os.environ.get("FLASHBUILD_SLICE_SHARD"))
     manifest, tree = _slice()
+    cache_dir_outside_tree(config, manifest)
     for variable, value in test_environment(manifest, tree).items():
         os.environ.setdefault(variable, value)
 
