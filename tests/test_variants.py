@@ -217,7 +217,8 @@ def test_the_build_subcommand_can_be_named_or_left_out(cache):
     implicit = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--dry-run")
     explicit = run_cli("build", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--dry-run")
     assert implicit.exit_code == explicit.exit_code == 0
-    assert implicit.stdout == explicit.stdout
+    # The plan's jobs line reads free memory, which moves between the two calls.
+    assert re.sub(r"[0-9.]+ GiB", "N GiB", implicit.stdout) == re.sub(r"[0-9.]+ GiB", "N GiB", explicit.stdout)
     assert "fwd_hdim64_fp16_causal_sm90" in implicit.stdout
 
 
