@@ -151,9 +151,8 @@ def ci_request(kwargs: dict, cell: str | None) -> dict:
 
 
 def parse_request(**kwargs):
-    """builder.parse_request, with --features checked as the flag it is: its errors speak in flags
-    (not load()'s features=[...]), and --features NAME with --no-NAME is a contradiction (--no-NAME
-    alone narrows a preset's or the default features)."""
+    """builder.parse_request, where --features NAME with --no-NAME is a contradiction (--no-NAME alone
+    narrows a preset's or the default features; load()'s no_local / no_softcap narrow features= too)."""
     from .build import builder
     from .selection import variants
     from .sources import profile as profiles
@@ -161,8 +160,7 @@ def parse_request(**kwargs):
     features = kwargs.get("features")
     if features is not None and not env.root_problem():
         names = profiles.load(kwargs.get("profile") or profiles.BUILTIN).features
-        chosen = variants.parse_features(features, "--features", names)
-        for name in chosen:
+        for name in variants.parse_features(features, "--features", names):
             if kwargs.get(f"no_{name}"):
                 raise click.UsageError(f"--features {features} and --no-{name} contradict: --no-{name} compiles "
                                        f"out {name}, which --features asks for; drop one of them")

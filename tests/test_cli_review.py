@@ -80,9 +80,9 @@ def test_load_features_error_stays_in_python_words(cache):
     from flashbuild.errors import SelectionError
 
     with pytest.raises(SelectionError, match=r'pass features=\["local", "softcap"\]'):
-        builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features=["bogus"])
+        builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features=["bogus"], keywords=True)
     with pytest.raises(SelectionError, match="none .no feature. cannot be combined with local"):
-        builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features="none,local")
+        builder.parse_request(hdim=64, dtype="fp16", arch="sm90", features="none,local", keywords=True)
 
 
 @pytest.mark.parametrize("args", [["-h"], ["build", "-h"], ["matrix", "-h"], ["--hdim", "64", "-h"]])

@@ -89,25 +89,26 @@ def nvcc_arg_problem(value: str, raw: bool = False) -> str | None:
     return None
 
 
-def nvcc_args_problem(args) -> tuple[str, str] | None:
-    """(the argument, why) for the first of nvcc's arguments `args` its shell would act on, or None.
+def nvcc_args_problem(args) -> tuple[int, str] | None:
+    """(its index, why) for the first of nvcc's arguments `args` its shell would act on, or None.
     An option of RAW_VALUE_OPTIONS takes its value after `=` or as the next argument."""
     args = [str(a) for a in args]
     for i, arg in enumerate(args):
-        option, _, value = arg.partition("=")
-        raw_value = option in RAW_VALUE_OPTIONS and bool(_)
+        option, equals, value = arg.partition("=")
+        raw_value = option in RAW_VALUE_OPTIONS and bool(equals)
         problem = nvcc_arg_problem(value if raw_value else arg, raw=raw_value) or \
             (nvcc_arg_problem(arg, raw=True) if i and args[i - 1] in RAW_VALUE_OPTIONS else None)
         if problem:
-            return arg, problem
+            return i, problem
     return None
 
 
 def _checked_nvcc(args) -> list:
+    args = list(args)
     found = nvcc_args_problem(args)
     if found:
-        raise UnsafeValueError(f"refusing to pass {found[0]!r} to nvcc: {found[1]}")
-    return list(args)
+        raise UnsafeValueError(f"refusing to pass {str(args[found[0]])!r} to nvcc: {found[1]}")
+    return args
 
 
 def shell(args) -> str:

@@ -150,10 +150,11 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
                                  f"argument; give a flag such as --nvcc-flag=-DFOO=1 or leave it out")
     found_flag = graph.nvcc_args_problem(nvcc_flags)
     if found_flag:
-        after = nvcc_flags[list(nvcc_flags).index(found_flag[0]) - 1] if found_flag[0] in nvcc_flags[1:] else ""
-        raise SelectionError(f"--nvcc-flag {shlex.quote(found_flag[0])}"
+        i, why = found_flag
+        after = nvcc_flags[i - 1] if i else ""
+        raise SelectionError(f"--nvcc-flag {shlex.quote(nvcc_flags[i])}"
                              f"{f' (the value of --nvcc-flag {after})' if after in graph.RAW_VALUE_OPTIONS else ''}: "
-                             f"{found_flag[1]}; leave it out (a define with quotes or `$` belongs in a header)")
+                             f"{why}; leave it out (a define with quotes or `$` belongs in a header)")
     if build_dir is not None:
         _refuse_unsafe("--build-dir", str(build_dir))
         problem = cache.build_path_problem(str(build_dir))

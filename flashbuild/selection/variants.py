@@ -668,7 +668,7 @@ def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: 
     values: dict[str, tuple[Any, str]] = {
         "hdim": (HEAD_DIMS, said("hdim")), "dtype": (DTYPES, said("dtype")), "arch": (NATIVE, said("arch")),
         "direction": (implemented_directions() if builtin else profile.directions, said("direction")),
-        "causal": ("both", said("causal")), "features": (names, "features"),
+        "causal": ("both", said("causal")), "features": (names, said("features")),
     }
     if not builtin:
         values["hdim"] = (profile.hdims, said("hdim"))
@@ -677,7 +677,7 @@ def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: 
     given = {"hdim": hdim, "dtype": dtype, "arch": arch, "direction": direction, "causal": causal}
     values.update({key: (value, said(key)) for key, value in given.items() if value is not None})
     if features is not None:
-        values["features"] = (features, "features")
+        values["features"] = (features, said("features"))
     unknown = [f for f in without if f not in names]
     if unknown:
         raise SelectionError(f"--no-{unknown[0]}: no such feature (features: {', '.join(names)}); "

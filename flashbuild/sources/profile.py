@@ -459,6 +459,12 @@ def check_tree(profile: Profile, root: Path) -> None:
     check_cutlass(profile, root)
 
 
+def release_matches(found: str | None, wanted: str) -> bool:
+    """Whether release `found` ("2.8.3", "2.8.3+cu12") is `wanted` ("2.8": any 2.8.x; "2.8.3": that one)."""
+    parts = wanted.split(".")
+    return found is not None and re.split(r"[.+-]", found)[:len(parts)] == parts
+
+
 def tree_version(profile: Profile, root: Path) -> str | None:
     """The tree's release as its version file says it (profile key tree.version), or None."""
     try:
@@ -475,14 +481,13 @@ def check_version(profile: Profile, root: Path) -> None:
     if profile.version_file is None:
         return
     found = tree_version(profile, root)
-    wanted = profile.version_accepts.split(".")
-    if found is not None and re.split(r"[.+-]", found)[:len(wanted)] == wanted:
+    if release_matches(found, profile.version_accepts):
         return
     raise SelectionError(
         f"--source {root}: {profile.version_file} says "
         f"{'release ' + found if found else 'no version (nothing matches ' + profile.version_pattern + ')'}, and "
         f"profile {profile.name} ({profile.path}) describes release {profile.version_accepts}"
-        f"{'.x' if len(wanted) < 3 else ''} (profile key tree.version); pass a tree of that release, or a "
+        f"{'.x' if profile.version_accepts.count('.') < 2 else ''} (profile key tree.version); pass a tree of that release, or a "
         f"profile written for this one")
 
 
@@ -524,7 +529,7 @@ def check_cutlass(profile: Profile, root: Path) -> None:
         return
     found = cutlass_version_of(include)
     wanted = profile.cutlass_version.split(".")
-    if found is None or found.split(".")[:len(wanted)] != wanted:
+    if not release_matches(found, profile.cutlass_version):
         raise SelectionError(f"CUTLASS for {profile.name}: {where} is CUTLASS "
                              f"{found or 'of unknown version (no readable cutlass/version.h)'}, and the tree expects "
                              f"{profile.cutlass_version}{'.x' if len(wanted) == 2 else ''}"

@@ -6,15 +6,13 @@
 #include <initializer_list>
 #include <utility>
 
-#include "common/params.h"
+#include "common/params.h"  // vector_addressable
 
 namespace flashbuild::hopper {
 
 // TMA addresses global memory in 16-byte units: base pointers and every stride it steps by. That is
-// the rule every kernel's vector loads share (common/params.h), so the check is the same one.
-constexpr int64_t kTmaAlignBytes = kVectorBytes;
-
-// (stride, extent) pairs in elements of elem_bytes; a stride over an extent of 1 is never stepped.
+// the rule every kernel's vector loads share (common/params.h's vector_addressable), so this is that
+// check, under the name the launchers ask it by. (stride, extent) pairs in elements of elem_bytes.
 inline bool tma_addressable(const void* ptr, int64_t elem_bytes,
                             std::initializer_list<std::pair<int64_t, int64_t>> strides) {
   return vector_addressable(ptr, elem_bytes, strides);
