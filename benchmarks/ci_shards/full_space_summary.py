@@ -5,8 +5,11 @@
 Each DIR is one call's $OUT (or several calls' files gathered in one folder; for each file name the last DIR
 given wins, so list the calls in order). A part's wall is the sum of its calls' build walls (wall-PART.txt:
 "rc seconds" per call); the space's one-machine time is the sum of the parts'. The splits are what
-`flashbuild build --shard I/N --costs FILE` prints for the whole space, FILE being every part's .ninja_log.
+`flashbuild build --shard I/N --costs FILE` prints for the whole space, FILE being every part's .ninja_log,
+and each shard's wall on a JOBS-core machine (default 16) modelled by list-scheduling its TUs' measured
+seconds, the model first checked against each part's measured wall.
 """
+import heapq
 import os
 import shlex
 import subprocess
@@ -40,13 +43,14 @@ def main(dirs: list[Path]) -> None:
     walls = last_files(dirs, "wall-*.txt")
     logs = last_files(dirs, "ninja_log-*.txt")
     done = {p.name.removeprefix("done-") for d in dirs for p in d.glob("done-*")}
-    total, complete, all_tus = 0.0, True, {}
+    total, complete, all_tus, part_tus = 0.0, True, {}, {}
     for name, path in sorted(walls.items()):
         part = name.removeprefix("wall-").removesuffix(".txt")
         calls = [line.split() for line in path.read_text().splitlines() if line.strip()]
         wall = sum(float(c[1]) for c in calls)
         tus = tu_seconds(logs[f"ninja_log-{part}.txt"]) if f"ninja_log-{part}.txt" in logs else {}
         all_tus.update(tus)
+        part_tus[part] = tus
         state = "done" if part in done else "NOT complete"
         complete &= part in done
         total += wall
@@ -60,12 +64,44 @@ def main(dirs: list[Path]) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".ninja_log", delete=False) as costs:
         for path in logs.values():
             costs.write(path.read_text())
+    jobs = int(os.environ.get("JOBS", "16"))
+    for part, tus in sorted(part_tus.items()):
+        print(f"model check, part {part}: its TUs' measured seconds list-scheduled on {jobs} jobs, longest first: "
+              f"{schedule(list(tus.values()), jobs):.1f} s (measured wall above)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from flashbuild.build.plan import parse_request, selection_units
+    from flashbuild.ci.shard import read_costs, split
+    measured = read_costs(Path(costs.name))
+    units = selection_units(parse_request(**request_keywords(SELECTION))[0])
     for n in (4, 16):
+        result = split(units, n, measured, "measured")
+        walls = [schedule([measured[name] for name in shard], jobs) for shard in result.shards]
+        print(f"n = {n}: each shard's TUs list-scheduled on {jobs} jobs: longest shard {max(walls):.1f} s "
+              f"(shortest {min(walls):.1f} s; longest single TU {max(measured.values()):.1f} s)")
         out = subprocess.run([sys.executable, "-m", "flashbuild", "build", *SELECTION, "--dry-run", "--shard",
                               f"1/{n}", "--costs", costs.name], capture_output=True, text=True)
         lines = [line[:110] for line in out.stdout.splitlines() + out.stderr.splitlines()
                  if line.startswith(("split of", "  shard"))]
         print("\n".join(lines) if lines else f"n = {n}: no split printed (rc {out.returncode}):\n{out.stderr[-2000:]}")
+
+
+def request_keywords(args: list[str]) -> dict[str, object]:
+    """["--hdim", "64", "--no-local"] -> {"hdim": "64", "no_local": True}: parse_request's keywords."""
+    keywords: dict[str, object] = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True
+            keywords[arg[2:].replace("-", "_")] = value
+    return keywords
+
+
+def schedule(seconds: list[float], jobs: int) -> float:
+    """The wall of ninja running these compiles on `jobs` slots, longest first (build.ninja's order), each taking
+    its measured time: a model, since a TU measured beside 15 others runs faster at a build's tail."""
+    slots = [0.0] * jobs
+    for s in sorted(seconds, reverse=True):
+        heapq.heappush(slots, heapq.heappop(slots) + s)
+    return max(slots)
 
 
 if __name__ == "__main__":
