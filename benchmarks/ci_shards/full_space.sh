@@ -31,7 +31,7 @@ start=$(date +%s)
 [ -f "$STATE/host.txt" ] || { nproc; lscpu | grep -E "^Model name|^Thread|^Core|^Socket"; free -g | head -2; } > "$STATE/host.txt"
 cp "$STATE/host.txt" "$OUT/"
 for part in ${PARTS:-sm80,sm86 sm89,sm90}; do
-  tag=${part//,/+}
+  tag=${part//,/_}  # "_": a file name with "+" does not come back from a device call
   [ -f "$STATE/$tag.done" ] && continue
   left=$(( LIMIT - ($(date +%s) - start) ))
   if [ $left -lt 60 ]; then echo "== $LIMIT s used: run the same command again now"; break; fi
@@ -47,5 +47,5 @@ for part in ${PARTS:-sm80,sm86 sm89,sm90}; do
   echo "== part $part: rc $rc, ${wall} s in this call; calls so far: $(tr '\n' ' ' < "$STATE/$tag.wall")"
   if [ $rc = 0 ]; then touch "$STATE/$tag.done" "$OUT/done-$tag"; else echo "== part $part not complete: run the same command again now"; break; fi
 done
-left_parts=$(for part in ${PARTS:-sm80,sm86 sm89,sm90}; do [ -f "$STATE/${part//,/+}.done" ] || echo "$part"; done)
+left_parts=$(for part in ${PARTS:-sm80,sm86 sm89,sm90}; do [ -f "$STATE/${part//,/_}.done" ] || echo "$part"; done)
 [ -z "$left_parts" ] && echo "== all done: python3 benchmarks/ci_shards/full_space_summary.py $OUT" || echo "== left: $left_parts"

@@ -54,7 +54,7 @@ def main(dirs: list[Path]) -> None:
         state = "done" if part in done else "NOT complete"
         complete &= part in done
         total += wall
-        print(f"part {part.replace('+', ',')}: {state}; build wall {wall:.1f} s over {len(calls)} call(s) "
+        print(f"part {part.replace('+', ',').replace('_', ',')}: {state}; build wall {wall:.1f} s over {len(calls)} call(s) "
               f"({' + '.join(c[1] for c in calls)}); {len(tus)} objects, {sum(tus.values()):.0f} s of compile summed, "
               f"longest {max(tus.values(), default=0):.1f} s")
     print(f"{'all parts' if complete else 'the parts so far'}: one-machine build wall {total:.1f} s "
