@@ -244,7 +244,9 @@ def _finite(ctx, param, value):
 @click.option("--compile-only", is_flag=True, help="Compile the kernel objects; no binding, no link (no torch CUDA needed).")
 @build_options
 @click.option("--profile-compile", is_flag=True, help="Time nvcc's phases per TU (nvcc --time) and print them as a "
-              "table after the build. An nvcc flag, so it builds in its own build dir (key).")
+              "table after the build; with nvcc >= 12.8 also split cicc into its C++ front end (headers, "
+              "template instantiation) and NVVM, naming the costliest template families. nvcc flags, so it "
+              "builds in its own build dir (key).")
 @ci_options
 def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kwargs):
     """Build a selection (the default command): render, compile, link, report."""
@@ -253,7 +255,9 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kw
     from .build import builder, compile_profile
 
     if profile_compile:
-        kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), compile_profile.NVCC_FLAG)
+        nvcc = env.find_nvcc()
+        flags = compile_profile.profile_flags(env.nvcc_version(nvcc.path) if nvcc else "unknown")
+        kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), *flags)
     config_shown = kwargs.get("config")
     kwargs = ci_request(kwargs, cell)
     if shard:

@@ -148,6 +148,13 @@ if times and "-c" in args:  # as nvcc --time: append one row per phase (the head
         for phase, ms in (("gcc (preprocessing 4)", 100), ("cudafe++", 400), ("cicc", 2000), ("ptxas", 50),
                           ("fatbinary", 5), ("gcc (compiling)", 250)):
             f.write(f"{{source}} , {{phase}} , in , out , compute_90a , nvcc , {{ms}}.0 , ms\\n")
+if "--fdevice-time-trace=-" in args and "-c" in args:  # as nvcc: a Chrome trace beside the object
+    events = [{{"ph": "X", "pid": 8, "tid": 0, "ts": 0, "dur": 1500000, "name": "CUDA C++ Front-End"}},
+              {{"ph": "X", "pid": 8, "tid": 0, "ts": 100000, "dur": 1000000, "name": "Instantiating Template Function",
+               "args": {{"detail": "cute::get [cute::get<0>]"}}}},
+              {{"ph": "X", "pid": 8, "tid": 0, "ts": 1500000, "dur": 500000, "name": "LibNVVM"}}]
+    with open(out + ".json", "w") as f:
+        json.dump({{"traceEvents": events}}, f)
 if "-MF" in args:
     with open(args[args.index("-MF") + 1], "w") as f:
         f.write(out.replace(" ", "\\\\ ") + ":\\n")

@@ -64,10 +64,56 @@ def test_build_profile_compile_prints_the_phase_table_in_its_own_build_dir(tmp_p
             "fwd", "--no-local", "--no-softcap", "--compile-only", "--jobs", "1"]
     profiled = subprocess.run([*args, "--profile-compile"], env=environ, capture_output=True, text=True, timeout=120)
     assert profiled.returncode == 0, profiled.stderr
-    table = profiled.stderr.split("nvcc phases per TU (nvcc --time):\n", 1)[1].splitlines()
+    table = profiled.stderr.split("nvcc phases per TU (nvcc --time):\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert [line.split()[0] for line in table[1:5]] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_causal_sm90_fallback",
                                                          "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
     assert table[-1].split()[3] == "8.0s"  # cicc: 2 s per TU from the fake nvcc
+    split = profiled.stderr.split("cicc split (nvcc --fdevice-time-trace):\n", 1)[1].splitlines()
+    assert split[0].split()[1:4] == ["headers", "templates", "front"]
+    assert split[1].split()[:3] == ["fwd_hdim64_fp16_causal_sm90", "0.0s", "1.0s"]  # the fake trace: 1 s in cute::get
+    assert "1.00s" in split[6] and "cute::get" in split[6]
     plain = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and "nvcc phases" not in plain.stderr
     assert len(list((tmp_path / "cache").iterdir())) == 2  # two keys, two build dirs
+
+
+def _event(name, ts, dur, detail=None, tid=0):
+    event = {"ph": "X", "pid": 8, "tid": tid, "ts": ts, "dur": dur, "name": name}
+    if detail:
+        event["args"] = {"detail": detail}
+    return event
+
+
+def test_cicc_is_split_by_the_innermost_header_or_template_event_around_each_self_time():
+    """Front end 10 s: a header 4 s whose parsing instantiates cute::get 3 s (so the header's own
+    parsing is 1 s), then cute::copy 2 s of which cute::get 0.5 s; 4 s of other front-end work. NVVM IR
+    0.5 s and NVVM 3 s come from their own events; another thread's events are not the front end's."""
+    trace = {"traceEvents": [
+        _event("CUDA C++ Front-End", 0, 10_000_000),
+        _event("Processing Header File", 1_000_000, 4_000_000, "cute/tensor.hpp"),
+        _event("Instantiating Template Function", 1_500_000, 3_000_000, "cute::get [cute::get<0>(...)]"),
+        _event("Instantiating Template Function", 6_000_000, 2_000_000, "cute::copy [cute::copy<...>]"),
+        _event("Instantiating Template Function", 6_500_000, 500_000, "cute::get [cute::get<1>(...)]"),
+        _event("Instantiating Template Function", 2_000_000, 9_000_000, "elsewhere", tid=1),
+        _event("Generating NVVM IR", 10_000_000, 500_000),
+        _event("LibNVVM", 10_500_000, 3_000_000),
+        {"ph": "M", "name": "process_name"},
+    ]}
+    parts, families = compile_profile.parse_device_trace(trace)
+    assert parts == pytest.approx({"headers": 1.0, "templates": 5.0, "front end other": 4.0, "NVVM IR": 0.5, "NVVM": 3.0})
+    assert families == [("cute::get", pytest.approx(3.5), 2), ("cute::copy", pytest.approx(1.5), 1)]
+
+
+def test_a_trace_without_the_front_end_is_refused_and_left_out_of_the_table(tmp_path):
+    with pytest.raises(ValueError, match="no 'CUDA C\\+\\+ Front-End' event"):
+        compile_profile.parse_device_trace({"traceEvents": [_event("LibNVVM", 0, 1)]})
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "empty.json").write_text('{"traceEvents": []}')
+    assert compile_profile.read_traces({"bad": tmp_path / "bad.json", "empty": tmp_path / "empty.json",
+                                        "missing": tmp_path / "none.json"}) == {}
+
+
+@pytest.mark.parametrize("version, flags", [("13.0.88", 2), ("12.8.61", 2), ("12.6.85", 1), ("unknown", 1)])
+def test_the_trace_flag_is_passed_only_to_an_nvcc_that_has_it(version, flags):
+    assert compile_profile.profile_flags(version)[:flags] == (compile_profile.NVCC_FLAG, compile_profile.TRACE_FLAG)[:flags]
+    assert len(compile_profile.profile_flags(version)) == flags

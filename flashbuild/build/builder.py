@@ -90,10 +90,14 @@ def log_compile_profile(build_dir: Path) -> None:
     if not profiles:
         log("profile-compile: no TU was compiled (up to date), so no nvcc phases to show")
         return
-    table = compile_profile.format_table(profiles)
+    table = "nvcc phases per TU (nvcc --time):\n" + compile_profile.format_table(profiles)
+    # Only this build's TUs: an up-to-date TU's trace is an earlier build's.
+    traces = compile_profile.read_traces({name: build_dir / "obj" / f"{name}.o.json" for name in profiles})
+    if traces:
+        table += "\n\ncicc split (nvcc --fdevice-time-trace):\n" + compile_profile.format_cicc_table(traces)
     with cache.private_umask():
         render.write_if_different(build_dir / "compile_profile.txt", table + "\n")
-    log("nvcc phases per TU (nvcc --time):\n" + table)
+    log(table)
 
 
 def _manifest(plan: Plan, linked: bool) -> dict:

@@ -6,17 +6,121 @@
 row per phase to a CSV in the build dir (ninja's cwd). Being an nvcc flag it is part of the build
 key, so a profiled build lives in its own build dir and a normal build's command lines (and so its
 objects) are never touched by it.
+
+cicc is most of a kernel TU's time, and it is two programs: EDG's C++ front end (parsing, then
+instantiating every template the kernel uses: with CuTe, tens of thousands of small ones) and NVVM
+(optimizing the IR and generating PTX). They call for different cuts (fewer or cheaper template
+instantiations vs less code to optimize), so with nvcc >= 12.8 the profile also passes TRACE_FLAG:
+nvcc writes a Chrome trace beside each object (obj/NAME.o.json), from which cicc's seconds are split
+and the template families that cost the most are named.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import re
+from collections import Counter
 from pathlib import Path
 
 CSV_NAME = "nvcc_time.csv"
 NVCC_FLAG = f"--time={CSV_NAME}"
 PHASES = ("preprocessing", "cudafe++", "cicc", "ptxas", "fatbinary", "host compiler", "other")
+
+TRACE_FLAG = "--fdevice-time-trace=-"  # "-": the trace is named after the object, obj/NAME.o.json
+TRACE_SINCE = (12, 8)  # the first nvcc with --fdevice-time-trace
+# cicc's seconds, split: the front end's (its self time, and what it spends inside header parsing and
+# template instantiation events), NVVM IR generation, and NVVM proper (optimizer, codegen, module linker).
+CICC_PARTS = ("headers", "templates", "front end other", "NVVM IR", "NVVM")
+_FRONT_END = "CUDA C++ Front-End"
+_NVVM_IR = "Generating NVVM IR"
+_NVVM = "LibNVVM"
+
+
+def profile_flags(nvcc_version: str) -> tuple[str, ...]:
+    """The nvcc flags of --profile-compile for this nvcc ('13.0.88'): the phase CSV always, the trace
+    when nvcc has it (an older or unknown version gets the phase table alone)."""
+    parts = re.match(r"(\d+)\.(\d+)", nvcc_version)
+    has_trace = parts is not None and (int(parts[1]), int(parts[2])) >= TRACE_SINCE
+    return (NVCC_FLAG, TRACE_FLAG) if has_trace else (NVCC_FLAG,)
+
+
+def _category(name: str) -> str | None:
+    if name == "Processing Header File":
+        return "headers"
+    if name.startswith("Instantiating Template") or name == "Generating Needed Template Instantiations":
+        return "templates"
+    return None
+
+
+def _family(event: dict) -> str:
+    """'cute::get' from an instantiation's detail 'cute::get [cute::get<0, ...>(...)]'."""
+    detail = str(event.get("args", {}).get("detail", ""))
+    return detail.split(" [", 1)[0].strip() or event["name"]
+
+
+def parse_device_trace(data: dict | list, top: int = 8) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
+    """cicc's seconds split into CICC_PARTS, and the `top` template families by self time (name,
+    seconds, instantiations), from one `nvcc --fdevice-time-trace` Chrome trace. Events nest by time
+    on one thread; an event's self time (its span less its children's) goes to the innermost header
+    or template event around it (itself included), else to the front end's other work. A trace with
+    no front-end event is refused, not read as zero."""
+    events = [e for e in (data.get("traceEvents", []) if isinstance(data, dict) else data)
+              if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    front = [e for e in events if e["name"] == _FRONT_END]
+    if not front:
+        raise ValueError(f"not an nvcc device time trace: no {_FRONT_END!r} event")
+    parts = {part: 0.0 for part in CICC_PARTS}
+    parts["NVVM IR"] = sum(e["dur"] for e in events if e["name"] == _NVVM_IR) / 1e6
+    parts["NVVM"] = sum(e["dur"] for e in events if e["name"] == _NVVM) / 1e6
+    families: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for outer in front:
+        inside = sorted((e for e in events if e is not outer and e.get("pid") == outer.get("pid")
+                         and e.get("tid") == outer.get("tid") and outer["ts"] <= e["ts"]
+                         and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]), key=lambda e: (e["ts"], -e["dur"]))
+        self_time = {id(outer): float(outer["dur"])}
+        owner = {id(outer): "front end other"}
+        stack = [outer]
+        for event in inside:
+            while len(stack) > 1 and event["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            self_time[id(stack[-1])] -= event["dur"]
+            self_time[id(event)] = float(event["dur"])
+            owner[id(event)] = _category(event["name"]) or owner[id(stack[-1])]
+            stack.append(event)
+        for event in [outer, *inside]:
+            seconds = max(self_time[id(event)], 0.0) / 1e6
+            parts[owner[id(event)]] += seconds
+            if event["name"].startswith("Instantiating Template"):
+                families[_family(event)] += seconds
+                counts[_family(event)] += 1
+    return parts, [(name, seconds, counts[name]) for name, seconds in families.most_common(top)]
+
+
+def read_traces(paths: dict[str, Path]) -> dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]]:
+    """TU name -> parse_device_trace of its trace, for the TUs whose trace exists and reads."""
+    traces = {}
+    for name, path in sorted(paths.items()):
+        try:
+            traces[name] = parse_device_trace(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return traces
+
+
+def format_cicc_table(traces: dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]]) -> str:
+    """One row per TU: cicc's seconds by CICC_PARTS; then the slowest TU's costliest template families."""
+    width = max([len("TU"), *map(len, traces)])
+    lines = [f"{'TU':<{width}} " + " ".join(f"{p:>15}" for p in CICC_PARTS) + f" {'cicc':>8}"]
+    for name, (parts, _) in traces.items():
+        lines.append(f"{name:<{width}} " + " ".join(f"{parts[p]:>14.1f}s" for p in CICC_PARTS)
+                     + f" {sum(parts.values()):>7.1f}s")
+    slowest = max(traces, key=lambda name: sum(traces[name][0].values()))
+    lines.append(f"costliest template families in {slowest} (self seconds, instantiations):")
+    lines += [f"  {seconds:7.2f}s {count:7d}  {family[:100]}" for family, seconds, count in traces[slowest][1]]
+    return "\n".join(lines)
 
 
 def phase_of(tool_phase: str) -> str:
