@@ -244,20 +244,25 @@ def _finite(ctx, param, value):
 @click.option("--compile-only", is_flag=True, help="Compile the kernel objects; no binding, no link (no torch CUDA needed).")
 @build_options
 @click.option("--profile-compile", is_flag=True, help="Time nvcc's phases per TU (nvcc --time) and print them as a "
-              "table after the build; with nvcc >= 12.8 also split cicc into its C++ front end (headers, "
-              "template instantiation) and NVVM, naming the costliest template families. nvcc flags, so it "
-              "builds in its own build dir (key).")
+              "table after the build. An nvcc flag, so it builds in its own build dir (key).")
+@click.option("--profile-templates", is_flag=True, help="Split each TU's cicc time into its C++ front end (header "
+              "parsing, template instantiation, the rest) and NVVM, and name the costliest template families "
+              "(nvcc >= 12.8, --fdevice-time-trace; tracing makes the compile about 2x slower). Own build dir.")
 @ci_options
-def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, **kwargs):
+def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, profile_templates=False, **kwargs):
     """Build a selection (the default command): render, compile, link, report."""
     import shlex
 
     from .build import builder, compile_profile
 
     if profile_compile:
+        kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), compile_profile.NVCC_FLAG)
+    if profile_templates:
         nvcc = env.find_nvcc()
-        flags = compile_profile.profile_flags(env.nvcc_version(nvcc.path) if nvcc else "unknown")
-        kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), *flags)
+        problem = compile_profile.trace_problem(env.nvcc_version(nvcc.path)) if nvcc else None
+        if problem:
+            raise click.UsageError(problem)
+        kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), compile_profile.TRACE_FLAG)
     config_shown = kwargs.get("config")
     kwargs = ci_request(kwargs, cell)
     if shard:

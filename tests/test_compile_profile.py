@@ -68,13 +68,19 @@ def test_build_profile_compile_prints_the_phase_table_in_its_own_build_dir(tmp_p
     assert [line.split()[0] for line in table[1:5]] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_causal_sm90_fallback",
                                                          "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
     assert table[-1].split()[3] == "8.0s"  # cicc: 2 s per TU from the fake nvcc
-    split = profiled.stderr.split("cicc split (nvcc --fdevice-time-trace):\n", 1)[1].splitlines()
-    assert split[0].split()[1:4] == ["headers", "templates", "front"]
-    assert split[1].split()[:3] == ["fwd_hdim64_fp16_causal_sm90", "0.0s", "1.0s"]  # the fake trace: 1 s in cute::get
-    assert "1.00s" in split[6] and "cute::get" in split[6]
+    assert "cicc split" not in profiled.stderr  # tracing doubles a compile: never part of the phase table
     plain = subprocess.run(args, env=environ, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and "nvcc phases" not in plain.stderr
     assert len(list((tmp_path / "cache").iterdir())) == 2  # two keys, two build dirs
+    traced = subprocess.run([*args, "--profile-templates"], env=environ, capture_output=True, text=True, timeout=120)
+    assert traced.returncode == 0, traced.stderr
+    assert "nvcc phases per TU" not in traced.stderr
+    split = traced.stderr.split("read it for proportions):\n", 1)[1].splitlines()
+    assert split[0].split()[1:4] == ["headers", "templates", "front"]
+    assert split[1].split()[:3] == ["fwd_hdim64_fp16_causal_sm90", "0.0s", "1.0s"]  # the fake trace: 1 s in cute::get
+    assert "1.00s" in split[6] and "cute::get" in split[6]
+    assert not list((tmp_path / "cache").glob("*/obj/*.o.json"))  # each trace deleted once read (GBs each)
+    assert len(list((tmp_path / "cache").iterdir())) == 3
 
 
 def _event(name, ts, dur, detail=None, tid=0):
@@ -113,7 +119,27 @@ def test_a_trace_without_the_front_end_is_refused_and_left_out_of_the_table(tmp_
                                         "missing": tmp_path / "none.json"}) == {}
 
 
-@pytest.mark.parametrize("version, flags", [("13.0.88", 2), ("12.8.61", 2), ("12.6.85", 1), ("unknown", 1)])
-def test_the_trace_flag_is_passed_only_to_an_nvcc_that_has_it(version, flags):
-    assert compile_profile.profile_flags(version)[:flags] == (compile_profile.NVCC_FLAG, compile_profile.TRACE_FLAG)[:flags]
-    assert len(compile_profile.profile_flags(version)) == flags
+@pytest.mark.parametrize("version, ok", [("13.0.88", True), ("12.8.61", True), ("12.6.85", False), ("unknown", False)])
+def test_templates_need_an_nvcc_that_traces(version, ok):
+    problem = compile_profile.trace_problem(version)
+    assert (problem is None) == ok
+    if not ok:
+        assert version in problem and "12.8" in problem and "--profile-compile" in problem
+
+
+def test_profile_templates_with_an_old_nvcc_is_a_clear_error(tmp_path, fake_root):
+    import os
+    import subprocess
+    import sys
+
+    from helpers import make_fake_cuda
+
+    home = make_fake_cuda(tmp_path)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(nvcc.read_text().replace("release 13.0, V13.0.88", "release 12.4, V12.4.131"))
+    environ = {**os.environ, "CUDA_HOME": str(home), "FLASHBUILD_ROOT": str(fake_root),
+               "FLASHBUILD_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-m", "flashbuild", "build", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90",
+                          "--compile-only", "--profile-templates"], env=environ, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "needs nvcc >= 12.8" in run.stderr and "12.4.131" in run.stderr

@@ -83,21 +83,29 @@ def timings_table(timings: dict[str, float], wall: float) -> str:
     return "\n".join([f"compiled {plural(len(timings), 'target')} in {wall:.1f}s:"] + rows)
 
 
-def log_compile_profile(build_dir: Path) -> None:
-    """The per-TU nvcc phase table of --profile-compile, to the log and to compile_profile.txt."""
+def log_compile_profile(build_dir: Path, phases: bool, templates: bool) -> None:
+    """The tables of --profile-compile (nvcc's phases per TU) and --profile-templates (cicc's split and
+    the costliest template families, from the traces of the TUs this build compiled), to the log and
+    to compile_profile.txt."""
     csv_path = build_dir / compile_profile.CSV_NAME
-    profiles = compile_profile.parse_by_source(csv_path.read_text()) if csv_path.is_file() else {}
-    if not profiles:
-        log("profile-compile: no TU was compiled (up to date), so no nvcc phases to show")
+    profiles = compile_profile.parse_by_source(csv_path.read_text()) if phases and csv_path.is_file() else {}
+    # Only this build's traces: a TU ninja skipped has none (each is deleted once read).
+    traces = compile_profile.read_traces({p.name.removesuffix(".o.json"): p for p in (build_dir / "obj").glob("*.o.json")},
+                                         delete=True) if templates else {}
+    if not profiles and not traces:
+        log("profile: no TU was compiled (up to date), so nothing to show")
         return
-    table = "nvcc phases per TU (nvcc --time):\n" + compile_profile.format_table(profiles)
-    # Only this build's TUs: an up-to-date TU's trace is an earlier build's.
-    traces = compile_profile.read_traces({name: build_dir / "obj" / f"{name}.o.json" for name in profiles})
+    tables = []
+    if profiles:
+        tables.append("nvcc phases per TU (nvcc --time):\n" + compile_profile.format_table(profiles)
+                      + ("\n(traced: cicc and ptxas include the trace's own cost)" if traces else ""))
     if traces:
-        table += "\n\ncicc split (nvcc --fdevice-time-trace):\n" + compile_profile.format_cicc_table(traces)
+        tables.append("cicc split (nvcc --fdevice-time-trace; tracing slows cicc, read it for proportions):\n"
+                      + compile_profile.format_cicc_table(traces))
+    text = "\n\n".join(tables)
     with cache.private_umask():
-        render.write_if_different(build_dir / "compile_profile.txt", table + "\n")
-    log(table)
+        render.write_if_different(build_dir / "compile_profile.txt", text + "\n")
+    log(text)
 
 
 def _manifest(plan: Plan, linked: bool) -> dict:
@@ -147,15 +155,19 @@ def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | Non
                             context=tree_context(plan))
         (plan.build_dir / "obj").mkdir(exist_ok=True, mode=cache.PRIVATE_DIR)
         render.write_if_different(plan.build_dir / "build.ninja", text)
-    profiling = compile_profile.NVCC_FLAG in plan.options.flags.nvcc_flags
-    if profiling:  # nvcc appends: only this build's TUs go into this build's table
+    phases = compile_profile.NVCC_FLAG in plan.options.flags.nvcc_flags
+    templates = compile_profile.TRACE_FLAG in plan.options.flags.nvcc_flags
+    if phases:  # nvcc appends: only this build's TUs go into this build's table
         (plan.build_dir / compile_profile.CSV_NAME).unlink(missing_ok=True)
+    if templates:  # an interrupted build's traces are not this build's
+        for stale in (plan.build_dir / "obj").glob("*.o.json"):
+            stale.unlink()
     output, timings = run_ninja(plan)
     if output.failed:
         raise BuildError(output.summary(plan.build_dir / "build.log", plan.command()))
     log(timings_table(timings, output.wall_seconds))
-    if profiling:
-        log_compile_profile(plan.build_dir)
+    if phases or templates:
+        log_compile_profile(plan.build_dir, phases, templates)
     manifest = _manifest(plan, linked=link is not None)
     with cache.private_umask():
         render.write_if_different(plan.manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

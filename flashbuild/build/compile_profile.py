@@ -10,9 +10,12 @@ objects) are never touched by it.
 cicc is most of a kernel TU's time, and it is two programs: EDG's C++ front end (parsing, then
 instantiating every template the kernel uses: with CuTe, tens of thousands of small ones) and NVVM
 (optimizing the IR and generating PTX). They call for different cuts (fewer or cheaper template
-instantiations vs less code to optimize), so with nvcc >= 12.8 the profile also passes TRACE_FLAG:
+instantiations vs less code to optimize), so `--profile-templates` (nvcc >= 12.8) passes TRACE_FLAG:
 nvcc writes a Chrome trace beside each object (obj/NAME.o.json), from which cicc's seconds are split
-and the template families that cost the most are named.
+and the template families that cost the most are named; the trace is then deleted (0.4-1.8 GB per
+TU). Tracing is not free: it made one sm90 TU's compile 40 -> 96 s (cicc 24.7 -> 43.6 s, and nvcc
+--time books the trace's writing to ptxas), so its seconds are a guide to proportions, and it is
+a flag of its own rather than part of --profile-compile, whose phase table stays true.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import mmap
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -38,12 +43,13 @@ _NVVM_IR = "Generating NVVM IR"
 _NVVM = "LibNVVM"
 
 
-def profile_flags(nvcc_version: str) -> tuple[str, ...]:
-    """The nvcc flags of --profile-compile for this nvcc ('13.0.88'): the phase CSV always, the trace
-    when nvcc has it (an older or unknown version gets the phase table alone)."""
+def trace_problem(nvcc_version: str) -> str | None:
+    """Why this nvcc ('13.0.88') cannot trace cicc, or None."""
     parts = re.match(r"(\d+)\.(\d+)", nvcc_version)
-    has_trace = parts is not None and (int(parts[1]), int(parts[2])) >= TRACE_SINCE
-    return (NVCC_FLAG, TRACE_FLAG) if has_trace else (NVCC_FLAG,)
+    if parts is not None and (int(parts[1]), int(parts[2])) >= TRACE_SINCE:
+        return None
+    return (f"--profile-templates needs nvcc >= {TRACE_SINCE[0]}.{TRACE_SINCE[1]} (--fdevice-time-trace); this nvcc is "
+            f"{nvcc_version}: point CUDA_HOME at a newer toolkit, or use --profile-compile (nvcc's phases alone)")
 
 
 def _category(name: str) -> str | None:
@@ -60,15 +66,37 @@ def _family(event: dict) -> str:
     return detail.split(" [", 1)[0].strip() or event["name"]
 
 
+# One complete ("X") event of nvcc's trace, as nvcc and cicc write them (with or without spaces; ts and tid
+# in either order). A detail (a template's full type can be 300 kB) is kept only up to 160 characters.
+_EVENT = re.compile(
+    rb'\{\s*(?:"args"\s*:\s*\{\s*"detail"\s*:\s*"([^"]{0,160})[^"]*"\s*\}\s*,\s*)?"dur"\s*:\s*(\d+)\s*,\s*'
+    rb'"name"\s*:\s*"([^"]*)"\s*,\s*"ph"\s*:\s*"X"\s*,\s*"pid"\s*:\s*(\d+)\s*,\s*'
+    rb'(?:"tid"\s*:\s*(\d+)\s*,\s*"ts"\s*:\s*(\d+)|"ts"\s*:\s*(\d+)\s*,\s*"tid"\s*:\s*(\d+))\s*\}')
+
+
+def trace_events(data: bytes | mmap.mmap) -> list[dict]:
+    """The complete events of an `nvcc --fdevice-time-trace` file, read with one regex pass: the file is
+    0.4-1.8 GB for one of our TUs (json.load of it took 10 GB of memory), and only names, times and the
+    start of each detail are needed. A file in another layout is read as JSON."""
+    events = [{"name": m[3].decode(errors="replace"), "dur": int(m[2]), "pid": int(m[4]),
+               "tid": int(m[5] or m[8]), "ts": int(m[6] or m[7]),
+               "args": {"detail": (m[1] or b"").decode(errors="replace")}} for m in _EVENT.finditer(data)]
+    if events:
+        return events
+    parsed = json.loads(bytes(data))
+    raw = parsed.get("traceEvents", []) if isinstance(parsed, dict) else parsed
+    return [e for e in raw if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+
+
 def parse_device_trace(data: dict | list, top: int = 8) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
     """cicc's seconds split into CICC_PARTS, and the `top` template families by self time (name,
-    seconds, instantiations), from one `nvcc --fdevice-time-trace` Chrome trace. Events nest by time
-    on one thread; an event's self time (its span less its children's) goes to the innermost header
-    or template event around it (itself included), else to the front end's other work. A trace with
-    no front-end event is refused, not read as zero."""
-    events = [e for e in (data.get("traceEvents", []) if isinstance(data, dict) else data)
-              if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
-    front = [e for e in events if e["name"] == _FRONT_END]
+    seconds, instantiations), from one `nvcc --fdevice-time-trace` trace (its JSON, or trace_events'
+    list). Events nest by time on one thread; an event's self time (its span less its children's)
+    goes to the innermost header or template event around it (itself included), else to the front
+    end's other work. A trace with no front-end event is refused, not read as zero."""
+    raw = data.get("traceEvents", []) if isinstance(data, dict) else data
+    events = [e for e in raw if isinstance(e, dict) and e.get("ph", "X") == "X" and isinstance(e.get("dur"), (int, float))]
+    front = [e for e in events if e.get("name") == _FRONT_END]
     if not front:
         raise ValueError(f"not an nvcc device time trace: no {_FRONT_END!r} event")
     parts = {part: 0.0 for part in CICC_PARTS}
@@ -99,14 +127,27 @@ def parse_device_trace(data: dict | list, top: int = 8) -> tuple[dict[str, float
     return parts, [(name, seconds, counts[name]) for name, seconds in families.most_common(top)]
 
 
-def read_traces(paths: dict[str, Path]) -> dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]]:
-    """TU name -> parse_device_trace of its trace, for the TUs whose trace exists and reads."""
+def summarize_trace(path: Path) -> tuple[dict[str, float], list[tuple[str, float, int]]]:
+    """parse_device_trace of the trace file at `path`, mapped rather than read into memory."""
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            raise ValueError(f"{path}: empty")
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return parse_device_trace(trace_events(data))
+
+
+def read_traces(paths: dict[str, Path], delete: bool = False) -> dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]]:
+    """TU name -> parse_device_trace of its trace, for the TUs whose trace exists and reads; with
+    `delete`, each trace file is removed once read."""
     traces = {}
     for name, path in sorted(paths.items()):
         try:
-            traces[name] = parse_device_trace(json.loads(path.read_text()))
+            traces[name] = summarize_trace(path)
         except (OSError, ValueError):
             continue
+        finally:
+            if delete:
+                path.unlink(missing_ok=True)
     return traces
 
 
