@@ -16,8 +16,12 @@ What the wrapper adds to the raw functions:
   raw function as window_size_left, window_size_right and softcap keywords. Whether the build
   holds them is the binding's call: a build with a feature compiled out (--no-local,
   --no-softcap) raises VariantNotBuiltError from the binding, naming the rebuild command.
-- Features our kernels lack (dropout, ALiBi, deterministic backward) raise
-  UnsupportedFeatureError instead of being ignored.
+- deterministic=True (flash_attn_func, flash_attn_varlen_func) reaches the backward: the forward op
+  carries it (unused there) so that its autograd formula passes it to the backward op, which passes
+  deterministic=True to the raw mha_bwd / mha_varlen_bwd (a default call passes nothing, so a binding
+  from before the flag still serves it; one that lacks it raises VariantNotBuiltError when asked).
+  The kernels then add dQ in a fixed order: bit-identical gradients from run to run.
+- Features our kernels lack (dropout, ALiBi) raise UnsupportedFeatureError instead of being ignored.
 - flash_attn_with_kvcache takes all of flash-attn 2's KV-cache arguments: k/v appended to the cache
   in place (so its op declares k_cache and v_cache mutated), rotary_cos/rotary_sin,
   cache_batch_idx, cache_leftpad and a paged cache (block_table). Combinations flash-attn refuses
@@ -36,6 +40,8 @@ No `from __future__ import annotations` here: torch.library reads the ops' schem
 annotations at runtime, and only typing.Optional/Tuple spell them on every torch since 2.4.
 """
 
+import functools
+import inspect
 import math
 import numbers
 import operator
@@ -78,14 +84,41 @@ def namespace_of(ext: Any) -> str:
     return re.sub(r"\W", "_", name.rsplit(".", 1)[-1])
 
 
+def _build_key(ext: Any) -> str:
+    return ext.build_key() if hasattr(ext, "build_key") else getattr(ext, "__name__", "?")
+
+
 def _raw(ext: Any, name: str, what: str):
     """The raw extension function `name`, or a VariantNotBuiltError saying which build lacks it."""
     fn = getattr(ext, name, None)
     if fn is None:
-        key = ext.build_key() if hasattr(ext, "build_key") else getattr(ext, "__name__", "?")
+        key = _build_key(ext)
         raise VariantNotBuiltError(
             f"flashbuild: build {key} has no {what}: its binding has no {name}() (it was built before "
             f"flashbuild had it); remove it with `flashbuild clean {key}` and build the selection again")
+    return fn
+
+
+def _takes_keyword(fn: Any, keyword: str) -> bool:
+    """Whether a raw function takes `keyword`: a Python function by its signature, a pybind11 one by the
+    signature pybind11 writes as the first line of its docstring ("mha_bwd(dout: torch.Tensor, ...)")."""
+    try:
+        return keyword in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a text signature
+        first_line = (getattr(fn, "__doc__", None) or "").split("\n", 1)[0]
+        return re.search(rf"\b{keyword}\s*:", first_line) is not None
+
+
+def _raw_deterministic(ext: Any, name: str, what: str):
+    """The raw backward `name` for a deterministic call, or a VariantNotBuiltError if its binding
+    predates the deterministic= keyword."""
+    fn = _raw(ext, name, what)
+    if not _takes_keyword(fn, "deterministic"):
+        key = _build_key(ext)
+        raise VariantNotBuiltError(
+            f"flashbuild: build {key} has no deterministic {what}: its binding's {name}() takes no "
+            f"deterministic= (it was built before flashbuild had it); remove it with `flashbuild clean {key}` "
+            f"and build the selection again, or call with deterministic=False")
     return fn
 
 
@@ -110,21 +143,28 @@ def _define(ns: str, ext: Any) -> list:
     op = torch.library.custom_op
 
     # ------------------------------------------------ dense: (batch, seqlen, nheads, head_dim)
-    # Every op ends in the same three arguments, passed to the raw functions as keywords:
-    # window_size_left, window_size_right (-1: unbounded on that side) and softcap (0: off).
+    # Every op has the same three arguments, passed to the raw functions as keywords:
+    # window_size_left, window_size_right (-1: unbounded on that side) and softcap (0: off). The
+    # training ops (fwd, bwd, varlen_*) end in deterministic (default False): the forwards only carry
+    # it to their backward; a backward passes deterministic=True to the raw function when it is set.
     def features(window_size_left, window_size_right, softcap):
         return dict(window_size_left=window_size_left, window_size_right=window_size_right, softcap=softcap)
 
+    def raw_bwd(name, what, deterministic):
+        if deterministic:
+            return functools.partial(_raw_deterministic(ext, name, what), deterministic=True)
+        return _raw(ext, name, what)
+
     @op(f"{ns}::fwd", mutates_args=())
     def fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, softmax_scale: Optional[float], window_size_left: int,
-            window_size_right: int, softcap: float) -> Tuple[Tensor, Tensor]:
+            window_size_right: int, softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
         out, lse = _raw(ext, "flash_attn_func", "forward")(
             q, k, v, causal=causal, softmax_scale=softmax_scale, return_lse=True,
             **features(window_size_left, window_size_right, softcap))
         return out.contiguous(), lse.contiguous()
 
     @fwd.register_fake
-    def _(q, k, v, causal, softmax_scale, window_size_left, window_size_right, softcap):
+    def _(q, k, v, causal, softmax_scale, window_size_left, window_size_right, softcap, deterministic=False):
         batch, seqlen_q, nheads, _ = q.shape
         return (q.new_empty((batch, seqlen_q, nheads, v.shape[-1])),
                 q.new_empty((batch, nheads, seqlen_q), dtype=torch.float32))
@@ -132,18 +172,20 @@ def _define(ns: str, ext: Any) -> list:
     @op(f"{ns}::bwd", mutates_args=())
     def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool,
             softmax_scale: Optional[float], window_size_left: int, window_size_right: int,
-            softcap: float) -> Tuple[Tensor, Tensor, Tensor]:
-        dq, dk, dv = _raw(ext, "mha_bwd", "backward")(
+            softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+        dq, dk, dv = raw_bwd("mha_bwd", "backward", deterministic)(
             dout, q, k, v, out, lse, causal=causal, softmax_scale=softmax_scale,
             **features(window_size_left, window_size_right, softcap))
         return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
     @bwd.register_fake
-    def _(dout, q, k, v, out, lse, causal, softmax_scale, window_size_left, window_size_right, softcap):
+    def _(dout, q, k, v, out, lse, causal, softmax_scale, window_size_left, window_size_right, softcap,
+          deterministic=False):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def fwd_setup(ctx, inputs, output):
-        q, k, v, ctx.causal, ctx.softmax_scale, ctx.window_size_left, ctx.window_size_right, ctx.softcap = inputs
+        (q, k, v, ctx.causal, ctx.softmax_scale, ctx.window_size_left, ctx.window_size_right, ctx.softcap,
+         ctx.deterministic) = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.mark_non_differentiable(lse)
@@ -151,8 +193,8 @@ def _define(ns: str, ext: Any) -> list:
     def fwd_backward(ctx, dout, _dlse):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.softmax_scale,
-                         ctx.window_size_left, ctx.window_size_right, ctx.softcap)
-        return dq, dk, dv, None, None, None, None, None
+                         ctx.window_size_left, ctx.window_size_right, ctx.softcap, ctx.deterministic)
+        return dq, dk, dv, None, None, None, None, None, None
 
     fwd.register_autograd(fwd_backward, setup_context=fwd_setup)
 
@@ -160,7 +202,7 @@ def _define(ns: str, ext: Any) -> list:
     @op(f"{ns}::varlen_fwd", mutates_args=())
     def varlen_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
                    max_seqlen_k: int, causal: bool, softmax_scale: Optional[float], window_size_left: int,
-                   window_size_right: int, softcap: float) -> Tuple[Tensor, Tensor]:
+                   window_size_right: int, softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
         out, lse = _raw(ext, "mha_varlen_fwd", "variable-length forward")(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
             softmax_scale=softmax_scale, **features(window_size_left, window_size_right, softcap))
@@ -168,7 +210,7 @@ def _define(ns: str, ext: Any) -> list:
 
     @varlen_fwd.register_fake
     def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale, window_size_left,
-          window_size_right, softcap):
+          window_size_right, softcap, deterministic=False):
         total_q, nheads, _ = q.shape
         return (q.new_empty((total_q, nheads, v.shape[-1])),
                 q.new_empty((nheads, total_q), dtype=torch.float32))
@@ -177,20 +219,20 @@ def _define(ns: str, ext: Any) -> list:
     def varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, cu_seqlens_q: Tensor,
                    cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool,
                    softmax_scale: Optional[float], window_size_left: int, window_size_right: int,
-                   softcap: float) -> Tuple[Tensor, Tensor, Tensor]:
-        dq, dk, dv = _raw(ext, "mha_varlen_bwd", "variable-length backward")(
+                   softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+        dq, dk, dv = raw_bwd("mha_varlen_bwd", "variable-length backward", deterministic)(
             dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
             softmax_scale=softmax_scale, **features(window_size_left, window_size_right, softcap))
         return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
     @varlen_bwd.register_fake
     def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
-          window_size_left, window_size_right, softcap):
+          window_size_left, window_size_right, softcap, deterministic=False):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def varlen_setup(ctx, inputs, output):
         (q, k, v, cu_q, cu_k, ctx.max_seqlen_q, ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale,
-         ctx.window_size_left, ctx.window_size_right, ctx.softcap) = inputs
+         ctx.window_size_left, ctx.window_size_right, ctx.softcap, ctx.deterministic) = inputs
         out, lse = output
         ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
         ctx.mark_non_differentiable(lse)
@@ -199,8 +241,8 @@ def _define(ns: str, ext: Any) -> list:
         q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
         dq, dk, dv = varlen_bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, ctx.max_seqlen_q,
                                 ctx.max_seqlen_k, ctx.causal, ctx.softmax_scale, ctx.window_size_left,
-                                ctx.window_size_right, ctx.softcap)
-        return (dq, dk, dv) + (None,) * 9
+                                ctx.window_size_right, ctx.softcap, ctx.deterministic)
+        return (dq, dk, dv) + (None,) * 10
 
     varlen_fwd.register_autograd(varlen_backward, setup_context=varlen_setup)
 
@@ -315,10 +357,12 @@ def _softcap(softcap) -> float:
     return float(softcap)
 
 
-def _check_deterministic(deterministic: bool) -> None:
-    if deterministic:
-        raise _unsupported("a deterministic backward", "deterministic=True",
-                           "dQ is accumulated with fp32 atomics; pass deterministic=False")
+def _deterministic(deterministic) -> bool:
+    """flash-attn's deterministic: a bool; True makes the backward bit-identical from run to run."""
+    if isinstance(deterministic, bool):
+        return deterministic
+    raise InvalidArgumentError(f"flashbuild: deterministic={deterministic!r}: not a bool; pass deterministic=True "
+                               f"(a bit-identical backward, slower) or deterministic=False")
 
 
 class AttentionOps:
@@ -349,14 +393,16 @@ class AttentionOps:
         head_dim); nheads % nheads_k == 0; causal is aligned bottom-right. window_size=(left, right)
         lets query i see keys i + seqlen_k - seqlen_q - left .. i + seqlen_k - seqlen_q + right (-1:
         unbounded; causal sets right = 0); softcap > 0 caps the scores at softcap * tanh(s / softcap).
+        deterministic=True makes the backward's gradients bit-identical from run to run (dQ is added
+        in a fixed order; slower; on sm90 it runs on the Ampere-path backward).
         Returns out (like q), or (out, lse) with return_lse=True, or (out, lse, None) with
         return_attn_probs=True (no probabilities, as flash-attn without dropout); lse is
         (batch, nheads, seqlen_q) float32."""
         _check_common(dropout_p, alibi_slopes)
-        _check_deterministic(deterministic)
+        deterministic = _deterministic(deterministic)
         window, softcap = _window(window_size), _softcap(softcap)
         q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
-        out, lse = self.ops.fwd(q, k, v, causal, softmax_scale, *window, softcap)
+        out, lse = self.ops.fwd(q, k, v, causal, softmax_scale, *window, softcap, deterministic)
         if return_attn_probs:
             return out, lse, None
         return (out, lse) if return_lse else out
@@ -366,14 +412,15 @@ class AttentionOps:
                                alibi_slopes=None, deterministic=False, return_attn_probs=False):
         """Attention over packed sequences: q (total_q, nheads, head_dim), k and v (total_k,
         nheads_k, head_dim); sequence i is rows cu_seqlens[i]:cu_seqlens[i + 1] (int32, batch + 1).
-        causal, window_size and softcap as in flash_attn_func, per sequence. Returns out (like q), or (out, lse, None) with return_attn_probs=True; lse is
-        (nheads, total_q) float32."""
+        causal, window_size, softcap and deterministic as in flash_attn_func, per sequence. Returns out
+        (like q), or (out, lse, None) with return_attn_probs=True; lse is (nheads, total_q) float32."""
         _check_common(dropout_p, alibi_slopes)
-        _check_deterministic(deterministic)
+        deterministic = _deterministic(deterministic)
         window, softcap = _window(window_size), _softcap(softcap)
         q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
         out, lse = self.ops.varlen_fwd(q, k, v, _int32_on(cu_seqlens_q, q.device), _int32_on(cu_seqlens_k, q.device),
-                                       max_seqlen_q, max_seqlen_k, causal, softmax_scale, *window, softcap)
+                                       max_seqlen_q, max_seqlen_k, causal, softmax_scale, *window, softcap,
+                                       deterministic)
         return (out, lse, None) if return_attn_probs else out
 
     def flash_attn_with_kvcache(self, q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,

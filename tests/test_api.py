@@ -1,9 +1,9 @@
 """flashbuild.api on CPU: the drop-in layer over a fake extension that has the binding's raw API and
 computes with the reference math (forward from flashbuild.reference, backward in closed form from
 the saved out and lse, as the kernels do; local windows and softcap included). Checks outputs and
-autograd against the reference, that window_size and softcap reach every raw function as keywords,
-the fake (meta) implementations, torch.compile(fullgraph=True), the argument and unsupported-feature
-errors, and that two loaded builds keep apart."""
+autograd against the reference, that window_size and softcap reach every raw function as keywords
+(and deterministic=True the backward ones), the fake (meta) implementations, torch.compile(fullgraph=True),
+the argument and unsupported-feature errors, and that two loaded builds keep apart."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from flashbuild.reference import attention_ref, hidden_keys, kvcache_ref  # noqa
 
 _names = itertools.count()
 NO_FEATURES = dict(window_size_left=-1, window_size_right=-1, softcap=0.0)
+NOT_PASSED = "not passed"  # the fake backward's default for deterministic: what a call without it logs
 
 
 def reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale, window_size_left=-1, window_size_right=-1,
@@ -64,7 +65,8 @@ class FakeExtension(types.ModuleType):
     `directions` says what the "build" holds; a call outside it raises VariantNotBuiltError as the
     binding does; so does a call that asks for a feature outside `features` (compiled out). `pad_to`
     returns outputs as the binding does for a padded head dim: a narrowed, non-contiguous view.
-    Every call is logged in `calls`, its window and softcap keywords in `feature_kwargs`."""
+    Every call is logged in `calls`, its window and softcap keywords in `feature_kwargs`, and each
+    backward's deterministic keyword in `deterministic_kwargs` (NOT_PASSED when the call left it out)."""
 
     def __init__(self, name: str | None = None, directions=("fwd", "bwd", "splitkv"), pad_to: int | None = None,
                  varlen: bool = True, features=("local", "softcap")):
@@ -72,6 +74,7 @@ class FakeExtension(types.ModuleType):
         self.directions, self.pad_to, self.features, self.calls, self.feature_kwargs = (
             directions, pad_to, features, [], [])
         self.kvcache_kwargs = []  # the KV-cache keywords of each mha_fwd_kvcache call (those given)
+        self.deterministic_kwargs = []  # the deterministic keyword of each mha_bwd / mha_varlen_bwd call
         for name in ("variants", "build_key", "flash_attn_func", "mha_bwd", "mha_fwd_kvcache"):
             setattr(self, name, getattr(self, name))  # in the module's namespace, as a binding's functions are
         if varlen:
@@ -118,8 +121,9 @@ class FakeExtension(types.ModuleType):
         return (out, lse) if return_lse else out
 
     def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None, window_size_left=-1,
-                window_size_right=-1, softcap=0.0):
+                window_size_right=-1, softcap=0.0, deterministic=NOT_PASSED):
         self._need("bwd", "mha_bwd", window_size_left, window_size_right, softcap)
+        self.deterministic_kwargs.append(deterministic)
         self._check(q, k, v)
         return [self._padded(g) for g in reference_bwd(dout, q, k, v, out, lse, causal, softmax_scale,
                                                        window_size_left, window_size_right, softcap)]
@@ -138,8 +142,10 @@ class FakeExtension(types.ModuleType):
         return [torch.cat(outs), torch.cat(lses, dim=1)]
 
     def _varlen_bwd(self, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    causal=False, softmax_scale=None, window_size_left=-1, window_size_right=-1, softcap=0.0):
+                    causal=False, softmax_scale=None, window_size_left=-1, window_size_right=-1, softcap=0.0,
+                    deterministic=NOT_PASSED):
         self._need("bwd", "mha_varlen_bwd", window_size_left, window_size_right, softcap)
+        self.deterministic_kwargs.append(deterministic)
         grads = [[], [], []]
         for (q0, q1), (k0, k1) in zip(_spans(cu_seqlens_q), _spans(cu_seqlens_k)):
             one = reference_bwd(dout[None, q0:q1], q[None, q0:q1], k[None, k0:k1], v[None, k0:k1],
@@ -444,7 +450,6 @@ def test_bad_window_or_softcap_is_a_clear_error_before_any_kernel(m, fake_ext, k
 UNSUPPORTED_DENSE = [
     (dict(dropout_p=0.1), "dropout", "dropout_p=0.1"),
     (dict(alibi_slopes=torch.ones(4)), "ALiBi", "alibi_slopes=tensor of shape (4,)"),
-    (dict(deterministic=True), "a deterministic backward", "deterministic=True"),
 ]
 
 
@@ -470,6 +475,100 @@ def test_alibi_is_unsupported_by_the_kvcache_too(m, fake_ext):
                                                           r"kernels \(asked: alibi_slopes=tensor of shape \(2,\)\)"):
         m.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=4, alibi_slopes=torch.ones(2))
     assert len(fake_ext.calls) == before
+
+
+# ---------------------------------------------------------------- deterministic backward
+
+def test_deterministic_reaches_both_backwards_as_a_keyword_and_nothing_else_changes():
+    ext = FakeExtension()
+    m = api.wrap(ext)
+    q, k, v = qkv(1, 6, 9, 4, 2, 8, grad=True)
+    out = m.flash_attn_func(q, k, v, causal=True, deterministic=True)  # autograd carries it to the backward
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    qp, cu = _packed([4, 5], 2, 8, grad=True)
+    m.flash_attn_varlen_func(qp, qp, qp, cu, cu, 5, 5, deterministic=True).sum().backward()
+    assert ext.calls == ["flash_attn_func", "mha_bwd", "mha_varlen_fwd", "mha_varlen_bwd"]
+    assert ext.deterministic_kwargs == [True, True]
+    for name, got, want in zip("qkv", (q.grad, k.grad, v.grad), ref_grads(q, k, v, dout, True)):
+        torch.testing.assert_close(got, want.float(), atol=1e-4, rtol=1e-4, msg=f"d{name}")
+
+    # A default call passes nothing: a binding from before the keyword serves it as before.
+    m.flash_attn_func(q, k, v).sum().backward()
+    m.flash_attn_varlen_func(qp, qp, qp, cu, cu, 5, 5, deterministic=False).sum().backward()
+    assert ext.deterministic_kwargs[2:] == [NOT_PASSED, NOT_PASSED]
+    assert ext.feature_kwargs == [NO_FEATURES] * 8
+
+
+class BindingBeforeDeterministic(FakeExtension):
+    """A build whose binding predates deterministic=: its backward takes no such keyword."""
+
+    def mha_bwd(self, dout, q, k, v, out, lse, causal=False, softmax_scale=None, window_size_left=-1,
+                window_size_right=-1, softcap=0.0):
+        return super().mha_bwd(dout, q, k, v, out, lse, causal, softmax_scale, window_size_left, window_size_right,
+                               softcap)
+
+
+def test_a_binding_without_deterministic_names_the_build_and_the_fix():
+    ext = BindingBeforeDeterministic()
+    m = api.wrap(ext)
+    q, k, v = qkv(1, 5, 5, 2, 2, 8, grad=True)
+    m.flash_attn_func(q, k, v).sum().backward()  # the default still works
+    out = m.flash_attn_func(q, k, v, deterministic=True)
+    with pytest.raises(VariantNotBuiltError) as info:
+        out.sum().backward()
+    message = str(info.value)
+    assert "no deterministic backward" in message and "mha_bwd() takes no deterministic=" in message
+    assert f"flashbuild clean {ext.build_key()}" in message and "deterministic=False" in message
+
+
+class PybindFunction:
+    """A raw function as pybind11 makes it: no inspectable signature, the signature as its doc's first line."""
+
+    def __init__(self, doc):
+        self.__doc__ = doc
+
+    @property
+    def __signature__(self):
+        raise ValueError("no signature found for builtin")
+
+    def __call__(self, *args, **kwargs):
+        raise AssertionError("not called")
+
+
+def test_a_pybind_functions_keywords_are_read_from_its_signature_line():
+    new = PybindFunction("mha_bwd(dout: torch.Tensor, q: torch.Tensor, softcap: float = 0.0, deterministic: bool = "
+                         "False) -> list[torch.Tensor]\n\nGradients (dq, dk, dv) of flash_attn_func.")
+    old = PybindFunction("mha_bwd(dout: torch.Tensor, q: torch.Tensor, softcap: float = 0.0) -> list[torch.Tensor]"
+                         "\n\nGradients; deterministic: mentioned in the text only")
+    assert api._takes_keyword(new, "deterministic") and not api._takes_keyword(old, "deterministic")
+    assert api._takes_keyword(new, "softcap") and not api._takes_keyword(PybindFunction(None), "deterministic")
+
+
+@pytest.mark.parametrize("value", [1, "yes", None, 0.0])
+def test_deterministic_must_be_a_bool(m, fake_ext, value):
+    q, k, v = qkv(1, 4, 4, 4, 4, 8)
+    q_packed, cu = _packed([4], 4, 8)
+    before = len(fake_ext.calls)
+    for call in (lambda: m.flash_attn_func(q, k, v, deterministic=value),
+                 lambda: m.flash_attn_varlen_func(q_packed, q_packed, q_packed, cu, cu, 4, 4, deterministic=value)):
+        with pytest.raises(api.InvalidArgumentError, match=rf"^flashbuild: deterministic={value!r}: not a bool; "
+                                                           r"pass deterministic=True"):
+            call()
+    assert len(fake_ext.calls) == before
+
+
+def test_deterministic_through_torch_compile_fullgraph(fake_ext):
+    m = api.wrap(fake_ext)
+    q, k, v = qkv(1, 7, 7, 4, 2, 8, grad=True, seed=5)
+
+    def loss(q, k, v):
+        return m.flash_attn_func(q, k, v, causal=True, deterministic=True).square().sum()
+
+    torch._dynamo.reset()
+    before = len(fake_ext.deterministic_kwargs)
+    torch.compile(loss, fullgraph=True, backend="aot_eager")(q, k, v).backward()
+    assert fake_ext.deterministic_kwargs[before:] == [True]
 
 
 # ---------------------------------------------------------------- KV cache: append, rotary, batch index, pages
@@ -638,6 +737,28 @@ def test_opcheck_passes(m, op, features):
         q, k, v = qkv(2, 1, 9, 4, 2, 8)
         args = (q, k, v, None, None, None, None, torch.tensor([9, 4], dtype=torch.int32), None, None, None, True,
                 None, True, 0, *features)
+    torch.library.opcheck(getattr(m.ops, op), args)
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd", "varlen_fwd", "varlen_bwd"])
+def test_opcheck_passes_with_deterministic(m, op):
+    """The training ops' trailing deterministic argument: in the schema with default False, and
+    through autograd (the forwards' backward formula passes it on)."""
+    assert "bool deterministic=False" in str(getattr(m.ops, op)._schema)
+    q, k, v = qkv(1, 5, 7, 4, 2, 8, grad=True)
+    qp, cu_q = _packed([2, 3], 4, 8, grad=True)
+    kp, cu_k = _packed([4, 3], 2, 8, grad=True)
+    if op == "fwd":
+        args = (q, k, v, True, None, -1, -1, 0.0, True)
+    elif op == "bwd":
+        out, lse = m.ops.fwd(q.detach(), k.detach(), v.detach(), True, None, -1, -1, 0.0)
+        args = (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out, lse, True, None, -1, -1, 0.0, True)
+    elif op == "varlen_fwd":
+        args = (qp, kp, kp.detach().clone().requires_grad_(), cu_q, cu_k, 3, 4, True, 0.5, -1, -1, 0.0, True)
+    else:
+        out, lse = m.ops.varlen_fwd(qp.detach(), kp.detach(), kp.detach(), cu_q, cu_k, 3, 4, True, 0.5, -1, -1, 0.0)
+        args = (torch.randn_like(out), qp.detach(), kp.detach(), kp.detach(), out, lse, cu_q, cu_k, 3, 4, True, 0.5,
+                -1, -1, 0.0, True)
     torch.library.opcheck(getattr(m.ops, op), args)
 
 

@@ -2,13 +2,15 @@
 // and walks the query blocks that may see them, recomputing P from the forward LSE:
 //   S = Q K^T, P = exp(S * scale - LSE), dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
 //   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum, issued
-//   between the dV and dK products' MMAs).
+//   between the dV and dK products' MMAs; in deterministic mode the CTAs of one query block issue
+//   theirs one after the other, in the order of ampere/bwd_dq_order.h).
 // P and dS go through shared memory because the dV/dK products read them transposed.
 // With softcap, S becomes T = tanh(S * scale / softcap), P = exp(T * softcap - LSE), and dS picks
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
 #pragma once
 
 #include "ampere/block_info.h"
+#include "ampere/bwd_dq_order.h"
 #include "ampere/bwd_traits.h"
 #include "common/features.h"
 
@@ -38,15 +40,31 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
 
   extern __shared__ char smem[];
   const int tidx = threadIdx.x;
-  const int n_block = blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const int head_k = head / (params.nheads / params.nheads_k);
   const SeqInfo info(batch, params.seqlen_q, params.seqlen_k, params.cu_seqlens_q, params.cu_seqlens_k, nullptr);
   const int seqlen_q = info.seqlen_q;
   const int seqlen_k = info.seqlen_k;
-  if (n_block * kBlockN >= seqlen_k) { return; }  // a shorter sequence of a packed batch
+  if (int(blockIdx.x) * kBlockN >= seqlen_k) { return; }  // a shorter sequence of a packed batch
   const auto mask = make_mask<kIsCausal, kFeatures>(params, seqlen_q, seqlen_k);
+  // Deterministic mode, a uniform branch on one flag (the default path reads it, and with a right
+  // mask edge selects its key block by it): the CTAs that visit a query block add their dQ in turn,
+  // and CTA x may take another key block than x (bwd_dq_order.h).
+#if defined(FLASHBUILD_BWD_NO_ORDERED_DQ)
+  // A/B builds only (benchmarks/bwd_deterministic/): the kernel without the mode's code, to time the
+  // default path against; run_bwd_path refuses deterministic calls in such a build.
+  constexpr bool ordered = false;
+#else
+  const bool ordered = params.dq_semaphore != nullptr;
+#endif
+  const BwdBlocks<decltype(mask), kBlockM, kBlockN> blocks{mask, (seqlen_k + kBlockN - 1) / kBlockN};
+  const int n_block = blocks.n_block_of(blockIdx.x, ordered);
+  // Query block m_block's counter (BwdParams::dq_semaphore's layout), in deterministic mode only.
+  auto dq_counter = [&](int m_block) {
+    return params.dq_semaphore + (int64_t(blockIdx.z) * params.nheads + blockIdx.y) * dq_semaphore_blocks(params.seqlen_q) +
+           m_block;
+  };
   const ScoreScale<kFeatures> score_scale(params);
   const int64_t row_stat_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
 
@@ -160,8 +178,9 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   // Padding rows read as zeros: their Q and dO rows are 0, so whatever P they get, their dS and
   // their share of dV and dK are exactly 0 (their dQ rows go to dq_accum's slack, never converted).
   static_assert(kBlockM <= Traits::kNThreads, "one thread per query row loads the row statistics");
-  const int m_block_min = mask.m_block_min(n_block, kBlockM, kBlockN);
-  const int m_block_max = mask.m_block_max(n_block, kBlockM, kBlockN);
+  const BlockRange visited = blocks.queries(n_block);
+  const int m_block_min = visited.begin;
+  const int m_block_max = visited.end;
   auto load_query_block = [&](int m_block, int stage) {
     const int q_rows = seqlen_q - m_block * kBlockM;
     Tensor tQsQ = gmem_thr_copy.partition_D(stage_q(stage));
@@ -260,13 +279,24 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     // The chunk reduced during dK, and where its vectors resume: one chunk goes on past dV's.
     constexpr int kDkChunk = Traits::kDqChunks - 1;
     constexpr int kDkFirstStep = Traits::kDqChunks == 1 ? kSlices : 0;
+    // Deterministic mode: this block's adds, spread over the dV and dK products as above, wait for
+    // the turn of this key block (bwd_dq_order.h) and hand the block on after the last one. The
+    // default path shares this code, so where each piece sits is about its registers: the turn is
+    // searched before dQ's accumulators are live and only the result crosses dQ's product (searched
+    // beside them, sm_90a hdim 64 spilled 152 bytes against 84 without the mode; here 80); the wait
+    // follows that product, which so stays outside the serialized part; the counter's address is
+    // formed in each branch from the parameters and blockIdx.
+    int turn = 0;
+    if (ordered) { turn = blocks.turn(n_block, m_block); }
     dq_chunk(0);
+    if (ordered) { wait_for_turn(dq_counter(m_block), turn, tidx); }
     gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(0, step); });
     if constexpr (kDkChunk > 0) { dq_chunk(kDkChunk); }
     gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b,
                    [&](int step) { issue_dq(kDkChunk, kDkFirstStep + step); });
+    if (ordered) { pass_turn(dq_counter(m_block), tidx); }
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
       if (has_next) { load_query_block(m_block + 1, 0); }

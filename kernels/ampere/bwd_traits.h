@@ -114,6 +114,7 @@ struct BwdTraits {
   static constexpr int kDqVec = 4;
   static_assert(kBlockM * kDqCols % (kDqVec * kNThreads) == 0, "whole vectors of dQ per thread");
   static_assert(kDqAccumRowPad % kBlockM == 0, "a sequence's last query block fits dq_accum's slack");
+  static_assert(kBlockM % kDqSemaphoreRows == 0, "deterministic mode needs a dq_semaphore counter per query block");
   CUTE_HOST_DEVICE static constexpr int dq_accum_index(int tidx, int chunk, int vec) {
     return chunk * (kBlockM * kDqCols) + kDqVec * (vec * kNThreads + tidx);
   }

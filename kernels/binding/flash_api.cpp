@@ -375,7 +375,9 @@ void check_varlen_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor
 }
 
 at::Tensor gqa_sum(const at::Tensor& dkv_expanded, int nheads_k) {
-  // dK and dV of a K/V head are the sums over the query heads that share it (in fp32).
+  // dK and dV of a K/V head are the sums over the query heads that share it (in fp32). A torch
+  // reduction over one dim, which adds in a fixed order (no atomics; torch lists no sum among its
+  // nondeterministic ops), so deterministic mode needs nothing more here.
   const int nheads = dkv_expanded.size(-2);
   if (nheads == nheads_k) return dkv_expanded;
   auto sizes = dkv_expanded.sizes().vec();
@@ -688,12 +690,14 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   return {unpad(out, c), lse};
 }
 
-// Gradients of flash_attn_func. out and lse are the forward's outputs for the same call.
+// Gradients of flash_attn_func. out and lse are the forward's outputs for the same call. deterministic:
+// bit-identical dq from run to run (BwdParams::dq_semaphore; dk and dv, written once per key block and
+// query head and summed over a GQA group by gqa_sum, are so either way).
 std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, const at::Tensor& q_in,
                                  const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& out_in,
                                  const at::Tensor& lse, bool causal, std::optional<double> softmax_scale,
                                  const at::Tensor* cu_seqlens_q, const at::Tensor* cu_seqlens_k, int max_seqlen_q,
-                                 int max_seqlen_k, const FeatureArgs& f) {
+                                 int max_seqlen_k, const FeatureArgs& f, bool deterministic) {
   TORCH_CHECK(dout_in.sizes() == q_in.sizes() && out_in.sizes() == q_in.sizes(),
               "flashbuild: dout and out must have the shape of q ", q_in.sizes(), "; got ", dout_in.sizes(), " and ",
               out_in.sizes(), " (", kind, ")");
@@ -762,6 +766,14 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   p.softmax_scale = c.softmax_scale;
   p.softmax_scale_log2 = c.softmax_scale * kLog2e;
   set_features(p, c);
+  // Deterministic mode: one zeroed int32 counter per (batch, head, query block), sized by the longest
+  // sequence for varlen (params.h, BwdParams::dq_semaphore); kept alive to the end of this call, as
+  // dq_accum is (the stream orders the kernels before any reuse of the memory).
+  at::Tensor dq_semaphore;
+  if (deterministic && p.seqlen_q > 0) {
+    dq_semaphore = at::zeros({p.batch, nheads, dq_semaphore_blocks(p.seqlen_q)}, q.options().dtype(at::kInt));
+    p.dq_semaphore = dq_semaphore.data_ptr<int>();
+  }
 
 #if FLASHBUILD_HAS_BWD
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -772,16 +784,18 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
 
 std::vector<at::Tensor> mha_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const at::Tensor& out, const at::Tensor& lse, bool causal,
-                                std::optional<double> softmax_scale, const FeatureArgs& f) {
+                                std::optional<double> softmax_scale, const FeatureArgs& f, bool deterministic) {
   check_qkv(q, k, v);
-  return bwd_impl("mha_bwd", dout, q, k, v, out, lse, causal, softmax_scale, nullptr, nullptr, 0, 0, f);
+  return bwd_impl("mha_bwd", dout, q, k, v, out, lse, causal, softmax_scale, nullptr, nullptr, 0, 0, f,
+                  deterministic);
 }
 
 std::vector<at::Tensor> mha_varlen_bwd(const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k,
                                        const at::Tensor& v, const at::Tensor& out, const at::Tensor& lse,
                                        const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k,
                                        int64_t max_seqlen_q, int64_t max_seqlen_k, bool causal,
-                                       std::optional<double> softmax_scale, const FeatureArgs& f) {
+                                       std::optional<double> softmax_scale, const FeatureArgs& f,
+                                       bool deterministic) {
   check_varlen_qkv(q, k, v);
   check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q", q);
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q);
@@ -790,7 +804,7 @@ std::vector<at::Tensor> mha_varlen_bwd(const at::Tensor& dout, const at::Tensor&
   check_offsets(cu_seqlens_q, "cu_seqlens_q", q.size(0), max_seqlen_q, "max_seqlen_q");
   check_offsets(cu_seqlens_k, "cu_seqlens_k", k.size(0), max_seqlen_k, "max_seqlen_k");
   return bwd_impl("mha_varlen_bwd", dout, q, k, v, out, lse, causal, softmax_scale, &cu_seqlens_q, &cu_seqlens_k,
-                  int(max_seqlen_q), int(max_seqlen_k), f);
+                  int(max_seqlen_q), int(max_seqlen_k), f, deterministic);
 }
 
 std::vector<std::string> variants() { return {std::begin(table::kVariants), std::end(table::kVariants)}; }
@@ -843,14 +857,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "mha_bwd",
       [=](const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
           const at::Tensor& lse, bool causal, std::optional<double> softmax_scale, int64_t window_size_left,
-          int64_t window_size_right, double softcap) {
+          int64_t window_size_right, double softcap, bool deterministic) {
         return flashbuild::mha_bwd(dout, q, k, v, out, lse, causal, softmax_scale,
-                                   feature_args(window_size_left, window_size_right, softcap));
+                                   feature_args(window_size_left, window_size_right, softcap), deterministic);
       },
-      "Gradients (dq, dk, dv) of flash_attn_func given dout and the forward's out and lse.", py::arg("dout"),
+      "Gradients (dq, dk, dv) of flash_attn_func given dout and the forward's out and lse. deterministic=True: "
+      "bit-identical results from run to run (dQ added in a fixed order; slower).", py::arg("dout"),
       py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("causal") = false,
       py::arg("softmax_scale") = py::none(), py::arg("window_size_left") = -1, py::arg("window_size_right") = -1,
-      py::arg("softcap") = 0.0);
+      py::arg("softcap") = 0.0, py::arg("deterministic") = false);
   m.def(
       "mha_varlen_fwd",
       [=](const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cu_seqlens_q,
@@ -870,15 +885,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       [=](const at::Tensor& dout, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
           const at::Tensor& lse, const at::Tensor& cu_seqlens_q, const at::Tensor& cu_seqlens_k, int64_t max_seqlen_q,
           int64_t max_seqlen_k, bool causal, std::optional<double> softmax_scale, int64_t window_size_left,
-          int64_t window_size_right, double softcap) {
+          int64_t window_size_right, double softcap, bool deterministic) {
         return flashbuild::mha_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                           max_seqlen_k, causal, softmax_scale,
-                                          feature_args(window_size_left, window_size_right, softcap));
+                                          feature_args(window_size_left, window_size_right, softcap), deterministic);
       },
-      "Gradients [dq, dk, dv] of mha_varlen_fwd.", py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"),
-      py::arg("out"), py::arg("lse"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"), py::arg("max_seqlen_q"),
-      py::arg("max_seqlen_k"), py::arg("causal") = false, py::arg("softmax_scale") = py::none(),
-      py::arg("window_size_left") = -1, py::arg("window_size_right") = -1, py::arg("softcap") = 0.0);
+      "Gradients [dq, dk, dv] of mha_varlen_fwd; deterministic as in mha_bwd.", py::arg("dout"), py::arg("q"),
+      py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("cu_seqlens_q"), py::arg("cu_seqlens_k"),
+      py::arg("max_seqlen_q"), py::arg("max_seqlen_k"), py::arg("causal") = false,
+      py::arg("softmax_scale") = py::none(), py::arg("window_size_left") = -1, py::arg("window_size_right") = -1,
+      py::arg("softcap") = 0.0, py::arg("deterministic") = false);
   m.def(
       "mha_fwd_kvcache",
       [=](const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,

@@ -3,6 +3,9 @@
 // a decoding step with one query sees the whole cache); with local attention only keys in
 // [i + seqlen_k - seqlen_q - window_left, i + seqlen_k - seqlen_q + window_right]. A local kernel
 // ignores kIsCausal: the binding gives a causal call window_right = 0.
+// The query-block range of a key block (m_block_min/max, and the key edges they use) is host-callable
+// too: the deterministic backward orders its dQ adds by it (ampere/bwd_dq_order.h), and a host test
+// (tests/test_bwd_dq_order.py) checks that order against the loop bounds on the CPU.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -19,10 +22,10 @@ struct AttentionMask {
   static constexpr bool kHasRightEdge = kIsCausal || kIsLocal;
 
   // The last key row `row` may see (before the seqlen_k edge), and the first.
-  CUTE_DEVICE int last_key(int row) const {
+  CUTE_HOST_DEVICE int last_key(int row) const {
     return row + seqlen_k - seqlen_q + (kIsLocal ? window_right : 0);
   }
-  CUTE_DEVICE int first_key(int row) const { return row + seqlen_k - seqlen_q - window_left; }
+  CUTE_HOST_DEVICE int first_key(int row) const { return row + seqlen_k - seqlen_q - window_left; }
 
   // Key blocks [n_block_min, n_block_max) hold every key some row of this query block may see.
   CUTE_DEVICE int n_block_max(int m_block, int block_m, int block_n) const {
@@ -40,13 +43,13 @@ struct AttentionMask {
   }
 
   // Query blocks [m_block_min, m_block_max) hold every row that may see some key of key block n_block.
-  CUTE_DEVICE int m_block_min(int n_block, int block_m, int block_n) const {
+  CUTE_HOST_DEVICE int m_block_min(int n_block, int block_m, int block_n) const {
     if constexpr (!kHasRightEdge) { return 0; }
     // The first row whose last key reaches this block's first key.
     const int first_row = n_block * block_n - last_key(0);
     return first_row <= 0 ? 0 : first_row / block_m;
   }
-  CUTE_DEVICE int m_block_max(int n_block, int block_m, int block_n) const {
+  CUTE_HOST_DEVICE int m_block_max(int n_block, int block_m, int block_n) const {
     const int blocks = (seqlen_q + block_m - 1) / block_m;
     if constexpr (!kIsLocal) { return blocks; }
     // The last row whose first key is at most this block's last key.

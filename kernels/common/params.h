@@ -145,6 +145,14 @@ struct FwdParams {
 // Rows of slack per sequence in BwdParams::dq_accum: at least the backward's largest query block.
 constexpr int kDqAccumRowPad = 128;
 
+// The deterministic backward's counters (BwdParams::dq_semaphore) are laid out per 32 query rows, the
+// smallest query block any backward tile uses (ampere/bwd_traits.h asserts kBlockM is a multiple of
+// it), so the binding can size them before it knows which kernel serves the call.
+constexpr int kDqSemaphoreRows = 32;
+__host__ __device__ constexpr int dq_semaphore_blocks(int seqlen_q) {
+  return (seqlen_q + kDqSemaphoreRows - 1) / kDqSemaphoreRows;
+}
+
 // Backward attention, three kernels in run_bwd: dsum = rowsum(dO * O) (the softmax-gradient
 // correction), the main kernel (dK, dV, and dQ accumulated in fp32), then dQ = scale * dq_accum in
 // the input dtype. dK and dV are written per *query* head (shape (batch, seqlen_k, nheads,
@@ -194,6 +202,18 @@ struct BwdParams {
   int window_left;  // as in FwdParams
   int window_right;
   float softcap;
+
+  // Deterministic mode (null: off, dQ is added in whatever order the CTAs get there). When set, the
+  // key-block CTAs that add into one query block's dq_accum do so one after the other in a fixed
+  // order, so dQ is bit-identical from run to run (ampere/bwd_dq_order.h); the Hopper kernel does not
+  // implement it, so hopper/bwd_launch.h sends such calls to the Ampere path. int32, zeroed before
+  // every call: (batch, nheads, dq_semaphore_blocks(seqlen_q)), one counter per query block of the
+  // kernel's tile (block m of (b, h) at (b * nheads + h) * dq_semaphore_blocks(seqlen_q) + m; the
+  // counters past the tile's block count stay unused). Varlen: seqlen_q is the longest sequence's, so
+  // every sequence gets as many counters as the longest needs. Last in the struct, so that the fields
+  // before it keep their offsets; the Hopper kernel's parameters put 64-byte aligned TMA descriptors
+  // after a BwdParams, at byte 384 with or without it (BwdParams went from 352 to 360 bytes).
+  int* __restrict__ dq_semaphore;
 };
 
 // Features a kernel is compiled with (kFeatures, a bit set). A kernel with a feature switches it

@@ -7,7 +7,10 @@
 //   - varlen calls (cu_seqlens_q / cu_seqlens_k): the TMA descriptors need the packed tensors'
 //     total rows as bounds, which BwdParams does not carry (as for the forward);
 //   - head dims 32, 96, 192, 256; every call of a feature TU (a local window or softcap in effect);
-//   - pointers or strides that are not multiples of 16 bytes, empty Q or K.
+//   - pointers or strides that are not multiples of 16 bytes, empty Q or K;
+//   - deterministic calls (BwdParams::dq_semaphore set): this kernel's dQ writer does not take turns,
+//     the Ampere path's does (ampere/bwd_dq_order.h). Routed here, on the host, so that the Hopper
+//     kernel's code is the same with or without the mode.
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // bwd_dot_do_o_kernel: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
@@ -31,7 +34,7 @@ constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim == 64 || head
 // Whether the Hopper backward can take this call of a plain TU (see the top of this file). Its 16-byte
 // vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.
 inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
-  if (p.cu_seqlens_q || p.cu_seqlens_k) { return false; }
+  if (p.cu_seqlens_q || p.cu_seqlens_k || p.dq_semaphore) { return false; }
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
     return false;
   }
