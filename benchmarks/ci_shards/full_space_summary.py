@@ -5,16 +5,15 @@
 Each DIR is one call's $OUT (or several calls' files gathered in one folder; for each file name the last DIR
 given wins, so list the calls in order). A part's wall is the sum of its calls' build walls (wall-PART.txt:
 "rc seconds" per call); the space's one-machine time is the sum of the parts'. The splits are what
-`flashbuild build --shard I/N --costs FILE` prints for the whole space, FILE being every part's .ninja_log,
-and each shard's wall on a JOBS-core machine (default 16) modelled by list-scheduling its TUs' measured
+`flashbuild build --shard I/N --costs FILE` makes for the whole space from every part's measured per-TU seconds
+(its .ninja_log, or tu-seconds-PART.json: SAVE=DIR writes those, the form a study commits), and each shard's wall on a JOBS-core machine (default 16) modelled by list-scheduling its TUs' measured
 seconds, the model first checked against each part's measured wall.
 """
 import heapq
+import json
 import os
 import shlex
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 # The whole space; SEL="..." for the selection the parts were narrowed to (full_space.sh's EXTRA).
@@ -29,60 +28,48 @@ def last_files(dirs: list[Path], pattern: str) -> dict[str, Path]:
     return found
 
 
-def tu_seconds(ninja_log: Path) -> dict[str, float]:
-    last: dict[str, float] = {}
-    for line in ninja_log.read_text().splitlines():
-        fields = line.split("\t")
-        if line.startswith("#") or len(fields) < 4:
-            continue
-        last[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000  # a later run of a target replaces an earlier one
-    return {t: s for t, s in last.items() if t.endswith(".o")}
-
-
 def main(dirs: list[Path]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from flashbuild.build.plan import parse_request, selection_units
+    from flashbuild.ci.shard import describe_split, read_costs, split
+
     walls = last_files(dirs, "wall-*.txt")
-    logs = last_files(dirs, "ninja_log-*.txt")
+    # Each part's measured seconds per TU: the device call's .ninja_log, or the JSON this script saves (SAVE=DIR)
+    # and the study commits; flashbuild's own --costs reader takes both.
+    costs = {**last_files(dirs, "ninja_log-*.txt"), **last_files(dirs, "tu-seconds-*.json")}
     done = {p.name.removeprefix("done-") for d in dirs for p in d.glob("done-*")}
-    total, complete, all_tus, part_tus = 0.0, True, {}, {}
+    total, complete, part_tus = 0.0, True, {}
     for name, path in sorted(walls.items()):
         part = name.removeprefix("wall-").removesuffix(".txt")
         calls = [line.split() for line in path.read_text().splitlines() if line.strip()]
         wall = sum(float(c[1]) for c in calls)
-        tus = tu_seconds(logs[f"ninja_log-{part}.txt"]) if f"ninja_log-{part}.txt" in logs else {}
-        all_tus.update(tus)
-        part_tus[part] = tus
+        source = costs.get(f"tu-seconds-{part}.json") or costs.get(f"ninja_log-{part}.txt")
+        tus = part_tus[part] = read_costs(source) if source else {}
+        if source and os.environ.get("SAVE"):
+            Path(os.environ["SAVE"], f"tu-seconds-{part}.json").write_text(json.dumps(tus, indent=0, sort_keys=True) + "\n")
         state = "done" if part in done else "NOT complete"
         complete &= part in done
         total += wall
         print(f"part {part.replace('+', ',').replace('_', ',')}: {state}; build wall {wall:.1f} s over {len(calls)} call(s) "
               f"({' + '.join(c[1] for c in calls)}); {len(tus)} objects, {sum(tus.values()):.0f} s of compile summed, "
               f"longest {max(tus.values(), default=0):.1f} s")
+    measured = {name: seconds for tus in part_tus.values() for name, seconds in tus.items()}
     print(f"{'all parts' if complete else 'the parts so far'}: one-machine build wall {total:.1f} s "
-          f"({total / 60:.1f} min); {len(all_tus)} objects, {sum(all_tus.values()):.0f} s of compile summed")
+          f"({total / 60:.1f} min); {len(measured)} objects, {sum(measured.values()):.0f} s of compile summed")
     if not complete:
         return
-    with tempfile.NamedTemporaryFile("w", suffix=".ninja_log", delete=False) as costs:
-        for path in logs.values():
-            costs.write(path.read_text())
     jobs = int(os.environ.get("JOBS", "16"))
     for part, tus in sorted(part_tus.items()):
         print(f"model check, part {part}: its TUs' measured seconds list-scheduled on {jobs} jobs, longest first: "
               f"{schedule(list(tus.values()), jobs):.1f} s (measured wall above)")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from flashbuild.build.plan import parse_request, selection_units
-    from flashbuild.ci.shard import read_costs, split
-    measured = read_costs(Path(costs.name))
     units = selection_units(parse_request(**request_keywords(SELECTION))[0])
     for n in (4, 16):
-        result = split(units, n, measured, "measured")
+        # The split `flashbuild build --shard I/N --costs FILE` makes, FILE holding these measured seconds.
+        result = split(units, n, measured, "the parts' measured compile seconds")
         walls = [schedule([measured[name] for name in shard], jobs) for shard in result.shards]
         print(f"n = {n}: each shard's TUs list-scheduled on {jobs} jobs: longest shard {max(walls):.1f} s "
               f"(shortest {min(walls):.1f} s; longest single TU {max(measured.values()):.1f} s)")
-        out = subprocess.run([sys.executable, "-m", "flashbuild", "build", *SELECTION, "--dry-run", "--shard",
-                              f"1/{n}", "--costs", costs.name], capture_output=True, text=True)
-        lines = [line[:110] for line in out.stdout.splitlines() + out.stderr.splitlines()
-                 if line.startswith(("split of", "  shard"))]
-        print("\n".join(lines) if lines else f"n = {n}: no split printed (rc {out.returncode}):\n{out.stderr[-2000:]}")
+        print("\n".join(line[:110] for line in describe_split(result).splitlines()))
 
 
 def request_keywords(args: list[str]) -> dict[str, object]:
