@@ -91,8 +91,8 @@ struct OnlineSoftmax {
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) { m = fmaxf(m, s(r, c)); }
       m = quad_max(m);
-      const bool had_keys = row_max[r] != -INFINITY;
-      const float old_scaled = max_scaled(r);
+      // The old max in log2 units, -inf while the row has seen no key (not max_scaled's 0).
+      const float old_scaled = row_max[r] * scale_log2;
       row_max[r] = m;
       const float new_scaled = max_scaled(r);
       float sum = 0.f;
@@ -106,9 +106,11 @@ struct OnlineSoftmax {
         row_sum[r] = sum;
       } else {
         // exp2 of (old max - new max) <= 0. A row that saw no key before has nothing to rescale
-        // (sum 0, O 0): its scale is 0, not exp2(0 - new max), which overflows to +inf once the new
-        // max is below -128 in log2 units and made 0 * inf = NaN of its sum and O.
-        row_scale[r] = had_keys ? exp2_ftz(old_scaled - new_scaled) : 0.f;
+        // (sum 0, O 0): its old max is -inf, so its scale is exp2(-inf) = 0. (Taking the old max as
+        // max_scaled's 0 gave exp2(0 - new max): +inf once the new max is below -128 in log2 units,
+        // and 0 * inf = NaN in its sum and O. A select on "had keys" fixed that too, but measured
+        // slower: benchmarks/fwd_softmax_rescale.)
+        row_scale[r] = exp2_ftz(old_scaled - new_scaled);
         row_sum[r] = fmaf(row_sum[r], row_scale[r], sum);
       }
     }
