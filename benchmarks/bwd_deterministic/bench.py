@@ -2,7 +2,7 @@
 
 Usage (prints a markdown table; writes JSON when given a path):
     python3 benchmarks/bwd_deterministic/bench.py [--hdims 64,128] [--seqlens 1024,2048,4096,8192,16384]
-                                                  [--causal both] [--arch native] [--reps 20] [--ab]
+                                                  [--causal both] [--arch native] [--reps 20]
                                                   [--json out.json]
 
 16k tokens per batch (batch = 16384 / seqlen), model dim 2048 (nheads = 2048 / hdim), fp16, the forward's
@@ -10,17 +10,18 @@ own out and lse. Bwd FLOPs = 2.5 x 4 b h s^2 d, halved when causal (product.md).
 CUDA-event timings after 5 warm-ups of each call, the calls of a row timed in turns rep by rep, each
 rep on the other of two input sets (each tensor is 64 MB at 16k tokens: past the 50 MB L2 either way).
 
-On sm90 a dense default call runs the Hopper backward and a deterministic one the Ampere-path backward
-(hopper/bwd_launch.h), so the ordering's own cost is measured on the Ampere path, which varlen calls
-always take: the same tokens as equal-length sequences through mha_varlen_bwd, with and without the mode.
+The build holds local and softcap: the mode is compiled into that feature kernel alone, which the binding
+sends deterministic calls to (on sm90 it holds the Ampere-path backward). A dense default call runs the
+Hopper backward on sm90, a varlen one the plain Ampere-path kernel, so the mode's cost on the Ampere path
+is measured through varlen calls: the same tokens as equal-length sequences through mha_varlen_bwd, with
+and without the mode (the feature kernel's own overhead included).
 Columns (ms): `hopper` dense default; `ampere` varlen default; `ampere det` varlen deterministic;
 `dense det` dense deterministic (what flash_attn_func(deterministic=True) runs). Ratios: `det / ampere`
 (the ordering's cost) and `dense det / hopper` (what a user switching the mode on pays). `bits` says
 whether two deterministic dense runs gave identical dq/dk/dv (they must).
 
---ab also loads the same selection built with -DFLASHBUILD_BWD_NO_ORDERED_DQ (the Ampere-path kernel
-without the mode's code, as before it existed) and times its varlen default call in the same turns:
-`no-mode` (ms) and `ampere / no-mode`, what the mode's presence costs the default path.
+(Until 35a531f the mode was in the plain kernel too, and --ab timed a build with it compiled out:
+results/h100-1/ was made so. The plain kernel is now that build's, byte for byte.)
 """
 
 from __future__ import annotations
@@ -72,22 +73,16 @@ def main() -> None:
     parser.add_argument("--causal", choices=["on", "off", "both"], default="both")
     parser.add_argument("--arch", default="native", help="the build's arch (run.sh passes sm90)")
     parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--ab", action="store_true", help="also time a build without the mode's code")
     parser.add_argument("--json")
     args = parser.parse_args()
     hdims = [int(h) for h in args.hdims.split(",")]
     causals = {"on": [True], "off": [False], "both": [False, True]}[args.causal]
     m = flashbuild.load(hdim=args.hdims, dtype="fp16", arch=args.arch, direction="fwd,bwd", causal=args.causal,
-                        features=[])
-    base = None
-    if args.ab:
-        base = flashbuild.load(hdim=args.hdims, dtype="fp16", arch=args.arch, direction="fwd,bwd",
-                               causal=args.causal, features=[], nvcc_flags=["-DFLASHBUILD_BWD_NO_ORDERED_DQ"])
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, build {m.build_key()}"
-          + (f", no-mode build {base.build_key()}" if base else ""))
+                        features=["local", "softcap"])
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, build {m.build_key()}")
     rows = []
     header = ("| hdim | causal | seqlen | hopper | ampere | ampere det | dense det | det / ampere | "
-              "dense det / hopper | dense det TFLOPS | bits |" + (" no-mode | ampere / no-mode |" if base else ""))
+              "dense det / hopper | dense det TFLOPS | bits |")
     print(header)
     print("|" + " --- |" * (header.count("|") - 1))
     for hdim in hdims:
@@ -98,15 +93,11 @@ def main() -> None:
                 def dense(deterministic):
                     return lambda i: m.ext.mha_bwd(*sets[i]["dense"], causal=causal, deterministic=deterministic)
 
-                def packed(deterministic, ext=m.ext):
-                    if not deterministic:  # the call a binding from before the mode takes too
-                        return lambda i: ext.mha_varlen_bwd(*sets[i]["packed"], causal=causal)
-                    return lambda i: ext.mha_varlen_bwd(*sets[i]["packed"], causal=causal, deterministic=True)
+                def packed(deterministic):
+                    return lambda i: m.ext.mha_varlen_bwd(*sets[i]["packed"], causal=causal, deterministic=deterministic)
 
                 calls = [dense(False), packed(False), packed(True), dense(True)]
-                if base:
-                    calls.append(packed(False, base.ext))
-                hopper, ampere, ampere_det, dense_det, *no_mode = median_ms(*calls, reps=args.reps)
+                hopper, ampere, ampere_det, dense_det = median_ms(*calls, reps=args.reps)
                 first, again = dense(True)(0), dense(True)(0)
                 same = all(torch.equal(a, b) for a, b in zip(first, again))
                 batch, nheads = TOKENS // seqlen, MODEL_DIM // hdim
@@ -115,15 +106,11 @@ def main() -> None:
                            ampere_det_ms=ampere_det, dense_det_ms=dense_det, det_over_ampere=ampere_det / ampere,
                            dense_det_over_hopper=dense_det / hopper, dense_det_tflops=flops / dense_det / 1e9,
                            identical_bits=same)
-                extra = ""
-                if base:
-                    row.update(no_mode_ms=no_mode[0], ampere_over_no_mode=ampere / no_mode[0])
-                    extra = f" {no_mode[0]:.3f} | {ampere / no_mode[0]:.3f} |"
                 rows.append(row)
                 print(f"| {hdim} | {'yes' if causal else 'no'} | {seqlen} | {hopper:.3f} | {ampere:.3f} | "
                       f"{ampere_det:.3f} | {dense_det:.3f} | {row['det_over_ampere']:.2f} | "
                       f"{row['dense_det_over_hopper']:.2f} | {row['dense_det_tflops']:.1f} | "
-                      f"{'identical' if same else 'DIFFER'} |{extra}", flush=True)
+                      f"{'identical' if same else 'DIFFER'} |", flush=True)
                 del sets
                 torch.cuda.empty_cache()
     if args.json:

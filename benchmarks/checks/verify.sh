@@ -17,7 +17,9 @@ load "hdim='64,128', $N, direction='splitkv', causal='both'" &
 load "hdim=256, $N, direction='fwd', causal='off', features=[]" &
 load "hdim=32, $N, direction='fwd', causal='off', features=[]" &
 load "hdim=[32, 96], $N, direction='fwd', causal='off', features=[]" &
-load "hdim='64,128', arch='native', dtype='fp16,bf16', direction='fwd,bwd', causal='both', features=[]" &  # test_bwd_deterministic_gpu
+load "hdim='64,128', arch='native', dtype='fp16,bf16', direction='fwd,bwd', causal='both', features=['local', 'softcap']" &  # test_bwd_deterministic_gpu
+load "hdim=64, $N, direction='fwd,bwd', causal='off', features=[]" &  # its build without features
+load "hdim=64, $N, direction='fwd', causal='on', features=[]" & load "hdim=256, $N, direction='fwd', causal='on', features=[]" &  # test_softmax_extremes_gpu
 timeout 120 $FB test --hdim 64 --dtype fp16 --arch sm90 --shapes full > "$OUT/test-main.txt" 2>&1
 echo "== test main rc $? at $(( $(date +%s) - t0 )) s"; grep -E "passed, [0-9]+ failed" "$OUT/test-main.txt" | tail -1
 wait; echo "== prebuilt at $(( $(date +%s) - t0 )) s"

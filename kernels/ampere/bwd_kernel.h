@@ -2,8 +2,9 @@
 // and walks the query blocks that may see them, recomputing P from the forward LSE:
 //   S = Q K^T, P = exp(S * scale - LSE), dP = dO V^T, dS = P * (dP - rowsum(dO * O)),
 //   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum, issued
-//   between the dV and dK products' MMAs; in deterministic mode the CTAs of one query block issue
-//   theirs one after the other, in the order of ampere/bwd_dq_order.h).
+//   between the dV and dK products' MMAs; in deterministic mode, which the feature kernel alone
+//   compiles, the CTAs of one query block issue theirs one after the other, in the order of
+//   ampere/bwd_dq_order.h).
 // P and dS go through shared memory because the dV/dK products read them transposed.
 // With softcap, S becomes T = tanh(S * scale / softcap), P = exp(T * softcap - LSE), and dS picks
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
@@ -48,16 +49,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   const int seqlen_k = info.seqlen_k;
   if (int(blockIdx.x) * kBlockN >= seqlen_k) { return; }  // a shorter sequence of a packed batch
   const auto mask = make_mask<kIsCausal, kFeatures>(params, seqlen_q, seqlen_k);
-  // Deterministic mode, a uniform branch on one flag (the default path reads it, and with a right
-  // mask edge selects its key block by it): the CTAs that visit a query block add their dQ in turn,
-  // and CTA x may take another key block than x (bwd_dq_order.h).
-#if defined(FLASHBUILD_BWD_NO_ORDERED_DQ)
-  // A/B builds only (benchmarks/bwd_deterministic/): the kernel without the mode's code, to time the
-  // default path against; run_bwd_path refuses deterministic calls in such a build.
-  constexpr bool ordered = false;
-#else
-  const bool ordered = params.dq_semaphore != nullptr;
-#endif
+  // Deterministic mode, a uniform branch on one flag (the path without it reads the flag, and with a
+  // right mask edge selects its key block by it): the CTAs that visit a query block add their dQ in
+  // turn, and CTA x may take another key block than x (bwd_dq_order.h). Compiled into the feature
+  // kernel only (kOrderedDq), the one that serves every call with a runtime option: the mode's code in
+  // the plain kernel's function cost it up to 4.6 % at hdim 128 (benchmarks/bwd_deterministic), so the
+  // plain kernel has none of it and the binding sends deterministic calls to the feature kernel.
+  constexpr bool kOrderedDq = kFeatures != kNoFeatures;
+  const bool ordered = kOrderedDq && params.dq_semaphore != nullptr;
   const BwdBlocks<decltype(mask), kBlockM, kBlockN> blocks{mask, (seqlen_k + kBlockN - 1) / kBlockN};
   const int n_block = blocks.n_block_of(blockIdx.x, ordered);
   // Query block m_block's counter (BwdParams::dq_semaphore's layout), in deterministic mode only.

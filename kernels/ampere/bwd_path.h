@@ -20,12 +20,11 @@ void run_bwd_path(const BwdParams& params, cudaStream_t stream) {
 
   if (params.batch == 0 || params.nheads == 0) { return; }
   check_grid_yz("the Ampere-path backward", params.nheads, params.batch);
-#if defined(FLASHBUILD_BWD_NO_ORDERED_DQ)
-  if (params.dq_semaphore) {
-    throw std::runtime_error("flashbuild: this build was compiled with -DFLASHBUILD_BWD_NO_ORDERED_DQ (an A/B build "
-                             "without deterministic mode); build without that flag, or call with deterministic=False");
+  if (params.dq_semaphore && kFeatures == kNoFeatures) {
+    // The binding routes deterministic calls to the feature kernel; reaching here is a routing bug.
+    throw std::runtime_error("flashbuild: internal error: a deterministic backward call reached the plain kernel, "
+                             "which has no deterministic mode (bwd_kernel.h); please report it");
   }
-#endif
   if (params.seqlen_q > 0) {
     const dim3 dot_grid((params.seqlen_q + kDotRowsPerBlock - 1) / kDotRowsPerBlock, params.nheads, params.batch);
     launch(&bwd_dot_do_o_kernel<Element>, dot_grid, 32 * kDotRowsPerBlock, 0, stream, params);

@@ -218,6 +218,7 @@ struct Call {
   int arch;
   float softmax_scale;
   int features;      // the features the call needs (bits of flashbuild::Feature)
+  bool deterministic;  // a deterministic backward: runs on the feature kernel, the one that compiles the mode
   int window_left;   // as the kernels take them (common/params.h): unbounded sides are
   int window_right;  // seqlen_q + seqlen_k, never -1
   float softcap;
@@ -293,11 +294,34 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
   return c;
 }
 
+// A deterministic backward runs on the feature kernel (ampere/bwd_kernel.h compiles the mode there
+// alone, so the plain kernel keeps its speed): a build without features has no such kernel, and a
+// build whose feature TU for this variant is missing says which build holds it.
+void use_deterministic_kernel(Call& c) {
+  const char* dtype = c.is_fp16 ? "fp16" : "bf16";
+  const int all_features = kLocal | kSoftcap;
+  if (table::kFeaturesMask == 0) {
+    throw VariantNotBuilt(std::string("flashbuild: this build has no deterministic backward (asked: deterministic=True): "
+                                      "the mode is compiled into the kernel that holds the build's features (local, "
+                                      "softcap), and this build has none. Build it with: ") +
+                          rebuild_command(c.direction, c.hdim, dtype, c.causal, c.arch, all_features) +
+                          ", or call with deterministic=False");
+  }
+  const std::string asked = variant_name(c.direction, c.hdim, dtype, c.causal, c.arch) + table::kFeatureSuffix;
+  if (!holds(asked)) {
+    variant_not_built(asked, c.direction, c.hdim, c.user_hdim, dtype, c.causal, c.arch, c.features | table::kFeaturesMask,
+                      "deterministic=True");
+  }
+  c.deterministic = true;
+}
+
 #define FLASHBUILD_DISPATCH(call, ...)                                                                 \
   ARCH_SWITCH((call).arch, [&] {                                                                       \
     HEADDIM_SWITCH((call).hdim, [&] {                                                                  \
       FP16_SWITCH((call).is_fp16, [&] {                                                                \
-        CAUSAL_SWITCH((call).causal, [&] { FEATURES_SWITCH((call).features != 0, [&] { __VA_ARGS__; }); }); \
+        CAUSAL_SWITCH((call).causal, [&] {                                                             \
+          FEATURES_SWITCH((call).features != 0 || (call).deterministic, [&] { __VA_ARGS__; });         \
+        });                                                                                            \
       });                                                                                              \
     });                                                                                                \
   })
@@ -715,8 +739,9 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
               lse.scalar_type(), " ", lse.sizes());
   TORCH_CHECK(lse.device() == q_in.device(), "flashbuild: lse must be on q's device ", q_in.device(), " (got ",
               lse.device(), "); pass the forward's lse, or move it with .to(q.device)");
-  const Call c = varlen ? resolve("bwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k)
-                        : resolve("bwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
+  Call c = varlen ? resolve("bwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k)
+                  : resolve("bwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
+  if (deterministic) use_deterministic_kernel(c);
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   const at::Tensor dout = pad_head_dim(dout_in.stride(-1) == 1 ? dout_in : dout_in.contiguous(), c.hdim);

@@ -205,8 +205,9 @@ struct BwdParams {
 
   // Deterministic mode (null: off, dQ is added in whatever order the CTAs get there). When set, the
   // key-block CTAs that add into one query block's dq_accum do so one after the other in a fixed
-  // order, so dQ is bit-identical from run to run (ampere/bwd_dq_order.h); the Hopper kernel does not
-  // implement it, so hopper/bwd_launch.h sends such calls to the Ampere path. int32, zeroed before
+  // order, so dQ is bit-identical from run to run (ampere/bwd_dq_order.h). Only the feature kernels
+  // (kFeatures != 0) compile it, on the Ampere path (the Hopper backward has no feature TU), and the
+  // binding sends such calls there; a plain kernel given one refuses it. int32, zeroed before
   // every call: (batch, nheads, dq_semaphore_blocks(seqlen_q)), one counter per query block of the
   // kernel's tile (block m of (b, h) at (b * nheads + h) * dq_semaphore_blocks(seqlen_q) + m; the
   // counters past the tile's block count stay unused). Varlen: seqlen_q is the longest sequence's, so

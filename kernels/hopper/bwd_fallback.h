@@ -1,5 +1,5 @@
 // The Ampere-path backward of sm90 TUs, run_bwd_ampere_path, which hopper/bwd_launch.h declares and
-// routes to (varlen calls, deterministic calls, tensors TMA cannot address, head dims 32/96/192/256,
+// routes to (varlen calls, tensors TMA cannot address, head dims 32/96/192/256,
 // feature TUs). Its own
 // header, so the Hopper TU never parses or compiles the Ampere backward kernel: a variant's fallback
 // TU (<variant>_fallback.cu) includes this header alone and instantiates it (a variant with no Hopper

@@ -8,9 +8,9 @@
 //     total rows as bounds, which BwdParams does not carry (as for the forward);
 //   - head dims 32, 96, 192, 256; every call of a feature TU (a local window or softcap in effect);
 //   - pointers or strides that are not multiples of 16 bytes, empty Q or K;
-//   - deterministic calls (BwdParams::dq_semaphore set): this kernel's dQ writer does not take turns,
-//     the Ampere path's does (ampere/bwd_dq_order.h). Routed here, on the host, so that the Hopper
-//     kernel's code is the same with or without the mode.
+//   - deterministic calls (BwdParams::dq_semaphore set) never reach this TU: only the feature
+//     kernels compile the mode (ampere/bwd_kernel.h), and the binding sends them to the feature TU.
+//     bwd_can_run still declines one, and the plain fallback then refuses it.
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // bwd_dot_do_o_kernel: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).

@@ -8,9 +8,11 @@ Without the mode dQ's fp32 atomics land in whatever order the CTAs get there; th
 enough (up to 16 key blocks per query block) that the default mode's dq usually differs between runs:
 each test prints whether it did, as a control, without asserting it.
 
-On sm90 a deterministic call runs on the Ampere-path backward (hopper/bwd_launch.h routes it there):
-test_dense_and_one_sequence_varlen_give_the_same_bits checks it, since a varlen call always runs on
-that path and the same data must then give the same bits from both entry points.
+The mode is compiled into the feature kernel alone (the one that holds local and softcap; the plain
+kernel keeps its speed), and the binding sends every deterministic call there, dense or varlen (on sm90
+that TU holds the Ampere-path backward alone): test_dense_and_one_sequence_varlen_give_the_same_bits
+checks that both entry points give the same bits, and a build without features refuses the mode with
+the command that builds it.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from flashbuild.reference import attention_ref  # noqa: E402
 from test_api_gpu import SELECTION as FEATURES_SELECTION  # noqa: E402
 from test_api_gpu import check, grads_of, poison_allocator  # noqa: E402
 
-# The plain kernels of both head dims and dtypes; the window test uses test_api_gpu.py's build
-# (hdim 64 fp16 with local and softcap compiled in), so the two files share it.
-SELECTION = dict(hdim="64,128", dtype="fp16,bf16", arch="native", direction="fwd,bwd", causal="both", features=[])
+# Both head dims and dtypes with the features compiled in (their kernel holds the mode); the window test
+# uses test_api_gpu.py's build (hdim 64 fp16 with local and softcap), so the two files share it.
+SELECTION = dict(hdim="64,128", dtype="fp16,bf16", arch="native", direction="fwd,bwd", causal="both",
+                 features=["local", "softcap"])
+# A build without features: it has no kernel that holds the mode.
+PLAIN_SELECTION = dict(hdim=64, dtype="fp16", arch="native", direction="fwd,bwd", causal="off", features=[])
 RUNS = 3
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -175,3 +180,16 @@ def test_dense_and_one_sequence_varlen_give_the_same_bits(m, head_dim, causal):
     torch.cuda.synchronize()
     for name, a, b in zip(("dq", "dk", "dv"), dense, packed):
         assert torch.equal(a[0], b), f"{name}: dense and varlen differ in {(a[0] != b).sum().item()} elements"
+
+
+def test_a_build_without_features_refuses_the_mode_and_names_the_build_that_has_it():
+    m = flashbuild.load(**PLAIN_SELECTION)
+    q, k, v, dout = (randn(1, 129, 2, 64, dtype=torch.float16) for _ in range(4))
+    out, lse = m.flash_attn_func(q, k, v, return_lse=True)
+    with pytest.raises(flashbuild.VariantNotBuiltError) as e:
+        m.ext.mha_bwd(dout, q, k, v, out, lse, causal=False, deterministic=True)
+    message = str(e.value)
+    assert "no deterministic backward" in message and "deterministic=False" in message, message
+    assert "flashbuild --hdim 64 --dtype fp16" in message and "--no-local" not in message, message
+    dq, dk, dv = m.ext.mha_bwd(dout, q, k, v, out, lse, causal=False)  # the default mode still runs
+    assert all(torch.isfinite(g).all() for g in (dq, dk, dv))
