@@ -102,12 +102,29 @@ selection_options = _apply([
     click.option("--profile", help="What kind of tree --source is: a profile in configs/profiles "
                  "(flash-attn-2, ...) or a .toml path. Default: flashbuild's own kernels."),
 ])
+def _own_nvcc_flags(ctx, param, flags):
+    """--nvcc-flag values, less the one flashbuild reserves: --profile-templates passes
+    --fdevice-time-trace=- and then summarizes and deletes the traces, so the same flag given by hand
+    would have its traces deleted too."""
+    from .build import compile_profile
+
+    for flag in flags:
+        if flag.strip().replace(" ", "=") == compile_profile.TRACE_FLAG:
+            raise click.BadParameter(
+                f"{flag!r} is the flag --profile-templates passes (its traces are summarized into "
+                "compile_profile.txt, then deleted). For that table: flashbuild build --profile-templates; "
+                "to keep nvcc's raw trace, name its file: --nvcc-flag=--fdevice-time-trace=FILE.json "
+                "(with one TU in the selection: each TU writes that file)")
+    return flags
+
+
 build_options = _apply([
     click.option("--jobs", "-j", type=int, help="Parallel compiles. Default: min(cores, free memory / 4 GiB)."),
     click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of the cache dir."),
     click.option("--debug", is_flag=True, help="Device debug build: nvcc -G -lineinfo, asserts on."),
     click.option("--lineinfo", is_flag=True, help="Optimized build with -lineinfo (for profilers)."),
-    click.option("--nvcc-flag", "nvcc_flags", multiple=True, help="Extra nvcc flag for every kernel TU (repeatable)."),
+    click.option("--nvcc-flag", "nvcc_flags", multiple=True, callback=_own_nvcc_flags,
+                 help="Extra nvcc flag for every kernel TU (repeatable)."),
     click.option("--launcher", envvar="FLASHBUILD_LAUNCHER", help="Compiler launcher prefixed to compile commands, "
                  "e.g. ccache or sccache. Default: $FLASHBUILD_LAUNCHER (docs/ci.md)."),
     click.option("--verbose", "-v", is_flag=True, help="Show every command and all compiler output."),

@@ -115,8 +115,12 @@ def test_a_trace_without_the_front_end_is_refused_and_left_out_of_the_table(tmp_
         compile_profile.parse_device_trace({"traceEvents": [_event("LibNVVM", 0, 1)]})
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "empty.json").write_text('{"traceEvents": []}')
-    assert compile_profile.read_traces({"bad": tmp_path / "bad.json", "empty": tmp_path / "empty.json",
-                                        "missing": tmp_path / "none.json"}) == {}
+    traces, unreadable = compile_profile.read_traces({"bad": tmp_path / "bad.json", "empty": tmp_path / "empty.json",
+                                                      "missing": tmp_path / "none.json"})
+    assert traces == {} and sorted(unreadable) == ["bad", "empty", "missing"]
+    assert unreadable["missing"] == "no trace written" and "CUDA C++ Front-End" in unreadable["empty"]
+    table = compile_profile.format_cicc_table(traces, unreadable)
+    assert "missing: left out (no trace written)" in table and "bad: left out" in table
 
 
 @pytest.mark.parametrize("version, ok", [("13.0.88", True), ("12.8.61", True), ("12.6.85", False), ("unknown", False)])
@@ -143,3 +147,15 @@ def test_profile_templates_with_an_old_nvcc_is_a_clear_error(tmp_path, fake_root
                           "--compile-only", "--profile-templates"], env=environ, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "needs nvcc >= 12.8" in run.stderr and "12.4.131" in run.stderr
+
+
+@pytest.mark.parametrize("flag", ["--fdevice-time-trace=-", "--fdevice-time-trace -"])
+def test_the_trace_flag_by_hand_is_refused_with_the_two_ways_that_work(flag):
+    from click.testing import CliRunner
+
+    from flashbuild.cli import cli
+
+    result = CliRunner().invoke(cli, ["build", "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--dry-run",
+                                      f"--nvcc-flag={flag}"])
+    assert result.exit_code == 2, result.output
+    assert "--profile-templates" in result.output and "--fdevice-time-trace=FILE.json" in result.output

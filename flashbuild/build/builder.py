@@ -83,25 +83,24 @@ def timings_table(timings: dict[str, float], wall: float) -> str:
     return "\n".join([f"compiled {plural(len(timings), 'target')} in {wall:.1f}s:"] + rows)
 
 
-def log_compile_profile(build_dir: Path, phases: bool, templates: bool) -> None:
+def log_compile_profile(build_dir: Path, phases: bool, templates: bool, compiled: list[str]) -> None:
     """The tables of --profile-compile (nvcc's phases per TU) and --profile-templates (cicc's split and
-    the costliest template families, from the traces of the TUs this build compiled), to the log and
-    to compile_profile.txt."""
+    the costliest template families, from the traces of the kernel TUs this build compiled: `compiled`,
+    each of which should have left obj/NAME.o.json), to the log and to compile_profile.txt."""
     csv_path = build_dir / compile_profile.CSV_NAME
     profiles = compile_profile.parse_by_source(csv_path.read_text()) if phases and csv_path.is_file() else {}
-    # Only this build's traces: a TU ninja skipped has none (each is deleted once read).
-    traces = compile_profile.read_traces({p.name.removesuffix(".o.json"): p for p in (build_dir / "obj").glob("*.o.json")},
-                                         delete=True) if templates else {}
-    if not profiles and not traces:
+    traces, unreadable = compile_profile.read_traces(
+        {name: build_dir / "obj" / f"{name}.o.json" for name in compiled}, delete=True) if templates else ({}, {})
+    if not profiles and not traces and not unreadable:
         log("profile: no TU was compiled (up to date), so nothing to show")
         return
     tables = []
     if profiles:
         tables.append("nvcc phases per TU (nvcc --time):\n" + compile_profile.format_table(profiles)
                       + ("\n(traced: cicc and ptxas include the trace's own cost)" if traces else ""))
-    if traces:
+    if traces or unreadable:
         tables.append("cicc split (nvcc --fdevice-time-trace; tracing slows cicc, read it for proportions):\n"
-                      + compile_profile.format_cicc_table(traces))
+                      + compile_profile.format_cicc_table(traces, unreadable))
     text = "\n\n".join(tables)
     with cache.private_umask():
         render.write_if_different(build_dir / "compile_profile.txt", text + "\n")
@@ -167,7 +166,8 @@ def _build_locked(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec | Non
         raise BuildError(output.summary(plan.build_dir / "build.log", plan.command()))
     log(timings_table(timings, output.wall_seconds))
     if phases or templates:
-        log_compile_profile(plan.build_dir, phases, templates)
+        kernel_tus = {unit.name for unit in plan.units}
+        log_compile_profile(plan.build_dir, phases, templates, [name for name in timings if name in kernel_tus])
     manifest = _manifest(plan, linked=link is not None)
     with cache.private_umask():
         render.write_if_different(plan.manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

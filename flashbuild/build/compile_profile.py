@@ -136,23 +136,32 @@ def summarize_trace(path: Path) -> tuple[dict[str, float], list[tuple[str, float
             return parse_device_trace(trace_events(data))
 
 
-def read_traces(paths: dict[str, Path], delete: bool = False) -> dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]]:
-    """TU name -> parse_device_trace of its trace, for the TUs whose trace exists and reads; with
-    `delete`, each trace file is removed once read."""
-    traces = {}
+def read_traces(paths: dict[str, Path], delete: bool = False
+                ) -> tuple[dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]], dict[str, str]]:
+    """(TU name -> parse_device_trace of its trace, TU name -> why its trace could not be used): a
+    trace that is missing (a compile killed before cicc wrote it) or does not read is named, not
+    dropped. With `delete`, each trace file is removed once read."""
+    traces, unreadable = {}, {}
     for name, path in sorted(paths.items()):
         try:
             traces[name] = summarize_trace(path)
-        except (OSError, ValueError):
-            continue
+        except FileNotFoundError:
+            unreadable[name] = "no trace written"
+        except (OSError, ValueError) as exc:
+            unreadable[name] = str(exc).replace(str(path), path.name)[:200]
         finally:
             if delete:
                 path.unlink(missing_ok=True)
-    return traces
+    return traces, unreadable
 
 
-def format_cicc_table(traces: dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]]) -> str:
-    """One row per TU: cicc's seconds by CICC_PARTS; then the slowest TU's costliest template families."""
+def format_cicc_table(traces: dict[str, tuple[dict[str, float], list[tuple[str, float, int]]]],
+                      unreadable: dict[str, str] | None = None) -> str:
+    """One row per TU: cicc's seconds by CICC_PARTS; then the slowest TU's costliest template families;
+    then each compiled TU whose trace could not be used, and why."""
+    unreadable = unreadable or {}
+    if not traces:
+        return "\n".join(f"{name}: left out ({why})" for name, why in sorted(unreadable.items()))
     width = max([len("TU"), *map(len, traces)])
     lines = [f"{'TU':<{width}} " + " ".join(f"{p:>15}" for p in CICC_PARTS) + f" {'cicc':>8}"]
     for name, (parts, _) in traces.items():
@@ -161,6 +170,7 @@ def format_cicc_table(traces: dict[str, tuple[dict[str, float], list[tuple[str, 
     slowest = max(traces, key=lambda name: sum(traces[name][0].values()))
     lines.append(f"costliest template families in {slowest} (self seconds, instantiations):")
     lines += [f"  {seconds:7.2f}s {count:7d}  {family[:100]}" for family, seconds, count in traces[slowest][1]]
+    lines += [f"{name}: left out ({why})" for name, why in sorted(unreadable.items())]
     return "\n".join(lines)
 
 
