@@ -102,6 +102,8 @@ selection_options = _apply([
     click.option("--profile", help="What kind of tree --source is: a profile in configs/profiles "
                  "(flash-attn-2, ...) or a .toml path. Default: flashbuild's own kernels."),
 ])
+
+
 def _own_nvcc_flags(ctx, param, flags):
     """--nvcc-flag values, less the one flashbuild reserves: --profile-templates passes
     --fdevice-time-trace=- and then summarizes and deletes the traces, so the same flag given by hand
