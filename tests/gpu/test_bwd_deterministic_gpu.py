@@ -161,8 +161,8 @@ def test_varlen_is_deterministic(m, head_dim, causal):
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_dense_and_one_sequence_varlen_give_the_same_bits(m, head_dim, causal):
     """The same data through mha_bwd and mha_varlen_bwd (one sequence, the same out and lse): both
-    deterministic calls run the Ampere-path backward with the same tile and order, so the bits match.
-    On sm90 this shows the dense call left the Hopper kernel for the fallback, as varlen always does.
+    deterministic calls run the feature kernel (the Ampere-path backward that holds the mode) with the
+    same tile and order, so the bits match. On sm90 this shows the dense call left the Hopper kernel.
     No GQA here: its sum over the group is a torch reduction of differently shaped tensors in the two
     calls, which this test is not about."""
     torch.manual_seed(11 + head_dim + causal)
