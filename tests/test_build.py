@@ -172,7 +172,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
     assert "compile 18 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
-           "window_size or softcap" in out
+           "window_size or softcap and deterministic backward calls" in out
     assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-fLS-[0-9a-f]{8}", out)
     assert "jobs" in out
     assert not (tmp_path / "bd").exists() and not cache.exists()

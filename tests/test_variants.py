@@ -107,6 +107,10 @@ def test_no_local_and_no_softcap_flags_compile_features_out(cache):
     assert "compile 4 kernel TUs:" in narrowed.stdout and "sm90_local" not in narrowed.stdout
     assert "x features none (4 kernel TUs)" in narrowed.stdout  # 2 Hopper TUs, 2 fallbacks
     assert "features   none: calls with window_size or softcap raise VariantNotBuiltError" in narrowed.stdout
+    backward = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--no-local",
+                       "--no-softcap", "--dry-run")
+    assert "features   none: calls with window_size or softcap, and deterministic backward calls, raise " \
+           "VariantNotBuiltError" in backward.stdout, backward.output
     softcap = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local",
                       "--dry-run")
     assert "fwd_hdim64_fp16_sm90_softcap " in softcap.stdout and "sm90_local" not in softcap.stdout

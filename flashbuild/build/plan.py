@@ -362,11 +362,13 @@ def features_line(selection: Selection, profile: Profile | None = None) -> str:
                    if off else " (all the tree has)"))
     asks = {"local": "window_size", "softcap": "softcap"}
     if selection.features:
+        deterministic = " and deterministic backward calls" if "bwd" in selection.directions else ""
         return (f"{', '.join(selection.features)}: each plain variant has a *{selection.feature_suffix} variant for the "
-                f"calls with {' or '.join(asks[f] for f in selection.features)} (other calls run the plain one); "
-                f"{' '.join(f'--no-{f}' for f in selection.features)} compiles them out")
-    return ("none: calls with window_size or softcap raise VariantNotBuiltError (build without --no-local / "
-            "--no-softcap, or with features=[...], to have them)")
+                f"calls with {' or '.join(asks[f] for f in selection.features)}{deterministic} (other calls run the "
+                f"plain one); {' '.join(f'--no-{f}' for f in selection.features)} compiles them out")
+    deterministic = ", and deterministic backward calls," if "bwd" in selection.directions else ""
+    return (f"none: calls with window_size or softcap{deterministic} raise VariantNotBuiltError (build without "
+            "--no-local / --no-softcap, or with features=[...], to have them)")
 
 
 def why_no_link(options: BuildOptions) -> str:
