@@ -146,13 +146,14 @@ def test_inspect_reads_the_real_forward_kernel_without_a_gpu(real_cache):
         assert "fwd_kernel" in k["kernel"] and k["mix"]["total"] > 100
         assert 0 < k["occupancy"]["percent"] <= 100
     assert kernels["fwd_hdim64_fp16_sm80"]["mix"]["HMMA"] > 0 and kernels["fwd_hdim64_fp16_sm80"]["mix"]["HGMMA"] == 0
-    # The sm90 variant's TU holds the Hopper kernel (wgmma, 3 warpgroups, no spills) alone, its fallback TU
+    # The sm90 variant's TU holds the Hopper kernel (wgmma; at hdim 64 a producer and three consumer
+    # warpgroups, 512 threads; no spills) alone, its fallback TU
     # the Ampere-path kernel it hands varlen and unaligned calls to (mma.sync).
     wgmma = [k for k in hopper if k["mix"]["HGMMA"] > 0]
     mma = [k for k in hopper if k["mix"]["HMMA"] > 0]
     assert len(wgmma) == 1 and len(mma) == 1 and wgmma[0] is not mma[0], hopper
     assert wgmma[0]["variant"] == "fwd_hdim64_fp16_sm90" and mma[0]["variant"] == "fwd_hdim64_fp16_sm90_fallback"
-    assert wgmma[0]["max_threads"] == 384 and wgmma[0]["spill_store_bytes"] == 0 and wgmma[0]["arch"] == "sm_90a"
+    assert wgmma[0]["max_threads"] == 512 and wgmma[0]["spill_store_bytes"] == 0 and wgmma[0]["arch"] == "sm_90a"
     assert mma[0]["arch"] == "sm_90a" and mma[0]["mix"]["LDSM"] > 0
 
 
