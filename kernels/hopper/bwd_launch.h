@@ -6,7 +6,8 @@
 // ampere/bwd_launch.h launches it:
 //   - varlen calls (cu_seqlens_q / cu_seqlens_k): the TMA descriptors need the packed tensors'
 //     total rows as bounds, which BwdParams does not carry (as for the forward);
-//   - head dims 32, 96, 192, 256; every call of a feature TU (a local window or softcap in effect);
+//   - head dims 32, 96, 192, 256; every call of a feature TU (a local window or softcap in effect, or
+//     deterministic mode);
 //   - pointers or strides that are not multiples of 16 bytes, empty Q or K;
 //   - deterministic calls (BwdParams::dq_semaphore set) never reach this TU: only the feature
 //     kernels compile the mode (ampere/bwd_kernel.h), and the binding sends them to the feature TU.
