@@ -32,26 +32,20 @@ import json
 import torch
 
 import flashbuild
+from flashbuild.debug import bench
 
 TOKENS, MODEL_DIM = 16384, 2048
 
 
 def median_ms(*fns, reps: int) -> list[float]:
-    """The median time of each function, timed in turns rep by rep after 5 warm-ups each."""
+    """The median time of each function after 5 warm-ups each, timed in turns by flashbuild's own bench
+    (time_in_turns; each call between two CUDA events, the input set alternating)."""
     for fn in fns:
         for _ in range(5):
             fn(0)
     torch.cuda.synchronize()
-    times: list[list[float]] = [[] for _ in fns]
-    for rep in range(reps):
-        for fn, samples in zip(fns, times):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn(rep % 2)
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-    return [sorted(samples)[len(samples) // 2] for samples in times]
+    ms = bench.time_in_turns({i: fn for i, fn in enumerate(fns)}, n_sets=2, reps=reps)
+    return [ms[i] for i in range(len(fns))]
 
 
 def inputs(m, seqlen: int, hdim: int, causal: bool, seed: int) -> dict:
