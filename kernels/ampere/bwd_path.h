@@ -26,8 +26,7 @@ void run_bwd_path(const BwdParams& params, cudaStream_t stream) {
                              "which has no deterministic mode (bwd_kernel.h); please report it");
   }
   if (params.seqlen_q > 0) {
-    const dim3 dot_grid((params.seqlen_q + kDotRowsPerBlock - 1) / kDotRowsPerBlock, params.nheads, params.batch);
-    launch(&bwd_dot_do_o_kernel<Element>, dot_grid, 32 * kDotRowsPerBlock, 0, stream, params);
+    launch_dot_do_o<Element>(params, stream);
   }
   // With no query rows the main kernel still runs: it writes the zero dK and dV of every key.
   if (params.seqlen_k > 0) {

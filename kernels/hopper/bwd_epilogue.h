@@ -175,40 +175,68 @@ __global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const _
 }
 
 // The same for the fragment order: grid (ceil(seqlen_q / kBlockM), nheads, batch), the backward
-// kernel's consumer threads; thread t reads back what consumer thread t of every CTA added (16-byte
-// loads, a warp's 512 bytes contiguous) and writes each column pair where the dQ product placed it.
+// kernel's consumer threads. Thread t reads back what consumer thread t of every CTA added (16-byte
+// loads, a warp's 512 bytes contiguous; all of a thread's loads issued before any use), puts each
+// scaled column pair at its row and column in shared memory, and the block then leaves row by row,
+// 16 bytes per thread. (Stored from the fragment's own places, each warp store wrote 4 bytes into
+// each of 8 rows: 0.9 TB/s, 215 us per call at 16k tokens and model dim 2048 on an H100, where the
+// bytes need ~60 us: benchmarks/hopper_bwd/kernel_split.py.)
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragment_kernel(const __grid_constant__ BwdParams params) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kThreads = Traits::kNumMmaThreads;
+  constexpr int kVec = 16 / int(sizeof(Element));  // elements per 16-byte access
+  // A row padded by 16 bytes: the 8 rows of one fragment store then start 4 banks apart, so a
+  // warp's 32 column pairs fall into 32 distinct banks.
+  constexpr int kPitch = kHeadDim + kVec;
+  constexpr int kLoads = kBlockM * kHeadDim / (4 * kThreads);  // float4s per thread
+  static_assert(kHeadDim % kVec == 0, "rows leave in whole 16-byte vectors");
+  __shared__ alignas(16) Element tile[kBlockM * kPitch];
+
   const int t = threadIdx.x;
   const int m_block = blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
-  const int rows_left = params.seqlen_q - m_block * kBlockM;
   typename Traits::TiledMmadQ mma_dq;
   Tensor cdQ = mma_dq.get_thread_slice(t).partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapedQ{})));
-  const float* accum = params.dq_accum + int64_t(batch) * params.dq_batch_stride + int64_t(head) * params.dq_head_stride +
-                       int64_t(m_block) * (kBlockM * kHeadDim);
-  Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
-                int64_t(head) * params.dq_out_head_stride + int64_t(m_block) * kBlockM * params.dq_out_row_stride;
+  static_assert(decltype(size(cdQ))::value == 4 * kLoads, "a thread's fragment is its kLoads float4s");
+  // The whole block is read: dq_accum's slack rows (kDqAccumRowPad) hold the rows past seqlen_q.
+  const float4* accum = reinterpret_cast<const float4*>(params.dq_accum + int64_t(batch) * params.dq_batch_stride +
+                                                        int64_t(head) * params.dq_head_stride +
+                                                        int64_t(m_block) * (kBlockM * kHeadDim));
+  float4 a[kLoads];
+  CUTE_UNROLL
+  for (int g = 0; g < kLoads; ++g) { a[g] = accum[g * kThreads + t]; }
   const float s = params.softmax_scale;
   CUTE_UNROLL
-  for (int g = 0; g < size(cdQ) / 4; ++g) {
-    const float4 a = *reinterpret_cast<const float4*>(accum + (g * Traits::kNumMmaThreads + t) * 4);
+  for (int g = 0; g < kLoads; ++g) {
     CUTE_UNROLL
     for (int half = 0; half < 2; ++half) {  // floats (4g, 4g + 1) and (4g + 2, 4g + 3): a column pair each
       const auto coord = cdQ(4 * g + 2 * half);
-      if (get<0>(coord) < rows_left) {
-        cutlass::Array<float, 2> f{};
-        f[0] = (half ? a.z : a.x) * s;
-        f[1] = (half ? a.w : a.y) * s;
-        cutlass::NumericArrayConverter<Element, float, 2> convert;
-        const cutlass::Array<Element, 2> out = convert(f);
-        *reinterpret_cast<uint32_t*>(dq + int64_t(get<0>(coord)) * params.dq_out_row_stride + get<1>(coord)) =
-            *reinterpret_cast<const uint32_t*>(&out);
-      }
+      cutlass::Array<float, 2> f{};
+      f[0] = (half ? a[g].z : a[g].x) * s;
+      f[1] = (half ? a[g].w : a[g].y) * s;
+      cutlass::NumericArrayConverter<Element, float, 2> convert;
+      const cutlass::Array<Element, 2> out = convert(f);
+      *reinterpret_cast<uint32_t*>(&tile[get<0>(coord) * kPitch + get<1>(coord)]) = *reinterpret_cast<const uint32_t*>(&out);
+    }
+  }
+  __syncthreads();
+
+  // dq's rows start on 16-byte boundaries: bwd_can_run took the call only if TMA could address dq.
+  const int rows_left = params.seqlen_q - m_block * kBlockM;
+  Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
+                int64_t(head) * params.dq_out_head_stride + int64_t(m_block) * kBlockM * params.dq_out_row_stride;
+  constexpr int kVecsPerRow = kHeadDim / kVec;
+  CUTE_UNROLL
+  for (int i = t; i < kBlockM * kVecsPerRow; i += kThreads) {
+    const int row = i / kVecsPerRow;
+    const int col = i % kVecsPerRow * kVec;
+    if (row < rows_left) {
+      *reinterpret_cast<uint4*>(dq + int64_t(row) * params.dq_out_row_stride + col) =
+          *reinterpret_cast<const uint4*>(&tile[row * kPitch + col]);
     }
   }
 }

@@ -13,7 +13,7 @@
 //     kernels compile the mode (ampere/bwd_kernel.h), and the binding sends them to the feature TU.
 //     bwd_can_run still declines one, and the plain fallback then refuses it.
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
-// bwd_dot_do_o_kernel: its layout, like the LSE's, is family-neutral), the main kernel, and this
+// launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
 // That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
 // hopper/bwd_fallback.h: this header includes ampere/bwd_prepare.h (the dsum kernel the Hopper path
@@ -23,7 +23,7 @@
 // feature TUs) is not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
 
-#include "ampere/bwd_prepare.h"  // bwd_dot_do_o_kernel (and, through it, ampere/utils.h's launch helpers)
+#include "ampere/bwd_prepare.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
 #include "hopper/bwd_kernel.h"
 #include "hopper/tma_checks.h"
 
@@ -67,9 +67,7 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename Traits::Element;
   using Kernel = BwdKernel<Traits, kIsCausal>;
   check_grid_yz("the Hopper backward", params.nheads, params.batch);
-  const dim3 dot_grid((params.seqlen_q + ampere::kDotRowsPerBlock - 1) / ampere::kDotRowsPerBlock, params.nheads,
-                      params.batch);
-  ampere::launch(&ampere::bwd_dot_do_o_kernel<Element>, dot_grid, 32 * ampere::kDotRowsPerBlock, 0, stream, params);
+  ampere::launch_dot_do_o<Element>(params, stream);
 
   typename Kernel::Params kp{params, Kernel::Mainloop::to_params(bwd_tma_strides(params))};
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
