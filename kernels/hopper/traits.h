@@ -9,6 +9,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "common/params.h"
+#include "hopper/gmma_64x80.h"
 
 namespace flashbuild::hopper {
 
@@ -44,15 +45,18 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 }
 
 // The tile heuristic in one place. wgmma takes M = 64 per warpgroup, and N (block_n for S = QK^T,
-// head_dim for O += PV) a multiple of 8 up to 256; without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-// only 64, 96, 128, 192 and 256 are usable, hence block_n. Registers per consumer thread: S holds
-// block_n / 2 floats, P block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups
-// each gets 240 registers, so hdim 256 takes block_n = 64 (O alone is 128 registers). Shared
-// memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q and O
-// (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in Q's
+// head_dim for O += PV) a multiple of 8 up to 256; CuTe's selector offers 64, 96, 128, 192 and 256
+// (the rest need CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which doubles a TU's compile time), and
+// hopper/gmma_64x80.h adds 80. Registers per consumer thread: S holds block_n / 2 floats, P
+// block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups each gets 240 registers.
+// Shared memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q
+// and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in Q's
 // (OStore below). hdim 64 takes 192-row tiles, three consumer warpgroups of 160 registers (S 64
 // floats, O 32): each K/V tile then serves 1.5x the rows, 8-19 % faster from 2k than 128 rows
-// (benchmarks/fwd_tile_hdim64; causal at 1k 3 % slower).
+// (benchmarks/fwd_tile_hdim64; causal at 1k 3 % slower). hdim 256 takes 80-key tiles (O 128
+// floats, S 40; two stages fill 225 of the 227 KB) without ping-pong: against 64-key tiles with it,
+// 1.06-1.17x non-causal and 1.06-1.10x causal from 4k on an H100, causal 1k 4 % slower; ping-pong on
+// was within 1.5 % of off (benchmarks/fwd_tile_hdim256).
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
 //   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
@@ -65,7 +69,7 @@ constexpr FwdTile fwd_tile(int head_dim, bool causal) {
                  : head_dim <= 96  ? FwdTile{128, 128, 3, true}
                  : head_dim <= 128 ? FwdTile{128, 128, 2, true}
                  : head_dim <= 192 ? FwdTile{128, 96, 2, true}
-                                   : FwdTile{128, 64, 2, true};
+                                   : FwdTile{128, 80, 2, false};
 #endif
 #ifdef FLASHBUILD_HOPPER_PINGPONG
   tile.pingpong = FLASHBUILD_HOPPER_PINGPONG != 0;
@@ -103,6 +107,18 @@ enum class FwdBarrier : int {
 };
 constexpr int kMaxConsumerWarpgroups = 3;
 
+// The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256) takes
+// our own m64n80k16 atom (hopper/gmma_64x80.h: CuTe's needs a define that doubles the TU's compile
+// time); any other block_n CuTe's selector, which picks N = block_n for the standard shapes.
+template <class Element, int kBlockN, int kHeadDim>
+CUTE_HOST_DEVICE constexpr auto qk_mma_op() {
+  if constexpr (kBlockN == 80) {
+    return Gmma64x80x16SS<Element, GMMA::Major::K, GMMA::Major::K>{};
+  } else {
+    return GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockN>, Int<kHeadDim>>>();
+  }
+}
+
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingpong_, class Element_,
           OStore kOStore_ = OStore::kAuto>
 struct FwdTraits {
@@ -136,9 +152,7 @@ struct FwdTraits {
   // Consumer warpgroups stack along M: each owns 64 query rows and reads the same K/V tile.
   using WarpgroupLayout = Layout<Shape<Int<kNumMmaWarpgroups>, _1, _1>>;
   // S = Q K^T: both operands from shared memory, K-major (head_dim contiguous).
-  using TiledMmaQK = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockN>, Int<kHeadDim>>>(),
-      WarpgroupLayout{}));
+  using TiledMmaQK = decltype(make_tiled_mma(qk_mma_op<Element, kBlockN, kHeadDim>(), WarpgroupLayout{}));
   // O += P V: P from registers (the softmax output never leaves them), V from shared memory read
   // MN-major (V's rows are keys, so head_dim, the N of this product, is the contiguous one).
   using TiledMmaPV = decltype(make_tiled_mma(
