@@ -151,7 +151,7 @@ struct FwdEpilogue {
   // LSE: rows of the quad's first lane.
   CUTE_DEVICE static void store_lse(FwdParams const& p, TileCoord tile, int thread_idx, float const (&lse)[2]) {
     typename Traits::TiledMmaPV mma_pv;
-    Tensor cO = mma_pv.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(TileShapePV{})));
+    Tensor cO = accumulator_coords<kHeadDim, Traits::kNumMmaWarpgroups>(mma_pv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
     static_assert(decltype(size<0>(cO_rc))::value == 2, "a consumer thread holds two rows");
     if (thread_idx % 4 == 0) {

@@ -36,6 +36,8 @@ struct FwdMainloop {
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename PipelineKV::PipelineState;
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
+  using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
+  using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
 
   // Global Q, K, V as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
   using ShapeQKV = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -170,13 +172,13 @@ struct FwdMainloop {
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
 
-    Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShapeQK{}));
+    Tensor tSrS = make_tensor<float>(AccumulatorShapeS{});
     Tensor tSrS_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
     Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
     // P in the register A-operand layout of O += P V; its storage order is tSrS's.
     Tensor tOrP = make_tensor<Element>(acc_to_a_operand(tSrS.layout()));
     static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P and S hold the same values");
-    Tensor cS = thr_qk.partition_C(make_identity_tensor(select<0, 1>(TileShapeQK{})));  // (row, col) in the tile
+    Tensor cS = accumulator_coords<kBlockN, kNumMmaWarpgroups>(mma_qk.get_thr_layout_vmnk().get_flat_coord(thread_idx));
 
     const Keys k = keys(p, tile);
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
