@@ -121,6 +121,23 @@ struct FwdEpilogue {
     }
   }
 
+  // The TMA stores of O's (block_m, head_dim) box from sO, rows [row0, row0 + block_m) of (head,
+  // batch) of the global coordinates g: as FwdMainloop::load_box, each instruction given only the
+  // address of its buffer and the coordinates of its first element.
+  template <class Tma, class SmemTensor, class GmemCoords>
+  CUTE_DEVICE static void store_box(Tma const& tma, SmemTensor const& smem, GmemCoords const& g, int row0, int head,
+                                    int batch) {
+    constexpr int kCols = Tma::NumValSrc / kBlockM;
+    static_assert(kCols * kBlockM == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+    using Box = Layout<Int<Tma::NumValSrc>>;
+    CUTE_UNROLL
+    for (int i = 0; i < kHeadDim / kCols; ++i) {
+      Tensor src = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+      Tensor dst = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
+      copy(tma, src, dst);
+    }
+  }
+
   template <class Storage, class FragO>
   CUTE_DEVICE static void store_tma(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
                                     int thread_idx, FragO const& rO) {
@@ -135,11 +152,7 @@ struct FwdEpilogue {
 
     if (is_store_thread(thread_idx)) {
       Tensor mO = ep.tma_o.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
-      Tensor gO = local_tile(mO(_, _, tile.head, tile.batch), select<0, 1>(TileShapePV{}), make_coord(tile.m_block, _0{}));
-      Tensor sO1 = make_tensor(sO.data(), make_layout(sO.layout(), Layout<_1>{}));
-      Tensor gO1 = make_tensor(gO.data(), make_layout(gO.layout(), Layout<_1>{}));
-      auto o_part = tma_partition(ep.tma_o, _0{}, Layout<_1>{}, sO1, gO1);  // (gmem, smem), each ((M, D), 1)
-      copy(ep.tma_o, get<1>(o_part)(_, 0), get<0>(o_part)(_, 0));
+      store_box(ep.tma_o, sO, mO, tile.m_block * kBlockM, tile.head, tile.batch);
       tma_store_arrive();
       if constexpr (Traits::kOAliasesQ) { tma_store_wait<0>(); }  // sO is sQ: free it for the next Q
     }

@@ -89,6 +89,26 @@ struct FwdMainloop {
     return keys;
   }
 
+  // The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the
+  // global coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`.
+  // One instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
+  // destination is the coordinates of its first element and the address of its buffer, so those are
+  // all that is built here. Written out rather than partitioned with local_tile and tma_partition:
+  // the same instructions, less compile time (benchmarks/edit_loop/README.md).
+  template <int kRows, class Tma, class GmemCoords, class SmemTensor>
+  CUTE_DEVICE static void load_box(Tma const& tma, GmemCoords const& g, int row0, int head, int batch,
+                                   SmemTensor const& smem) {
+    constexpr int kCols = Tma::NumValSrc / kRows;
+    static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+    using Box = Layout<Int<Tma::NumValSrc>>;
+    CUTE_UNROLL
+    for (int i = 0; i < kHeadDim / kCols; ++i) {
+      Tensor src = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
+      Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+      copy(tma, src, dst);
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
   template <class Storage>
@@ -101,34 +121,23 @@ struct FwdMainloop {
     Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
     Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
     Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShapeQK{}), make_coord(tile.m_block, _0{}));
-    Tensor gK = local_tile(mK(_, _, head_k, tile.batch), select<1, 2>(TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n)
-    Tensor gV = local_tile(mV(_, _, head_k, tile.batch), select<1, 2>(TileShapeQK{}), make_coord(_, _0{}));
-
     Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
-    // Q gets a unit rest mode ((M, D), 1) so that its partition indexes like the K/V ones ((N, D), n).
-    Tensor sQ1 = make_tensor(sQ.data(), make_layout(sQ.layout(), Layout<_1>{}));
-    Tensor gQ1 = make_tensor(gQ.data(), make_layout(gQ.layout(), Layout<_1>{}));
-    auto q_part = tma_partition(mp.tma_q, _0{}, Layout<_1>{}, sQ1, gQ1);
-    auto k_part = tma_partition(mp.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-    auto v_part = tma_partition(mp.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-    // tma_partition returns (gmem, smem): ((TMA), 1) for Q, ((TMA), n) and ((TMA), stage) for K/V.
-    Tensor tQgQ = get<0>(q_part);
-    Tensor tQsQ = get<1>(q_part);
-    Tensor tKgK = get<0>(k_part);
-    Tensor tKsK = get<1>(k_part);
-    Tensor tVgV = get<0>(v_part);
-    Tensor tVsV = get<1>(v_part);
 
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
-      if (leader) { copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), tKgK(_, n_block), tKsK(_, write.index())); }
+      if (leader) {
+        load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, n_block * kBlockN, head_k, tile.batch,
+                          sK(_, _, write.index()));
+      }
     };
     auto load_v = [&](int n_block) {
       pipe_v.producer_acquire(write);
-      if (leader) { copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), tVgV(_, n_block), tVsV(_, write.index())); }
+      if (leader) {
+        load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, n_block * kBlockN, head_k, tile.batch,
+                          sV(_, _, write.index()));
+      }
     };
 
     const bool has_keys = k.n_block_max > k.n_block_min;
@@ -138,7 +147,7 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      copy(mp.tma_q.with(storage.q_full), tQgQ(_, 0), tQsQ(_, 0));
+      load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, tile.m_block * kBlockM, tile.head, tile.batch, sQ);
     }
     if (!has_keys) { return; }
     load_v(k.n_block_max - 1);
