@@ -49,7 +49,6 @@ struct FwdEpilogue {
   template <class Storage, class FragO>
   CUTE_DEVICE static void store(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
                                 int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
-    typename Traits::TiledMmaPV mma_pv;
     Tensor rO = make_tensor<Element>(tOrO.layout());  // O in the element type
     {
       constexpr int kN = decltype(size(tOrO))::value;

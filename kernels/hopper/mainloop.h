@@ -32,7 +32,6 @@ struct FwdMainloop {
   using SmemLayoutV = typename Traits::SmemLayoutV;
   using SmemLayoutVt = typename Traits::SmemLayoutVt;
   using TileShapeQK = typename Traits::TileShapeQK;
-  using TileShapePV = typename Traits::TileShapePV;
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename PipelineKV::PipelineState;
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
