@@ -28,8 +28,6 @@ struct FwdEpilogue {
   using StrideO = Stride<int64_t, _1, int64_t, int64_t>;
   using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeO{}, StrideO{}));
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensor{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
-  // 16-bit O: stmatrix writes four 8x8 blocks per instruction from the accumulator layout.
-  using SmemCopyAtomO = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   struct Params {
     TmaO tma_o;
@@ -51,7 +49,6 @@ struct FwdEpilogue {
   template <class Storage, class FragO>
   CUTE_DEVICE static void store(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
                                 int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
-    typename Traits::TiledMmaPV mma_pv;
     Tensor rO = make_tensor<Element>(tOrO.layout());  // O in the element type
     {
       constexpr int kN = decltype(size(tOrO))::value;
@@ -95,30 +92,66 @@ struct FwdEpilogue {
     }
   }
 
+  // Registers -> sO with stmatrix (.x4: one 16x16 patch of 16-bit O per instruction, as four 8x8
+  // blocks: rows 0-7 and 8-15 of columns 0-7, then of columns 8-15). Both sides are in the wgmma
+  // accumulator's own order, so the partition is spelled out here instead of derived by CuTe's
+  // tiled copy (make_tiled_copy_C, retile_S, partition_D, copy: a fifth of cicc's time for this TU,
+  // benchmarks/edit_loop/README.md); the offsets, and so the SASS, are the same.
+  //   Registers: a thread's words 4i..4i+3 (column groups 2i and 2i + 1, each at its quad's row r
+  //   and r + 8) are patch i's four blocks.
+  //   Addresses: warp w's patch i covers rows 16w..16w+15 and columns 16i..16i+15; lane l gives
+  //   the address of row l % 16, columns 8 * (l / 16) on.
+  template <class SmemO, class FragO>
+  CUTE_DEVICE static void write_smem(SmemO& sO, int thread_idx, FragO const& rO) {
+    using LayoutO = remove_cvref_t<decltype(sO.layout())>;
+    constexpr int kRowStride = decltype(LayoutO{}(_1{}, _0{}))::value;
+    static_assert(decltype(LayoutO{}(Int<kBlockM - 1>{}, _0{}))::value == (kBlockM - 1) * kRowStride,
+                  "expects sO's rows at a constant stride (a K-major swizzle atom tiled down M first)");
+    static_assert(decltype(LayoutO{}(_0{}, _8{}))::value == 8, "expects 8 contiguous columns per row address");
+    constexpr int kWarps = kNumMmaThreads / cutlass::NumThreadsPerWarp;
+    using ThreadOffset = Layout<Shape<_16, _2, Int<kWarps>>, Stride<Int<kRowStride>, _8, Int<16 * kRowStride>>>;
+    auto thread_o = sO.data() + ThreadOffset{}(thread_idx);
+    Tensor rO_words = recast<uint32_t>(rO);
+    static_assert(decltype(size(rO_words))::value == kHeadDim / 4, "expects 4 words per thread per 16 columns");
+    CUTE_UNROLL
+    for (int i = 0; i < kHeadDim / 16; ++i) {
+      auto& dst = reinterpret_cast<uint128_t&>(*(thread_o + LayoutO{}(0, 16 * i)));
+      SM90_U32x4_STSM_N::copy(rO_words(4 * i), rO_words(4 * i + 1), rO_words(4 * i + 2), rO_words(4 * i + 3), dst);
+    }
+  }
+
+  // The TMA stores of O's (block_m, head_dim) box from sO, rows [row0, row0 + block_m) of (head,
+  // batch) of the global coordinates g: as FwdMainloop::load_box, each instruction given only the
+  // address of its buffer and the coordinates of its first element.
+  template <class Tma, class SmemTensor, class GmemCoords>
+  CUTE_DEVICE static void store_box(Tma const& tma, SmemTensor const& smem, GmemCoords const& g, int row0, int head,
+                                    int batch) {
+    constexpr int kCols = Tma::NumValSrc / kBlockM;
+    static_assert(kCols * kBlockM == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+    using Box = Layout<Int<Tma::NumValSrc>>;
+    CUTE_UNROLL
+    for (int i = 0; i < kHeadDim / kCols; ++i) {
+      Tensor src = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+      Tensor dst = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
+      copy(tma, src, dst);
+    }
+  }
+
   template <class Storage, class FragO>
   CUTE_DEVICE static void store_tma(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
                                     int thread_idx, FragO const& rO) {
-    typename Traits::TiledMmaPV mma_pv;
     Tensor sO = make_tensor(make_smem_ptr(storage.o()), SmemLayoutO{});
-    auto smem_copy = make_tiled_copy_C(SmemCopyAtomO{}, mma_pv);
-    auto thr_smem_copy = smem_copy.get_thread_slice(thread_idx);
-    Tensor tOrO_s = thr_smem_copy.retile_S(rO);
-    Tensor tOsO = thr_smem_copy.partition_D(sO);
 
     if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }  // the last tile's store has read sO
     barrier_sync(FwdBarrier::kOutputEmpty, kNumMmaThreads);
-    copy(smem_copy, tOrO_s, tOsO);
+    write_smem(sO, thread_idx, rO);
     // stmatrix writes through the generic proxy; the TMA store reads through the async proxy.
     cutlass::arch::fence_view_async_shared();
     barrier_sync(FwdBarrier::kOutputFull, kNumMmaThreads);
 
     if (is_store_thread(thread_idx)) {
       Tensor mO = ep.tma_o.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
-      Tensor gO = local_tile(mO(_, _, tile.head, tile.batch), select<0, 1>(TileShapePV{}), make_coord(tile.m_block, _0{}));
-      Tensor sO1 = make_tensor(sO.data(), make_layout(sO.layout(), Layout<_1>{}));
-      Tensor gO1 = make_tensor(gO.data(), make_layout(gO.layout(), Layout<_1>{}));
-      auto o_part = tma_partition(ep.tma_o, _0{}, Layout<_1>{}, sO1, gO1);  // (gmem, smem), each ((M, D), 1)
-      copy(ep.tma_o, get<1>(o_part)(_, 0), get<0>(o_part)(_, 0));
+      store_box(ep.tma_o, sO, mO, tile.m_block * kBlockM, tile.head, tile.batch);
       tma_store_arrive();
       if constexpr (Traits::kOAliasesQ) { tma_store_wait<0>(); }  // sO is sQ: free it for the next Q
     }
@@ -130,7 +163,7 @@ struct FwdEpilogue {
   // LSE: rows of the quad's first lane.
   CUTE_DEVICE static void store_lse(FwdParams const& p, TileCoord tile, int thread_idx, float const (&lse)[2]) {
     typename Traits::TiledMmaPV mma_pv;
-    Tensor cO = mma_pv.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(TileShapePV{})));
+    Tensor cO = accumulator_coords<kHeadDim, Traits::kNumMmaWarpgroups>(mma_pv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
     static_assert(decltype(size<0>(cO_rc))::value == 2, "a consumer thread holds two rows");
     if (thread_idx % 4 == 0) {

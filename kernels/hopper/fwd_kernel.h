@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     const ScoreScale<kFeatures> score(p);
     typename PipelineKV::PipelineState read_k, read_v;
     uint32_t q_phase = 0;
-    typename Traits::TiledMmaPV mma_pv;
-    Tensor tOrO = partition_fragment_C(mma_pv, select<0, 1>(typename Traits::TileShapePV{}));
+    Tensor tOrO = make_tensor<float>(typename Mainloop::AccumulatorShapeO{});
     for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
       const TileCoord tile = scheduler.decode(t);
       OnlineSoftmax<2> softmax(score.scale_log2);

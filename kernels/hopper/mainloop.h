@@ -32,10 +32,11 @@ struct FwdMainloop {
   using SmemLayoutV = typename Traits::SmemLayoutV;
   using SmemLayoutVt = typename Traits::SmemLayoutVt;
   using TileShapeQK = typename Traits::TileShapeQK;
-  using TileShapePV = typename Traits::TileShapePV;
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename PipelineKV::PipelineState;
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
+  using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
+  using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
 
   // Global Q, K, V as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
   using ShapeQKV = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -87,6 +88,26 @@ struct FwdMainloop {
     return keys;
   }
 
+  // The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the
+  // global coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`.
+  // One instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
+  // destination is the coordinates of its first element and the address of its buffer, so those are
+  // all that is built here. Written out rather than partitioned with local_tile and tma_partition:
+  // the same instructions, less compile time (benchmarks/edit_loop/README.md).
+  template <int kRows, class Tma, class GmemCoords, class SmemTensor>
+  CUTE_DEVICE static void load_box(Tma const& tma, GmemCoords const& g, int row0, int head, int batch,
+                                   SmemTensor const& smem) {
+    constexpr int kCols = Tma::NumValSrc / kRows;
+    static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+    using Box = Layout<Int<Tma::NumValSrc>>;
+    CUTE_UNROLL
+    for (int i = 0; i < kHeadDim / kCols; ++i) {
+      Tensor src = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
+      Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+      copy(tma, src, dst);
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
   template <class Storage>
@@ -99,34 +120,23 @@ struct FwdMainloop {
     Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
     Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
     Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShapeQK{}), make_coord(tile.m_block, _0{}));
-    Tensor gK = local_tile(mK(_, _, head_k, tile.batch), select<1, 2>(TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n)
-    Tensor gV = local_tile(mV(_, _, head_k, tile.batch), select<1, 2>(TileShapeQK{}), make_coord(_, _0{}));
-
     Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
-    // Q gets a unit rest mode ((M, D), 1) so that its partition indexes like the K/V ones ((N, D), n).
-    Tensor sQ1 = make_tensor(sQ.data(), make_layout(sQ.layout(), Layout<_1>{}));
-    Tensor gQ1 = make_tensor(gQ.data(), make_layout(gQ.layout(), Layout<_1>{}));
-    auto q_part = tma_partition(mp.tma_q, _0{}, Layout<_1>{}, sQ1, gQ1);
-    auto k_part = tma_partition(mp.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-    auto v_part = tma_partition(mp.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-    // tma_partition returns (gmem, smem): ((TMA), 1) for Q, ((TMA), n) and ((TMA), stage) for K/V.
-    Tensor tQgQ = get<0>(q_part);
-    Tensor tQsQ = get<1>(q_part);
-    Tensor tKgK = get<0>(k_part);
-    Tensor tKsK = get<1>(k_part);
-    Tensor tVgV = get<0>(v_part);
-    Tensor tVsV = get<1>(v_part);
 
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
-      if (leader) { copy(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), tKgK(_, n_block), tKsK(_, write.index())); }
+      if (leader) {
+        load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, n_block * kBlockN, head_k, tile.batch,
+                          sK(_, _, write.index()));
+      }
     };
     auto load_v = [&](int n_block) {
       pipe_v.producer_acquire(write);
-      if (leader) { copy(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), tVgV(_, n_block), tVsV(_, write.index())); }
+      if (leader) {
+        load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, n_block * kBlockN, head_k, tile.batch,
+                          sV(_, _, write.index()));
+      }
     };
 
     const bool has_keys = k.n_block_max > k.n_block_min;
@@ -136,7 +146,7 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      copy(mp.tma_q.with(storage.q_full), tQgQ(_, 0), tQsQ(_, 0));
+      load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, tile.m_block * kBlockM, tile.head, tile.batch, sQ);
     }
     if (!has_keys) { return; }
     load_v(k.n_block_max - 1);
@@ -147,6 +157,42 @@ struct FwdMainloop {
       load_v(n_block);
       ++write;
     }
+  }
+
+  // Rows [block * kRows, (block + 1) * kRows) of a K-major buffer (rows, head_dim[, stage]; head_dim
+  // contiguous) partitioned for wgmma's descriptors: (MMA, MMA_M/N, MMA_K[, stage]), one (kRows x 16)
+  // slice per 16 columns. It is what thr_mma.partition_A/B gives for these tiles (one wgmma per
+  // warpgroup in M and in N), written out instead of derived through the TiledMMA's thread-value
+  // layouts (benchmarks/edit_loop/README.md).
+  template <int kRows, class SmemTensor, class Block>
+  CUTE_DEVICE static auto k_major_slices(SmemTensor const& s, Block block) {
+    using SmemLayout = remove_cvref_t<decltype(s.layout())>;
+    constexpr int kRowStride = decltype(get<0>(SmemLayout{})(_1{}))::value;
+    constexpr int kLastRow = decltype(size<0>(SmemLayout{}))::value - 1;
+    static_assert(decltype(get<0>(SmemLayout{})(Int<kLastRow>{}))::value == kLastRow * kRowStride,
+                  "expects the buffer's rows at a constant stride");
+    using Slice = Layout<Shape<Int<kRows>, _16>, Stride<Int<kRowStride>, _1>>;
+    auto slices = composition(get<1>(SmemLayout{}), Layout<Int<kHeadDim / 16>, _16>{});  // each slice's first column
+    auto rows = s.data() + block * Int<kRows * kRowStride>{};
+    if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
+      return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
+    } else {
+      return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices));
+    }
+  }
+
+  // V's buffer seen as (head_dim, keys, stage) (SmemLayoutVt), partitioned for the descriptors of
+  // O += P V's B operand: (MMA, MMA_N, MMA_K, stage), one (head_dim x 16 keys) slice per 16 keys; the
+  // same stand-in for thr_mma.partition_B as k_major_slices.
+  template <class SmemTensor>
+  CUTE_DEVICE static auto key_slices(SmemTensor const& s) {
+    using SmemLayout = remove_cvref_t<decltype(s.layout())>;
+    constexpr int kKeyStride = decltype(get<1>(SmemLayout{})(_1{}))::value;
+    static_assert(decltype(get<1>(SmemLayout{})(Int<kBlockN - 1>{}))::value == (kBlockN - 1) * kKeyStride,
+                  "expects V's keys at a constant stride");
+    auto slice = make_layout(get<0>(SmemLayout{}), Layout<_16, Int<kKeyStride>>{});
+    return make_tensor(s.data(), make_layout(slice, Layout<_1, _0>{}, Layout<Int<kBlockN / 16>, Int<16 * kKeyStride>>{},
+                                             get<2>(SmemLayout{})));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -160,23 +206,23 @@ struct FwdMainloop {
                               ScoreScale<kFeatures> const& score, QDone&& q_done) {
     typename Traits::TiledMmaQK mma_qk;
     typename Traits::TiledMmaPV mma_pv;
-    auto thr_qk = mma_qk.get_thread_slice(thread_idx);
-    auto thr_pv = mma_pv.get_thread_slice(thread_idx);
 
     Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutVt{});
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
-    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
-    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+    const auto thr_vmnk = mma_qk.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    // wgmma's shared-memory operands as descriptors: this warpgroup's rows of sQ, all of sK and sVt.
+    Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sQ, get<1>(thr_vmnk)));
+    Tensor tSrK = Traits::TiledMmaQK::make_fragment_B(k_major_slices<kBlockN>(sK, get<2>(thr_vmnk)));
+    Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(key_slices(sVt));  // (MMA, MMA_N, MMA_K, stage)
 
-    Tensor tSrS = partition_fragment_C(mma_qk, select<0, 1>(TileShapeQK{}));
+    Tensor tSrS = make_tensor<float>(AccumulatorShapeS{});
     Tensor tSrS_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
     Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
     // P in the register A-operand layout of O += P V; its storage order is tSrS's.
     Tensor tOrP = make_tensor<Element>(acc_to_a_operand(tSrS.layout()));
     static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P and S hold the same values");
-    Tensor cS = thr_qk.partition_C(make_identity_tensor(select<0, 1>(TileShapeQK{})));  // (row, col) in the tile
+    Tensor cS = accumulator_coords<kBlockN, kNumMmaWarpgroups>(thr_vmnk);
 
     const Keys k = keys(p, tile);
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;

@@ -17,6 +17,30 @@ CUTE_DEVICE float exp2_ftz(float x) {
   return y;
 }
 
+// A consumer thread's wgmma accumulator of a (64 x kN) product per warpgroup: ((2 columns, 2 rows 8
+// apart, kN / 8 column groups), MMA_M, MMA_N), one wgmma per warpgroup in M and in N. It is the shape
+// partition_fragment_C gives for such tiles, written out: deriving it (and accumulator_coords' layouts)
+// through a TiledMMA's thread-value layouts is a large share of a kernel TU's compile, and does not change
+// the code (benchmarks/edit_loop/README.md).
+template <int kN>
+using AccumulatorShape = Shape<Shape<_2, _2, Int<kN / 8>>, _1, _1>;
+
+// The (row, col) in the tile of each value of that accumulator, for the thread at thr_vmnk (the
+// TiledMMA's get_thr_layout_vmnk().get_flat_coord(thread index)) of kWarpgroups warpgroups stacked in
+// M: thr_mma.partition_C(make_identity_tensor(tile)), with its layouts written out. Thread: lane % 4
+// -> 2 columns, lane / 4 -> a row, warp -> 16 rows, warpgroup -> 64 rows; value: the column pair,
+// row + 8, the 8-column group.
+template <int kN, int kWarpgroups, class ThrVMNK>
+CUTE_DEVICE auto accumulator_coords(ThrVMNK const& thr_vmnk) {
+  using ThreadCoords = Layout<Shape<Shape<_4, _8, _4>, Shape<Int<kWarpgroups>, _1>>,
+                              Stride<Stride<ScaledBasis<_2, 1>, ScaledBasis<_1, 0>, ScaledBasis<_16, 0>>,
+                                     Stride<ScaledBasis<_64, 0>, _0>>>;
+  using ValueCoords = Layout<AccumulatorShape<kN>,
+                             Stride<Stride<ScaledBasis<_1, 1>, ScaledBasis<_8, 0>, ScaledBasis<_8, 1>>, _0, _0>>;
+  const auto thread = ThreadCoords{}(make_coord(get<0>(thr_vmnk), make_coord(get<1>(thr_vmnk), get<2>(thr_vmnk))));
+  return make_tensor(make_inttuple_iter(thread), ValueCoords{});
+}
+
 // A wgmma accumulator fragment is ((2 cols, 2 rows 8 apart, N/8 column groups), MMA_M, MMA_N).
 // Softmax works on rows: view it as (rows = (2, MMA_M), cols = (2, N/8, MMA_N)).
 template <class Layout>
