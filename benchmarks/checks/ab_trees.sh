@@ -3,7 +3,7 @@
 #   TREES="base=.device/a select=.device/b new=." SEL="--hdim 64 ..." bash benchmarks/checks/ab_trees.sh
 # TREES: name=dir pairs, the first the baseline (each dir holds kernels/ flashbuild/ templates/ configs/
 # pyproject.toml, e.g. `git archive REV kernels flashbuild templates configs pyproject.toml | tar -x -C DIR`;
-# "." is this tree). SEL: the flashbuild selection (forward, so `bench` has cuDNN beside it). EXTRA: a
+# "." is this tree). SEL: the flashbuild selection (fwd or bwd: `bench` times cuDNN beside either; nvcc flags ride in it too). EXTRA: a
 # pytest path run against the last tree while the builds run (its own selections). RUNS (3), SEQLENS,
 # REPS (30). Every tree's SEL is built side by side (a cache each), `flashbuild test --shapes full` runs for
 # every tree but the first, then `flashbuild bench` of the trees in turns, RUNS rounds; the table
