@@ -32,42 +32,30 @@ struct Gmma64x80x16SS {
       cute::GMMA::ScaleOut const scale_d = cute::GMMA::ScaleOut::One) {
 #if defined(CUTE_ARCH_MMA_SM90A_ENABLED)
     // scale-d as a predicate (0: the accumulators start from zero, 1: they are added to); the A and B
-    // scales are 1; the operands' majors are immediates.
+    // scales are 1; the operands' majors are immediates. One statement for both input types: only
+    // the instruction's type suffix differs.
+#define FLASHBUILD_GMMA_64X80_SS(TYPES)                                                                \
+  asm volatile(                                                                                        \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"                                                     \
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TYPES " {"                                         \
+      "%0, %1, %2, %3, %4, %5, %6, %7, "                                                               \
+      "%8, %9, %10, %11, %12, %13, %14, %15, "                                                         \
+      "%16, %17, %18, %19, %20, %21, %22, %23, "                                                       \
+      "%24, %25, %26, %27, %28, %29, %30, %31, "                                                       \
+      "%32, %33, %34, %35, %36, %37, %38, %39"                                                         \
+      "}, %40, %41, p, 1, 1, %43, %44;\n}\n"                                                           \
+      : "+f"(d00), "+f"(d01), "+f"(d02), "+f"(d03), "+f"(d04), "+f"(d05), "+f"(d06), "+f"(d07),        \
+        "+f"(d08), "+f"(d09), "+f"(d10), "+f"(d11), "+f"(d12), "+f"(d13), "+f"(d14), "+f"(d15),        \
+        "+f"(d16), "+f"(d17), "+f"(d18), "+f"(d19), "+f"(d20), "+f"(d21), "+f"(d22), "+f"(d23),        \
+        "+f"(d24), "+f"(d25), "+f"(d26), "+f"(d27), "+f"(d28), "+f"(d29), "+f"(d30), "+f"(d31),        \
+        "+f"(d32), "+f"(d33), "+f"(d34), "+f"(d35), "+f"(d36), "+f"(d37), "+f"(d38), "+f"(d39)         \
+      : "l"(desc_a), "l"(desc_b), "r"(int32_t(scale_d)), "n"(int32_t(kMajorA)), "n"(int32_t(kMajorB)))
     if constexpr (kHalf) {
-      asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39"
-        "}, %40, %41, p, 1, 1, %43, %44;\n}\n"
-        :
-        "+f"(d00), "+f"(d01), "+f"(d02), "+f"(d03), "+f"(d04), "+f"(d05), "+f"(d06), "+f"(d07),
-        "+f"(d08), "+f"(d09), "+f"(d10), "+f"(d11), "+f"(d12), "+f"(d13), "+f"(d14), "+f"(d15),
-        "+f"(d16), "+f"(d17), "+f"(d18), "+f"(d19), "+f"(d20), "+f"(d21), "+f"(d22), "+f"(d23),
-        "+f"(d24), "+f"(d25), "+f"(d26), "+f"(d27), "+f"(d28), "+f"(d29), "+f"(d30), "+f"(d31),
-        "+f"(d32), "+f"(d33), "+f"(d34), "+f"(d35), "+f"(d36), "+f"(d37), "+f"(d38), "+f"(d39)
-        : "l"(desc_a), "l"(desc_b), "r"(int32_t(scale_d)), "n"(int32_t(kMajorA)), "n"(int32_t(kMajorB)));
+      FLASHBUILD_GMMA_64X80_SS("f16.f16");
     } else {
-      asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, "
-        "%24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39"
-        "}, %40, %41, p, 1, 1, %43, %44;\n}\n"
-        :
-        "+f"(d00), "+f"(d01), "+f"(d02), "+f"(d03), "+f"(d04), "+f"(d05), "+f"(d06), "+f"(d07),
-        "+f"(d08), "+f"(d09), "+f"(d10), "+f"(d11), "+f"(d12), "+f"(d13), "+f"(d14), "+f"(d15),
-        "+f"(d16), "+f"(d17), "+f"(d18), "+f"(d19), "+f"(d20), "+f"(d21), "+f"(d22), "+f"(d23),
-        "+f"(d24), "+f"(d25), "+f"(d26), "+f"(d27), "+f"(d28), "+f"(d29), "+f"(d30), "+f"(d31),
-        "+f"(d32), "+f"(d33), "+f"(d34), "+f"(d35), "+f"(d36), "+f"(d37), "+f"(d38), "+f"(d39)
-        : "l"(desc_a), "l"(desc_b), "r"(int32_t(scale_d)), "n"(int32_t(kMajorA)), "n"(int32_t(kMajorB)));
+      FLASHBUILD_GMMA_64X80_SS("bf16.bf16");
     }
+#undef FLASHBUILD_GMMA_64X80_SS
 #else
     CUTE_INVALID_CONTROL_PATH("Gmma64x80x16SS needs sm_90a (CUTE_ARCH_MMA_SM90A_ENABLED)");
 #endif
