@@ -6,7 +6,6 @@
 #pragma once
 
 #include "ampere/kv_cache.h"
-#include "common/host_pass.h"
 
 namespace flashbuild::ampere {
 
@@ -46,7 +45,6 @@ CUTE_DEVICE void write_row(Params const& p, const Element* src, Element* dst, in
 // never overlap, so every column is computed from unmodified inputs.
 template <class Element>
 __global__ void __launch_bounds__(32 * kAppendRowsPerBlock) append_kv_kernel(const __grid_constant__ FwdParams p) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   const int lane = threadIdx.x % 32;
   const int64_t row = int64_t(blockIdx.x) * kAppendRowsPerBlock + threadIdx.x / 32;
   const int64_t kv_rows = int64_t(p.batch) * p.seqlen_knew * p.nheads_k;
@@ -77,7 +75,6 @@ __global__ void __launch_bounds__(32 * kAppendRowsPerBlock) append_kv_kernel(con
   const int pos = p.seqused_k[batch] + (p.rotary_q_per_row ? query : 0);
   write_row(p, static_cast<const Element*>(p.q_unrotated) + q_row * p.head_dim,
             static_cast<Element*>(p.q_rotated) + q_row * p.head_dim, pos, lane);
-#endif
 }
 
 // Launches the append kernel over every new K/V row and, with rotary, every row of q.

@@ -14,7 +14,6 @@
 #include "ampere/bwd_dq_order.h"
 #include "ampere/bwd_traits.h"
 #include "common/features.h"
-#include "common/host_pass.h"
 
 namespace flashbuild::ampere {
 
@@ -32,7 +31,6 @@ CUTE_DEVICE void atomic_add4(float* dst, float a, float b, float c, float d) {
 
 template <class Traits, bool kIsCausal, int kFeatures>
 __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_constant__ BwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -332,7 +330,6 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
 
   store_tile(typename Traits::GmemTiledCopyStore{}, tidx, sdK, gdK, key_rows);
   store_tile(typename Traits::GmemTiledCopyStore{}, tidx, sdV, gdV, key_rows);
-#endif
 }
 
 }  // namespace flashbuild::ampere

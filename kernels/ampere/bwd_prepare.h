@@ -8,7 +8,6 @@
 
 #include "ampere/block_info.h"
 #include "ampere/bwd_traits.h"
-#include "common/host_pass.h"
 
 namespace flashbuild::ampere {
 
@@ -20,7 +19,6 @@ constexpr int kDotRowsPerBlock = 8;  // one warp per query row
 // it can.
 template <class Element>
 __global__ void __launch_bounds__(32 * kDotRowsPerBlock) bwd_dot_do_o_kernel(const __grid_constant__ BwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * kDotRowsPerBlock + threadIdx.x / 32;
   const int head = blockIdx.y;
@@ -35,7 +33,6 @@ __global__ void __launch_bounds__(32 * kDotRowsPerBlock) bwd_dot_do_o_kernel(con
   CUTE_UNROLL
   for (int offset = 16; offset > 0; offset /= 2) { sum += __shfl_xor_sync(0xffffffff, sum, offset); }
   if (lane == 0) { params.dsum[info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head) + row] = sum; }
-#endif
 }
 
 // The same with 16-byte loads: kDotVecThreadsPerRow threads per row (a warp reads 4 rows), each
@@ -48,7 +45,6 @@ constexpr int kDotVecThreads = 256;
 constexpr int kDotVecRowsPerBlock = kDotVecThreads / kDotVecThreadsPerRow;
 template <class Element>
 __global__ void __launch_bounds__(kDotVecThreads) bwd_dot_do_o_vec_kernel(const __grid_constant__ BwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   constexpr int kVec = 16 / int(sizeof(Element));
   const int sub = threadIdx.x % kDotVecThreadsPerRow;
   const int row = blockIdx.x * kDotVecRowsPerBlock + threadIdx.x / kDotVecThreadsPerRow;
@@ -75,7 +71,6 @@ __global__ void __launch_bounds__(kDotVecThreads) bwd_dot_do_o_vec_kernel(const 
   if (valid && sub == 0) {
     params.dsum[info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head) + row] = sum;
   }
-#endif
 }
 
 // dsum for a backward call: the vector kernel when every row of dO and O starts on a 16-byte
@@ -108,7 +103,6 @@ void launch_dot_do_o(const BwdParams& params, cudaStream_t stream) {
 // goes out in row order through shared memory, as the backward kernel's dK does.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -151,7 +145,6 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_convert_dq_kernel(const
                                       make_stride(params.dq_out_row_stride, _1{})),
                           TileMD{}, make_coord(m_block, 0));
   store_tile(typename Traits::GmemTiledCopyStore{}, tidx, sdQ, gdQ, q_rows);
-#endif
 }
 
 }  // namespace flashbuild::ampere

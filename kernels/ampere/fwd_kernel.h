@@ -9,7 +9,6 @@
 #include "ampere/softmax.h"
 #include "ampere/traits.h"
 #include "common/features.h"  // the softcap transform and the masks, shared with the Hopper family
-#include "common/host_pass.h"
 
 namespace flashbuild::ampere {
 
@@ -375,7 +374,6 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
 
 template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
 __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   using Block = FwdBlock<Traits::kBlockM, Traits::kBlockN, kIsCausal, kMode, kFeatures>;
   extern __shared__ char smem[];
   if constexpr (Traits::kPersistent) {
@@ -402,7 +400,6 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     const Block block(params, m_block, blockIdx.y, batch, split);
     fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, 0, block, false, false, [] {});
   }
-#endif
 }
 
 }  // namespace flashbuild::ampere

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "ampere/utils.h"
-#include "common/host_pass.h"
 
 namespace flashbuild::ampere {
 
@@ -11,7 +10,6 @@ constexpr int kCombineRowsPerBlock = 4;  // one warp per output row
 
 template <int kHeadDim, class Element>
 __global__ void __launch_bounds__(32 * kCombineRowsPerBlock) splitkv_combine_kernel(const __grid_constant__ FwdParams p) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   static_assert(kHeadDim % 32 == 0, "each lane owns kHeadDim / 32 columns");
   constexpr int kColsPerLane = kHeadDim / 32;
   const int lane = threadIdx.x % 32;
@@ -43,7 +41,6 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock) splitkv_combine_ker
   CUTE_UNROLL
   for (int c = 0; c < kColsPerLane; ++c) { o[c * 32 + lane] = Element(out[c]); }
   if (lane == 0) { p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + row] = lse; }
-#endif
 }
 
 }  // namespace flashbuild::ampere

@@ -10,7 +10,6 @@
 //   input dtype, for each order.
 #pragma once
 
-#include "common/host_pass.h"
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
 
@@ -157,7 +156,6 @@ struct BwdEpilogue {
 constexpr int kConvertThreads = 256;
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const __grid_constant__ BwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   const int64_t idx = int64_t(blockIdx.x) * kConvertThreads + threadIdx.x;
   if (idx * 4 >= int64_t(params.seqlen_q) * kHeadDim) { return; }
   const int head = blockIdx.y;
@@ -174,7 +172,6 @@ __global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const _
   Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
                 int64_t(head) * params.dq_out_head_stride + int64_t(row) * params.dq_out_row_stride + col;
   *reinterpret_cast<uint2*>(dq) = *reinterpret_cast<const uint2*>(&out);
-#endif
 }
 
 // The same for the fragment order: grid (ceil(seqlen_q / kBlockM), nheads, batch), the backward
@@ -186,7 +183,6 @@ __global__ void __launch_bounds__(kConvertThreads) bwd_convert_dq_kernel(const _
 // bytes need ~60 us: benchmarks/hopper_bwd/kernel_split.py.)
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragment_kernel(const __grid_constant__ BwdParams params) {
-#if !FLASHBUILD_HOST_PASS  // the body: device pass only (common/host_pass.h)
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
@@ -243,7 +239,6 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
           *reinterpret_cast<const uint4*>(&tile[row * kPitch + col]);
     }
   }
-#endif
 }
 
 }  // namespace flashbuild::hopper
