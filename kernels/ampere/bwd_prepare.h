@@ -3,9 +3,6 @@
 // softmax_scale * dq_accum, converted to the input dtype.
 #pragma once
 
-#include <cstdint>
-#include <initializer_list>
-
 #include "ampere/block_info.h"
 #include "ampere/bwd_traits.h"
 
@@ -73,21 +70,22 @@ __global__ void __launch_bounds__(kDotVecThreads) bwd_dot_do_o_vec_kernel(const 
   }
 }
 
-// dsum for a backward call: the vector kernel when every row of dO and O starts on a 16-byte
-// boundary and o_head_dim is whole vectors (the binding's usual case), else the general one.
+// dsum for a backward call: the vector kernel when dO's and O's rows are 16-byte vectors
+// (vector_addressable; the binding aligns dO, but passes the caller's O as it is) and o_head_dim is
+// whole vectors, else the general one.
 template <class Element>
 void launch_dot_do_o(const BwdParams& params, cudaStream_t stream) {
   constexpr int kVec = 16 / int(sizeof(Element));
-  const auto aligned = [](const void* ptr, std::initializer_list<int64_t> strides) {
-    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) { return false; }
-    for (const int64_t stride : strides) {
-      if (stride % kVec != 0) { return false; }
-    }
-    return true;
+  // varlen: the sequences are packed rows (at most batch * seqlen_q of them), reached by row stride alone
+  const bool packed = params.cu_seqlens_q != nullptr;
+  const int64_t batches = packed ? 1 : params.batch;
+  const int64_t rows = packed ? int64_t(params.batch) * params.seqlen_q : params.seqlen_q;
+  const auto rows_are_vectors = [&](const void* ptr, int64_t batch_stride, int64_t row_stride, int64_t head_stride) {
+    return vector_addressable(ptr, sizeof(Element), {{batch_stride, batches}, {row_stride, rows}, {head_stride, params.nheads}});
   };
   const bool vec = params.o_head_dim % kVec == 0 &&
-                   aligned(params.dout, {params.do_batch_stride, params.do_row_stride, params.do_head_stride}) &&
-                   aligned(params.o, {params.o_batch_stride, params.o_row_stride, params.o_head_stride});
+                   rows_are_vectors(params.dout, params.do_batch_stride, params.do_row_stride, params.do_head_stride) &&
+                   rows_are_vectors(params.o, params.o_batch_stride, params.o_row_stride, params.o_head_stride);
   if (vec) {
     const dim3 grid((params.seqlen_q + kDotVecRowsPerBlock - 1) / kDotVecRowsPerBlock, params.nheads, params.batch);
     launch(&bwd_dot_do_o_vec_kernel<Element>, grid, kDotVecThreads, 0, stream, params);
