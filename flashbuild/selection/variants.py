@@ -90,8 +90,9 @@ FAMILY_NOTES = {
                      "the variant's fallback TU (<variant>_fallback); local windows and softcap in the feature "
                      "TUs, on the Ampere path alone",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a",
-    ("fwd", "sm90"): "varlen calls and tensors TMA cannot address (pointers or strides not 16-byte multiples) "
-                     "run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback)",
+    ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
+                     "keys run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback); "
+                     "packed (varlen) calls run on the Hopper kernel",
 }
 # Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
 # hopper/bwd_launch.h): no fallback TU; the one TU includes the Ampere family's launch header alone.

@@ -451,6 +451,7 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   FwdParams p = fwd_params(c, q, k, v, out, lse, cu_seqlens_q.size(0) - 1, max_seqlen_q, max_seqlen_k);
   p.cu_seqlens_q = cu_seqlens_q.data_ptr<int>();
   p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
+  p.total_q = q.size(0), p.total_k = k.size(0);
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));

@@ -63,6 +63,10 @@ struct FwdParams {
   // batch strides are unused, seqlen_q / seqlen_k are the maxima, and the LSE is (nheads, total_q).
   const int* __restrict__ cu_seqlens_q;
   const int* __restrict__ cu_seqlens_k;
+  // With cu_seqlens: the packed tensors' row counts (q/o, k/v), the bounds of the Hopper kernel's TMA
+  // views; 0 otherwise.
+  int total_q;
+  int total_k;
   // Per-batch number of valid keys (a KV cache's cache_seqlens); overrides seqlen_k when set.
   const int* __restrict__ seqused_k;
 

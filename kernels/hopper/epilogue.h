@@ -6,6 +6,11 @@
 //   consumers let the producer reload Q only after the store has read it (kQueryEmpty).
 //   Direct: each thread stores its column pairs straight to global memory, rows past seqlen_q
 //   skipped: no shared memory, no barrier.
+// Packed sequences (cu_seqlens_q) with the TMA choice: a tile that ends inside its sequence leaves
+// through the TMA store like a dense one; in the last tile of a sequence, the rows past its end are
+// the next sequence's, which a TMA store would overwrite, so the consumers copy out the rows of the
+// sequence themselves (copy_rows).
+
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
@@ -33,8 +38,10 @@ struct FwdEpilogue {
     TmaO tma_o;
   };
 
+  // O's TMA view is Q's (SeqRange).
   static Params to_params(FwdParams const& p) {
-    auto mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o)), make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch),
+    const ViewExtents e = view_extents(p);
+    auto mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o)), make_shape(e.rows_q, int32_t(kHeadDim), p.nheads, e.batches_q),
                           make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
     return {make_tma_copy(SM90_TMA_STORE{}, mO, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{})};
   }
@@ -48,7 +55,7 @@ struct FwdEpilogue {
 
   template <class Storage, class FragO>
   CUTE_DEVICE static void store(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
-                                int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
+                                SeqRange const& seq, int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
     Tensor rO = make_tensor<Element>(tOrO.layout());  // O in the element type
     {
       constexpr int kN = decltype(size(tOrO))::value;
@@ -57,21 +64,21 @@ struct FwdEpilogue {
           convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(tOrO.data()));
     }
     if constexpr (Traits::kStoreOTma) {
-      store_tma(ep, p, storage, tile, thread_idx, rO);
+      store_tma(ep, p, storage, tile, seq, thread_idx, rO);
     } else {
-      store_direct(p, tile, thread_idx, rO);
+      store_direct(p, tile, seq, thread_idx, rO);
     }
-    store_lse(p, tile, thread_idx, lse);
+    store_lse(p, tile, seq, thread_idx, lse);
   }
 
   // Registers -> global: a thread holds two adjacent columns per (row, 8-column group).
   template <class FragO>
-  CUTE_DEVICE static void store_direct(FwdParams const& p, TileCoord tile, int thread_idx, FragO const& rO) {
+  CUTE_DEVICE static void store_direct(FwdParams const& p, TileCoord tile, SeqRange const& seq, int thread_idx,
+                                       FragO const& rO) {
     typename Traits::TiledMmaPV mma_pv;
     auto thr_pv = mma_pv.get_thread_slice(thread_idx);
-    Element* o = static_cast<Element*>(p.o) + int64_t(tile.batch) * p.o_batch_stride +
-                 int64_t(tile.head) * p.o_head_stride;
-    Tensor mO = make_tensor(make_gmem_ptr(o), make_shape(p.seqlen_q, Int<kHeadDim>{}), make_stride(p.o_row_stride, _1{}));
+    Element* o = sequence_o(p, tile, seq);
+    Tensor mO = make_tensor(make_gmem_ptr(o), make_shape(seq.seqlen_q, Int<kHeadDim>{}), make_stride(p.o_row_stride, _1{}));
     Tensor gO = local_tile(mO, select<0, 1>(TileShapePV{}), make_coord(tile.m_block, _0{}));
     Tensor tOgO = thr_pv.partition_C(gO);
     Tensor cO = thr_pv.partition_C(make_identity_tensor(select<0, 1>(TileShapePV{})));
@@ -80,7 +87,7 @@ struct FwdEpilogue {
     Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
     // Columns (2c, 2c + 1) of the row/col view are adjacent in registers and in memory.
     static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "expects column pairs");
-    const int rows_left = p.seqlen_q - tile.m_block * kBlockM;
+    const int rows_left = seq.seqlen_q - tile.m_block * kBlockM;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(rO_rc); ++r) {
       if (get<0>(cO_rc(r, 0)) < rows_left) {
@@ -137,9 +144,41 @@ struct FwdEpilogue {
     }
   }
 
+  // Row 0 of (head, sequence) of O.
+  CUTE_DEVICE static Element* sequence_o(FwdParams const& p, TileCoord tile, SeqRange const& seq) {
+    return static_cast<Element*>(p.o) + int64_t(seq.q_batch) * p.o_batch_stride + int64_t(seq.q_row0) * p.o_row_stride +
+           int64_t(tile.head) * p.o_head_stride;
+  }
+
+  // sO's rows [0, rows_left) to global memory, one 16-byte vector per thread at a time (a swizzle
+  // atom keeps 8 columns of 16-bit elements, 16 bytes, contiguous). Called after every consumer's
+  // stmatrix and the barrier that orders them: these are plain shared-memory loads, no async proxy.
+  // The addresses derive from thread_idx alone, so the compiler would compute them once, before the
+  // tile loop, and hold them (spilled, in the hdim-64 kernel) across every main loop; passed through
+  // an opaque move, thread_idx is new to it here and they are computed where they are used.
+  template <class SmemTensor>
+  CUTE_DEVICE static void copy_rows(SmemTensor const& sO, Element* o, int64_t row_stride, int rows_left,
+                                    int thread_idx_) {
+    int thread_idx;
+    asm volatile("mov.b32 %0, %1;" : "=r"(thread_idx) : "r"(thread_idx_));
+    constexpr int kVec = 16 / int(sizeof(Element));
+    constexpr int kVecsPerRow = kHeadDim / kVec;
+    constexpr int kSteps = kBlockM * kVecsPerRow / kNumMmaThreads;
+    static_assert(kHeadDim % kVec == 0 && kSteps * kNumMmaThreads == kBlockM * kVecsPerRow,
+                  "whole 16-byte vectors per row, the same number per thread");
+    CUTE_UNROLL
+    for (int step = 0; step < kSteps; ++step) {
+      const int i = thread_idx + step * kNumMmaThreads;
+      const int row = i / kVecsPerRow, col = (i % kVecsPerRow) * kVec;
+      if (row < rows_left) {
+        *reinterpret_cast<uint128_t*>(o + row * row_stride + col) = *reinterpret_cast<uint128_t const*>(&sO(row, col));
+      }
+    }
+  }
+
   template <class Storage, class FragO>
   CUTE_DEVICE static void store_tma(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
-                                    int thread_idx, FragO const& rO) {
+                                    SeqRange const& seq, int thread_idx, FragO const& rO) {
     Tensor sO = make_tensor(make_smem_ptr(storage.o()), SmemLayoutO{});
 
     if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }  // the last tile's store has read sO
@@ -149,9 +188,13 @@ struct FwdEpilogue {
     cutlass::arch::fence_view_async_shared();
     barrier_sync(FwdBarrier::kOutputFull, kNumMmaThreads);
 
-    if (is_store_thread(thread_idx)) {
+    const int rows_left = seq.seqlen_q - tile.m_block * kBlockM;
+    if (p.cu_seqlens_q && rows_left < kBlockM) {  // the tile ends past its sequence: rows of the next
+      copy_rows(sO, sequence_o(p, tile, seq) + int64_t(tile.m_block) * kBlockM * p.o_row_stride, p.o_row_stride,
+                rows_left, thread_idx);
+    } else if (is_store_thread(thread_idx)) {
       Tensor mO = ep.tma_o.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
-      store_box(ep.tma_o, sO, mO, tile.m_block * kBlockM, tile.head, tile.batch);
+      store_box(ep.tma_o, sO, mO, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch);
       tma_store_arrive();
       if constexpr (Traits::kOAliasesQ) { tma_store_wait<0>(); }  // sO is sQ: free it for the next Q
     }
@@ -161,17 +204,20 @@ struct FwdEpilogue {
   }
 
   // LSE: rows of the quad's first lane.
-  CUTE_DEVICE static void store_lse(FwdParams const& p, TileCoord tile, int thread_idx, float const (&lse)[2]) {
+  // LSE is (batch, nheads, seqlen_q), or (nheads, total_q) packed: rows contiguous either way.
+  CUTE_DEVICE static void store_lse(FwdParams const& p, TileCoord tile, SeqRange const& seq, int thread_idx,
+                                    float const (&lse)[2]) {
     typename Traits::TiledMmaPV mma_pv;
     Tensor cO = accumulator_coords<kHeadDim, Traits::kNumMmaWarpgroups>(mma_pv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
     static_assert(decltype(size<0>(cO_rc))::value == 2, "a consumer thread holds two rows");
     if (thread_idx % 4 == 0) {
-      float* lse_ptr = p.lse + int64_t(tile.batch) * p.lse_batch_stride + int64_t(tile.head) * p.lse_head_stride;
+      float* lse_ptr = p.lse + int64_t(seq.q_batch) * p.lse_batch_stride + seq.q_row0 +
+                       int64_t(tile.head) * p.lse_head_stride;
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         const int row = tile.m_block * kBlockM + get<0>(cO_rc(r, 0));
-        if (row < p.seqlen_q) { lse_ptr[row] = lse[r]; }
+        if (row < seq.seqlen_q) { lse_ptr[row] = lse[r]; }
       }
     }
   }

@@ -70,7 +70,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       auto write = cutlass::make_producer_start_state<PipelineKV>();
       bool first = true;
       for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
-        Mainloop::load(params.mainloop, p, storage, pipe_k, pipe_v, write, scheduler.decode(t), first, leader);
+        const TileCoord tile = scheduler.decode(t);
+        const SeqRange seq = SeqRange::of(p, tile.batch);
+        if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }  // the consumers skip it too
+        Mainloop::load(params.mainloop, p, storage, pipe_k, pipe_v, write, tile, seq, first, leader);
         first = false;
       }
       // Match the consumers' release of the last tile's sQ (every tile's is waited on once).
@@ -92,10 +95,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     Tensor tOrO = make_tensor<float>(typename Mainloop::AccumulatorShapeO{});
     for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
       const TileCoord tile = scheduler.decode(t);
+      const SeqRange seq = SeqRange::of(p, tile.batch);
+      if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }
       OnlineSoftmax<2> softmax(score.scale_log2);
       // sQ is free for the next tile's Q as soon as the last S is computed, unless sO lives in it
       // (then the epilogue frees it once the store has read O).
-      Mainloop::mma(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, thread_idx, mma_warpgroup, tOrO,
+      Mainloop::mma(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, seq, thread_idx, mma_warpgroup, tOrO,
                     softmax, score, [] {
                       if constexpr (!Traits::kOAliasesQ) {
                         barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
@@ -104,7 +109,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       float lse[2];
       Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
       softmax.finalize(tOrO_rc, score.scale, lse);
-      Epilogue::store(params.epilogue, p, storage, tile, thread_idx, tOrO, lse);
+      Epilogue::store(params.epilogue, p, storage, tile, seq, thread_idx, tOrO, lse);
     }
     Epilogue::drain(thread_idx);
   }

@@ -1,15 +1,12 @@
 // run_fwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
 // The Hopper kernel (hopper/fwd_kernel.h) takes dense calls of head dims 64, 96, 128, 192, 256
-// whose tensors TMA can address. Everything else runs on the Ampere-path kernel compiled for
-// sm_90a, exactly as ampere/fwd_launch.h launches it, so results are always right:
-//   - varlen calls (cu_seqlens_q / cu_seqlens_k): the Hopper kernel's TMA descriptors need the
-//     packed tensors' total rows as their bounds (a tile of the last sequence would read past the
-//     allocation otherwise), and FwdParams does not carry total_q / total_k; its O store would also
-//     need a row-predicated path (a TMA store clips at the tensor's end, not at a sequence's);
-//     (per-batch key counts, seqused_k, on dense tensors are served: the mask cuts the keys. The
-//     TMA box still loads V rows past seqused_k[b] and P V multiplies them by 0, so they must be
-//     finite: a NaN or inf there gives NaN, where the Ampere path reads zeros. No caller sets
-//     seqused_k on this path today: the KV-cache calls that do run on run_splitkv.)
+// whose tensors TMA can address, dense or packed (cu_seqlens: the TMA views are the whole packed
+// tensors, bounded by total_q / total_k, and each sequence is an offset in them: SeqRange in
+// tile_scheduler.h). A TMA box of keys may run past its sequence's last key: into rows the mask
+// cuts (seqused_k), or into the next packed sequence's first rows. P V multiplies those V rows by
+// 0, so they must be finite: a NaN or inf there gives NaN, where the Ampere path reads zeros (the
+// same contract as FlashAttention-3's packed forward). Everything else runs on the Ampere-path
+// kernel compiled for sm_90a, exactly as ampere/fwd_launch.h launches it, so results are always right:
 //   - other head dims (32);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
 // That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in
@@ -33,29 +30,32 @@ constexpr bool serves_head_dim(int head_dim) {
 
 // Whether the Hopper kernel can take this call (see the top of this file).
 inline bool can_run(FwdParams const& p, int head_dim, int64_t elem_bytes) {
-  if (p.cu_seqlens_q || p.cu_seqlens_k) { return false; }
   if (p.head_dim != head_dim || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) { return false; }
-  return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
-         tma_addressable(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
-         tma_addressable(p.v, elem_bytes, {{p.v_row_stride, p.seqlen_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, p.batch}}) &&
-         tma_addressable(p.o, elem_bytes, {{p.o_row_stride, p.seqlen_q}, {p.o_head_stride, p.nheads}, {p.o_batch_stride, p.batch}});
+  // Packed tensors: both or neither (the binding passes both), with their row counts.
+  if (!p.cu_seqlens_q != !p.cu_seqlens_k || (p.cu_seqlens_q && (p.total_q <= 0 || p.total_k <= 0))) { return false; }
+  const ViewExtents e = view_extents(p);
+  return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, e.rows_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, e.batches_q}}) &&
+         tma_addressable(p.k, elem_bytes, {{p.k_row_stride, e.rows_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, e.batches_k}}) &&
+         tma_addressable(p.v, elem_bytes, {{p.v_row_stride, e.rows_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, e.batches_k}}) &&
+         tma_addressable(p.o, elem_bytes, {{p.o_row_stride, e.rows_q}, {p.o_head_stride, p.nheads}, {p.o_batch_stride, e.batches_q}});
 }
 
 // Strides over an extent of 1 made valid for TMA (tma_checks.h).
 inline FwdParams tma_strides(FwdParams p) {
   const int64_t valid = p.head_dim;  // head_dim elements: a multiple of 16 bytes (head_dim % 16 == 0)
+  const ViewExtents e = view_extents(p);
   p.q_head_stride = unit_extent_stride(p.q_head_stride, p.nheads, valid);
   p.o_head_stride = unit_extent_stride(p.o_head_stride, p.nheads, valid);
   p.k_head_stride = unit_extent_stride(p.k_head_stride, p.nheads_k, valid);
   p.v_head_stride = unit_extent_stride(p.v_head_stride, p.nheads_k, valid);
-  p.q_batch_stride = unit_extent_stride(p.q_batch_stride, p.batch, valid);
-  p.o_batch_stride = unit_extent_stride(p.o_batch_stride, p.batch, valid);
-  p.k_batch_stride = unit_extent_stride(p.k_batch_stride, p.batch, valid);
-  p.v_batch_stride = unit_extent_stride(p.v_batch_stride, p.batch, valid);
-  p.q_row_stride = unit_extent_stride(p.q_row_stride, p.seqlen_q, valid);
-  p.o_row_stride = unit_extent_stride(p.o_row_stride, p.seqlen_q, valid);
-  p.k_row_stride = unit_extent_stride(p.k_row_stride, p.seqlen_k, valid);
-  p.v_row_stride = unit_extent_stride(p.v_row_stride, p.seqlen_k, valid);
+  p.q_batch_stride = unit_extent_stride(p.q_batch_stride, e.batches_q, valid);
+  p.o_batch_stride = unit_extent_stride(p.o_batch_stride, e.batches_q, valid);
+  p.k_batch_stride = unit_extent_stride(p.k_batch_stride, e.batches_k, valid);
+  p.v_batch_stride = unit_extent_stride(p.v_batch_stride, e.batches_k, valid);
+  p.q_row_stride = unit_extent_stride(p.q_row_stride, e.rows_q, valid);
+  p.o_row_stride = unit_extent_stride(p.o_row_stride, e.rows_q, valid);
+  p.k_row_stride = unit_extent_stride(p.k_row_stride, e.rows_k, valid);
+  p.v_row_stride = unit_extent_stride(p.v_row_stride, e.rows_k, valid);
   return p;
 }
 

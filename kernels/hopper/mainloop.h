@@ -8,8 +8,10 @@
 //   next S is issued before the previous P V, so the softmax of S runs while the tensor cores
 //   work on P V (intra-warpgroup overlap); between warpgroups, with kPingpong, each issues its
 //   products only in its turn, so one warpgroup's softmax runs under the other's products.
-// Partial tiles: TMA zero-fills rows past seqlen_q / seqlen_k, the mask sets keys >= seqlen_k to
-// -inf, and zero V rows times zero probabilities add nothing.
+// Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
+// and V rows times zero probabilities add nothing (zero rows; for packed sequences, the next
+// sequence's rows, which must be finite: fwd_launch.h). Rows of Q past seqlen_q give rows of O
+// that the epilogue does not store.
 #pragma once
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
@@ -59,9 +61,10 @@ struct FwdMainloop {
   }
 
   static Params to_params(FwdParams const& p) {
-    auto mQ = gmem_tensor(p.q, p.seqlen_q, p.nheads, p.batch, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    auto mK = gmem_tensor(p.k, p.seqlen_k, p.nheads_k, p.batch, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    auto mV = gmem_tensor(p.v, p.seqlen_k, p.nheads_k, p.batch, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    const ViewExtents e = view_extents(p);
+    auto mQ = gmem_tensor(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mK = gmem_tensor(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_tensor(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     return {make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(SmemLayoutV{}), select<1, 2>(TileShapeQK{}), _1{})};
@@ -73,18 +76,18 @@ struct FwdMainloop {
     cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
   }
 
-  // The mask and the key blocks [n_block_min, n_block_max) of a query block. With seqused_k, batch
-  // b sees its first seqused_k[b] keys (the TMA box still spans seqlen_k rows; the mask cuts them).
+  // The mask and the key blocks [n_block_min, n_block_max) of a query block. The mask cuts the keys
+  // past the sequence's seqlen_k that a TMA box still loads: with seqused_k, the rest of its
+  // seqlen_k rows; packed, the next sequence's first rows (see can_run in fwd_launch.h).
   struct Keys {
     Mask mask;
     int n_block_min;
     int n_block_max;
   };
-  CUTE_DEVICE static Keys keys(FwdParams const& p, TileCoord tile) {
-    const int seqlen_k = p.seqused_k ? p.seqused_k[tile.batch] : p.seqlen_k;
-    Keys keys{make_mask<kIsCausal, kFeatures>(p, p.seqlen_q, seqlen_k)};
-    keys.n_block_min = keys.mask.n_block_min(tile.m_block, kBlockM, kBlockN);
-    keys.n_block_max = keys.mask.n_block_max(tile.m_block, kBlockM, kBlockN);
+  CUTE_DEVICE static Keys keys(FwdParams const& p, SeqRange const& seq, int m_block) {
+    Keys keys{make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
+    keys.n_block_min = keys.mask.n_block_min(m_block, kBlockM, kBlockN);
+    keys.n_block_max = keys.mask.n_block_max(m_block, kBlockM, kBlockN);
     return keys;
   }
 
@@ -112,11 +115,12 @@ struct FwdMainloop {
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
   template <class Storage>
   CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
-                               PipelineKV& pipe_v, PipelineState& write, TileCoord tile, bool first_tile,
-                               bool leader) {
-    const Keys k = keys(p, tile);
+                               PipelineKV& pipe_v, PipelineState& write, TileCoord tile, SeqRange const& seq,
+                               bool first_tile, bool leader) {
+    const Keys k = keys(p, seq, tile.m_block);
     const int head_k = tile.head / (p.nheads / p.nheads_k);
 
+    // Coordinate tensors: only the coordinates of each box's first element are read (load_box).
     Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
     Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
     Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
@@ -127,15 +131,15 @@ struct FwdMainloop {
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
       if (leader) {
-        load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, n_block * kBlockN, head_k, tile.batch,
-                          sK(_, _, write.index()));
+        load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, seq.k_row0 + n_block * kBlockN, head_k,
+                          seq.k_batch, sK(_, _, write.index()));
       }
     };
     auto load_v = [&](int n_block) {
       pipe_v.producer_acquire(write);
       if (leader) {
-        load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, n_block * kBlockN, head_k, tile.batch,
-                          sV(_, _, write.index()));
+        load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, seq.k_row0 + n_block * kBlockN, head_k,
+                          seq.k_batch, sV(_, _, write.index()));
       }
     };
 
@@ -146,7 +150,8 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, tile.m_block * kBlockM, tile.head, tile.batch, sQ);
+      load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
+                        sQ);
     }
     if (!has_keys) { return; }
     load_v(k.n_block_max - 1);
@@ -202,7 +207,7 @@ struct FwdMainloop {
   template <class Storage, class FragO, class Softmax, class QDone>
   CUTE_DEVICE static void mma(FwdParams const& p, Storage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
                               PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
-                              int thread_idx, int warpgroup, FragO& tOrO, Softmax& softmax,
+                              SeqRange const& seq, int thread_idx, int warpgroup, FragO& tOrO, Softmax& softmax,
                               ScoreScale<kFeatures> const& score, QDone&& q_done) {
     typename Traits::TiledMmaQK mma_qk;
     typename Traits::TiledMmaPV mma_pv;
@@ -224,7 +229,7 @@ struct FwdMainloop {
     static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P and S hold the same values");
     Tensor cS = accumulator_coords<kBlockN, kNumMmaWarpgroups>(thr_vmnk);
 
-    const Keys k = keys(p, tile);
+    const Keys k = keys(p, seq, tile.m_block);
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
     float row_scale[kRows];
 

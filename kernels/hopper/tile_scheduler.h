@@ -13,6 +13,8 @@
 
 #include <cute/config.hpp>
 
+#include "common/params.h"
+
 namespace flashbuild::hopper {
 
 struct TileCoord {
@@ -20,6 +22,50 @@ struct TileCoord {
   int head;
   int batch;
 };
+
+// Where batch b's sequences lie in the TMA views of Q/O and K/V (mainloop.h, epilogue.h), and how
+// long they are. Dense: the views are (seqlen, head_dim, heads, batch) and sequence b starts at row 0
+// of batch coordinate b. Packed (cu_seqlens): a view is the whole (total, head_dim, heads) tensor as
+// batch 0, and sequence b starts at row cu_seqlens[b]; the scheduler's tiles cover the longest
+// sequence, so a tile may start past a shorter one's end (it has no rows: has_rows()).
+// Lengths as the Ampere path takes them (ampere/block_info.h): with cu_seqlens_k, seqused_k is not read.
+struct SeqRange {
+  int seqlen_q;
+  int seqlen_k;
+  int q_row0;  // the sequence's first row in the Q/O views
+  int k_row0;  // ... and in the K/V views
+  int q_batch;  // the batch coordinate of the Q/O views
+  int k_batch;  // ... and of the K/V views
+
+  CUTE_DEVICE static SeqRange of(FwdParams const& p, int batch) {
+    SeqRange s;
+    if (p.cu_seqlens_q) {
+      s.q_row0 = p.cu_seqlens_q[batch];
+      s.seqlen_q = p.cu_seqlens_q[batch + 1] - s.q_row0;
+      s.q_batch = 0;
+    } else {
+      s.q_row0 = 0, s.seqlen_q = p.seqlen_q, s.q_batch = batch;
+    }
+    if (p.cu_seqlens_k) {
+      s.k_row0 = p.cu_seqlens_k[batch];
+      s.seqlen_k = p.cu_seqlens_k[batch + 1] - s.k_row0;
+      s.k_batch = 0;
+    } else {
+      s.k_row0 = 0, s.seqlen_k = p.seqused_k ? p.seqused_k[batch] : p.seqlen_k, s.k_batch = batch;
+    }
+    return s;
+  }
+  CUTE_DEVICE bool has_rows(int m_block, int block_m) const { return m_block * block_m < seqlen_q; }
+};
+
+// The TMA views' extents (SeqRange): packed tensors are one batch of all their rows.
+struct ViewExtents {
+  int rows_q, rows_k, batches_q, batches_k;
+};
+inline ViewExtents view_extents(FwdParams const& p) {
+  return {p.cu_seqlens_q ? p.total_q : p.seqlen_q, p.cu_seqlens_k ? p.total_k : p.seqlen_k, p.cu_seqlens_q ? 1 : p.batch,
+          p.cu_seqlens_k ? 1 : p.batch};
+}
 
 template <bool kLongestFirst>
 struct PersistentTileScheduler {
