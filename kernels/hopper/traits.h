@@ -9,7 +9,6 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "common/params.h"
-#include "hopper/gmma_64x176.h"
 #include "hopper/gmma_64x80.h"
 
 namespace flashbuild::hopper {
@@ -68,7 +67,7 @@ constexpr FwdTile fwd_tile(int head_dim, bool causal) {
 #else
   FwdTile tile = head_dim <= 64    ? FwdTile{192, 128, 4, true}
                  : head_dim <= 96  ? FwdTile{128, 128, 3, true}
-                 : head_dim <= 128 ? (causal ? FwdTile{128, 128, 2, true} : FwdTile{128, 176, 2, true})
+                 : head_dim <= 128 ? FwdTile{128, 128, 2, true}
                  : head_dim <= 192 ? FwdTile{128, 96, 2, true}
                                    : FwdTile{128, 80, 2, false};
 #endif
@@ -115,8 +114,6 @@ template <class Element, int kBlockN, int kHeadDim>
 CUTE_HOST_DEVICE constexpr auto qk_mma_op() {
   if constexpr (kBlockN == 80) {
     return Gmma64x80x16SS<Element, GMMA::Major::K, GMMA::Major::K>{};
-  } else if constexpr (kBlockN == 176) {
-    return Gmma64x176x16SS<Element, GMMA::Major::K, GMMA::Major::K>{};
   } else {
     return GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockN>, Int<kHeadDim>>>();
   }
