@@ -3,10 +3,11 @@
 // whose tensors TMA can address, dense or packed (cu_seqlens: the TMA views are the whole packed
 // tensors, bounded by total_q / total_k, and each sequence is an offset in them: SeqRange in
 // tile_scheduler.h). A TMA box of keys may run past its sequence's last key: into rows the mask
-// cuts (seqused_k), or into the next packed sequence's first rows. P V multiplies those V rows by
-// 0, so they must be finite: a NaN or inf there gives NaN, where the Ampere path reads zeros (the
-// same contract as FlashAttention-3's packed forward). Everything else runs on the Ampere-path
-// kernel compiled for sm_90a, exactly as ampere/fwd_launch.h launches it, so results are always right:
+// cuts (seqused_k), or into the next packed sequence's first rows; the consumers zero those V rows
+// before P V reads them (mainloop.h, zero_v_rows), so whatever they hold (NaN, inf) stays out of
+// the result, as on the Ampere path, which reads zeros there. Everything else runs on the
+// Ampere-path kernel compiled for sm_90a, exactly as ampere/fwd_launch.h launches it, so results
+// are always right:
 //   - other head dims (32);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
 // That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in

@@ -9,9 +9,10 @@
 //   work on P V (intra-warpgroup overlap); between warpgroups, with kPingpong, each issues its
 //   products only in its turn, so one warpgroup's softmax runs under the other's products.
 // Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
-// and V rows times zero probabilities add nothing (zero rows; for packed sequences, the next
-// sequence's rows, which must be finite: fwd_launch.h). Rows of Q past seqlen_q give rows of O
-// that the epilogue does not store.
+// and V rows times zero probabilities add nothing: past a view's end they are zeros, and rows the
+// box loads past the sequence's keys (seqused_k, or the next packed sequence) are zeroed in shared
+// memory before P V reads them (zero_v_rows). Rows of Q past seqlen_q give rows of O that the
+// epilogue does not store.
 #pragma once
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
@@ -200,6 +201,30 @@ struct FwdMainloop {
                                              get<2>(SmemLayout{})));
   }
 
+  // Rows [first_row, kBlockN) of V's buffer `stage` set to zero. A TMA box of keys that runs past its
+  // sequence's last key brings in rows the mask hides from P (P is 0 there), but P V still multiplies
+  // them: rows past seqused_k hold whatever the cache held (an uninitialised one may hold NaN), and a
+  // packed sequence's next rows belong to the next sequence; 0 * NaN or 0 * inf would be NaN. Each
+  // warp zeroes every such row itself and fences its writes for the async proxy (wgmma reads shared
+  // memory through it), so a warp's part of the next P V never waits on another warp; the warps of
+  // every consumer warpgroup write the same zeros. The thread index passes through an opaque move so
+  // that the addresses are computed here, not before the tile loop (epilogue.h, copy_rows).
+  template <class Storage>
+  CUTE_DEVICE static void zero_v_rows(Storage& storage, int stage, int first_row, int thread_idx_) {
+    int lane;
+    asm volatile("mov.b32 %0, %1;" : "=r"(lane) : "r"(thread_idx_ % cutlass::NumThreadsPerWarp));
+    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
+    constexpr int kVec = 16 / int(sizeof(Element));  // a swizzle atom keeps 16-byte chunks whole
+    constexpr int kVecsPerRow = kHeadDim / kVec;
+    const int chunks = (kBlockN - first_row) * kVecsPerRow;
+    for (int i = lane; i < chunks; i += cutlass::NumThreadsPerWarp) {
+      const int row = first_row + i / kVecsPerRow, col = (i % kVecsPerRow) * kVec;
+      *reinterpret_cast<uint128_t*>(&sV(row, col, stage)) = uint128_t{0, 0};
+    }
+    cutlass::arch::fence_view_async_shared();
+    __syncwarp();
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Consumers: one warpgroup's share of a tile. thread_idx counts the consumer threads from 0;
   // tOrO receives the unnormalised O and `softmax` the row statistics (finalize() normalises).
@@ -230,6 +255,10 @@ struct FwdMainloop {
     Tensor cS = accumulator_coords<kBlockN, kNumMmaWarpgroups>(thr_vmnk);
 
     const Keys k = keys(p, seq, tile.m_block);
+    // Keys of the first (last-in-sequence) block past seqlen_k that the box loads from memory rather
+    // than zero-fills (TMA fills only past the end of a view): zero_v_rows clears them.
+    const int v_rows_valid = seq.seqlen_k - (k.n_block_max - 1) * kBlockN;
+    const bool zero_v = (p.cu_seqlens_k || p.seqused_k) && v_rows_valid < kBlockN;
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
     float row_scale[kRows];
 
@@ -274,6 +303,14 @@ struct FwdMainloop {
     scores(n_block);
     softmax.template step<true>(tSrS_rc, row_scale);
     to_p();
+    // The first P V reads this block's V: clear its rows past the keys first. Here, before the loop,
+    // not at that P V inside it, where the dense hdim-64 forward ran 1.8-2.5 % slower than without
+    // the clearing (here 0.6-1.8 %; benchmarks/hopper_varlen). The loop's wait on this stage then
+    // finds it full.
+    if (zero_v) {
+      pipe_v.consumer_wait(read_v);
+      zero_v_rows(storage, read_v.index(), v_rows_valid, thread_idx);
+    }
 
     CUTE_NO_UNROLL
     for (--n_block; n_block >= k.n_block_min; --n_block) {

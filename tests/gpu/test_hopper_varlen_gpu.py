@@ -94,3 +94,23 @@ def test_the_hopper_kernel_serves_packed_sequences(m, head_dim):
     print("\n".join(sorted(set(attention))))
     assert attention, f"no forward kernel in the profile: {sorted(set(names))}"
     assert all("hopper" in n for n in attention), f"a packed call ran on another kernel: {attention}"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_nan_and_inf_in_the_next_sequence_stay_there(m, head_dim, causal):
+    """Sequence 0's keys end inside a key tile, so its last TMA box of K and V reads sequence 1's first
+    rows; they hold NaN and inf. P is 0 there, but 0 * NaN is NaN: the kernel zeroes those V rows
+    before P V (mainloop.h, zero_v_rows), so sequence 0 stays finite and right."""
+    seqlens_q, seqlens_k = [100, 50], [70, 90]
+    torch.manual_seed(head_dim)
+    q = packed(seqlens_q, 8, head_dim)
+    k, v = packed(seqlens_k, 2, head_dim), packed(seqlens_k, 2, head_dim)
+    k[70:], v[70:] = float("nan"), float("inf")
+    v[71::2] = float("nan")
+    cu_q, cu_k = offsets(seqlens_q), offsets(seqlens_k)
+    poison("cuda", [q.numel() * 2, q.shape[0] * 8 * 4])
+    out, lse, _ = m.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(seqlens_q), max(seqlens_k), causal=causal,
+                                           return_attn_probs=True)
+    check(f"hdim {head_dim} sequence 0 beside NaN and inf", out[None, :100], lse[None, :, :100],
+          q[None, :100], k[None, :70], v[None, :70], causal)
