@@ -613,6 +613,10 @@ void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, cons
   cache.index_put_(at_rows, padded.index(at_rows).narrow(-1, 0, cache.size(-1)));
 }
 
+// A KV-cache call with at least this many queries (a prefill chunk) runs on the forward kernel when
+// the build has it (mha_fwd_kvcache).
+constexpr int kPrefillRowsOnFwdKernel = 128;
+
 // Decoding over a KV cache: few queries (seqlen_q 1-16) against cache_seqlens[b] keys of each
 // batch row, the keys split across CTAs when the batch alone does not fill the GPU. With k and v,
 // first appends them to the cache in place (rotated with rotary_cos/sin, which rotate q too).
@@ -693,6 +697,27 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     p.q_unrotated = q_unrotated.data_ptr(), p.q_rotated = q.data_ptr();
     p.rotary_q_seqlen = seqlen_q, p.rotary_q_nheads = nheads;
   }
+#if FLASHBUILD_HAS_FWD
+  // Prefill-sized chunks on sm90: the Hopper forward takes the cache as dense K/V with seqused_k
+  // (its mask cuts each row's keys; the V rows it loads past them are zeroed before P V), 2.3x the
+  // split-KV kernel from 128 queries on (benchmarks/decode/README.md, "Chunked prefill"), where decode
+  // (one query) is the split-KV kernel's. Only a plain cache call goes there: nothing to append or
+  // rotate, no page table, batch index or left padding, and num_splits left to the binding (0). The
+  // build must hold the forward variant; without it the split-KV kernel serves the call as before.
+  if (c.arch >= 90 && seqlen_q >= kPrefillRowsOnFwdKernel && num_splits == 0 && !a.k && !g.rotary_dim && !g.paged &&
+      !a.cache_batch_idx && !a.cache_leftpad && !pack) {
+    std::optional<Call> fwd;
+    try {
+      fwd = resolve("fwd", q_in, c.causal, softmax_scale, f, seqlen_q, g.capacity);
+    } catch (const VariantNotBuilt&) {
+    }
+    if (fwd) {
+      const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+      FLASHBUILD_DISPATCH(*fwd, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
+      return {unpad(out, c), lse};
+    }
+  }
+#endif
   const int num_sms = device_attribute(q, cudaDevAttrMultiProcessorCount);
   p.num_splits = num_splits > 0 ? int(num_splits)
                                 : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
