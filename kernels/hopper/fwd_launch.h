@@ -43,20 +43,15 @@ inline bool can_run(FwdParams const& p, int head_dim, int64_t elem_bytes) {
 
 // Strides over an extent of 1 made valid for TMA (tma_checks.h).
 inline FwdParams tma_strides(FwdParams p) {
-  const int64_t valid = p.head_dim;  // head_dim elements: a multiple of 16 bytes (head_dim % 16 == 0)
   const ViewExtents e = view_extents(p);
-  p.q_head_stride = unit_extent_stride(p.q_head_stride, p.nheads, valid);
-  p.o_head_stride = unit_extent_stride(p.o_head_stride, p.nheads, valid);
-  p.k_head_stride = unit_extent_stride(p.k_head_stride, p.nheads_k, valid);
-  p.v_head_stride = unit_extent_stride(p.v_head_stride, p.nheads_k, valid);
-  p.q_batch_stride = unit_extent_stride(p.q_batch_stride, e.batches_q, valid);
-  p.o_batch_stride = unit_extent_stride(p.o_batch_stride, e.batches_q, valid);
-  p.k_batch_stride = unit_extent_stride(p.k_batch_stride, e.batches_k, valid);
-  p.v_batch_stride = unit_extent_stride(p.v_batch_stride, e.batches_k, valid);
-  p.q_row_stride = unit_extent_stride(p.q_row_stride, e.rows_q, valid);
-  p.o_row_stride = unit_extent_stride(p.o_row_stride, e.rows_q, valid);
-  p.k_row_stride = unit_extent_stride(p.k_row_stride, e.rows_k, valid);
-  p.v_row_stride = unit_extent_stride(p.v_row_stride, e.rows_k, valid);
+  // head_dim elements: a multiple of 16 bytes (head_dim % 16 == 0)
+  auto fix = [&](int64_t& stride, int extent) { stride = unit_extent_stride(stride, extent, p.head_dim); };
+  fix(p.q_head_stride, p.nheads), fix(p.o_head_stride, p.nheads);
+  fix(p.k_head_stride, p.nheads_k), fix(p.v_head_stride, p.nheads_k);
+  fix(p.q_batch_stride, e.batches_q), fix(p.o_batch_stride, e.batches_q);
+  fix(p.k_batch_stride, e.batches_k), fix(p.v_batch_stride, e.batches_k);
+  fix(p.q_row_stride, e.rows_q), fix(p.o_row_stride, e.rows_q);
+  fix(p.k_row_stride, e.rows_k), fix(p.v_row_stride, e.rows_k);
   return p;
 }
 
