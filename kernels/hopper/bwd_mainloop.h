@@ -176,9 +176,7 @@ struct BwdMainloop {
     Tensor tdQrdS = thr_dq.partition_fragment_A(sdSt);   // (MMA, MMA_M, MMA_K, buffer)
     Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);    // (MMA, MMA_N, MMA_K)
 
-    auto copy_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, mma_sdp);
-    auto thr_copy_ds = copy_ds.get_thread_slice(thread_idx);
-    Tensor tdSsdS = thr_copy_ds.partition_D(sdS);  // (CPY, CPY_M, CPY_N, buffer)
+    Tensor tdSsdS = stmatrix_rows<kNumMmaThreads>(sdS, thread_idx);  // (keys, query rows, buffer)
 
     Tensor cS = thr_sdp.partition_C(make_identity_tensor(TileNM{}));  // (key, query row) in the tile
     const Queries qs = queries(p, n_block);
@@ -235,7 +233,7 @@ struct BwdMainloop {
       // previous dQ product; this one was last read two steps ago, before the barrier below of
       // the previous step), made visible to the tensor cores. Before dK's product: registers an
       // in-flight wgmma reads as its A operand must not be accessed until it is waited on.
-      copy(copy_ds, thr_copy_ds.retile_S(rdS), tdSsdS(_, _, _, buffer));
+      stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
       cutlass::arch::fence_view_async_shared();
 
       // dK += dS^T Q, dS^T from registers; issued before the barrier, so that the tensor cores

@@ -140,8 +140,6 @@ struct BwdTraits {
   // The same buffers as dS, (query rows, keys, buffer): the A operand of dQ = dS K.
   using SmemLayoutdSt = decltype(composition(
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockM>, Int<kBlockN>, _2>{}, Step<_2, _1, _3>{})));
-  // stmatrix: four 8x8 blocks of 16-bit values per instruction, from the accumulator layout.
-  using SmemCopyAtomdS = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   static constexpr int kQdOStageBytes = 2 * kBlockM * kHeadDim * int(sizeof(Element));  // Q + dO of one stage
   static constexpr int kKVBytes = 2 * kBlockN * kHeadDim * int(sizeof(Element));

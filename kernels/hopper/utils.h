@@ -1,5 +1,5 @@
-// Small device helpers of the Hopper kernels: issuing a warpgroup's wgmma products, named
-// barriers by role.
+// Small device helpers of the Hopper kernels: issuing a warpgroup's wgmma products, storing an
+// accumulator with stmatrix, named barriers by role.
 #pragma once
 
 #include <cute/arch/mma_sm90_gmma.hpp>
@@ -33,6 +33,47 @@ CUTE_DEVICE void wgmma(TiledMma& mma, FragA const& a, FragB const& b, FragC& c, 
   if constexpr (kWait >= 0) { warpgroup_wait<kWait>(); }
   warpgroup_fence_operand(c);
   if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
+}
+
+// A warpgroup-stacked accumulator, converted to 16-bit elements, into a (rows, cols) buffer with
+// stmatrix (.x4: one 16x16 patch per instruction, as four 8x8 blocks: rows 0-7 and 8-15 of columns
+// 0-7, then of columns 8-15). kThreads threads (whole warpgroups) hold the buffer's rows, 16 per warp.
+// Registers and addresses are both in the wgmma accumulator's own order, so the partition is spelled
+// out here instead of derived by CuTe's tiled copy (make_tiled_copy_C, retile_S, partition_D, copy: a
+// fifth of cicc's time for the forward TU, benchmarks/edit_loop/README.md); the offsets, and so the
+// SASS, are the same.
+//   Addresses (stmatrix_rows): warp w's patch i covers rows 16w..16w+15 and columns 16i..16i+15; lane
+//   l gives the address of row l % 16, columns 8 * (l / 16) on. stmatrix_rows shifts the buffer (any
+//   modes after the first two kept, e.g. a buffer index) to the address of column 0.
+//   Registers (stmatrix_accumulator): a thread's words 4i..4i+3 (column groups 2i and 2i + 1, each at
+//   its quad's row r and r + 8) are patch i's four blocks.
+template <int kThreads, class SmemTensor>
+CUTE_DEVICE auto stmatrix_rows(SmemTensor const& smem, int thread_idx) {
+  using SmemLayout = remove_cvref_t<decltype(smem.layout())>;
+  using Rows = remove_cvref_t<decltype(get<0>(SmemLayout{}))>;
+  constexpr int kWarps = kThreads / cutlass::NumThreadsPerWarp;
+  constexpr int kRows = decltype(size(Rows{}))::value;
+  constexpr int kRowStride = decltype(Rows{}(_1{}))::value;
+  static_assert(kRows == 16 * kWarps, "expects 16 rows per warp");
+  static_assert(decltype(Rows{}(Int<kRows - 1>{}))::value == (kRows - 1) * kRowStride,
+                "expects the buffer's rows at a constant stride (a K-major swizzle atom tiled down the rows first)");
+  static_assert(decltype(get<1>(SmemLayout{})(_8{}))::value == 8, "expects 8 contiguous columns per row address");
+  using ThreadOffset = Layout<Shape<_16, _2, Int<kWarps>>, Stride<Int<kRowStride>, _8, Int<16 * kRowStride>>>;
+  return make_tensor(smem.data() + ThreadOffset{}(thread_idx), SmemLayout{});
+}
+
+template <class SmemRows, class Frag>
+CUTE_DEVICE void stmatrix_accumulator(SmemRows const& rows, Frag const& frag) {
+  using SmemLayout = remove_cvref_t<decltype(rows.layout())>;
+  static_assert(decltype(rank(SmemLayout{}))::value == 2, "expects one (rows, cols) buffer");
+  constexpr int kCols = decltype(size<1>(SmemLayout{}))::value;
+  Tensor words = recast<uint32_t>(frag);
+  static_assert(decltype(size(words))::value == kCols / 4, "expects 4 words per thread per 16 columns");
+  CUTE_UNROLL
+  for (int i = 0; i < kCols / 16; ++i) {
+    auto& dst = reinterpret_cast<uint128_t&>(*(rows.data() + SmemLayout{}(0, 16 * i)));
+    SM90_U32x4_STSM_N::copy(words(4 * i), words(4 * i + 1), words(4 * i + 2), words(4 * i + 3), dst);
+  }
 }
 
 CUTE_DEVICE void barrier_sync(FwdBarrier id, int threads) {
