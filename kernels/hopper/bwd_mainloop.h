@@ -29,7 +29,10 @@ struct BwdMainloop {
   using Mask = AttentionMask<kIsCausal, false>;
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  using TileNM = Shape<Int<kBlockN>, Int<kBlockM>>;
+  // Each consumer warpgroup's accumulators, one wgmma in M and N (softmax.h): S^T and dP^T (64 keys,
+  // kBlockM query rows), its share of dQ.
+  using AccumulatorShapeSdP = AccumulatorShape<kBlockM>;
+  using AccumulatorShapedQ = AccumulatorShape<Traits::kDqAtomN>;
 
   // Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
   using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -178,12 +181,13 @@ struct BwdMainloop {
 
     Tensor tdSsdS = stmatrix_rows<kNumMmaThreads>(sdS, thread_idx);  // (keys, query rows, buffer)
 
-    Tensor cS = thr_sdp.partition_C(make_identity_tensor(TileNM{}));  // (key, query row) in the tile
+    // (key, query row) in the tile of each value of S^T and dP^T.
+    Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     const Queries qs = queries(p, n_block);
     const float scale_log2 = p.softmax_scale_log2;
 
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
-    Tensor tdQrdQ = partition_fragment_C(mma_dq, select<0, 1>(typename Traits::TileShapedQ{}));
+    Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     CUTE_NO_UNROLL
     for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
       const int iter = m_block - qs.m_block_min;
@@ -192,8 +196,8 @@ struct BwdMainloop {
       cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
 
       // S^T = K Q^T and dP^T = V dO^T, issued back to back.
-      Tensor tSrS = partition_fragment_C(mma_sdp, TileNM{});
-      Tensor tdPrdP = partition_fragment_C(mma_sdp, TileNM{});
+      Tensor tSrS = make_tensor<float>(AccumulatorShapeSdP{});
+      Tensor tdPrdP = make_tensor<float>(AccumulatorShapeSdP{});
       wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
       wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
       if constexpr (Traits::kDeferDq) {

@@ -116,6 +116,8 @@ struct BwdTraits {
   static constexpr int kDqWarpgroupsM = kBlockM / kRowsPerWarpgroup;
   static constexpr int kDqWarpgroupsN = kNumMmaWarpgroups / kDqWarpgroupsM;
   static constexpr int kDqAtomN = kHeadDim / kDqWarpgroupsN;
+  static_assert(kDqWarpgroupsM * kRowsPerWarpgroup == kBlockM && kDqWarpgroupsN * kDqAtomN == kHeadDim,
+                "one dQ wgmma per warpgroup covers the (kBlockM, d) tile (the accumulators are written out)");
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kDqAtomN>, Int<kBlockN>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
