@@ -156,9 +156,10 @@ struct BwdMainloop {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
-    auto thr_sdp = mma_sdp.get_thread_slice(thread_idx);
-    auto thr_dkv = mma_dkv.get_thread_slice(thread_idx);
-    auto thr_dq = mma_dq.get_thread_slice(thread_idx);
+    // (thread in the warpgroup, warpgroup in M, in N, in K) of this thread in each product.
+    const auto vmnk_sdp = mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
 
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
@@ -170,19 +171,24 @@ struct BwdMainloop {
     Tensor sdS = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{});
     Tensor sdSt = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{});
 
-    Tensor tSrK = thr_sdp.partition_fragment_A(sK);      // (MMA, MMA_M, MMA_K) descriptors
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);      // (MMA, MMA_N, MMA_K, stage)
-    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
-    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
-    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_N, MMA_K, stage)
-    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
-    Tensor tdQrdS = thr_dq.partition_fragment_A(sdSt);   // (MMA, MMA_M, MMA_K, buffer)
-    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);    // (MMA, MMA_N, MMA_K)
+    // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's 64 keys of sK and
+    // sV, its rows of dS and its columns of K^T for dQ, all of the rest.
+    using MmaSdP = typename Traits::TiledMmaSdP;
+    using MmadKV = typename Traits::TiledMmadKV;
+    using MmadQ = typename Traits::TiledMmadQ;
+    Tensor tSrK = MmaSdP::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sK, get<1>(vmnk_sdp)));  // (MMA, MMA_M, MMA_K)
+    Tensor tSrQ = MmaSdP::make_fragment_B(k_major_slices<kBlockM>(sQ, get<2>(vmnk_sdp)));  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tdPrV = MmaSdP::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sV, get<1>(vmnk_sdp)));
+    Tensor tdPrdO = MmaSdP::make_fragment_B(k_major_slices<kBlockM>(sdO, get<2>(vmnk_sdp)));
+    Tensor tdVrdOt = MmadKV::make_fragment_B(mn_major_slices<kHeadDim>(sdOt, get<2>(vmnk_dkv)));  // (.., stage)
+    Tensor tdKrQt = MmadKV::make_fragment_B(mn_major_slices<kHeadDim>(sQt, get<2>(vmnk_dkv)));
+    Tensor tdQrdS = MmadQ::make_fragment_A(mn_major_slices<kRowsPerWarpgroup>(sdSt, get<1>(vmnk_dq)));  // (.., buffer)
+    Tensor tdQrKt = MmadQ::make_fragment_B(mn_major_slices<Traits::kDqAtomN>(sKt, get<2>(vmnk_dq)));
 
     Tensor tdSsdS = stmatrix_rows<kNumMmaThreads>(sdS, thread_idx);  // (keys, query rows, buffer)
 
     // (key, query row) in the tile of each value of S^T and dP^T.
-    Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(vmnk_sdp);
     const Queries qs = queries(p, n_block);
     const float scale_log2 = p.softmax_scale_log2;
 

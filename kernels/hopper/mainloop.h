@@ -159,42 +159,6 @@ struct FwdMainloop {
     }
   }
 
-  // Rows [block * kRows, (block + 1) * kRows) of a K-major buffer (rows, head_dim[, stage]; head_dim
-  // contiguous) partitioned for wgmma's descriptors: (MMA, MMA_M/N, MMA_K[, stage]), one (kRows x 16)
-  // slice per 16 columns. It is what thr_mma.partition_A/B gives for these tiles (one wgmma per
-  // warpgroup in M and in N), written out instead of derived through the TiledMMA's thread-value
-  // layouts (benchmarks/edit_loop/README.md).
-  template <int kRows, class SmemTensor, class Block>
-  CUTE_DEVICE static auto k_major_slices(SmemTensor const& s, Block block) {
-    using SmemLayout = remove_cvref_t<decltype(s.layout())>;
-    constexpr int kRowStride = decltype(get<0>(SmemLayout{})(_1{}))::value;
-    constexpr int kLastRow = decltype(size<0>(SmemLayout{}))::value - 1;
-    static_assert(decltype(get<0>(SmemLayout{})(Int<kLastRow>{}))::value == kLastRow * kRowStride,
-                  "expects the buffer's rows at a constant stride");
-    using Slice = Layout<Shape<Int<kRows>, _16>, Stride<Int<kRowStride>, _1>>;
-    auto slices = composition(get<1>(SmemLayout{}), Layout<Int<kHeadDim / 16>, _16>{});  // each slice's first column
-    auto rows = s.data() + block * Int<kRows * kRowStride>{};
-    if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
-      return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
-    } else {
-      return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices));
-    }
-  }
-
-  // V's buffer seen as (head_dim, keys, stage) (SmemLayoutVt), partitioned for the descriptors of
-  // O += P V's B operand: (MMA, MMA_N, MMA_K, stage), one (head_dim x 16 keys) slice per 16 keys; the
-  // same stand-in for thr_mma.partition_B as k_major_slices.
-  template <class SmemTensor>
-  CUTE_DEVICE static auto key_slices(SmemTensor const& s) {
-    using SmemLayout = remove_cvref_t<decltype(s.layout())>;
-    constexpr int kKeyStride = decltype(get<1>(SmemLayout{})(_1{}))::value;
-    static_assert(decltype(get<1>(SmemLayout{})(Int<kBlockN - 1>{}))::value == (kBlockN - 1) * kKeyStride,
-                  "expects V's keys at a constant stride");
-    auto slice = make_layout(get<0>(SmemLayout{}), Layout<_16, Int<kKeyStride>>{});
-    return make_tensor(s.data(), make_layout(slice, Layout<_1, _0>{}, Layout<Int<kBlockN / 16>, Int<16 * kKeyStride>>{},
-                                             get<2>(SmemLayout{})));
-  }
-
   // ---------------------------------------------------------------------------------------------
   // Consumers: one warpgroup's share of a tile. thread_idx counts the consumer threads from 0;
   // tOrO receives the unnormalised O and `softmax` the row statistics (finalize() normalises).
@@ -211,10 +175,10 @@ struct FwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutVt{});
     const auto thr_vmnk = mma_qk.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    // wgmma's shared-memory operands as descriptors: this warpgroup's rows of sQ, all of sK and sVt.
+    // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's rows of sQ, all of sK and sVt.
     Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sQ, get<1>(thr_vmnk)));
     Tensor tSrK = Traits::TiledMmaQK::make_fragment_B(k_major_slices<kBlockN>(sK, get<2>(thr_vmnk)));
-    Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(key_slices(sVt));  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(mn_major_slices<kHeadDim>(sVt, _0{}));  // (MMA, MMA_N, MMA_K, stage)
 
     Tensor tSrS = make_tensor<float>(AccumulatorShapeS{});
     Tensor tSrS_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));

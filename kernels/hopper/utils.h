@@ -35,6 +35,64 @@ CUTE_DEVICE void wgmma(TiledMma& mma, FragA const& a, FragB const& b, FragC& c, 
   if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
 }
 
+// wgmma's shared-memory operands, partitioned for their descriptors: (MMA, MMA_M/N, MMA_K[, rest]),
+// one (kRows x 16) slice per 16 columns of K, for a tile of one wgmma per warpgroup in M and in N.
+// It is what thr_mma.partition_A/B gives for such tiles, written out instead of derived through the
+// TiledMMA's thread-value layouts (benchmarks/edit_loop/README.md). Modes after the first two of
+// the buffer (a stage, a buffer index) are kept.
+//   k_major_slices: rows [block * kRows, (block + 1) * kRows) of a (rows, K) buffer whose K is
+//   contiguous (Q, K, V of the score products).
+template <int kRows, class SmemTensor, class Block>
+CUTE_DEVICE auto k_major_slices(SmemTensor const& s, Block block) {
+  using SmemLayout = remove_cvref_t<decltype(s.layout())>;
+  constexpr int kCols = decltype(size<1>(SmemLayout{}))::value;
+  constexpr int kRowStride = decltype(get<0>(SmemLayout{})(_1{}))::value;
+  constexpr int kLastRow = decltype(size<0>(SmemLayout{}))::value - 1;
+  static_assert(decltype(get<0>(SmemLayout{})(Int<kLastRow>{}))::value == kLastRow * kRowStride,
+                "expects the buffer's rows at a constant stride");
+  using Slice = Layout<Shape<Int<kRows>, _16>, Stride<Int<kRowStride>, _1>>;
+  auto slices = composition(get<1>(SmemLayout{}), Layout<Int<kCols / 16>, _16>{});  // each slice's first column
+  auto rows = s.data() + block * Int<kRows * kRowStride>{};
+  if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
+    return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
+  } else {
+    return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices));
+  }
+}
+
+//   mn_major_slices: the same for a buffer seen as (rows, K) whose rows are the contiguous side (V
+//   as (head_dim, keys); the transposed views of the backward), K at a constant stride: rows
+//   [block * kRows, (block + 1) * kRows), all of them when kRows is the whole first mode (`block`
+//   is then not read).
+template <int kRows, class SmemTensor, class Block>
+CUTE_DEVICE auto mn_major_slices(SmemTensor const& s, Block block) {
+  using SmemLayout = remove_cvref_t<decltype(s.layout())>;
+  using Rows = remove_cvref_t<decltype(get<0>(SmemLayout{}))>;
+  constexpr int kK = decltype(size<1>(SmemLayout{}))::value;
+  constexpr int kKStride = decltype(get<1>(SmemLayout{})(_1{}))::value;
+  static_assert(decltype(get<1>(SmemLayout{})(Int<kK - 1>{}))::value == (kK - 1) * kKStride,
+                "expects K at a constant stride");
+  constexpr int kBlocks = decltype(size(Rows{}))::value / kRows;
+  static_assert(kBlocks * kRows == decltype(size(Rows{}))::value, "expects whole blocks of rows");
+  auto slices = Layout<Int<kK / 16>, Int<16 * kKStride>>{};
+  auto with_rest = [&](auto rows, auto slice) {
+    if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
+      return make_tensor(rows, make_layout(slice, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
+    } else {
+      return make_tensor(rows, make_layout(slice, Layout<_1, _0>{}, slices));
+    }
+  };
+  if constexpr (kBlocks == 1) {
+    return with_rest(s.data(), make_layout(Rows{}, Layout<_16, Int<kKStride>>{}));
+  } else {
+    constexpr int kBlockStride = decltype(Rows{}(Int<kRows>{}))::value;
+    static_assert(decltype(Rows{}(Int<(kBlocks - 1) * kRows>{}))::value == (kBlocks - 1) * kBlockStride,
+                  "expects the blocks of rows at a constant stride");
+    auto piece = composition(Rows{}, Layout<Int<kRows>>{});
+    return with_rest(s.data() + block * Int<kBlockStride>{}, make_layout(piece, Layout<_16, Int<kKStride>>{}));
+  }
+}
+
 // A warpgroup-stacked accumulator, converted to 16-bit elements, into a (rows, cols) buffer with
 // stmatrix (.x4: one 16x16 patch per instruction, as four 8x8 blocks: rows 0-7 and 8-15 of columns
 // 0-7, then of columns 8-15). kThreads threads (whole warpgroups) hold the buffer's rows, 16 per warp.
