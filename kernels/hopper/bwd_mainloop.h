@@ -100,26 +100,18 @@ struct BwdMainloop {
     Tensor mdO = mp.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
     Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
     Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    Tensor gQ = local_tile(mQ(_, _, head, batch), TileMD{}, make_coord(_, _0{}));    // (M, D, m)
-    Tensor gdO = local_tile(mdO(_, _, head, batch), TileMD{}, make_coord(_, _0{}));  // (M, D, m)
-    Tensor gK = local_tile(mK(_, _, head_k, batch), TileND{}, make_coord(n_block, _0{}));
-    Tensor gV = local_tile(mV(_, _, head_k, batch), TileND{}, make_coord(n_block, _0{}));
-
     Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
-    // K and V get a unit rest mode ((N, D), 1) so that they partition like Q's ((M, D), stage).
-    auto unit = [](auto t) { return make_tensor(t.data(), make_layout(t.layout(), Layout<_1>{})); };
-    auto k_part = tma_partition(mp.tma_k, _0{}, Layout<_1>{}, unit(sK), unit(gK));
-    auto v_part = tma_partition(mp.tma_v, _0{}, Layout<_1>{}, unit(sV), unit(gV));
-    auto q_part = tma_partition(mp.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-    auto do_part = tma_partition(mp.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
+    // Q's and dO's tiles of this (head, batch): (M, D, m block) coordinates (utils.h, tma_load_tile).
+    Tensor gQ = local_tile(mQ(_, _, head, batch), TileMD{}, make_coord(_, _0{}));
+    Tensor gdO = local_tile(mdO(_, _, head, batch), TileMD{}, make_coord(_, _0{}));
 
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.kv_full, Traits::kKVBytes);
-      copy(mp.tma_k.with(storage.kv_full), get<0>(k_part)(_, 0), get<1>(k_part)(_, 0));
-      copy(mp.tma_v.with(storage.kv_full), get<0>(v_part)(_, 0), get<1>(v_part)(_, 0));
+      tma_load_box<kBlockN>(mp.tma_k.with(storage.kv_full), mK, n_block * kBlockN, head_k, batch, sK);
+      tma_load_box<kBlockN>(mp.tma_v.with(storage.kv_full), mV, n_block * kBlockN, head_k, batch, sV);
     }
 
     const int64_t stats = int64_t(batch) * p.lse_batch_stride + int64_t(head) * p.lse_head_stride;
@@ -139,8 +131,8 @@ struct BwdMainloop {
       // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
       if (leader) {
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
-        copy(mp.tma_q.with(storage.qdo_full[stage]), get<0>(q_part)(_, m_block), get<1>(q_part)(_, stage));
-        copy(mp.tma_do.with(storage.qdo_full[stage]), get<0>(do_part)(_, m_block), get<1>(do_part)(_, stage));
+        tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
+        tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
       } else {
         cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
       }

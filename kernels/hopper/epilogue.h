@@ -93,7 +93,7 @@ struct FwdEpilogue {
   }
 
   // The TMA stores of O's (block_m, head_dim) box from sO, rows [row0, row0 + block_m) of (head,
-  // batch) of the global coordinates g: as FwdMainloop::load_box, each instruction given only the
+  // batch) of the global coordinates g: as tma_load_box (utils.h), each instruction given only the
   // address of its buffer and the coordinates of its first element.
   template <class Tma, class SmemTensor, class GmemCoords>
   CUTE_DEVICE static void store_box(Tma const& tma, SmemTensor const& smem, GmemCoords const& g, int row0, int head,

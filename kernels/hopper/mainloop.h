@@ -88,26 +88,6 @@ struct FwdMainloop {
     return keys;
   }
 
-  // The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the
-  // global coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`.
-  // One instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
-  // destination is the coordinates of its first element and the address of its buffer, so those are
-  // all that is built here. Written out rather than partitioned with local_tile and tma_partition:
-  // the same instructions, less compile time (benchmarks/edit_loop/README.md).
-  template <int kRows, class Tma, class GmemCoords, class SmemTensor>
-  CUTE_DEVICE static void load_box(Tma const& tma, GmemCoords const& g, int row0, int head, int batch,
-                                   SmemTensor const& smem) {
-    constexpr int kCols = Tma::NumValSrc / kRows;
-    static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
-    using Box = Layout<Int<Tma::NumValSrc>>;
-    CUTE_UNROLL
-    for (int i = 0; i < kHeadDim / kCols; ++i) {
-      Tensor src = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
-      Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
-      copy(tma, src, dst);
-    }
-  }
-
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
   template <class Storage>
@@ -127,14 +107,14 @@ struct FwdMainloop {
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
       if (leader) {
-        load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, n_block * kBlockN, head_k, tile.batch,
+        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, n_block * kBlockN, head_k, tile.batch,
                           sK(_, _, write.index()));
       }
     };
     auto load_v = [&](int n_block) {
       pipe_v.producer_acquire(write);
       if (leader) {
-        load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, n_block * kBlockN, head_k, tile.batch,
+        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, n_block * kBlockN, head_k, tile.batch,
                           sV(_, _, write.index()));
       }
     };
@@ -146,7 +126,7 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, tile.m_block * kBlockM, tile.head, tile.batch, sQ);
+      tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, tile.m_block * kBlockM, tile.head, tile.batch, sQ);
     }
     if (!has_keys) { return; }
     load_v(k.n_block_max - 1);

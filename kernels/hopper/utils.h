@@ -1,5 +1,5 @@
-// Small device helpers of the Hopper kernels: issuing a warpgroup's wgmma products, storing an
-// accumulator with stmatrix, named barriers by role.
+// Small device helpers of the Hopper kernels, forward and backward: TMA loads of a box, wgmma's
+// operands and issuing its products, storing an accumulator with stmatrix, named barriers by role.
 #pragma once
 
 #include <cute/arch/mma_sm90_gmma.hpp>
@@ -33,6 +33,47 @@ CUTE_DEVICE void wgmma(TiledMma& mma, FragA const& a, FragB const& b, FragC& c, 
   if constexpr (kWait >= 0) { warpgroup_wait<kWait>(); }
   warpgroup_fence_operand(c);
   if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
+}
+
+// The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the global
+// coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`. One
+// instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
+// destination is the coordinates of its first element and the address of its buffer, so those are
+// all that is built here. Written out rather than partitioned with local_tile and tma_partition: the
+// same instructions, less compile time (benchmarks/edit_loop/README.md).
+template <int kRows, class Tma, class GmemCoords, class SmemTensor>
+CUTE_DEVICE void tma_load_box(Tma const& tma, GmemCoords const& g, int row0, int head, int batch, SmemTensor const& smem) {
+  constexpr int kHeadDim = decltype(size<1>(smem.layout()))::value;
+  constexpr int kCols = Tma::NumValSrc / kRows;
+  static_assert(decltype(size<0>(smem.layout()))::value == kRows, "expects the box's rows in the buffer");
+  static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+  using Box = Layout<Int<Tma::NumValSrc>>;
+  CUTE_UNROLL
+  for (int i = 0; i < kHeadDim / kCols; ++i) {
+    Tensor src = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
+    Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+    copy(tma, src, dst);
+  }
+}
+
+// The same loads with the box given as its own (kRows, head_dim) coordinates (a local_tile of g):
+// each instruction reads g_box(0, its first column). The backward's Q and dO loads take this form:
+// with tma_load_box's, the compiler strength-reduced the producer loop's row counters differently
+// (other SASS, same result); with the tile's coordinates, the SASS is the tma_partition version's.
+template <int kRows, class Tma, class GmemBox, class SmemTensor>
+CUTE_DEVICE void tma_load_tile(Tma const& tma, GmemBox const& g_box, SmemTensor const& smem) {
+  constexpr int kHeadDim = decltype(size<1>(smem.layout()))::value;
+  constexpr int kCols = Tma::NumValSrc / kRows;
+  static_assert(decltype(size<0>(smem.layout()))::value == kRows && decltype(size<0>(g_box))::value == kRows,
+                "expects the box's rows in the buffer");
+  static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+  using Box = Layout<Int<Tma::NumValSrc>>;
+  CUTE_UNROLL
+  for (int i = 0; i < kHeadDim / kCols; ++i) {
+    Tensor src = make_tensor(make_inttuple_iter(g_box(0, i * kCols)), Box{});
+    Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+    copy(tma, src, dst);
+  }
 }
 
 // wgmma's shared-memory operands, partitioned for their descriptors: (MMA, MMA_M/N, MMA_K[, rest]),
