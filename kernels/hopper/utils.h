@@ -143,7 +143,9 @@ CUTE_DEVICE auto mn_major_slices(SmemTensor const& s, Block block) {
 // SASS, are the same.
 //   Addresses (stmatrix_rows): warp w's patch i covers rows 16w..16w+15 and columns 16i..16i+15; lane
 //   l gives the address of row l % 16, columns 8 * (l / 16) on. stmatrix_rows shifts the buffer (any
-//   modes after the first two kept, e.g. a buffer index) to the address of column 0.
+//   modes after the first two kept, e.g. a buffer index) to the address of column 0; callers take it
+//   where the tiled copy's partition_D was (built at the store instead, the backward's registers were
+//   allocated differently).
 //   Registers (stmatrix_accumulator): a thread's words 4i..4i+3 (column groups 2i and 2i + 1, each at
 //   its quad's row r and r + 8) are patch i's four blocks.
 template <int kThreads, class SmemTensor>
