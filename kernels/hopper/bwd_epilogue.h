@@ -33,6 +33,14 @@ struct BwdEpilogue {
 
   static constexpr int kDqWriterThreads = Traits::kNumMmaThreads + cutlass::NumThreadsPerWarp;
 
+  // The (query row, column) in the block of each value of a consumer thread's dQ (softmax.h,
+  // accumulator_coords: the dQ product's warpgroups stack in M and N as bwd_traits.h lays them out).
+  CUTE_DEVICE static auto dq_coords(int thread_idx) {
+    typename Traits::TiledMmadQ mma_dq;
+    return accumulator_coords<Traits::kDqAtomN, Traits::kDqWarpgroupsM, Traits::kDqWarpgroupsN>(
+        mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+  }
+
   CUTE_DEVICE static float* dq_block(BwdParams const& p, int head, int batch, int m_block) {
     return p.dq_accum + int64_t(batch) * p.dq_batch_stride + int64_t(head) * p.dq_head_stride +
            int64_t(m_block) * (kBlockM * kHeadDim);
@@ -88,8 +96,7 @@ struct BwdEpilogue {
   template <class FragDq>
   CUTE_DEVICE static void add_dq_global(BwdParams const& p, int head, int batch, int m_block, int thread_idx,
                                         FragDq const& tdQrdQ) {
-    typename Traits::TiledMmadQ mma_dq;
-    Tensor cdQ = mma_dq.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapedQ{})));
+    Tensor cdQ = dq_coords(thread_idx);
     Tensor acc_rc = make_tensor(tdQrdQ.data(), acc_rowcol(tdQrdQ.layout()));
     Tensor c_rc = make_tensor(cdQ.data(), acc_rowcol(cdQ.layout()));
     static_assert(decltype(size<1, 0>(acc_rc))::value == 2, "expects column pairs");
@@ -127,7 +134,7 @@ struct BwdEpilogue {
     Tensor rdK = convert_fragment<Element>(tdKrdK);
     Tensor rdV = convert_fragment<Element>(tdVrdV);
     typename Traits::TiledMmadKV mma_dkv;
-    Tensor c = mma_dkv.get_thread_slice(thread_idx).partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapedKV{})));
+    Tensor c = accumulator_coords<kHeadDim, Traits::kNumMmaWarpgroups>(mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     Tensor c_rc = make_tensor(c.data(), acc_rowcol(c.layout()));
     Tensor dk_rc = make_tensor(rdK.data(), acc_rowcol(rdK.layout()));
     Tensor dv_rc = make_tensor(rdV.data(), acc_rowcol(rdV.layout()));
@@ -199,8 +206,7 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   const int m_block = blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
-  typename Traits::TiledMmadQ mma_dq;
-  Tensor cdQ = mma_dq.get_thread_slice(t).partition_C(make_identity_tensor(select<0, 1>(typename Traits::TileShapedQ{})));
+  Tensor cdQ = BwdEpilogue<Traits>::dq_coords(t);
   static_assert(decltype(size(cdQ))::value == 4 * kLoads, "a thread's fragment is its kLoads float4s");
   // The whole block is read: dq_accum's slack rows (kDqAccumRowPad) hold the rows past seqlen_q.
   const float4* accum = reinterpret_cast<const float4*>(params.dq_accum + int64_t(batch) * params.dq_batch_stride +

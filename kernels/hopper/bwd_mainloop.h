@@ -29,7 +29,10 @@ struct BwdMainloop {
   using Mask = AttentionMask<kIsCausal, false>;
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  using TileNM = Shape<Int<kBlockN>, Int<kBlockM>>;
+  // Each consumer warpgroup's accumulators, one wgmma in M and N (softmax.h): S^T and dP^T (64 keys,
+  // kBlockM query rows), its share of dQ.
+  using AccumulatorShapeSdP = AccumulatorShape<kBlockM>;
+  using AccumulatorShapedQ = AccumulatorShape<Traits::kDqAtomN>;
 
   // Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
   using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -97,26 +100,18 @@ struct BwdMainloop {
     Tensor mdO = mp.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
     Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
     Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    Tensor gQ = local_tile(mQ(_, _, head, batch), TileMD{}, make_coord(_, _0{}));    // (M, D, m)
-    Tensor gdO = local_tile(mdO(_, _, head, batch), TileMD{}, make_coord(_, _0{}));  // (M, D, m)
-    Tensor gK = local_tile(mK(_, _, head_k, batch), TileND{}, make_coord(n_block, _0{}));
-    Tensor gV = local_tile(mV(_, _, head_k, batch), TileND{}, make_coord(n_block, _0{}));
-
     Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
-    // K and V get a unit rest mode ((N, D), 1) so that they partition like Q's ((M, D), stage).
-    auto unit = [](auto t) { return make_tensor(t.data(), make_layout(t.layout(), Layout<_1>{})); };
-    auto k_part = tma_partition(mp.tma_k, _0{}, Layout<_1>{}, unit(sK), unit(gK));
-    auto v_part = tma_partition(mp.tma_v, _0{}, Layout<_1>{}, unit(sV), unit(gV));
-    auto q_part = tma_partition(mp.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-    auto do_part = tma_partition(mp.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
+    // Q's and dO's tiles of this (head, batch): (M, D, m block) coordinates (utils.h, tma_load_tile).
+    Tensor gQ = local_tile(mQ(_, _, head, batch), TileMD{}, make_coord(_, _0{}));
+    Tensor gdO = local_tile(mdO(_, _, head, batch), TileMD{}, make_coord(_, _0{}));
 
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.kv_full, Traits::kKVBytes);
-      copy(mp.tma_k.with(storage.kv_full), get<0>(k_part)(_, 0), get<1>(k_part)(_, 0));
-      copy(mp.tma_v.with(storage.kv_full), get<0>(v_part)(_, 0), get<1>(v_part)(_, 0));
+      tma_load_box<kBlockN>(mp.tma_k.with(storage.kv_full), mK, n_block * kBlockN, head_k, batch, sK);
+      tma_load_box<kBlockN>(mp.tma_v.with(storage.kv_full), mV, n_block * kBlockN, head_k, batch, sV);
     }
 
     const int64_t stats = int64_t(batch) * p.lse_batch_stride + int64_t(head) * p.lse_head_stride;
@@ -136,8 +131,8 @@ struct BwdMainloop {
       // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
       if (leader) {
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
-        copy(mp.tma_q.with(storage.qdo_full[stage]), get<0>(q_part)(_, m_block), get<1>(q_part)(_, stage));
-        copy(mp.tma_do.with(storage.qdo_full[stage]), get<0>(do_part)(_, m_block), get<1>(do_part)(_, stage));
+        tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
+        tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
       } else {
         cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
       }
@@ -153,9 +148,10 @@ struct BwdMainloop {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
-    auto thr_sdp = mma_sdp.get_thread_slice(thread_idx);
-    auto thr_dkv = mma_dkv.get_thread_slice(thread_idx);
-    auto thr_dq = mma_dq.get_thread_slice(thread_idx);
+    // (thread in the warpgroup, warpgroup in M, in N, in K) of this thread in each product.
+    const auto vmnk_sdp = mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
 
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
@@ -167,25 +163,29 @@ struct BwdMainloop {
     Tensor sdS = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{});
     Tensor sdSt = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{});
 
-    Tensor tSrK = thr_sdp.partition_fragment_A(sK);      // (MMA, MMA_M, MMA_K) descriptors
-    Tensor tSrQ = thr_sdp.partition_fragment_B(sQ);      // (MMA, MMA_N, MMA_K, stage)
-    Tensor tdPrV = thr_sdp.partition_fragment_A(sV);
-    Tensor tdPrdO = thr_sdp.partition_fragment_B(sdO);
-    Tensor tdVrdOt = thr_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_N, MMA_K, stage)
-    Tensor tdKrQt = thr_dkv.partition_fragment_B(sQt);
-    Tensor tdQrdS = thr_dq.partition_fragment_A(sdSt);   // (MMA, MMA_M, MMA_K, buffer)
-    Tensor tdQrKt = thr_dq.partition_fragment_B(sKt);    // (MMA, MMA_N, MMA_K)
+    // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's 64 keys of sK and
+    // sV, its rows of dS and its columns of K^T for dQ, all of the rest.
+    using MmaSdP = typename Traits::TiledMmaSdP;
+    using MmadKV = typename Traits::TiledMmadKV;
+    using MmadQ = typename Traits::TiledMmadQ;
+    Tensor tSrK = MmaSdP::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sK, get<1>(vmnk_sdp)));  // (MMA, MMA_M, MMA_K)
+    Tensor tSrQ = MmaSdP::make_fragment_B(k_major_slices<kBlockM>(sQ, get<2>(vmnk_sdp)));  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tdPrV = MmaSdP::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sV, get<1>(vmnk_sdp)));
+    Tensor tdPrdO = MmaSdP::make_fragment_B(k_major_slices<kBlockM>(sdO, get<2>(vmnk_sdp)));
+    Tensor tdVrdOt = MmadKV::make_fragment_B(mn_major_slices<kHeadDim>(sdOt, get<2>(vmnk_dkv)));  // (.., stage)
+    Tensor tdKrQt = MmadKV::make_fragment_B(mn_major_slices<kHeadDim>(sQt, get<2>(vmnk_dkv)));
+    Tensor tdQrdS = MmadQ::make_fragment_A(mn_major_slices<kRowsPerWarpgroup>(sdSt, get<1>(vmnk_dq)));  // (.., buffer)
+    Tensor tdQrKt = MmadQ::make_fragment_B(mn_major_slices<Traits::kDqAtomN>(sKt, get<2>(vmnk_dq)));
 
-    auto copy_ds = make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, mma_sdp);
-    auto thr_copy_ds = copy_ds.get_thread_slice(thread_idx);
-    Tensor tdSsdS = thr_copy_ds.partition_D(sdS);  // (CPY, CPY_M, CPY_N, buffer)
+    Tensor tdSsdS = stmatrix_rows<kNumMmaThreads>(sdS, thread_idx);  // (keys, query rows, buffer)
 
-    Tensor cS = thr_sdp.partition_C(make_identity_tensor(TileNM{}));  // (key, query row) in the tile
+    // (key, query row) in the tile of each value of S^T and dP^T.
+    Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(vmnk_sdp);
     const Queries qs = queries(p, n_block);
     const float scale_log2 = p.softmax_scale_log2;
 
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
-    Tensor tdQrdQ = partition_fragment_C(mma_dq, select<0, 1>(typename Traits::TileShapedQ{}));
+    Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     CUTE_NO_UNROLL
     for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
       const int iter = m_block - qs.m_block_min;
@@ -194,8 +194,8 @@ struct BwdMainloop {
       cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
 
       // S^T = K Q^T and dP^T = V dO^T, issued back to back.
-      Tensor tSrS = partition_fragment_C(mma_sdp, TileNM{});
-      Tensor tdPrdP = partition_fragment_C(mma_sdp, TileNM{});
+      Tensor tSrS = make_tensor<float>(AccumulatorShapeSdP{});
+      Tensor tdPrdP = make_tensor<float>(AccumulatorShapeSdP{});
       wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
       wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
       if constexpr (Traits::kDeferDq) {
@@ -235,7 +235,7 @@ struct BwdMainloop {
       // previous dQ product; this one was last read two steps ago, before the barrier below of
       // the previous step), made visible to the tensor cores. Before dK's product: registers an
       // in-flight wgmma reads as its A operand must not be accessed until it is waited on.
-      copy(copy_ds, thr_copy_ds.retile_S(rdS), tdSsdS(_, _, _, buffer));
+      stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
       cutlass::arch::fence_view_async_shared();
 
       // dK += dS^T Q, dS^T from registers; issued before the barrier, so that the tensor cores

@@ -98,9 +98,6 @@ struct BwdTraits {
 
   // Consumer warpgroups stack along the keys (M of every per-key product).
   using WarpgroupLayout = Layout<Shape<Int<kNumMmaWarpgroups>, _1, _1>>;
-  using TileShapeSdP = Shape<Int<kBlockN>, Int<kBlockM>, Int<kHeadDim>>;  // S^T, dP^T: (M, N, K)
-  using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>, Int<kBlockM>>;  // dK, dV:    (M, N, K)
-  using TileShapedQ = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;   // dQ:        (M, N, K)
 
   using TiledMmaSdP = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockM>, Int<kHeadDim>>>(),
@@ -116,6 +113,8 @@ struct BwdTraits {
   static constexpr int kDqWarpgroupsM = kBlockM / kRowsPerWarpgroup;
   static constexpr int kDqWarpgroupsN = kNumMmaWarpgroups / kDqWarpgroupsM;
   static constexpr int kDqAtomN = kHeadDim / kDqWarpgroupsN;
+  static_assert(kDqWarpgroupsM * kRowsPerWarpgroup == kBlockM && kDqWarpgroupsN * kDqAtomN == kHeadDim,
+                "one dQ wgmma per warpgroup covers the (kBlockM, d) tile (the accumulators are written out)");
   using TiledMmadQ = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kDqAtomN>, Int<kBlockN>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
@@ -140,8 +139,6 @@ struct BwdTraits {
   // The same buffers as dS, (query rows, keys, buffer): the A operand of dQ = dS K.
   using SmemLayoutdSt = decltype(composition(
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockM>, Int<kBlockN>, _2>{}, Step<_2, _1, _3>{})));
-  // stmatrix: four 8x8 blocks of 16-bit values per instruction, from the accumulator layout.
-  using SmemCopyAtomdS = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   static constexpr int kQdOStageBytes = 2 * kBlockM * kHeadDim * int(sizeof(Element));  // Q + dO of one stage
   static constexpr int kKVBytes = 2 * kBlockN * kHeadDim * int(sizeof(Element));

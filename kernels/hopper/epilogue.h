@@ -99,36 +99,8 @@ struct FwdEpilogue {
     }
   }
 
-  // Registers -> sO with stmatrix (.x4: one 16x16 patch of 16-bit O per instruction, as four 8x8
-  // blocks: rows 0-7 and 8-15 of columns 0-7, then of columns 8-15). Both sides are in the wgmma
-  // accumulator's own order, so the partition is spelled out here instead of derived by CuTe's
-  // tiled copy (make_tiled_copy_C, retile_S, partition_D, copy: a fifth of cicc's time for this TU,
-  // benchmarks/edit_loop/README.md); the offsets, and so the SASS, are the same.
-  //   Registers: a thread's words 4i..4i+3 (column groups 2i and 2i + 1, each at its quad's row r
-  //   and r + 8) are patch i's four blocks.
-  //   Addresses: warp w's patch i covers rows 16w..16w+15 and columns 16i..16i+15; lane l gives
-  //   the address of row l % 16, columns 8 * (l / 16) on.
-  template <class SmemO, class FragO>
-  CUTE_DEVICE static void write_smem(SmemO& sO, int thread_idx, FragO const& rO) {
-    using LayoutO = remove_cvref_t<decltype(sO.layout())>;
-    constexpr int kRowStride = decltype(LayoutO{}(_1{}, _0{}))::value;
-    static_assert(decltype(LayoutO{}(Int<kBlockM - 1>{}, _0{}))::value == (kBlockM - 1) * kRowStride,
-                  "expects sO's rows at a constant stride (a K-major swizzle atom tiled down M first)");
-    static_assert(decltype(LayoutO{}(_0{}, _8{}))::value == 8, "expects 8 contiguous columns per row address");
-    constexpr int kWarps = kNumMmaThreads / cutlass::NumThreadsPerWarp;
-    using ThreadOffset = Layout<Shape<_16, _2, Int<kWarps>>, Stride<Int<kRowStride>, _8, Int<16 * kRowStride>>>;
-    auto thread_o = sO.data() + ThreadOffset{}(thread_idx);
-    Tensor rO_words = recast<uint32_t>(rO);
-    static_assert(decltype(size(rO_words))::value == kHeadDim / 4, "expects 4 words per thread per 16 columns");
-    CUTE_UNROLL
-    for (int i = 0; i < kHeadDim / 16; ++i) {
-      auto& dst = reinterpret_cast<uint128_t&>(*(thread_o + LayoutO{}(0, 16 * i)));
-      SM90_U32x4_STSM_N::copy(rO_words(4 * i), rO_words(4 * i + 1), rO_words(4 * i + 2), rO_words(4 * i + 3), dst);
-    }
-  }
-
   // The TMA stores of O's (block_m, head_dim) box from sO, rows [row0, row0 + block_m) of (head,
-  // batch) of the global coordinates g: as FwdMainloop::load_box, each instruction given only the
+  // batch) of the global coordinates g: as tma_load_box (utils.h), each instruction given only the
   // address of its buffer and the coordinates of its first element.
   template <class Tma, class SmemTensor, class GmemCoords>
   CUTE_DEVICE static void store_box(Tma const& tma, SmemTensor const& smem, GmemCoords const& g, int row0, int head,
@@ -183,7 +155,7 @@ struct FwdEpilogue {
 
     if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }  // the last tile's store has read sO
     barrier_sync(FwdBarrier::kOutputEmpty, kNumMmaThreads);
-    write_smem(sO, thread_idx, rO);
+    stmatrix_accumulator(stmatrix_rows<kNumMmaThreads>(sO, thread_idx), rO);  // registers -> sO
     // stmatrix writes through the generic proxy; the TMA store reads through the async proxy.
     cutlass::arch::fence_view_async_shared();
     barrier_sync(FwdBarrier::kOutputFull, kNumMmaThreads);

@@ -92,26 +92,6 @@ struct FwdMainloop {
     return keys;
   }
 
-  // The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the
-  // global coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`.
-  // One instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
-  // destination is the coordinates of its first element and the address of its buffer, so those are
-  // all that is built here. Written out rather than partitioned with local_tile and tma_partition:
-  // the same instructions, less compile time (benchmarks/edit_loop/README.md).
-  template <int kRows, class Tma, class GmemCoords, class SmemTensor>
-  CUTE_DEVICE static void load_box(Tma const& tma, GmemCoords const& g, int row0, int head, int batch,
-                                   SmemTensor const& smem) {
-    constexpr int kCols = Tma::NumValSrc / kRows;
-    static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
-    using Box = Layout<Int<Tma::NumValSrc>>;
-    CUTE_UNROLL
-    for (int i = 0; i < kHeadDim / kCols; ++i) {
-      Tensor src = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
-      Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
-      copy(tma, src, dst);
-    }
-  }
-
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
   template <class Storage>
@@ -121,7 +101,7 @@ struct FwdMainloop {
     const Keys k = keys(p, seq, tile.m_block);
     const int head_k = tile.head / (p.nheads / p.nheads_k);
 
-    // Coordinate tensors: only the coordinates of each box's first element are read (load_box).
+    // Coordinate tensors: only the coordinates of each box's first element are read (tma_load_box).
     Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
     Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
     Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
@@ -132,15 +112,15 @@ struct FwdMainloop {
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
       if (leader) {
-        load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, seq.k_row0 + n_block * kBlockN, head_k,
-                          seq.k_batch, sK(_, _, write.index()));
+        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, seq.k_row0 + n_block * kBlockN, head_k,
+                              seq.k_batch, sK(_, _, write.index()));
       }
     };
     auto load_v = [&](int n_block) {
       pipe_v.producer_acquire(write);
       if (leader) {
-        load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, seq.k_row0 + n_block * kBlockN, head_k,
-                          seq.k_batch, sV(_, _, write.index()));
+        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, seq.k_row0 + n_block * kBlockN, head_k,
+                              seq.k_batch, sV(_, _, write.index()));
       }
     };
 
@@ -151,8 +131,8 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
-                        sQ);
+      tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
+                            sQ);
     }
     if (!has_keys) { return; }
     load_v(k.n_block_max - 1);
@@ -163,42 +143,6 @@ struct FwdMainloop {
       load_v(n_block);
       ++write;
     }
-  }
-
-  // Rows [block * kRows, (block + 1) * kRows) of a K-major buffer (rows, head_dim[, stage]; head_dim
-  // contiguous) partitioned for wgmma's descriptors: (MMA, MMA_M/N, MMA_K[, stage]), one (kRows x 16)
-  // slice per 16 columns. It is what thr_mma.partition_A/B gives for these tiles (one wgmma per
-  // warpgroup in M and in N), written out instead of derived through the TiledMMA's thread-value
-  // layouts (benchmarks/edit_loop/README.md).
-  template <int kRows, class SmemTensor, class Block>
-  CUTE_DEVICE static auto k_major_slices(SmemTensor const& s, Block block) {
-    using SmemLayout = remove_cvref_t<decltype(s.layout())>;
-    constexpr int kRowStride = decltype(get<0>(SmemLayout{})(_1{}))::value;
-    constexpr int kLastRow = decltype(size<0>(SmemLayout{}))::value - 1;
-    static_assert(decltype(get<0>(SmemLayout{})(Int<kLastRow>{}))::value == kLastRow * kRowStride,
-                  "expects the buffer's rows at a constant stride");
-    using Slice = Layout<Shape<Int<kRows>, _16>, Stride<Int<kRowStride>, _1>>;
-    auto slices = composition(get<1>(SmemLayout{}), Layout<Int<kHeadDim / 16>, _16>{});  // each slice's first column
-    auto rows = s.data() + block * Int<kRows * kRowStride>{};
-    if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
-      return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
-    } else {
-      return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices));
-    }
-  }
-
-  // V's buffer seen as (head_dim, keys, stage) (SmemLayoutVt), partitioned for the descriptors of
-  // O += P V's B operand: (MMA, MMA_N, MMA_K, stage), one (head_dim x 16 keys) slice per 16 keys; the
-  // same stand-in for thr_mma.partition_B as k_major_slices.
-  template <class SmemTensor>
-  CUTE_DEVICE static auto key_slices(SmemTensor const& s) {
-    using SmemLayout = remove_cvref_t<decltype(s.layout())>;
-    constexpr int kKeyStride = decltype(get<1>(SmemLayout{})(_1{}))::value;
-    static_assert(decltype(get<1>(SmemLayout{})(Int<kBlockN - 1>{}))::value == (kBlockN - 1) * kKeyStride,
-                  "expects V's keys at a constant stride");
-    auto slice = make_layout(get<0>(SmemLayout{}), Layout<_16, Int<kKeyStride>>{});
-    return make_tensor(s.data(), make_layout(slice, Layout<_1, _0>{}, Layout<Int<kBlockN / 16>, Int<16 * kKeyStride>>{},
-                                             get<2>(SmemLayout{})));
   }
 
   // Rows [first_row, kBlockN) of V's buffer `stage` set to zero. A TMA box of keys that runs past its
@@ -241,10 +185,10 @@ struct FwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutVt{});
     const auto thr_vmnk = mma_qk.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    // wgmma's shared-memory operands as descriptors: this warpgroup's rows of sQ, all of sK and sVt.
+    // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's rows of sQ, all of sK and sVt.
     Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sQ, get<1>(thr_vmnk)));
     Tensor tSrK = Traits::TiledMmaQK::make_fragment_B(k_major_slices<kBlockN>(sK, get<2>(thr_vmnk)));
-    Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(key_slices(sVt));  // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(mn_major_slices<kHeadDim>(sVt, _0{}));  // (MMA, MMA_N, MMA_K, stage)
 
     Tensor tSrS = make_tensor<float>(AccumulatorShapeS{});
     Tensor tSrS_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));

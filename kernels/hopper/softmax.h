@@ -27,14 +27,17 @@ using AccumulatorShape = Shape<Shape<_2, _2, Int<kN / 8>>, _1, _1>;
 
 // The (row, col) in the tile of each value of that accumulator, for the thread at thr_vmnk (the
 // TiledMMA's get_thr_layout_vmnk().get_flat_coord(thread index)) of kWarpgroups warpgroups stacked in
-// M: thr_mma.partition_C(make_identity_tensor(tile)), with its layouts written out. Thread: lane % 4
-// -> 2 columns, lane / 4 -> a row, warp -> 16 rows, warpgroup -> 64 rows; value: the column pair,
-// row + 8, the 8-column group.
-template <int kN, int kWarpgroups, class ThrVMNK>
+// M, each row of them kWarpgroupsN wide in N (kN columns each): thr_mma.partition_C(
+// make_identity_tensor(tile)), with its layouts written out. Thread: lane % 4 -> 2 columns, lane / 4
+// -> a row, warp -> 16 rows, warpgroup -> 64 rows (in M) or kN columns (in N); value: the column
+// pair, row + 8, the 8-column group.
+template <int kN, int kWarpgroups, int kWarpgroupsN = 1, class ThrVMNK>
 CUTE_DEVICE auto accumulator_coords(ThrVMNK const& thr_vmnk) {
-  using ThreadCoords = Layout<Shape<Shape<_4, _8, _4>, Shape<Int<kWarpgroups>, _1>>,
+  // With one warpgroup in N its stride is _0, as before N could hold more (the same type).
+  using WarpgroupStrideN = conditional_t<kWarpgroupsN == 1, _0, ScaledBasis<Int<kN>, 1>>;
+  using ThreadCoords = Layout<Shape<Shape<_4, _8, _4>, Shape<Int<kWarpgroups>, Int<kWarpgroupsN>>>,
                               Stride<Stride<ScaledBasis<_2, 1>, ScaledBasis<_1, 0>, ScaledBasis<_16, 0>>,
-                                     Stride<ScaledBasis<_64, 0>, _0>>>;
+                                     Stride<ScaledBasis<_64, 0>, WarpgroupStrideN>>>;
   using ValueCoords = Layout<AccumulatorShape<kN>,
                              Stride<Stride<ScaledBasis<_1, 1>, ScaledBasis<_8, 0>, ScaledBasis<_8, 1>>, _0, _0>>;
   const auto thread = ThreadCoords{}(make_coord(get<0>(thr_vmnk), make_coord(get<1>(thr_vmnk), get<2>(thr_vmnk))));

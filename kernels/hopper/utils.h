@@ -1,5 +1,5 @@
-// Small device helpers of the Hopper kernels: issuing a warpgroup's wgmma products, named
-// barriers by role.
+// Small device helpers of the Hopper kernels, forward and backward: TMA loads of a box, wgmma's
+// operands and issuing its products, storing an accumulator with stmatrix, named barriers by role.
 #pragma once
 
 #include <cute/arch/mma_sm90_gmma.hpp>
@@ -33,6 +33,148 @@ CUTE_DEVICE void wgmma(TiledMma& mma, FragA const& a, FragB const& b, FragC& c, 
   if constexpr (kWait >= 0) { warpgroup_wait<kWait>(); }
   warpgroup_fence_operand(c);
   if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
+}
+
+// The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the global
+// coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`. One
+// instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
+// destination is the coordinates of its first element and the address of its buffer, so those are
+// all that is built here. Written out rather than partitioned with local_tile and tma_partition: the
+// same instructions, less compile time (benchmarks/edit_loop/README.md).
+template <int kRows, class Tma, class GmemCoords, class SmemTensor>
+CUTE_DEVICE void tma_load_box(Tma const& tma, GmemCoords const& g, int row0, int head, int batch, SmemTensor const& smem) {
+  constexpr int kHeadDim = decltype(size<1>(smem.layout()))::value;
+  constexpr int kCols = Tma::NumValSrc / kRows;
+  static_assert(decltype(size<0>(smem.layout()))::value == kRows, "expects the box's rows in the buffer");
+  static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+  using Box = Layout<Int<Tma::NumValSrc>>;
+  CUTE_UNROLL
+  for (int i = 0; i < kHeadDim / kCols; ++i) {
+    Tensor src = make_tensor(make_inttuple_iter(g(row0, i * kCols, head, batch)), Box{});
+    Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+    copy(tma, src, dst);
+  }
+}
+
+// The same loads with the box given as its own (kRows, head_dim) coordinates (a local_tile of g):
+// each instruction reads g_box(0, its first column). The backward's Q and dO loads take this form:
+// with tma_load_box's, the compiler strength-reduced the producer loop's row counters differently
+// (other SASS, same result); with the tile's coordinates, the SASS is the tma_partition version's.
+template <int kRows, class Tma, class GmemBox, class SmemTensor>
+CUTE_DEVICE void tma_load_tile(Tma const& tma, GmemBox const& g_box, SmemTensor const& smem) {
+  constexpr int kHeadDim = decltype(size<1>(smem.layout()))::value;
+  constexpr int kCols = Tma::NumValSrc / kRows;
+  static_assert(decltype(size<0>(smem.layout()))::value == kRows && decltype(size<0>(g_box))::value == kRows,
+                "expects the box's rows in the buffer");
+  static_assert(kCols * kRows == Tma::NumValSrc && kHeadDim % kCols == 0, "expects whole rows per TMA instruction");
+  using Box = Layout<Int<Tma::NumValSrc>>;
+  CUTE_UNROLL
+  for (int i = 0; i < kHeadDim / kCols; ++i) {
+    Tensor src = make_tensor(make_inttuple_iter(g_box(0, i * kCols)), Box{});
+    Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
+    copy(tma, src, dst);
+  }
+}
+
+// wgmma's shared-memory operands, partitioned for their descriptors: (MMA, MMA_M/N, MMA_K[, rest]),
+// one (kRows x 16) slice per 16 columns of K, for a tile of one wgmma per warpgroup in M and in N.
+// It is what thr_mma.partition_A/B gives for such tiles, written out instead of derived through the
+// TiledMMA's thread-value layouts (benchmarks/edit_loop/README.md). Modes after the first two of
+// the buffer (a stage, a buffer index) are kept.
+//   k_major_slices: rows [block * kRows, (block + 1) * kRows) of a (rows, K) buffer whose K is
+//   contiguous (Q, K, V of the score products).
+template <int kRows, class SmemTensor, class Block>
+CUTE_DEVICE auto k_major_slices(SmemTensor const& s, Block block) {
+  using SmemLayout = remove_cvref_t<decltype(s.layout())>;
+  constexpr int kCols = decltype(size<1>(SmemLayout{}))::value;
+  constexpr int kRowStride = decltype(get<0>(SmemLayout{})(_1{}))::value;
+  constexpr int kLastRow = decltype(size<0>(SmemLayout{}))::value - 1;
+  static_assert(decltype(get<0>(SmemLayout{})(Int<kLastRow>{}))::value == kLastRow * kRowStride,
+                "expects the buffer's rows at a constant stride");
+  using Slice = Layout<Shape<Int<kRows>, _16>, Stride<Int<kRowStride>, _1>>;
+  auto slices = composition(get<1>(SmemLayout{}), Layout<Int<kCols / 16>, _16>{});  // each slice's first column
+  auto rows = s.data() + block * Int<kRows * kRowStride>{};
+  if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
+    return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
+  } else {
+    return make_tensor(rows, make_layout(Slice{}, Layout<_1, _0>{}, slices));
+  }
+}
+
+//   mn_major_slices: the same for a buffer seen as (rows, K) whose rows are the contiguous side (V
+//   as (head_dim, keys); the transposed views of the backward), K at a constant stride: rows
+//   [block * kRows, (block + 1) * kRows), all of them when kRows is the whole first mode (`block`
+//   is then not read).
+template <int kRows, class SmemTensor, class Block>
+CUTE_DEVICE auto mn_major_slices(SmemTensor const& s, Block block) {
+  using SmemLayout = remove_cvref_t<decltype(s.layout())>;
+  using Rows = remove_cvref_t<decltype(get<0>(SmemLayout{}))>;
+  constexpr int kK = decltype(size<1>(SmemLayout{}))::value;
+  constexpr int kKStride = decltype(get<1>(SmemLayout{})(_1{}))::value;
+  static_assert(decltype(get<1>(SmemLayout{})(Int<kK - 1>{}))::value == (kK - 1) * kKStride,
+                "expects K at a constant stride");
+  constexpr int kBlocks = decltype(size(Rows{}))::value / kRows;
+  static_assert(kBlocks * kRows == decltype(size(Rows{}))::value, "expects whole blocks of rows");
+  auto slices = Layout<Int<kK / 16>, Int<16 * kKStride>>{};
+  auto with_rest = [&](auto rows, auto slice) {
+    if constexpr (decltype(rank(SmemLayout{}))::value == 3) {
+      return make_tensor(rows, make_layout(slice, Layout<_1, _0>{}, slices, get<2>(SmemLayout{})));
+    } else {
+      return make_tensor(rows, make_layout(slice, Layout<_1, _0>{}, slices));
+    }
+  };
+  if constexpr (kBlocks == 1) {
+    return with_rest(s.data(), make_layout(Rows{}, Layout<_16, Int<kKStride>>{}));
+  } else {
+    constexpr int kBlockStride = decltype(Rows{}(Int<kRows>{}))::value;
+    static_assert(decltype(Rows{}(Int<(kBlocks - 1) * kRows>{}))::value == (kBlocks - 1) * kBlockStride,
+                  "expects the blocks of rows at a constant stride");
+    auto piece = composition(Rows{}, Layout<Int<kRows>>{});
+    return with_rest(s.data() + block * Int<kBlockStride>{}, make_layout(piece, Layout<_16, Int<kKStride>>{}));
+  }
+}
+
+// A warpgroup-stacked accumulator, converted to 16-bit elements, into a (rows, cols) buffer with
+// stmatrix (.x4: one 16x16 patch per instruction, as four 8x8 blocks: rows 0-7 and 8-15 of columns
+// 0-7, then of columns 8-15). kThreads threads (whole warpgroups) hold the buffer's rows, 16 per warp.
+// Registers and addresses are both in the wgmma accumulator's own order, so the partition is spelled
+// out here instead of derived by CuTe's tiled copy (make_tiled_copy_C, retile_S, partition_D, copy: a
+// fifth of cicc's time for the forward TU, benchmarks/edit_loop/README.md); the offsets, and so the
+// SASS, are the same.
+//   Addresses (stmatrix_rows): warp w's patch i covers rows 16w..16w+15 and columns 16i..16i+15; lane
+//   l gives the address of row l % 16, columns 8 * (l / 16) on. stmatrix_rows shifts the buffer (any
+//   modes after the first two kept, e.g. a buffer index) to the address of column 0; callers take it
+//   where the tiled copy's partition_D was (built at the store instead, the backward's registers were
+//   allocated differently).
+//   Registers (stmatrix_accumulator): a thread's words 4i..4i+3 (column groups 2i and 2i + 1, each at
+//   its quad's row r and r + 8) are patch i's four blocks.
+template <int kThreads, class SmemTensor>
+CUTE_DEVICE auto stmatrix_rows(SmemTensor const& smem, int thread_idx) {
+  using SmemLayout = remove_cvref_t<decltype(smem.layout())>;
+  using Rows = remove_cvref_t<decltype(get<0>(SmemLayout{}))>;
+  constexpr int kWarps = kThreads / cutlass::NumThreadsPerWarp;
+  constexpr int kRows = decltype(size(Rows{}))::value;
+  constexpr int kRowStride = decltype(Rows{}(_1{}))::value;
+  static_assert(kRows == 16 * kWarps, "expects 16 rows per warp");
+  static_assert(decltype(Rows{}(Int<kRows - 1>{}))::value == (kRows - 1) * kRowStride,
+                "expects the buffer's rows at a constant stride (a K-major swizzle atom tiled down the rows first)");
+  static_assert(decltype(get<1>(SmemLayout{})(_8{}))::value == 8, "expects 8 contiguous columns per row address");
+  using ThreadOffset = Layout<Shape<_16, _2, Int<kWarps>>, Stride<Int<kRowStride>, _8, Int<16 * kRowStride>>>;
+  return make_tensor(smem.data() + ThreadOffset{}(thread_idx), SmemLayout{});
+}
+
+template <class SmemRows, class Frag>
+CUTE_DEVICE void stmatrix_accumulator(SmemRows const& rows, Frag const& frag) {
+  using SmemLayout = remove_cvref_t<decltype(rows.layout())>;
+  static_assert(decltype(rank(SmemLayout{}))::value == 2, "expects one (rows, cols) buffer");
+  constexpr int kCols = decltype(size<1>(SmemLayout{}))::value;
+  Tensor words = recast<uint32_t>(frag);
+  static_assert(decltype(size(words))::value == kCols / 4, "expects 4 words per thread per 16 columns");
+  CUTE_UNROLL
+  for (int i = 0; i < kCols / 16; ++i) {
+    auto& dst = reinterpret_cast<uint128_t&>(*(rows.data() + SmemLayout{}(0, 16 * i)));
+    SM90_U32x4_STSM_N::copy(words(4 * i), words(4 * i + 1), words(4 * i + 2), words(4 * i + 3), dst);
+  }
 }
 
 CUTE_DEVICE void barrier_sync(FwdBarrier id, int threads) {
