@@ -121,8 +121,8 @@ struct BwdTraits {
 
   // The products' accumulator fragments and the (row, col) of their values, written out: what
   // partition_fragment_C and partition_C(make_identity_tensor(...)) derive through the TiledMMAs'
-  // thread-value layouts, which is a large share of this kernel's compile and does not change its
-  // code (benchmarks/edit_loop/README.md, "Fewer instantiations in the Ampere-path backward").
+  // thread-value layouts: template instantiations that do not change the kernel's code (2 % of this
+  // TU's; benchmarks/edit_loop/README.md, "Fewer instantiations in the Ampere-path backward").
   // A warp's 16x8 MMA holds ((2 columns, 2 rows 8 apart), tiles in M, tiles in N) per thread;
   // kRowWarps x (kNWarps / kRowWarps) warps interleave by MMA tile: warp (wm, wn) owns the tiles
   // at rows 16 (wm + kRowWarps i) and columns 8 (wn + kColWarps j).
