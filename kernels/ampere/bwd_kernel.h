@@ -37,7 +37,6 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   constexpr int kHeadDim = Traits::kHeadDim;
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  using TileMN = Shape<Int<kBlockM>, Int<kBlockN>>;
 
   extern __shared__ char smem[];
   const int tidx = threadIdx.x;
@@ -119,8 +118,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   Tensor tKsK = gmem_thr_copy.partition_D(sK);
   Tensor tVgV = gmem_thr_copy.partition_S(gV);
   Tensor tVsV = gmem_thr_copy.partition_D(sV);
-  Tensor tQcQ = gmem_thr_copy.partition_S(make_identity_tensor(TileMD{}));
-  Tensor tKcK = gmem_thr_copy.partition_S(make_identity_tensor(TileND{}));
+  Tensor tQcQ = Traits::template gmem_coords<kBlockM>(tidx);  // (row, col) of each vector, for copy_rows
+  Tensor tKcK = Traits::template gmem_coords<kBlockN>(tidx);
 
   // S and dP.
   typename Traits::TiledMmaSdP mma_sdp;
@@ -135,7 +134,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   auto thr_copy_sdp_b = copy_sdp_b.get_thread_slice(tidx);
   Tensor tSsK = thr_copy_sdp_b.partition_S(sK);
   Tensor tdPsV = thr_copy_sdp_b.partition_S(sV);
-  Tensor tScS = thr_sdp.partition_C(make_identity_tensor(TileMN{}));
+  Tensor tScS = Traits::sdp_coords(mma_sdp.get_thr_layout_vmnk().get_flat_coord(tidx));  // (row, col) of acc_s's values
   auto copy_pds = make_tiled_copy_C(typename Traits::SmemCopyAtomStore{}, mma_sdp);
   auto thr_copy_pds = copy_pds.get_thread_slice(tidx);
   Tensor tPsP = thr_copy_pds.partition_D(sP);
@@ -154,8 +153,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   Tensor tdKsdSt = thr_copy_dkv_a.partition_S(sdSt);
   auto copy_dkv_b = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, mma_dkv);
   auto thr_copy_dkv_b = copy_dkv_b.get_thread_slice(tidx);
-  Tensor acc_dk = partition_fragment_C(mma_dkv, TileND{});
-  Tensor acc_dv = partition_fragment_C(mma_dkv, TileND{});
+  Tensor acc_dk = make_tensor<float>(typename Traits::AccShapedKV{});
+  Tensor acc_dv = make_tensor<float>(typename Traits::AccShapedKV{});
   clear(acc_dk);
   clear(acc_dv);
 
@@ -216,11 +215,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     const float* s_lse = s_stats + stage * 2 * kBlockM;
     const float* s_dsum = s_lse + kBlockM;
 
-    Tensor acc_s = partition_fragment_C(mma_sdp, TileMN{});
+    Tensor acc_s = make_tensor<float>(typename Traits::AccShapeSdP{});
     clear(acc_s);
     gemm_smem_smem(acc_s, tSrQ, tSrK, thr_copy_sdp_a.partition_S(sQ), tSsK, mma_sdp, copy_sdp_a, copy_sdp_b,
                    thr_copy_sdp_a, thr_copy_sdp_b);
-    Tensor acc_dp = partition_fragment_C(mma_sdp, TileMN{});
+    Tensor acc_dp = make_tensor<float>(typename Traits::AccShapeSdP{});
     clear(acc_dp);
     gemm_smem_smem(acc_dp, tdPrdO, tdPrV, thr_copy_sdp_a.partition_S(sdO), tdPsV, mma_sdp, copy_sdp_a, copy_sdp_b,
                    thr_copy_sdp_a, thr_copy_sdp_b);
@@ -254,7 +253,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     // the block in fragment order (BwdTraits::dq_accum_index): four floats per atomic, a warp's
     // 512 bytes contiguous. The block is whole in dq_accum (its slack rows, BwdParams), so rows
     // past seqlen_q need no test: the conversion reads only the real ones.
-    Tensor acc_dq = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<Traits::kDqCols>>{});
+    Tensor acc_dq = make_tensor<float>(typename Traits::AccShapedQ{});
     auto dq_chunk = [&](int c) {
       clear(acc_dq);
       gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, thr_copy_dq_b.partition_S(sKt_chunk(c)), mma_dq, copy_dq_a,

@@ -119,6 +119,35 @@ struct BwdTraits {
     return chunk * (kBlockM * kDqCols) + kDqVec * (vec * kNThreads + tidx);
   }
 
+  // The products' accumulator fragments and the (row, col) of their values, written out: what
+  // partition_fragment_C and partition_C(make_identity_tensor(...)) derive through the TiledMMAs'
+  // thread-value layouts: template instantiations that do not change the kernel's code (2 % of this
+  // TU's; benchmarks/edit_loop/README.md, "Fewer instantiations in the Ampere-path backward").
+  // A warp's 16x8 MMA holds ((2 columns, 2 rows 8 apart), tiles in M, tiles in N) per thread;
+  // kRowWarps x (kNWarps / kRowWarps) warps interleave by MMA tile: warp (wm, wn) owns the tiles
+  // at rows 16 (wm + kRowWarps i) and columns 8 (wn + kColWarps j).
+  template <int kRows, int kCols, int kRowWarps>
+  using AccShape = Shape<Shape<_2, _2>, Int<kRows / (16 * kRowWarps)>, Int<kCols / (8 * (kNWarps / kRowWarps))>>;
+  static constexpr int kSdPRowWarps = 2;  // TiledMmaSdP's warp layout
+  static_assert(kBlockM % (16 * kSdPRowWarps) == 0 && kBlockN % (8 * (kNWarps / kSdPRowWarps)) == 0,
+                "S and dP accumulators: whole MMA tiles per warp");
+  using AccShapeSdP = AccShape<kBlockM, kBlockN, kSdPRowWarps>;
+  using AccShapedKV = AccShape<kBlockN, kHeadDim, row_warps(kBlockN, kHeadDim)>;
+  using AccShapedQ = AccShape<kBlockM, kDqCols, row_warps(kBlockM, kDqCols)>;
+  // The (row, col) in the (kBlockM, kBlockN) tile of each value of thread tidx's S and dP
+  // accumulators: lane % 4 -> column pair, lane / 4 -> row, warp (wm, wn) -> 16 rows, 8 columns
+  // (thr_vmnk = TiledMmaSdP's get_thr_layout_vmnk().get_flat_coord(tidx)).
+  template <class ThrVMNK>
+  CUTE_HOST_DEVICE static auto sdp_coords(ThrVMNK const& thr_vmnk) {
+    constexpr int kColWarps = kNWarps / kSdPRowWarps;
+    using ThreadCoords = Layout<Shape<Shape<_4, _8>, Int<kSdPRowWarps>, Int<kColWarps>>,
+                                Stride<Stride<ScaledBasis<_2, 1>, ScaledBasis<_1, 0>>, ScaledBasis<_16, 0>, ScaledBasis<_8, 1>>>;
+    using ValueCoords = Layout<AccShapeSdP, Stride<Stride<ScaledBasis<_1, 1>, ScaledBasis<_8, 0>>,
+                                                   ScaledBasis<Int<16 * kSdPRowWarps>, 0>, ScaledBasis<Int<8 * kColWarps>, 1>>>;
+    const auto thread = ThreadCoords{}(get<0>(thr_vmnk), get<1>(thr_vmnk), get<2>(thr_vmnk));
+    return make_tensor(make_inttuple_iter(thread), ValueCoords{});
+  }
+
   static constexpr int kHeadRowElems = kHeadDim % 64 == 0 ? 64 : 32;
   static_assert(kDqCols % kHeadRowElems == 0, "a dQ column chunk must cover whole swizzled rows of K");
   using SmemLayoutQdO = decltype(tile_to_shape(SwizzledRows<kHeadRowElems>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
@@ -147,6 +176,24 @@ struct BwdTraits {
   // 273 -> 292 TFLOPS at 16k, benchmarks/zero_fill/).
   using GmemTiledCopy = typename GmemRowCopies<Element, kNThreads, kHeadRowElems>::LoadZeroFill;
   using GmemTiledCopyStore = typename GmemRowCopies<Element, kNThreads, kHeadRowElems>::Store;
+
+  // The (row, col) in a (kRows, kHeadDim) tile of the first element of each vector thread tidx
+  // moves with GmemTiledCopy (its partition_S of make_identity_tensor, written out, see
+  // AccShape): thread t takes the vector at row t / kThreadsPerRow, column kElemsPerAccess
+  // (t % kThreadsPerRow); its vectors repeat every kNThreads / kThreadsPerRow rows and every
+  // kHeadRowElems columns.
+  template <int kRows>
+  CUTE_HOST_DEVICE static auto gmem_coords(int tidx) {
+    using Copies = GmemRowCopies<Element, kNThreads, kHeadRowElems>;
+    constexpr int kThreadsPerRow = Copies::kThreadsPerRow;
+    constexpr int kRowsPerPass = kNThreads / kThreadsPerRow;
+    static_assert(kRows % kRowsPerPass == 0, "whole passes of the row copy over the tile");
+    using ThreadCoords = Layout<Shape<Int<kThreadsPerRow>, Int<kRowsPerPass>>,
+                                Stride<ScaledBasis<Int<Copies::kElemsPerAccess>, 1>, ScaledBasis<_1, 0>>>;
+    using ValueCoords = Layout<Shape<Shape<Int<Copies::kElemsPerAccess>, _1>, Int<kRows / kRowsPerPass>, Int<kHeadDim / kHeadRowElems>>,
+                               Stride<Stride<ScaledBasis<_1, 1>, _0>, ScaledBasis<Int<kRowsPerPass>, 0>, ScaledBasis<Int<kHeadRowElems>, 1>>>;
+    return make_tensor(make_inttuple_iter(ThreadCoords{}(tidx)), ValueCoords{});
+  }
 };
 
 }  // namespace flashbuild::ampere
