@@ -204,7 +204,7 @@ def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_
 
 def test_the_hopper_backward_needs_the_fallback_its_fallback_tu_defines(tmp_path):
     """The same for the backward (plain hdim 64, causal and not: 4 TUs), which also launches the Ampere
-    path's bwd_dot_do_o_kernel (ampere/bwd_prepare.h) from its Hopper TU."""
+    path's bwd_dot_do_o_kernel (ampere/bwd_dsum.h) from its Hopper TU."""
     cache = tmp_path / "cache"
     started = time.monotonic()
     result = flashbuild("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "both",

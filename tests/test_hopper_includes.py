@@ -48,13 +48,13 @@ def test_a_hopper_tu_reaches_no_ampere_kernel_and_its_fallback_no_hopper_kernel(
 
 def test_what_the_hopper_tus_still_share_with_the_ampere_path():
     """The family-neutral helpers (ampere/utils.h: launch, sm_count, check_head_dim), and for the
-    backward the dsum kernel it launches too (ampere/bwd_prepare.h): an edit there recompiles both halves."""
+    backward the dsum kernel it launches too (ampere/bwd_dsum.h): an edit there recompiles both halves. The
+    Ampere backward's traits (ampere/bwd_traits.h, ampere/traits.h) are not among them."""
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
     ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
               if not name.endswith("_fallback") and name.startswith(("fwd", "bwd"))}
     assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"],
-                      "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_prepare.h", "ampere/bwd_traits.h",
-                                               "ampere/traits.h", "ampere/utils.h"]}
+                      "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_dsum.h", "ampere/utils.h"]}
 
 
 def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu():

@@ -16,14 +16,14 @@
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
 // That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
-// hopper/bwd_fallback.h: this header includes ampere/bwd_prepare.h (the dsum kernel the Hopper path
-// launches too) but not ampere/bwd_kernel.h, so a TU that includes it compiles the Hopper backward
-// alone. Each plain variant of head dim 64 or 128 gets a second TU, <variant>_fallback.cu, that
+// hopper/bwd_fallback.h: this header includes ampere/bwd_dsum.h (the dsum kernel the Hopper path
+// launches too) but neither ampere/bwd_kernel.h nor the Ampere backward's traits, so a TU that
+// includes it compiles the Hopper backward alone and an edit to the Ampere tiles does not recompile it. Each plain variant of head dim 64 or 128 gets a second TU, <variant>_fallback.cu, that
 // instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dims 32, 96, 192, 256,
 // feature TUs) is not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
 
-#include "ampere/bwd_prepare.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
+#include "ampere/bwd_dsum.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
 #include "hopper/bwd_kernel.h"
 #include "hopper/tma_checks.h"
 
