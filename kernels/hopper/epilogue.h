@@ -10,7 +10,6 @@
 // through the TMA store like a dense one; in the last tile of a sequence, the rows past its end are
 // the next sequence's, which a TMA store would overwrite, so the consumers copy out the rows of the
 // sequence themselves (copy_rows).
-
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
@@ -125,14 +124,11 @@ struct FwdEpilogue {
   // sO's rows [0, rows_left) to global memory, one 16-byte vector per thread at a time (a swizzle
   // atom keeps 8 columns of 16-bit elements, 16 bytes, contiguous). Called after every consumer's
   // stmatrix and the barrier that orders them: these are plain shared-memory loads, no async proxy.
-  // The addresses derive from thread_idx alone, so the compiler would compute them once, before the
-  // tile loop, and hold them (spilled, in the hdim-64 kernel) across every main loop; passed through
-  // an opaque move, thread_idx is new to it here and they are computed where they are used.
+  // The addresses come from opaque(thread_idx) (utils.h): computed here, not held across the tile loop.
   template <class SmemTensor>
   CUTE_DEVICE static void copy_rows(SmemTensor const& sO, Element* o, int64_t row_stride, int rows_left,
                                     int thread_idx_) {
-    int thread_idx;
-    asm volatile("mov.b32 %0, %1;" : "=r"(thread_idx) : "r"(thread_idx_));
+    const int thread_idx = opaque(thread_idx_);
     constexpr int kVec = 16 / int(sizeof(Element));
     constexpr int kVecsPerRow = kHeadDim / kVec;
     constexpr int kSteps = kBlockM * kVecsPerRow / kNumMmaThreads;

@@ -151,12 +151,11 @@ struct FwdMainloop {
   // packed sequence's next rows belong to the next sequence; 0 * NaN or 0 * inf would be NaN. Each
   // warp zeroes every such row itself and fences its writes for the async proxy (wgmma reads shared
   // memory through it), so a warp's part of the next P V never waits on another warp; the warps of
-  // every consumer warpgroup write the same zeros. The thread index passes through an opaque move so
-  // that the addresses are computed here, not before the tile loop (epilogue.h, copy_rows).
+  // every consumer warpgroup write the same zeros. The addresses come from opaque(lane) (utils.h):
+  // computed here, not held across the tile loop.
   template <class Storage>
-  CUTE_DEVICE static void zero_v_rows(Storage& storage, int stage, int first_row, int thread_idx_) {
-    int lane;
-    asm volatile("mov.b32 %0, %1;" : "=r"(lane) : "r"(thread_idx_ % cutlass::NumThreadsPerWarp));
+  CUTE_DEVICE static void zero_v_rows(Storage& storage, int stage, int first_row, int thread_idx) {
+    const int lane = opaque(thread_idx % cutlass::NumThreadsPerWarp);
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
     constexpr int kVec = 16 / int(sizeof(Element));  // a swizzle atom keeps 16-byte chunks whole
     constexpr int kVecsPerRow = kHeadDim / kVec;

@@ -177,6 +177,16 @@ CUTE_DEVICE void stmatrix_accumulator(SmemRows const& rows, Frag const& frag) {
   }
 }
 
+// `value`, unknown to the compiler from here on (an opaque move). Addresses derived from a thread index
+// alone are loop-invariant, so the compiler computes them before the persistent tile loop and holds
+// them (in the hdim-64 forward: spilled) across every main loop; derived from opaque(thread index)
+// they are computed where they are used.
+CUTE_DEVICE int opaque(int value) {
+  int out;
+  asm volatile("mov.b32 %0, %1;" : "=r"(out) : "r"(value));
+  return out;
+}
+
 CUTE_DEVICE void barrier_sync(FwdBarrier id, int threads) {
   cutlass::arch::NamedBarrier::sync(threads, static_cast<int>(id));
 }
