@@ -134,7 +134,8 @@ struct BwdEpilogue {
     Tensor rdK = convert_fragment<Element>(tdKrdK);
     Tensor rdV = convert_fragment<Element>(tdVrdV);
     typename Traits::TiledMmadKV mma_dkv;
-    Tensor c = accumulator_coords<kHeadDim, Traits::kNumMmaWarpgroups>(mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    Tensor c = accumulator_coords<Traits::kDkvAtomN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(
+        mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     Tensor c_rc = make_tensor(c.data(), acc_rowcol(c.layout()));
     Tensor dk_rc = make_tensor(rdK.data(), acc_rowcol(rdK.layout()));
     Tensor dv_rc = make_tensor(rdV.data(), acc_rowcol(rdV.layout()));

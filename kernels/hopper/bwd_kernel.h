@@ -68,9 +68,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - kWarpgroupThreads;
-    // dK and dV: one (64 keys, d) wgmma accumulator per warpgroup (softmax.h, AccumulatorShape).
-    Tensor tdKrdK = make_tensor<float>(AccumulatorShape<Traits::kHeadDim>{});
-    Tensor tdVrdV = make_tensor<float>(AccumulatorShape<Traits::kHeadDim>{});
+    // dK and dV: one (64 keys, d or d / 2) wgmma accumulator per warpgroup (softmax.h, AccumulatorShape).
+    Tensor tdKrdK = make_tensor<float>(AccumulatorShape<Traits::kDkvAtomN>{});
+    Tensor tdVrdV = make_tensor<float>(AccumulatorShape<Traits::kDkvAtomN>{});
     clear(tdKrdK);
     clear(tdVrdV);
     const int m_block_min = Mainloop::queries(p, n_block).m_block_min;

@@ -3,9 +3,12 @@
 //   once (TMA, one transaction barrier), then for every query block that sees these keys its Q
 //   and dO tiles (TMA) and its rows' LSE and dsum (plain loads, the whole warp) into one of two
 //   stages, the next block loading while the consumers work on this one.
-//   Consumers (two warpgroups, 64 keys each): per query block S^T and dP^T (SS wgmma, issued
-//   together), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q (RS wgmma), dS^T into
-//   shared memory and dQ = dS K (SS wgmma), whose fp32 result is added to dq_accum (epilogue).
+//   Consumers (two warpgroups; bwd_traits.h, BwdSplit): per query block S^T and dP^T (SS wgmma,
+//   issued together), P^T and dS^T, dV += P^T dO and dK += dS^T Q, dS^T into shared memory and
+//   dQ = dS K (SS wgmma), whose fp32 result is added to dq_accum (epilogue). kKeys (mma_keys): 64
+//   keys each, P^T and dS^T stay in registers for dV and dK (RS wgmma). kHeadDim (mma_head_dim):
+//   half the query rows each for S^T and dP^T, half the head dim for dK, dV and dQ; P^T goes
+//   through shared memory too, and dV and dK are SS products.
 // Partial tiles: TMA zero-fills Q/dO rows past seqlen_q and K/V rows past seqlen_k. A padded query
 // row gets LSE +inf, so P = 0 there, and dsum 0; its dS and its share of dK, dV are exactly 0.
 // Key rows past seqlen_k are masked to P = 0 and never stored.
@@ -31,7 +34,7 @@ struct BwdMainloop {
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
   // Each consumer warpgroup's accumulators, one wgmma in M and N (softmax.h): S^T and dP^T (64 keys,
   // kBlockM query rows), its share of dQ.
-  using AccumulatorShapeSdP = AccumulatorShape<kBlockM>;
+  using AccumulatorShapeSdP = AccumulatorShape<Traits::kSdPAtomN>;
   using AccumulatorShapedQ = AccumulatorShape<Traits::kDqAtomN>;
 
   // Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
@@ -145,6 +148,145 @@ struct BwdMainloop {
   template <class Storage, class FragKV, class AddDq>
   CUTE_DEVICE static void mma(BwdParams const& p, Storage& storage, int n_block, int thread_idx, FragKV& tdKrdK,
                               FragKV& tdVrdV, AddDq&& add_dq) {
+    if constexpr (Traits::kSplitHeadDim) {
+      mma_head_dim(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
+    } else {
+      mma_keys(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
+    }
+  }
+
+  // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
+  // to 0; cS holds each value's (key, query row) in the step's tile.
+  template <class FragS, class Coords>
+  CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
+                                        float const* lse_log2, Coords const& cS, FragS& tSrS) {
+    if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        const int key = n_block * kBlockN + get<0>(cS(i));
+        const int row = m_block * kBlockM + get<1>(cS(i));
+        bool masked = key >= p.seqlen_k;
+        if constexpr (kIsCausal) { masked |= key > qs.mask.last_key(row); }
+        if (masked) { tSrS(i) = -INFINITY; }
+      }
+    }
+    const float scale_log2 = p.softmax_scale_log2;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))])); }
+  }
+
+  // dS^T = P^T * (dP^T - dsum), the softmax gradient (unscaled: dK and dQ pick up the scale), in
+  // place of dP^T, once dP^T's product (the last one issued) is done.
+  template <class FragS, class Coords>
+  CUTE_DEVICE static void softmax_grad(float const* dsum, Coords const& cS, FragS const& tSrP, FragS& tdPrdP) {
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tdPrdP);
+    CUTE_UNROLL
+    for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
+  }
+
+  // kHeadDim: this warpgroup (`part`, 0 or 1) computes S^T and dP^T for query rows
+  // [part * kSdPAtomN, (part + 1) * kSdPAtomN) of the step against all kBlockN keys, writes P^T and
+  // dS^T of those rows into shared memory, and after both warpgroups have written theirs, adds
+  // columns [part * kDkvAtomN, ...) of head_dim to dV, dK and the step's dQ.
+  template <class Storage, class FragKV, class AddDq>
+  CUTE_DEVICE static void mma_head_dim(BwdParams const& p, Storage& storage, int n_block, int thread_idx,
+                                       FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
+    typename Traits::TiledMmaSdP mma_sdp;
+    typename Traits::TiledMmadKV mma_dkv;
+    typename Traits::TiledMmadQ mma_dq;
+    const auto vmnk_sdp = mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const int part = get<2>(vmnk_sdp);  // the warpgroup: its query rows of S^T, its columns of dK, dV
+
+    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
+    Tensor sKt = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutKt{});
+    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
+    Tensor sQt = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQt{});
+    Tensor sdOt = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdOt{});
+    Tensor sP = make_tensor(make_smem_ptr(storage.p.data()), typename Traits::SmemLayoutP{});
+    Tensor sdS = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{});
+    Tensor sdSt = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{});
+
+    using MmaSdP = typename Traits::TiledMmaSdP;
+    using MmadKV = typename Traits::TiledMmadKV;
+    using MmadQ = typename Traits::TiledMmadQ;
+    constexpr int kRowsN = Traits::kSdPAtomN;
+    Tensor tSrK = MmaSdP::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sK, get<1>(vmnk_sdp)));
+    Tensor tSrQ = MmaSdP::make_fragment_B(k_major_slices<kRowsN>(sQ, part));  // (.., stage)
+    Tensor tdPrV = MmaSdP::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sV, get<1>(vmnk_sdp)));
+    Tensor tdPrdO = MmaSdP::make_fragment_B(k_major_slices<kRowsN>(sdO, part));
+    Tensor tdVrP = MmadKV::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sP, get<1>(vmnk_dkv)));  // (.., buffer)
+    Tensor tdKrdS = MmadKV::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sdS, get<1>(vmnk_dkv)));
+    Tensor tdVrdOt = MmadKV::make_fragment_B(mn_major_slices<Traits::kDkvAtomN>(sdOt, get<2>(vmnk_dkv)));  // (.., stage)
+    Tensor tdKrQt = MmadKV::make_fragment_B(mn_major_slices<Traits::kDkvAtomN>(sQt, get<2>(vmnk_dkv)));
+    Tensor tdQrdS = MmadQ::make_fragment_A(mn_major_slices<kRowsPerWarpgroup>(sdSt, get<1>(vmnk_dq)));  // (.., buffer)
+    Tensor tdQrKt = MmadQ::make_fragment_B(mn_major_slices<Traits::kDqAtomN>(sKt, get<2>(vmnk_dq)));
+
+    // This warpgroup's columns (query rows) of the P^T and dS^T buffers, for stmatrix: (keys, kRowsN
+    // query rows, buffer), the address of column part * kRowsN (the swizzle is the pointer's).
+    auto own_columns = [&](auto const& s) {
+      auto l = s.layout();
+      return make_tensor(s.data() + l(0, part * kRowsN, 0),
+                         make_layout(get<0>(l), composition(get<1>(l), Layout<Int<kRowsN>>{}), get<2>(l)));
+    };
+    const int wg_thread = thread_idx % kWarpgroupThreads;
+    Tensor tPsP = stmatrix_rows<kWarpgroupThreads>(own_columns(sP), wg_thread);    // (keys, rows, buffer)
+    Tensor tdSsdS = stmatrix_rows<kWarpgroupThreads>(own_columns(sdS), wg_thread);
+
+    // (key, query row) in the tile of each value of S^T and dP^T.
+    Tensor cS = accumulator_coords<kRowsN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(vmnk_sdp);
+    const Queries qs = queries(p, n_block);
+
+    if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
+    Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
+    CUTE_NO_UNROLL
+    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+      const int iter = m_block - qs.m_block_min;
+      const int stage = iter % kStages;
+      const int buffer = iter & 1;
+      cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
+
+      // S^T = K Q^T and dP^T = V dO^T for this warpgroup's query rows, issued back to back.
+      Tensor tSrS = make_tensor<float>(AccumulatorShapeSdP{});
+      Tensor tdPrdP = make_tensor<float>(AccumulatorShapeSdP{});
+      wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
+      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
+      warpgroup_wait<1>();  // S^T is ready; dP^T may still run
+      warpgroup_fence_operand(tSrS);
+      probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+      // P^T and dS^T into this step's buffers (the other warpgroup may still read the other ones in
+      // its previous step's products; these were last read two steps ago, before the barrier below
+      // of the previous step), P^T while dP^T's product may still run.
+      stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+      softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
+      stmatrix_accumulator(tdSsdS(_, _, buffer), convert_fragment<Element>(tdPrdP));
+      // Made visible to the tensor cores; then both warpgroups' rows are in.
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
+
+      // dQ = dS K first, so that its reductions leave while the tensor cores work on dV += P^T dO and
+      // dK += dS^T Q (this warpgroup's head_dim columns of each).
+      wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
+      wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, stage), tdVrdV, false);
+      wgmma<-1, false>(mma_dkv, tdKrdS(_, _, _, buffer), tdKrQt(_, _, _, stage), tdKrdK, false);
+      warpgroup_wait<2>();  // dQ is ready
+      warpgroup_fence_operand(tdQrdQ);
+      add_dq(m_block, tdQrdQ);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdVrdV);
+      warpgroup_fence_operand(tdKrdK);
+      cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);  // Q and dO are read
+    }
+  }
+
+  // kKeys: this warpgroup's 64 keys against all kBlockM query rows of each step.
+  template <class Storage, class FragKV, class AddDq>
+  CUTE_DEVICE static void mma_keys(BwdParams const& p, Storage& storage, int n_block, int thread_idx, FragKV& tdKrdK,
+                                   FragKV& tdVrdV, AddDq&& add_dq) {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
@@ -182,7 +324,6 @@ struct BwdMainloop {
     // (key, query row) in the tile of each value of S^T and dP^T.
     Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(vmnk_sdp);
     const Queries qs = queries(p, n_block);
-    const float scale_log2 = p.softmax_scale_log2;
 
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
@@ -203,27 +344,8 @@ struct BwdMainloop {
       }
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
 
-      // P^T = exp2(S^T * scale log2 e - LSE log2 e), masked keys (and keys past seqlen_k) to 0.
-      if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(tSrS); ++i) {
-          const int key = n_block * kBlockN + get<0>(cS(i));
-          const int row = m_block * kBlockM + get<1>(cS(i));
-          bool masked = key >= p.seqlen_k;
-          if constexpr (kIsCausal) { masked |= key > qs.mask.last_key(row); }
-          if (masked) { tSrS(i) = -INFINITY; }
-        }
-      }
-      float const* lse_log2 = storage.lse_log2[stage];
-      float const* dsum = storage.dsum[stage];
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) {
-        tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))]));
-      }
-      warpgroup_wait<0>();  // dP^T is ready
-      // dS^T = P^T * (dP^T - dsum), the softmax gradient (unscaled: dK and dQ pick up the scale).
-      CUTE_UNROLL
-      for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrS(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
+      probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+      softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
       Tensor rP = convert_fragment<Element>(tSrS);
       Tensor rdS = convert_fragment<Element>(tdPrdP);
 

@@ -1,16 +1,21 @@
 // Tile shapes, shared-memory layouts, MMA types and the register split of the Hopper (sm_90a)
-// backward kernel: one producer warpgroup (TMA loads) and two consumer warpgroups (wgmma), each
-// consumer owning 64 of the CTA's kBlockN key rows.
+// backward kernel: one producer warpgroup (TMA loads) and two consumer warpgroups (wgmma).
 //
 // The products of one step (a query block of kBlockM rows against the CTA's keys), transposed so
 // that keys are the rows (the M of every wgmma that accumulates per key):
 //   S^T  = K Q^T      (SS: K and Q from shared memory)        (kBlockN, kBlockM)
 //   dP^T = V dO^T     (SS)                                     (kBlockN, kBlockM)
-//   dV  += P^T dO     (RS: P^T from registers, dO transposed)  (kBlockN, d)
-//   dK  += dS^T Q     (RS: dS^T from registers, Q transposed)  (kBlockN, d)
+//   dV  += P^T dO     (P^T from registers or shared memory)    (kBlockN, d)
+//   dK  += dS^T Q     (dS^T from registers or shared memory)   (kBlockN, d)
 //   dQ   = dS K       (SS: dS^T and K both read transposed)    (kBlockM, d), added to dq_accum
-// With keys as rows, P^T and dS^T come out of S^T / dP^T's accumulators in exactly the register
-// layout of an RS wgmma's A operand, so only dS goes through shared memory (for dQ).
+// How the two consumer warpgroups share that work (BwdSplit):
+//   kKeys (head dims up to 128): each owns 64 of the CTA's 128 keys, in every product but dQ. With
+//   keys as rows, P^T and dS^T come out of S^T / dP^T's accumulators in exactly the register layout
+//   of an RS wgmma's A operand, so only dS goes through shared memory (for dQ).
+//   kHeadDim (head dims above 128): the CTA has 64 keys; each warpgroup computes S^T and dP^T for
+//   half the query rows and dK, dV, dQ for half the head dim. dK and dV then hold d / 2 floats each
+//   per thread (by keys they would hold d each: 512 registers at d = 256); the price is that P^T
+//   and dS^T go through shared memory, since each warpgroup's dK and dV need both halves' rows.
 #pragma once
 
 #include "hopper/traits.h"  // ElementOf, k_major_smem_atom, warpgroup constants
@@ -38,21 +43,32 @@ struct BwdTile {
   DqOrder dq_order;  // how dQ reaches dq_accum
 };
 
-// Registers per consumer thread (two consumer warpgroups, 64 keys each): dK and dV hold
-// d / 2 floats each, S^T and dP^T block_m / 2 each, the dQ share block_m * d / 256, P^T and dS^T
-// block_m / 4 words each: hdim 64 with 128-row query blocks and hdim 128 with 64-row ones both come
-// to about 200 of the 240 (ptxas: no spills). Shared memory: K, V, two stages of Q and dO, two dS
-// buffers (and a dQ buffer with DqOrder::kFragmentBulk): 144 KB at hdim 64, 160 KB at hdim 128.
+// Registers per consumer thread, kKeys (64 keys per warpgroup): dK and dV hold d / 2 floats each,
+// S^T and dP^T block_m / 2 each, the dQ share block_m * d / 256, P^T and dS^T block_m / 4 words each:
+// hdim 64 with 128-row query blocks and hdim 128 with 64-row ones both come to about 200 of the 240
+// (ptxas: no spills). Shared memory: K, V, two stages of Q and dO, two dS buffers (and a dQ buffer
+// with DqOrder::kFragmentBulk): 144 KB at hdim 64, 160 KB at hdim 128.
+// kHeadDim (head dims 192 and 256; 64 keys, 64 query rows): dK and dV d / 4 floats each, S^T and dP^T
+// 16 each, the dQ share d / 4: 176 at hdim 256. Shared memory: K, V, two stages of Q and dO and two
+// buffers each of P^T and dS^T come to 225 KB at hdim 256, which leaves no room for kFragmentBulk's
+// dQ buffer (64 KB): dQ leaves by kFragment's reductions from registers.
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
 constexpr BwdTile bwd_tile(int head_dim, bool causal) {
   (void)causal;
+  constexpr DqOrder kBySplit[2] = {DqOrder::kFragmentBulk, DqOrder::kFragment};
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
-  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, DqOrder::kFragmentBulk};
+  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128]};
 #else
-  return head_dim <= 64 ? BwdTile{128, 128, DqOrder::kFragmentBulk} : BwdTile{64, 128, DqOrder::kFragmentBulk};
+  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0]}
+         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0]}
+                           : BwdTile{64, 64, kBySplit[1]};
 #endif
 }
+
+// How the consumer warpgroups share a step's products (top of this file).
+enum class BwdSplit : int { kKeys, kHeadDim };
+constexpr BwdSplit bwd_split(int head_dim) { return head_dim <= 128 ? BwdSplit::kKeys : BwdSplit::kHeadDim; }
 
 // Named barriers of the backward kernel (ids after CUTLASS's reserved ones).
 enum class BwdBarrier : int {
@@ -84,10 +100,22 @@ struct BwdTraits {
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
   static constexpr int kNThreads = kNumMmaThreads + kWarpgroupThreads;  // + the producer warpgroup
 
-  static_assert(kBlockN == kNumMmaWarpgroups * kRowsPerWarpgroup, "each consumer warpgroup owns 64 key rows");
+  static constexpr BwdSplit kSplit = bwd_split(kHeadDim);
+  static constexpr bool kSplitHeadDim = kSplit == BwdSplit::kHeadDim;
+  // The warpgroups' places in S^T and dP^T (keys x query rows) and in dK, dV (keys x head_dim): stacked
+  // in M (keys) for kKeys, side by side in N for kHeadDim; each warpgroup's share is one wgmma of
+  // 64 rows and k*AtomN columns.
+  static constexpr int kKeyWarpgroups = kSplitHeadDim ? 1 : kNumMmaWarpgroups;
+  static constexpr int kColWarpgroups = kNumMmaWarpgroups / kKeyWarpgroups;
+  static constexpr int kSdPAtomN = kBlockM / kColWarpgroups;
+  static constexpr int kDkvAtomN = kHeadDim / kColWarpgroups;
+
+  static_assert(kBlockN == kKeyWarpgroups * kRowsPerWarpgroup, "each warpgroup's products take 64 key rows");
   static_assert(kBlockM == 64 || kBlockM == 128, "block_m must be 64 or 128 (wgmma N, dq_accum's row slack)");
   static_assert(kDqAccumRowPad % kBlockM == 0, "dq_accum's slack rows must hold a whole query block");
-  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 128, "the Hopper backward serves head dims 64 and 128");
+  static_assert(kSplitHeadDim ? (kHeadDim == 192 || kHeadDim == 256) : (kHeadDim % 64 == 0 && kHeadDim <= 128),
+                "the Hopper backward serves head dims 64, 128, 192 and 256");
+  static_assert(!(kSplitHeadDim && kDqBulk), "kHeadDim's shared memory has no room for the dQ buffer");
 
   // setmaxnreg: the producer warpgroup (one loading warp, one dQ-writing warp) gives its registers
   // to the consumers.
@@ -96,16 +124,18 @@ struct BwdTraits {
   static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads <= kRegisterFile,
                 "setmaxnreg counts overflow the register file");
 
-  // Consumer warpgroups stack along the keys (M of every per-key product).
-  using WarpgroupLayout = Layout<Shape<Int<kNumMmaWarpgroups>, _1, _1>>;
+  using WarpgroupLayout = Layout<Shape<Int<kKeyWarpgroups>, Int<kColWarpgroups>, _1>>;
 
   using TiledMmaSdP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockM>, Int<kHeadDim>>>(),
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kSdPAtomN>, Int<kHeadDim>>>(),
       WarpgroupLayout{}));
-  // B (dO or Q) is read with the query rows as K: head_dim (its N) is the contiguous one.
+  // B (dO or Q) is read with the query rows as K: head_dim (its N) is the contiguous one. A (P^T or
+  // dS^T) is in registers (kKeys) or in shared memory with the query rows contiguous (kHeadDim).
+  using DkvAtomShape = Shape<Int<kRowsPerWarpgroup>, Int<kDkvAtomN>, Int<kBlockM>>;
   using TiledMmadKV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockM>>,
-                           GMMA::Major::K, GMMA::Major::MN>(),
+      conditional_t<kSplitHeadDim,
+                    decltype(GMMA::ss_op_selector<Element, Element, float, DkvAtomShape, GMMA::Major::K, GMMA::Major::MN>()),
+                    decltype(GMMA::rs_op_selector<Element, Element, float, DkvAtomShape, GMMA::Major::K, GMMA::Major::MN>())>{},
       WarpgroupLayout{}));
   // dQ: the two warpgroups split the (kBlockM, d) tile, along the query rows when there are 128
   // of them, else along head_dim. A (dS, stored as dS^T) has the query rows contiguous, B (K) the
@@ -120,7 +150,9 @@ struct BwdTraits {
                            GMMA::Major::MN, GMMA::Major::MN>(),
       Layout<Shape<Int<kDqWarpgroupsM>, Int<kDqWarpgroupsN>, _1>>{}));
 
-  using SmemAtom = decltype(k_major_smem_atom<Element, kHeadDim>());
+  // kHeadDim reads K, Q and dO transposed (head_dim as the MN of dK, dV and dQ) one warpgroup's half
+  // at a time: the half must be whole swizzle atoms (hdim 192: 96 columns, the 64-byte atom).
+  using SmemAtom = decltype(k_major_smem_atom<Element, kSplitHeadDim ? kHeadDim / 2 : kHeadDim>());
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   using SmemLayoutV = SmemLayoutK;
   // K seen as (head_dim, keys): the B operand of dQ = dS K.
@@ -136,6 +168,8 @@ struct BwdTraits {
   // buffers, so that writing the next step's dS never waits for this step's dQ product.
   using SmemAtomdS = decltype(k_major_smem_atom<Element, kBlockM>());
   using SmemLayoutdS = decltype(tile_to_shape(SmemAtomdS{}, Shape<Int<kBlockN>, Int<kBlockM>, _2>{}));
+  // kHeadDim: P^T as well, in buffers of the same layout (the A operand of dV += P^T dO).
+  using SmemLayoutP = SmemLayoutdS;
   // The same buffers as dS, (query rows, keys, buffer): the A operand of dQ = dS K.
   using SmemLayoutdSt = decltype(composition(
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockM>, Int<kBlockN>, _2>{}, Step<_2, _1, _3>{})));
@@ -156,6 +190,8 @@ struct BwdTraits {
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType kv_full;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType qdo_full[kStages];
     alignas(8) cutlass::arch::ClusterBarrier::ValueType qdo_empty[kStages];
+    // kHeadDim's P^T buffers (last, so that kKeys's members keep their offsets).
+    alignas(kSplitHeadDim ? 1024 : 16) cute::array_aligned<Element, kSplitHeadDim ? cosize_v<SmemLayoutP> : 8> p;
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kMaxSmemBytes, "backward tile exceeds sm90's shared memory");
