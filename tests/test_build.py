@@ -179,7 +179,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
 
 
 def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(cache):
-    result = run_cli("--hdim", "64,96", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "off",
+    result = run_cli("--hdim", "32,64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "off",
                      "--dry-run")
     assert result.exit_code == 0, result.output
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stdout.splitlines()
@@ -190,12 +190,12 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
         "path alone")
     assert families["bwd_hdim64_fp16_sm90_fallback"] == (
         "ampere; the Ampere-path fallback of bwd_hdim64_fp16_sm90 alone (hopper/bwd_fallback.h)")
-    assert "bwd_hdim96_fp16_sm90_fallback" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
+    assert "bwd_hdim32_fp16_sm90_fallback" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
     assert families["bwd_hdim64_fp16_sm90_local_softcap"] == (  # no Hopper kernel in a feature TU
         "hopper; a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in this TU "
         "(the Hopper backward takes neither)")
-    assert families["bwd_hdim96_fp16_sm90"] == (
-        "hopper; head dim 96 has no Hopper backward tile: the Ampere-path kernel compiled for sm_90a "
+    assert families["bwd_hdim32_fp16_sm90"] == (
+        "hopper; head dim 32 has no Hopper backward tile: the Ampere-path kernel compiled for sm_90a "
         "(its one TU includes ampere/bwd_launch.h alone)")
 
 
@@ -452,8 +452,7 @@ def test_list_shows_the_space_and_the_cache(cache):
                     "Ampere path alone"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == [32]
-    assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == \
-        [32, 96]
+    assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == [32]
     assert [(b["key"], b["variants"], b["has_extension"]) for b in data["builds"]] == [
         ("sm90-fp16-h64-fwd-c01-aaaaaaaa", 1, True)]
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The Hopper backward's head-dim split (kernels/hopper/bwd_traits.h, BwdSplit::kHeadDim: head dims 192
-# and 256) on the H200, one device call: the slice's build, `flashbuild test --shapes full`, the GPU
+# The Hopper backward's newer head dims (kernels/hopper/bwd_traits.h: 96 on BwdSplit::kKeys, 192 and 256
+# on BwdSplit::kHeadDim) on the H200, one device call: the slice's build, `flashbuild test --shapes full`, the GPU
 # tests (tests/gpu/test_hopper_bwd_gpu.py: long/odd/GQA/MQA shapes, and a profile showing the Hopper
 # kernel ran), registers and spills, then `flashbuild bench` beside SDPA's flash and cuDNN. Logs under
 # $OUT, a short summary last.
@@ -11,7 +11,7 @@ OUT=${OUT:-/tmp/hopper_bwd_split}; mkdir -p "$OUT"
 export FLASHBUILD_CACHE_DIR=${FLASHBUILD_CACHE_DIR:-/tmp/fb-split-cache}
 FB="python3 -m flashbuild"
 t0=$(date +%s); now() { echo $(( $(date +%s) - t0 )); }
-SEL=(--hdim "${HDIMS:-192,256}" --dtype fp16,bf16 --arch sm90 --direction bwd --features none)
+SEL=(--hdim "${HDIMS:-96,192,256}" --dtype fp16,bf16 --arch sm90 --direction bwd --features none)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader | tee "$OUT/gpu.txt"
 timeout 260 $FB build "${SEL[@]}" > "$OUT/build.txt" 2>&1
 echo "== build rc $? at $(now) s"; grep -E "^compiled|error" "$OUT/build.txt" | head -5

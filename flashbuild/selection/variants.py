@@ -102,7 +102,7 @@ HEAD_DIM_NOTES = {
                          "(its one TU includes ampere/fwd_launch.h alone)",
 } | {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
-                           f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32, 96)
+                           f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
 }
 # Feature variants (*_local, *_softcap) a family's TU serves on the Ampere path alone: the binding sends
 # them only calls with a window or softcap in effect, which the Hopper backward does not take, so their

@@ -1,12 +1,12 @@
 // run_bwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
-// The Hopper backward (hopper/bwd_kernel.h) takes dense calls of head dims 64, 128, 192 and 256 whose
+// The Hopper backward (hopper/bwd_kernel.h) takes dense calls of head dims 64 to 256 whose
 // tensors TMA can address, in a plain TU (kFeatures = 0: no local window or softcap; the binding
 // sends every call with one in effect to the feature TU, which holds the Ampere path alone).
 // Everything else runs on the Ampere-path backward compiled for sm_90a, exactly as
 // ampere/bwd_launch.h launches it:
 //   - varlen calls (cu_seqlens_q / cu_seqlens_k): the TMA descriptors need the packed tensors'
 //     total rows as bounds, which BwdParams does not carry (as for the forward);
-//   - head dims 32 and 96; every call of a feature TU (a local window or softcap in effect, or
+//   - head dim 32; every call of a feature TU (a local window or softcap in effect, or
 //     deterministic mode);
 //   - pointers or strides that are not multiples of 16 bytes, empty Q or K;
 //   - deterministic calls (BwdParams::dq_semaphore set) never reach this TU: only the feature
@@ -18,8 +18,8 @@
 // That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
 // hopper/bwd_fallback.h: this header includes ampere/bwd_dsum.h (the dsum kernel the Hopper path
 // launches too) but neither ampere/bwd_kernel.h nor the Ampere backward's traits, so a TU that
-// includes it compiles the Hopper backward alone and an edit to the Ampere tiles does not recompile it. Each plain variant of head dim 64, 128, 192 or 256 gets a second TU, <variant>_fallback.cu, that
-// instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dims 32 and 96,
+// includes it compiles the Hopper backward alone and an edit to the Ampere tiles does not recompile it. Each plain variant of head dim 64 to 256 gets a second TU, <variant>_fallback.cu, that
+// instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dim 32,
 // feature TUs) is not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
 
@@ -30,7 +30,7 @@
 namespace flashbuild {
 namespace hopper {
 
-constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 192 || head_dim == 256; }
+constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 64, 96, 128, 192, 256
 
 // Whether the Hopper backward can take this call of a plain TU (see the top of this file). Its 16-byte
 // vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.

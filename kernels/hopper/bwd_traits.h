@@ -49,9 +49,10 @@ struct BwdTile {
 // (ptxas: no spills). Shared memory: K, V, two stages of Q and dO, two dS buffers (and a dQ buffer
 // with DqOrder::kFragmentBulk): 144 KB at hdim 64, 160 KB at hdim 128.
 // kHeadDim (head dims 192 and 256; 64 keys, 64 query rows): dK and dV d / 4 floats each, S^T and dP^T
-// 16 each, the dQ share d / 4: 176 at hdim 256. Shared memory: K, V, two stages of Q and dO and two
-// buffers each of P^T and dS^T come to 225 KB at hdim 256, which leaves no room for kFragmentBulk's
-// dQ buffer (64 KB): dQ leaves by kFragment's reductions from registers.
+// 16 each, the dQ share d / 4 (dK, dV and dQ: 192 floats at hdim 256; ptxas: no spills). Shared
+// memory: K, V, two stages of Q and dO and two buffers each of P^T and dS^T come to 225 KB at hdim
+// 256, which leaves no room for kFragmentBulk's dQ buffer (64 KB): dQ leaves by kFragment's
+// reductions from registers.
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
 constexpr BwdTile bwd_tile(int head_dim, bool causal) {
@@ -61,7 +62,7 @@ constexpr BwdTile bwd_tile(int head_dim, bool causal) {
   return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128]};
 #else
   return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0]}
-         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0]}
+         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0]}  // hdim 96: 152 KB, no spills
                            : BwdTile{64, 64, kBySplit[1]};
 #endif
 }
@@ -113,8 +114,8 @@ struct BwdTraits {
   static_assert(kBlockN == kKeyWarpgroups * kRowsPerWarpgroup, "each warpgroup's products take 64 key rows");
   static_assert(kBlockM == 64 || kBlockM == 128, "block_m must be 64 or 128 (wgmma N, dq_accum's row slack)");
   static_assert(kDqAccumRowPad % kBlockM == 0, "dq_accum's slack rows must hold a whole query block");
-  static_assert(kSplitHeadDim ? (kHeadDim == 192 || kHeadDim == 256) : (kHeadDim % 64 == 0 && kHeadDim <= 128),
-                "the Hopper backward serves head dims 64, 128, 192 and 256");
+  static_assert(kSplitHeadDim ? (kHeadDim == 192 || kHeadDim == 256) : (kHeadDim % 32 == 0 && kHeadDim >= 64),
+                "the Hopper backward serves head dims 64, 96, 128, 192 and 256");
   static_assert(!(kSplitHeadDim && kDqBulk), "kHeadDim's shared memory has no room for the dQ buffer");
 
   // setmaxnreg: the producer warpgroup (one loading warp, one dQ-writing warp) gives its registers
@@ -146,13 +147,13 @@ struct BwdTraits {
   static_assert(kDqWarpgroupsM * kRowsPerWarpgroup == kBlockM && kDqWarpgroupsN * kDqAtomN == kHeadDim,
                 "one dQ wgmma per warpgroup covers the (kBlockM, d) tile (the accumulators are written out)");
   using TiledMmadQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kDqAtomN>, Int<kBlockN>>,
-                           GMMA::Major::MN, GMMA::Major::MN>(),
+      ss_mma_op<Element, kDqAtomN, kBlockN, GMMA::Major::MN, GMMA::Major::MN>(),  // hdim 96: N = 48, ours
       Layout<Shape<Int<kDqWarpgroupsM>, Int<kDqWarpgroupsN>, _1>>{}));
 
-  // kHeadDim reads K, Q and dO transposed (head_dim as the MN of dK, dV and dQ) one warpgroup's half
-  // at a time: the half must be whole swizzle atoms (hdim 192: 96 columns, the 64-byte atom).
-  using SmemAtom = decltype(k_major_smem_atom<Element, kSplitHeadDim ? kHeadDim / 2 : kHeadDim>());
+  // K, Q and dO are also read transposed (head_dim as the MN of dK, dV and dQ), a warpgroup's share of
+  // the head dim at a time: the share must be whole swizzle atoms (hdim 192's halves: 96 columns, the
+  // 64-byte atom; hdim 96's dQ halves: 48 columns, the 32-byte atom).
+  using SmemAtom = decltype(k_major_smem_atom<Element, (kSplitHeadDim ? kDkvAtomN : kDqAtomN)>());
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   using SmemLayoutV = SmemLayoutK;
   // K seen as (head_dim, keys): the B operand of dQ = dS K.

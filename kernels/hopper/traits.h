@@ -9,7 +9,7 @@
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
 #include "common/params.h"
-#include "hopper/gmma_64x80.h"
+#include "hopper/gmma_extra.h"
 
 namespace flashbuild::hopper {
 
@@ -47,7 +47,7 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // The tile heuristic in one place. wgmma takes M = 64 per warpgroup, and N (block_n for S = QK^T,
 // head_dim for O += PV) a multiple of 8 up to 256; CuTe's selector offers 64, 96, 128, 192 and 256
 // (the rest need CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which doubles a TU's compile time), and
-// hopper/gmma_64x80.h adds 80. Registers per consumer thread: S holds block_n / 2 floats, P
+// hopper/gmma_extra.h adds 80. Registers per consumer thread: S holds block_n / 2 floats, P
 // block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups each gets 240 registers.
 // Shared memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q
 // and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in Q's
@@ -108,15 +108,11 @@ enum class FwdBarrier : int {
 constexpr int kMaxConsumerWarpgroups = 3;
 
 // The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256) takes
-// our own m64n80k16 atom (hopper/gmma_64x80.h: CuTe's needs a define that doubles the TU's compile
+// our own m64n80k16 atom (hopper/gmma_extra.h: CuTe's needs a define that doubles the TU's compile
 // time); any other block_n CuTe's selector, which picks N = block_n for the standard shapes.
 template <class Element, int kBlockN, int kHeadDim>
 CUTE_HOST_DEVICE constexpr auto qk_mma_op() {
-  if constexpr (kBlockN == 80) {
-    return Gmma64x80x16SS<Element, GMMA::Major::K, GMMA::Major::K>{};
-  } else {
-    return GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockN>, Int<kHeadDim>>>();
-  }
+  return ss_mma_op<Element, kBlockN, kHeadDim>();
 }
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingpong_, class Element_,

@@ -1,10 +1,10 @@
-"""The Hopper backward's head-dim split (kernels/hopper/bwd_traits.h, BwdSplit::kHeadDim: head dims 192
-and 256, 64 keys per CTA, P^T and dS^T through shared memory): gradients against autograd through
-the fp32 reference (product.md's rule: within twice the error of the same math in the input dtype),
-on gradient buffers poisoned with NaN, for long and odd sequences, GQA and MQA, seqlen_q != seqlen_k
-and causal rows that see no key (their dQ must be 0, not NaN); a profile shows the Hopper kernel ran,
-not the Ampere-path fallback. `flashbuild test --shapes full` checks the same build on its own shapes.
-Skipped without an sm90 device.
+"""The Hopper backward's newer head dims (kernels/hopper/bwd_traits.h): 96 (BwdSplit::kKeys, the dQ halves
+on our m64n48k16 atom and the 32-byte swizzle) and 192, 256 (BwdSplit::kHeadDim: 64 keys per CTA, P^T and
+dS^T through shared memory). Gradients against autograd through the fp32 reference (product.md's rule:
+within twice the error of the same math in the input dtype), on gradient buffers poisoned with NaN, for
+long and odd sequences, GQA and MQA, seqlen_q != seqlen_k and causal rows that see no key (their dQ
+must be 0, not NaN); a profile shows the Hopper kernel ran, not the Ampere-path fallback.
+`flashbuild test --shapes full` checks the same build on its own shapes. Skipped without an sm90 device.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import flashbuild  # noqa: E402
 from flashbuild.debug.checking import poison  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
-HDIMS = (192, 256)
+HDIMS = (96, 192, 256)
 SELECTION = dict(hdim=list(HDIMS), dtype=["fp16", "bf16"], arch="native", direction="bwd", causal="both",
                  features=[])
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
