@@ -159,7 +159,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
     assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; tensors TMA cannot address")  # the Ampere fallback named
-    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; varlen calls and tensors TMA cannot address")
+    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; tensors TMA cannot address")
     for variant in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90",
                     "bwd_hdim64_fp16_causal_sm90"):  # each Hopper kernel's Ampere-path fallback: a TU of its own
         direction = variant[:3]
@@ -185,9 +185,9 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stdout.splitlines()
                 if line.startswith("  ")}
     assert families["bwd_hdim64_fp16_sm90"] == (
-        "hopper; varlen calls and tensors TMA cannot address run on the Ampere-path backward, compiled in the "
-        "variant's fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the Ampere "
-        "path alone")
+        "hopper; tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's fallback "
+        "TU (<variant>_fallback); local windows, softcap and deterministic calls in the feature TUs, on the "
+        "Ampere path alone; packed (varlen) calls run on the Hopper kernel")
     assert families["bwd_hdim64_fp16_sm90_fallback"] == (
         "ampere; the Ampere-path fallback of bwd_hdim64_fp16_sm90 alone (hopper/bwd_fallback.h)")
     assert "bwd_hdim32_fp16_sm90_fallback" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
@@ -447,9 +447,9 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert data["axes"]["features"] == ["local", "softcap"]
     assert {"direction": "bwd", "arch": "sm90", "family": "hopper",
-            "note": "varlen calls and tensors TMA cannot address run on the Ampere-path backward, compiled in the "
-                    "variant's fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
-                    "Ampere path alone"} in data["families"]
+            "note": "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
+                    "fallback TU (<variant>_fallback); local windows, softcap and deterministic calls in the feature "
+                    "TUs, on the Ampere path alone; packed (varlen) calls run on the Hopper kernel"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == [32]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == [32]

@@ -1,6 +1,12 @@
 """Packed (varlen) forward calls against dense ones of the same work, on one build, in turns.
 
     python3 benchmarks/hopper_varlen/varlen_bench.py --hdims 64,128 [--time-hdims 64] [--json F]
+    python3 benchmarks/hopper_varlen/varlen_bench.py --direction bwd --hdims 64,128,256   # the backward
+
+With --direction bwd the calls are the raw backward (mha_bwd / mha_varlen_bwd) on random out and an
+LSE of log(L) per row (values that keep P finite; only the time is read), the build is the bwd slice,
+the kernel columns are the kernels named *bwd_kernel*, TFLOPS count 2.5x the forward's FLOPs, and the
+SDPA columns are left out (SDPA has no backward-only call).
 
 Per head dim and causal setting, with 16k tokens and 2048 model dims (hdim x nheads):
   dense      flash_attn_func on (16k / L, L, h, d) for L = 1k and 4k;
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import random
 
 import torch
@@ -34,18 +41,18 @@ TOKENS = 16384
 MODEL_DIM = 2048
 
 
-def tflops(pairs: int, nheads: int, hdim: int, ms: float) -> float:
-    return 4 * pairs * nheads * hdim / (ms * 1e-3) / 1e12
+def tflops(pairs: int, nheads: int, hdim: int, ms: float, direction: str = "fwd") -> float:
+    return (4 if direction == "fwd" else 10) * pairs * nheads * hdim / (ms * 1e-3) / 1e12
 
 
-def kernel_ms(run, n_sets: int, reps: int) -> float:
-    """Mean ms per call of the kernels named *fwd_kernel* (flashbuild's forward, either family)."""
+def kernel_ms(run, n_sets: int, reps: int, kernel: str = "fwd_kernel") -> float:
+    """Mean ms per call of the kernels named *<kernel>* (flashbuild's, either family)."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for i in range(reps):
             run(i % n_sets)
         torch.cuda.synchronize()
     us = sum(e.device_time for e in prof.events()
-             if e.device_type == torch.autograd.DeviceType.CUDA and "fwd_kernel" in e.name)
+             if e.device_type == torch.autograd.DeviceType.CUDA and kernel in e.name)
     return us / reps / 1e3
 
 
@@ -55,12 +62,14 @@ def main() -> None:
     ap.add_argument("--time-hdims", help="the head dims to time (default: all of --hdims)")
     ap.add_argument("--dtype", default="fp16")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--direction", default="fwd", choices=["fwd", "bwd"])
     ap.add_argument("--json")
     args = ap.parse_args()
+    bwd = args.direction == "bwd"
     hdims = [int(h) for h in args.hdims.split(",")]
     timed = [int(h) for h in (args.time_hdims or args.hdims).split(",")]
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    m = flashbuild.load(hdim=hdims, dtype=args.dtype, arch="native", direction="fwd", causal="both", features=[])
+    m = flashbuild.load(hdim=hdims, dtype=args.dtype, arch="native", direction=args.direction, causal="both", features=[])
     print(f"build {m.build_key()} on {torch.cuda.get_device_name()}, torch {torch.__version__}")
     rows = []
     for hdim, causal in itertools.product(timed, (False, True)):
@@ -72,15 +81,26 @@ def main() -> None:
         for label, lens in [("L=1k", [1024] * (TOKENS // 1024)), ("L=4k", [4096] * (TOKENS // 4096)),
                             (f"mixed ({len(mixed)} seqs)", mixed)]:
             cu = torch.tensor([0, *itertools.accumulate(lens)], device="cuda", dtype=torch.int32)
-            sets = [[torch.randn(TOKENS, nheads, hdim, device="cuda", dtype=dtype) for _ in range(3)] for _ in range(3)]
-            runs = {"packed": lambda i: m.flash_attn_varlen_func(*sets[i], cu, cu, max(lens), max(lens), causal=causal)}
+            # fwd: q, k, v; bwd: dout, q, k, v, out (and the LSE below)
+            sets = [[torch.randn(TOKENS, nheads, hdim, device="cuda", dtype=dtype) for _ in range(5 if bwd else 3)]
+                    for _ in range(3)]
+            lse = torch.cat([torch.full((nheads, n), math.log(n), device="cuda") for n in lens], dim=1)
+            if bwd:
+                runs = {"packed": lambda i: m.mha_varlen_bwd(*sets[i], lse, cu, cu, max(lens), max(lens), causal=causal)}
+            else:
+                runs = {"packed": lambda i: m.flash_attn_varlen_func(*sets[i], cu, cu, max(lens), max(lens), causal=causal)}
             if len(set(lens)) == 1:
                 L = lens[0]
                 dense = [[t.view(TOKENS // L, L, nheads, hdim) for t in s] for s in sets]
-                runs["dense"] = lambda i: m.flash_attn_func(*dense[i], causal=causal)
+                if bwd:
+                    lse_dense = lse.view(nheads, TOKENS // L, L).transpose(0, 1).contiguous()
+                    runs["dense"] = lambda i: m.mha_bwd(*dense[i], lse_dense, causal=causal)
+                else:
+                    runs["dense"] = lambda i: m.flash_attn_func(*dense[i], causal=causal)
                 sdpa = [[t.transpose(1, 2) for t in s] for s in dense]
                 from torch.nn.attention import SDPBackend, sdpa_kernel
-                for name, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
+                for name, backend in () if bwd else (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
+                                                     ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
                     def run(i, backend=backend):
                         with sdpa_kernel(backend):
                             return torch.nn.functional.scaled_dot_product_attention(*sdpa[i], is_causal=causal)
@@ -92,10 +112,10 @@ def main() -> None:
             ms = time_in_turns(runs, 3, args.reps)
             for name in ("packed", "dense"):
                 if name in runs:
-                    ms[f"{name} (kernel)"] = kernel_ms(runs[name], 3, args.reps)
+                    ms[f"{name} (kernel)"] = kernel_ms(runs[name], 3, args.reps, f"{args.direction}_kernel")
             pairs = sum(visible_pairs(L, L, causal, (-1, -1)) for L in lens)
             row = {"hdim": hdim, "causal": causal, "lens": label,
-                   **{name: round(tflops(pairs, nheads, hdim, t), 1) for name, t in ms.items()}}
+                   **{name: round(tflops(pairs, nheads, hdim, t, args.direction), 1) for name, t in ms.items()}}
             rows.append(row)
             print(json.dumps(row))
     names = ["dense", "packed", "dense (kernel)", "packed (kernel)", "sdpa-flash", "sdpa-cudnn"]
@@ -110,7 +130,7 @@ def main() -> None:
               f" | {ratio} | {vs_cudnn} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "direction": args.direction, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

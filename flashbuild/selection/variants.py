@@ -86,9 +86,9 @@ FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
 } | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
-    ("bwd", "sm90"): "varlen calls and tensors TMA cannot address run on the Ampere-path backward, compiled in "
-                     "the variant's fallback TU (<variant>_fallback); local windows and softcap in the feature "
-                     "TUs, on the Ampere path alone",
+    ("bwd", "sm90"): "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
+                     "fallback TU (<variant>_fallback); local windows, softcap and deterministic calls in the "
+                     "feature TUs, on the Ampere path alone; packed (varlen) calls run on the Hopper kernel",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (plain cache calls of "
                          "128 queries or more run on the forward variant's Hopper kernel when the build holds it)",
     ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "

@@ -810,6 +810,7 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
     p.cu_seqlens_q = cu_seqlens_q->data_ptr<int>();
     p.cu_seqlens_k = cu_seqlens_k->data_ptr<int>();
     p.batch = cu_seqlens_q->size(0) - 1, p.seqlen_q = max_seqlen_q, p.seqlen_k = max_seqlen_k;
+    p.total_q = q.size(0), p.total_k = k.size(0);
   } else {
     p.batch = q.size(0), p.seqlen_q = q.size(1), p.seqlen_k = k.size(1);
   }

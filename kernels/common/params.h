@@ -219,6 +219,11 @@ struct BwdParams {
   // before it keep their offsets; the Hopper kernel's parameters put 64-byte aligned TMA descriptors
   // after a BwdParams, at byte 384 with or without it (BwdParams went from 352 to 360 bytes).
   int* __restrict__ dq_semaphore;
+
+  // Packed calls (cu_seqlens): the rows of q and of k/v (as FwdParams::total_q / total_k; the Hopper
+  // backward's TMA views are bounded by them). After dq_semaphore, so the fields before keep their offsets.
+  int total_q;
+  int total_k;
 };
 
 // Features a kernel is compiled with (kFeatures, a bit set). A kernel with a feature switches it

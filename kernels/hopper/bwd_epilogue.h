@@ -12,6 +12,7 @@
 
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
+#include "hopper/tile_scheduler.h"  // SeqRange
 
 namespace flashbuild::hopper {
 
@@ -41,16 +42,19 @@ struct BwdEpilogue {
         mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx));
   }
 
-  CUTE_DEVICE static float* dq_block(BwdParams const& p, int head, int batch, int m_block) {
+  // Query block m_block of a sequence in dq_accum (BwdParams: packed sequences start kDqAccumRowPad
+  // rows apart beyond their offsets; dq_batch_stride is then 0).
+  CUTE_DEVICE static float* dq_block(BwdParams const& p, SeqRange const& seq, int head, int batch, int m_block) {
+    const int64_t row0 = p.cu_seqlens_q ? int64_t(seq.q_row0) + int64_t(kDqAccumRowPad) * batch : 0;
     return p.dq_accum + int64_t(batch) * p.dq_batch_stride + int64_t(head) * p.dq_head_stride +
-           int64_t(m_block) * (kBlockM * kHeadDim);
+           (row0 + int64_t(m_block) * kBlockM) * kHeadDim;
   }
 
   // This thread's part of query block m_block's dQ, added to dq_accum (kFragmentBulk: handed to the
   // dQ writer through shared memory; `first`: the CTA's first block, sdQ not yet used).
   template <class Storage, class FragDq>
-  CUTE_DEVICE static void add_dq(BwdParams const& p, Storage& storage, int head, int batch, int m_block, bool first,
-                                 int thread_idx, FragDq const& tdQrdQ) {
+  CUTE_DEVICE static void add_dq(BwdParams const& p, Storage& storage, SeqRange const& seq, int head, int batch,
+                                 int m_block, bool first, int thread_idx, FragDq const& tdQrdQ) {
     if constexpr (Traits::kDqBulk) {
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
       if (!first) { cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty)); }
@@ -62,7 +66,7 @@ struct BwdEpilogue {
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read next by the bulk copy
       cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
     } else {
-      add_dq_global(p, head, batch, m_block, thread_idx, tdQrdQ);
+      add_dq_global(p, seq, head, batch, m_block, thread_idx, tdQrdQ);
     }
   }
 
@@ -70,8 +74,8 @@ struct BwdEpilogue {
   // sdQ, one bulk reduction adds it to the block's (contiguous) dq_accum slice; sdQ is handed back
   // once the copy has read it.
   template <class Storage>
-  CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, int head, int batch, int m_block_min,
-                                    int m_block_max) {
+  CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, SeqRange const& seq, int head, int batch,
+                                    int m_block_min, int m_block_max) {
     const bool leader = int(threadIdx.x) % cutlass::NumThreadsPerWarp == 0;
     constexpr uint32_t kBytes = kBlockM * kHeadDim * sizeof(float);
     const uint32_t smem = cute::cast_smem_ptr_to_uint(storage.dq);
@@ -79,7 +83,7 @@ struct BwdEpilogue {
       cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
       if (leader) {
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                         dq_block(p, head, batch, m_block)),
+                         dq_block(p, seq, head, batch, m_block)),
                      "r"(smem), "r"(kBytes)
                      : "memory");
         cute::tma_store_arrive();  // commit the bulk group
@@ -94,14 +98,13 @@ struct BwdEpilogue {
   }
 
   template <class FragDq>
-  CUTE_DEVICE static void add_dq_global(BwdParams const& p, int head, int batch, int m_block, int thread_idx,
-                                        FragDq const& tdQrdQ) {
+  CUTE_DEVICE static void add_dq_global(BwdParams const& p, SeqRange const& seq, int head, int batch, int m_block,
+                                        int thread_idx, FragDq const& tdQrdQ) {
     Tensor cdQ = dq_coords(thread_idx);
     Tensor acc_rc = make_tensor(tdQrdQ.data(), acc_rowcol(tdQrdQ.layout()));
     Tensor c_rc = make_tensor(cdQ.data(), acc_rowcol(cdQ.layout()));
     static_assert(decltype(size<1, 0>(acc_rc))::value == 2, "expects column pairs");
-    float* dq = p.dq_accum + int64_t(batch) * p.dq_batch_stride + int64_t(head) * p.dq_head_stride +
-                int64_t(m_block) * (kBlockM * kHeadDim);
+    float* dq = dq_block(p, seq, head, batch, m_block);
     if constexpr (Traits::kDqFragmentOrder) {
       // Float 4g + j of thread t at (g * kNumMmaThreads + t) * 4 + j: a warp's vectors are contiguous.
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
@@ -112,7 +115,7 @@ struct BwdEpilogue {
       }
       return;
     }
-    const int rows_left = p.seqlen_q - m_block * kBlockM;
+    const int rows_left = seq.seqlen_q - m_block * kBlockM;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(acc_rc); ++r) {
       const int row = get<0>(c_rc(r, 0));
@@ -127,8 +130,8 @@ struct BwdEpilogue {
 
   // dK (scaled here) and dV of this CTA's keys, from registers.
   template <class FragKV>
-  CUTE_DEVICE static void store_dkv(BwdParams const& p, int n_block, int head, int batch, int thread_idx,
-                                    FragKV& tdKrdK, FragKV const& tdVrdV) {
+  CUTE_DEVICE static void store_dkv(BwdParams const& p, SeqRange const& seq, int n_block, int head, int batch,
+                                    int thread_idx, FragKV& tdKrdK, FragKV const& tdVrdV) {
     CUTE_UNROLL
     for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= p.softmax_scale; }
     Tensor rdK = convert_fragment<Element>(tdKrdK);
@@ -142,12 +145,12 @@ struct BwdEpilogue {
     const int64_t offset = int64_t(batch) * p.dk_batch_stride + int64_t(head) * p.dk_head_stride;
     Element* dk = static_cast<Element*>(p.dk) + offset;
     Element* dv = static_cast<Element*>(p.dv) + offset;
-    const int rows_left = p.seqlen_k - n_block * kBlockN;
+    const int rows_left = seq.seqlen_k - n_block * kBlockN;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(c_rc); ++r) {
       const int row = get<0>(c_rc(r, 0));
       if (row < rows_left) {
-        const int64_t row_offset = int64_t(n_block * kBlockN + row) * p.dk_row_stride;
+        const int64_t row_offset = int64_t(seq.k_row0 + n_block * kBlockN + row) * p.dk_row_stride;
         CUTE_UNROLL
         for (int col = 0; col < size<1>(c_rc); col += 2) {
           const int64_t at = row_offset + get<1>(c_rc(r, col));
@@ -207,12 +210,12 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   const int m_block = blockIdx.x;
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
+  const SeqRange seq = SeqRange::of(params, batch);
+  if (m_block * kBlockM >= seq.seqlen_q) { return; }  // packed: past this sequence's rows (the grid covers the longest)
   Tensor cdQ = BwdEpilogue<Traits>::dq_coords(t);
   static_assert(decltype(size(cdQ))::value == 4 * kLoads, "a thread's fragment is its kLoads float4s");
   // The whole block is read: dq_accum's slack rows (kDqAccumRowPad) hold the rows past seqlen_q.
-  const float4* accum = reinterpret_cast<const float4*>(params.dq_accum + int64_t(batch) * params.dq_batch_stride +
-                                                        int64_t(head) * params.dq_head_stride +
-                                                        int64_t(m_block) * (kBlockM * kHeadDim));
+  const float4* accum = reinterpret_cast<const float4*>(BwdEpilogue<Traits>::dq_block(params, seq, head, batch, m_block));
   float4 a[kLoads];
   CUTE_UNROLL
   for (int g = 0; g < kLoads; ++g) { a[g] = accum[g * kThreads + t]; }
@@ -233,9 +236,9 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   __syncthreads();
 
   // dq's rows start on 16-byte boundaries: bwd_can_run took the call only if TMA could address dq.
-  const int rows_left = params.seqlen_q - m_block * kBlockM;
+  const int rows_left = seq.seqlen_q - m_block * kBlockM;
   Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
-                int64_t(head) * params.dq_out_head_stride + int64_t(m_block) * kBlockM * params.dq_out_row_stride;
+                int64_t(head) * params.dq_out_head_stride + int64_t(seq.q_row0 + m_block * kBlockM) * params.dq_out_row_stride;
   constexpr int kVecsPerRow = kHeadDim / kVec;
   CUTE_UNROLL
   for (int i = t; i < kBlockM * kVecsPerRow; i += kThreads) {

@@ -24,8 +24,9 @@ struct BwdKernel {
   };
 };
 
-// Grid (ceil(seqlen_k / kBlockN), nheads, batch). The TMA descriptors live in the kernel
-// parameters (__grid_constant__).
+// Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
+// and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
+// live in the kernel parameters (__grid_constant__).
 template <class Traits, bool kIsCausal>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal>::Params const params) {
@@ -46,6 +47,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop::prefetch_descriptors(params.mainloop);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.kv_full, 1);
+    cutlass::arch::ClusterTransactionBarrier::init(&storage.kv_landed, 1);
+    cutlass::arch::ClusterTransactionBarrier::init(&storage.qdo_landed, 1);
     CUTE_UNROLL
     for (int s = 0; s < Traits::kStages; ++s) {
       // Filled by the producer warp (every lane arrives: its LSE/dsum stores; lane 0 with the
@@ -61,8 +64,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if (warp_idx == 0) { Mainloop::load(params.mainloop, p, storage, n_block, head, batch); }
     if constexpr (Traits::kDqBulk) {
       if (warp_idx == 1) {
-        const auto qs = Mainloop::queries(p, n_block);
-        Epilogue::dq_writer(p, storage, head, batch, qs.m_block_min, qs.m_block_max);
+        const auto qs = Mainloop::queries(p, batch, n_block);
+        Epilogue::dq_writer(p, storage, qs.seq, head, batch, qs.m_block_min, qs.m_block_max);
       }
     }
   } else {
@@ -73,11 +76,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     Tensor tdVrdV = make_tensor<float>(AccumulatorShape<Traits::kDkvAtomN>{});
     clear(tdKrdK);
     clear(tdVrdV);
-    const int m_block_min = Mainloop::queries(p, n_block).m_block_min;
-    Mainloop::mma(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, [&](int m_block, auto const& tdQrdQ) {
-      Epilogue::add_dq(p, storage, head, batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
-    });
-    Epilogue::store_dkv(p, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
+    const auto qs = Mainloop::queries(p, batch, n_block);
+    Mainloop::mma(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV,
+                  [&, seq = qs.seq, m_block_min = qs.m_block_min](int m_block, auto const& tdQrdQ) {
+                    Epilogue::add_dq(p, storage, seq, head, batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
+                  });
+    Epilogue::store_dkv(p, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
   }
 #else
   // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.

@@ -2,10 +2,10 @@
 // The Hopper backward (hopper/bwd_kernel.h) takes dense calls of head dims 64 to 256 whose
 // tensors TMA can address, in a plain TU (kFeatures = 0: no local window or softcap; the binding
 // sends every call with one in effect to the feature TU, which holds the Ampere path alone).
+// Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q /
+// total_k, and each sequence is an offset in them (SeqRange, as for the forward).
 // Everything else runs on the Ampere-path backward compiled for sm_90a, exactly as
 // ampere/bwd_launch.h launches it:
-//   - varlen calls (cu_seqlens_q / cu_seqlens_k): the TMA descriptors need the packed tensors'
-//     total rows as bounds, which BwdParams does not carry (as for the forward);
 //   - head dim 32; every call of a feature TU (a local window or softcap in effect, or
 //     deterministic mode);
 //   - pointers or strides that are not multiples of 16 bytes, empty Q or K;
@@ -35,29 +35,35 @@ constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 
 // Whether the Hopper backward can take this call of a plain TU (see the top of this file). Its 16-byte
 // vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.
 inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
-  if (p.cu_seqlens_q || p.cu_seqlens_k || p.dq_semaphore) { return false; }
+  if (p.dq_semaphore) { return false; }
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
     return false;
   }
-  return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, p.seqlen_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, p.batch}}) &&
-         tma_addressable(p.dout, elem_bytes, {{p.do_row_stride, p.seqlen_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, p.batch}}) &&
-         tma_addressable(p.k, elem_bytes, {{p.k_row_stride, p.seqlen_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, p.batch}}) &&
-         tma_addressable(p.v, elem_bytes, {{p.v_row_stride, p.seqlen_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, p.batch}}) &&
-         tma_addressable(p.dk, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
-         tma_addressable(p.dv, elem_bytes, {{p.dk_row_stride, p.seqlen_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, p.batch}}) &&
-         tma_addressable(p.dq, elem_bytes, {{p.dq_out_row_stride, p.seqlen_q}, {p.dq_out_head_stride, p.nheads}, {p.dq_out_batch_stride, p.batch}}) &&
-         tma_addressable(p.dq_accum, 4, {{p.dq_head_stride, p.nheads}, {p.dq_batch_stride, p.batch}});
+  // Packed calls: both sides packed, with their totals; dQ in the fragment order (the default; the
+  // row-major order's conversion is dense only).
+  if (!p.cu_seqlens_q != !p.cu_seqlens_k || (p.cu_seqlens_q && (p.total_q <= 0 || p.total_k <= 0))) { return false; }
+  if (p.cu_seqlens_q && bwd_tile(head_dim, false).dq_order == DqOrder::kRowMajor) { return false; }
+  const ViewExtents e = view_extents(p);
+  return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, e.rows_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, e.batches_q}}) &&
+         tma_addressable(p.dout, elem_bytes, {{p.do_row_stride, e.rows_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, e.batches_q}}) &&
+         tma_addressable(p.k, elem_bytes, {{p.k_row_stride, e.rows_k}, {p.k_head_stride, p.nheads_k}, {p.k_batch_stride, e.batches_k}}) &&
+         tma_addressable(p.v, elem_bytes, {{p.v_row_stride, e.rows_k}, {p.v_head_stride, p.nheads_k}, {p.v_batch_stride, e.batches_k}}) &&
+         tma_addressable(p.dk, elem_bytes, {{p.dk_row_stride, e.rows_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, e.batches_k}}) &&
+         tma_addressable(p.dv, elem_bytes, {{p.dk_row_stride, e.rows_k}, {p.dk_head_stride, p.nheads}, {p.dk_batch_stride, e.batches_k}}) &&
+         tma_addressable(p.dq, elem_bytes, {{p.dq_out_row_stride, e.rows_q}, {p.dq_out_head_stride, p.nheads}, {p.dq_out_batch_stride, e.batches_q}}) &&
+         tma_addressable(p.dq_accum, 4, {{p.dq_head_stride, p.nheads}, {p.dq_batch_stride, e.batches_q}});
 }
 
 // Strides over an extent of 1 made valid for TMA (tma_checks.h).
 inline BwdParams bwd_tma_strides(BwdParams p) {
+  const ViewExtents e = view_extents(p);
   auto fix = [&](int64_t& stride, int extent) { stride = unit_extent_stride(stride, extent, p.head_dim); };
   fix(p.q_head_stride, p.nheads), fix(p.do_head_stride, p.nheads);
   fix(p.k_head_stride, p.nheads_k), fix(p.v_head_stride, p.nheads_k);
-  fix(p.q_batch_stride, p.batch), fix(p.do_batch_stride, p.batch);
-  fix(p.k_batch_stride, p.batch), fix(p.v_batch_stride, p.batch);
-  fix(p.q_row_stride, p.seqlen_q), fix(p.do_row_stride, p.seqlen_q);
-  fix(p.k_row_stride, p.seqlen_k), fix(p.v_row_stride, p.seqlen_k);
+  fix(p.q_batch_stride, e.batches_q), fix(p.do_batch_stride, e.batches_q);
+  fix(p.k_batch_stride, e.batches_k), fix(p.v_batch_stride, e.batches_k);
+  fix(p.q_row_stride, e.rows_q), fix(p.do_row_stride, e.rows_q);
+  fix(p.k_row_stride, e.rows_k), fix(p.v_row_stride, e.rows_k);
   return p;
 }
 

@@ -17,6 +17,7 @@
 #include "common/mask.h"
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
+#include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"
 
 namespace flashbuild::hopper {
@@ -57,11 +58,13 @@ struct BwdMainloop {
                        make_stride(row_stride, _1{}, head_stride, batch_stride));
   }
 
+  // Packed calls: the views are the whole packed tensors, one batch (tile_scheduler.h, SeqRange).
   static Params to_params(BwdParams const& p) {
-    auto mQ = gmem_tensor(p.q, p.seqlen_q, p.nheads, p.batch, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    auto mdO = gmem_tensor(p.dout, p.seqlen_q, p.nheads, p.batch, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
-    auto mK = gmem_tensor(p.k, p.seqlen_k, p.nheads_k, p.batch, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    auto mV = gmem_tensor(p.v, p.seqlen_k, p.nheads_k, p.batch, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    const ViewExtents e = view_extents(p);
+    auto mQ = gmem_tensor(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mdO = gmem_tensor(p.dout, e.rows_q, p.nheads, e.batches_q, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
+    auto mK = gmem_tensor(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_tensor(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     auto sQ = take<0, 2>(typename Traits::SmemLayoutQ{});
     return {make_tma_copy(SM90_TMA_LOAD{}, mQ, sQ, TileMD{}, _1{}), make_tma_copy(SM90_TMA_LOAD{}, mdO, sQ, TileMD{}, _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutK{}, TileND{}, _1{}),
@@ -75,17 +78,37 @@ struct BwdMainloop {
     cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
   }
 
-  // The query blocks [m_block_min, m_block_max) that see some key of this CTA's block.
+  // This CTA's sequence, and the query blocks [m_block_min, m_block_max) that see some key of its
+  // block: none when the block starts past the sequence's keys (a packed call's grid covers the
+  // longest sequence).
   struct Queries {
+    SeqRange seq;
     Mask mask;
     int m_block_min;
     int m_block_max;
   };
-  CUTE_DEVICE static Queries queries(BwdParams const& p, int n_block) {
-    Queries q{Mask{p.seqlen_q, p.seqlen_k}};
+  CUTE_DEVICE static Queries queries(BwdParams const& p, int batch, int n_block) {
+    const SeqRange seq = SeqRange::of(p, batch);
+    Queries q{seq, Mask{seq.seqlen_q, seq.seqlen_k}};
     q.m_block_min = q.mask.m_block_min(n_block, kBlockM, kBlockN);
-    q.m_block_max = q.mask.m_block_max(n_block, kBlockM, kBlockN);
+    q.m_block_max = n_block * kBlockN < seq.seqlen_k ? q.mask.m_block_max(n_block, kBlockM, kBlockN) : q.m_block_min;
     return q;
+  }
+
+  // Packed calls: the rows of a box past its sequence's end hold the next sequence's rows (finite or
+  // not). P and dS are 0 there, but the rows themselves enter dV, dK and dQ as operands, and 0 * NaN is
+  // NaN: the producer warp clears them before the consumers may read the box. Such a box lands on its
+  // own barrier (`landed`, once per CTA: only a sequence's last block of keys, or of queries, ends
+  // inside the box); the warp waits for it, clears the rows, makes them visible to the tensor cores
+  // and then arrives on the barrier the consumers wait on. Dense calls' boxes past the end are TMA's
+  // zero fill, and the consumers' code is the same for both.
+  template <class Barrier, class SmemA, class SmemB>
+  CUTE_DEVICE static void clear_landed(Barrier* landed, int phase, SmemA sA, SmemB sB, int rows, int lane) {
+    cutlass::arch::ClusterTransactionBarrier::wait(landed, phase);
+    clear_rows<cutlass::NumThreadsPerWarp>(sA, rows, lane);
+    clear_rows<cutlass::NumThreadsPerWarp>(sB, rows, lane);
+    cutlass::arch::fence_view_async_shared();
+    __syncwarp();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -93,31 +116,43 @@ struct BwdMainloop {
   template <class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, int n_block, int head,
                                int batch) {
-    const Queries qs = queries(p, n_block);
+    const Queries qs = queries(p, batch, n_block);
     if (qs.m_block_max <= qs.m_block_min) { return; }
+    const SeqRange& seq = qs.seq;
     const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
     const bool leader = lane == 0;
     const int head_k = head / (p.nheads / p.nheads_k);
 
-    Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
-    Tensor mdO = mp.tma_do.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
-    Tensor mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    Tensor mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
+    const ViewExtents e = view_extents(p);
+    Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(e.rows_q, int32_t(kHeadDim), p.nheads, e.batches_q));
+    Tensor mdO = mp.tma_do.get_tma_tensor(make_shape(e.rows_q, int32_t(kHeadDim), p.nheads, e.batches_q));
+    Tensor mK = mp.tma_k.get_tma_tensor(make_shape(e.rows_k, int32_t(kHeadDim), p.nheads_k, e.batches_k));
+    Tensor mV = mp.tma_v.get_tma_tensor(make_shape(e.rows_k, int32_t(kHeadDim), p.nheads_k, e.batches_k));
     Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
     Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
-    // Q's and dO's tiles of this (head, batch): (M, D, m block) coordinates (utils.h, tma_load_tile).
-    Tensor gQ = local_tile(mQ(_, _, head, batch), TileMD{}, make_coord(_, _0{}));
-    Tensor gdO = local_tile(mdO(_, _, head, batch), TileMD{}, make_coord(_, _0{}));
+    // Q's and dO's tiles of this sequence and head: (M, D, m block) coordinates (utils.h, tma_load_tile).
+    Tensor gQ = local_tile(domain_offset(make_coord(seq.q_row0, _0{}), mQ(_, _, head, seq.q_batch)), TileMD{},
+                           make_coord(_, _0{}));
+    Tensor gdO = local_tile(domain_offset(make_coord(seq.q_row0, _0{}), mdO(_, _, head, seq.q_batch)), TileMD{},
+                            make_coord(_, _0{}));
 
+    const int k_rows = seq.seqlen_k - n_block * kBlockN;
+    const bool clear_kv = p.cu_seqlens_k && k_rows < kBlockN;  // see clear_landed
+    auto* kv_barrier = clear_kv ? &storage.kv_landed : &storage.kv_full;
     if (leader) {
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.kv_full, Traits::kKVBytes);
-      tma_load_box<kBlockN>(mp.tma_k.with(storage.kv_full), mK, n_block * kBlockN, head_k, batch, sK);
-      tma_load_box<kBlockN>(mp.tma_v.with(storage.kv_full), mV, n_block * kBlockN, head_k, batch, sV);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(kv_barrier, Traits::kKVBytes);
+      tma_load_box<kBlockN>(mp.tma_k.with(*kv_barrier), mK, seq.k_row0 + n_block * kBlockN, head_k, seq.k_batch, sK);
+      tma_load_box<kBlockN>(mp.tma_v.with(*kv_barrier), mV, seq.k_row0 + n_block * kBlockN, head_k, seq.k_batch, sV);
+    }
+    if (clear_kv) {
+      clear_landed(&storage.kv_landed, 0, sK, sV, k_rows, lane);
+      if (leader) { cutlass::arch::ClusterBarrier::arrive(&storage.kv_full); }
     }
 
-    const int64_t stats = int64_t(batch) * p.lse_batch_stride + int64_t(head) * p.lse_head_stride;
+    // LSE and dsum: (batch, heads, seqlen_q), or (heads, total_q) packed (lse_batch_stride 0).
+    const int64_t stats = int64_t(batch) * p.lse_batch_stride + seq.q_row0 + int64_t(head) * p.lse_head_stride;
     CUTE_NO_UNROLL
     for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
       const int iter = m_block - qs.m_block_min;
@@ -127,12 +162,21 @@ struct BwdMainloop {
       CUTE_UNROLL
       for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
         const int row = m_block * kBlockM + i;
-        const bool valid = row < p.seqlen_q;
+        const bool valid = row < seq.seqlen_q;
         storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
         storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
       }
       // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
-      if (leader) {
+      const int q_rows = seq.seqlen_q - m_block * kBlockM;
+      if (p.cu_seqlens_q && q_rows < kBlockM) {  // see clear_landed
+        if (leader) {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_landed, Traits::kQdOStageBytes);
+          tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_landed), gQ(_, _, m_block), sQ(_, _, stage));
+          tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_landed), gdO(_, _, m_block), sdO(_, _, stage));
+        }
+        clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, stage), q_rows, lane);
+        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
+      } else if (leader) {
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
         tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
         tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
@@ -146,12 +190,12 @@ struct BwdMainloop {
   // Consumers: thread_idx counts the consumer threads from 0. tdKrdK / tdVrdV accumulate this
   // warpgroup's rows of dK (unscaled) and dV; add_dq(m_block, tdQrdQ) receives each block's dQ.
   template <class Storage, class FragKV, class AddDq>
-  CUTE_DEVICE static void mma(BwdParams const& p, Storage& storage, int n_block, int thread_idx, FragKV& tdKrdK,
-                              FragKV& tdVrdV, AddDq&& add_dq) {
+  CUTE_DEVICE static void mma(BwdParams const& p, Storage& storage, Queries const& qs, int n_block, int thread_idx,
+                              FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
     if constexpr (Traits::kSplitHeadDim) {
-      mma_head_dim(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
+      mma_head_dim(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
     } else {
-      mma_keys(p, storage, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
+      mma_keys(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
     }
   }
 
@@ -165,7 +209,7 @@ struct BwdMainloop {
       for (int i = 0; i < size(tSrS); ++i) {
         const int key = n_block * kBlockN + get<0>(cS(i));
         const int row = m_block * kBlockM + get<1>(cS(i));
-        bool masked = key >= p.seqlen_k;
+        bool masked = key >= qs.seq.seqlen_k;
         if constexpr (kIsCausal) { masked |= key > qs.mask.last_key(row); }
         if (masked) { tSrS(i) = -INFINITY; }
       }
@@ -190,8 +234,8 @@ struct BwdMainloop {
   // dS^T of those rows into shared memory, and after both warpgroups have written theirs, adds
   // columns [part * kDkvAtomN, ...) of head_dim to dV, dK and the step's dQ.
   template <class Storage, class FragKV, class AddDq>
-  CUTE_DEVICE static void mma_head_dim(BwdParams const& p, Storage& storage, int n_block, int thread_idx,
-                                       FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
+  CUTE_DEVICE static void mma_head_dim(BwdParams const& p, Storage& storage, Queries const& qs, int n_block,
+                                       int thread_idx, FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
@@ -239,8 +283,6 @@ struct BwdMainloop {
 
     // (key, query row) in the tile of each value of S^T and dP^T.
     Tensor cS = accumulator_coords<kRowsN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(vmnk_sdp);
-    const Queries qs = queries(p, n_block);
-
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     CUTE_NO_UNROLL
@@ -285,8 +327,8 @@ struct BwdMainloop {
 
   // kKeys: this warpgroup's 64 keys against all kBlockM query rows of each step.
   template <class Storage, class FragKV, class AddDq>
-  CUTE_DEVICE static void mma_keys(BwdParams const& p, Storage& storage, int n_block, int thread_idx, FragKV& tdKrdK,
-                                   FragKV& tdVrdV, AddDq&& add_dq) {
+  CUTE_DEVICE static void mma_keys(BwdParams const& p, Storage& storage, Queries const& qs, int n_block, int thread_idx,
+                                   FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
@@ -323,8 +365,6 @@ struct BwdMainloop {
 
     // (key, query row) in the tile of each value of S^T and dP^T.
     Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(vmnk_sdp);
-    const Queries qs = queries(p, n_block);
-
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     CUTE_NO_UNROLL

@@ -191,6 +191,9 @@ struct BwdTraits {
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType kv_full;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType qdo_full[kStages];
     alignas(8) cutlass::arch::ClusterBarrier::ValueType qdo_empty[kStages];
+    // Packed calls: a box that ends past its sequence lands here first (bwd_mainloop.h, clear_landed).
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType kv_landed;
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType qdo_landed;
     // kHeadDim's P^T buffers (last, so that kKeys's members keep their offsets).
     alignas(kSplitHeadDim ? 1024 : 16) cute::array_aligned<Element, kSplitHeadDim ? cosize_v<SmemLayoutP> : 8> p;
   };

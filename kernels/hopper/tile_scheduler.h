@@ -28,7 +28,8 @@ struct TileCoord {
 // of batch coordinate b. Packed (cu_seqlens): a view is the whole (total, head_dim, heads) tensor as
 // batch 0, and sequence b starts at row cu_seqlens[b]; the scheduler's tiles cover the longest
 // sequence, so a tile may start past a shorter one's end (it has no rows: has_rows()).
-// Lengths as the Ampere path takes them (ampere/block_info.h): with cu_seqlens_k, seqused_k is not read.
+// Lengths as the Ampere path takes them (ampere/block_info.h): with cu_seqlens_k, seqused_k is not read
+// (the backward has no seqused_k).
 struct SeqRange {
   int seqlen_q;
   int seqlen_k;
@@ -37,7 +38,8 @@ struct SeqRange {
   int q_batch;  // the batch coordinate of the Q/O views
   int k_batch;  // ... and of the K/V views
 
-  CUTE_DEVICE static SeqRange of(FwdParams const& p, int batch) {
+  template <class Params>  // FwdParams or BwdParams
+  CUTE_DEVICE static SeqRange of(Params const& p, int batch) {
     SeqRange s;
     if (p.cu_seqlens_q) {
       s.q_row0 = p.cu_seqlens_q[batch];
@@ -51,10 +53,12 @@ struct SeqRange {
       s.seqlen_k = p.cu_seqlens_k[batch + 1] - s.k_row0;
       s.k_batch = 0;
     } else {
-      s.k_row0 = 0, s.seqlen_k = p.seqused_k ? p.seqused_k[batch] : p.seqlen_k, s.k_batch = batch;
+      s.k_row0 = 0, s.seqlen_k = dense_seqlen_k(p, batch), s.k_batch = batch;
     }
     return s;
   }
+  CUTE_DEVICE static int dense_seqlen_k(FwdParams const& p, int batch) { return p.seqused_k ? p.seqused_k[batch] : p.seqlen_k; }
+  CUTE_DEVICE static int dense_seqlen_k(BwdParams const& p, int) { return p.seqlen_k; }
   CUTE_DEVICE bool has_rows(int m_block, int block_m) const { return m_block * block_m < seqlen_q; }
 };
 
@@ -62,7 +66,8 @@ struct SeqRange {
 struct ViewExtents {
   int rows_q, rows_k, batches_q, batches_k;
 };
-inline ViewExtents view_extents(FwdParams const& p) {
+template <class Params>  // FwdParams or BwdParams
+CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   return {p.cu_seqlens_q ? p.total_q : p.seqlen_q, p.cu_seqlens_k ? p.total_k : p.seqlen_k, p.cu_seqlens_q ? 1 : p.batch,
           p.cu_seqlens_k ? 1 : p.batch};
 }

@@ -187,6 +187,25 @@ CUTE_DEVICE int opaque(int value) {
   return out;
 }
 
+// Rows [first_row, kRows) of a (kRows, cols) shared-memory buffer of 16-bit elements set to 0 by
+// kThreads threads (thread_idx counted from 0 among them), one 16-byte store at a time: a swizzle atom
+// keeps 16-byte chunks whole, so each store is one chunk of one row wherever the swizzle put it. The
+// thread index goes through opaque(): derived from it directly (when the backward's consumers cleared
+// rows in their main loop) the addresses were hoisted out of the loop and spilled, 16 bytes of stack
+// (benchmarks/hopper_varlen/README.md, "The backward").
+template <int kThreads, class SmemTensor>
+CUTE_DEVICE void clear_rows(SmemTensor s, int first_row, int thread_idx) {
+  using Element = typename SmemTensor::value_type;
+  constexpr int kRows = decltype(size<0>(s))::value;
+  constexpr int kVec = 16 / int(sizeof(Element));
+  constexpr int kVecsPerRow = decltype(size<1>(s))::value / kVec;
+  CUTE_NO_UNROLL
+  for (int i = opaque(thread_idx); i < (kRows - first_row) * kVecsPerRow; i += kThreads) {
+    const int row = first_row + i / kVecsPerRow, col = i % kVecsPerRow * kVec;
+    *reinterpret_cast<uint128_t*>(&s(row, col)) = uint128_t{0, 0};
+  }
+}
+
 CUTE_DEVICE void barrier_sync(FwdBarrier id, int threads) {
   cutlass::arch::NamedBarrier::sync(threads, static_cast<int>(id));
 }
