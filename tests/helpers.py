@@ -173,3 +173,13 @@ def make_fake_cuda(base: Path) -> Path:
     nvcc.write_text(FAKE_NVCC.format(python=sys.executable))
     nvcc.chmod(0o755)
     return home
+
+
+def check_close(label, got, ref, low, eps=1e-3):
+    """product.md's rule for one GPU output against its fp32 reference `ref`: no NaN (an unwritten output, or
+    bad math), and the max abs error within twice that of the same math in the input dtype (`low`), plus eps."""
+    assert not got.isnan().any(), f"{label}: NaN (an unwritten output, or bad math)"
+    err = (got.float() - ref).abs().max().item()
+    tol = 2 * (low.float() - ref).abs().max().item() + eps
+    print(f"{label}: max abs err {err:.3e} (tolerance {tol:.3e})")
+    assert err <= tol, f"{label}: max abs err {err:.3e} > {tol:.3e}"

@@ -189,6 +189,34 @@ struct BwdMainloop {
   // ---------------------------------------------------------------------------------------------
   // Consumers: thread_idx counts the consumer threads from 0. tdKrdK / tdVrdV accumulate this
   // warpgroup's rows of dK (unscaled) and dV; add_dq(m_block, tdQrdQ) receives each block's dQ.
+  // The consumers' shared-memory buffers, each seen as the products read it (both layouts): K, V, Q and
+  // dO as stored, K^T, Q^T and dO^T (head_dim first), dS^T as the consumers write it and dS as dQ reads it.
+  template <class Layout>
+  using SmemView = decltype(make_tensor(make_smem_ptr(static_cast<Element*>(nullptr)), Layout{}));
+  struct SmemViews {
+    SmemView<typename Traits::SmemLayoutK> sK;
+    SmemView<typename Traits::SmemLayoutV> sV;
+    SmemView<typename Traits::SmemLayoutKt> sKt;
+    SmemView<typename Traits::SmemLayoutQ> sQ;
+    SmemView<typename Traits::SmemLayoutdO> sdO;
+    SmemView<typename Traits::SmemLayoutQt> sQt;
+    SmemView<typename Traits::SmemLayoutdOt> sdOt;
+    SmemView<typename Traits::SmemLayoutdS> sdS;
+    SmemView<typename Traits::SmemLayoutdSt> sdSt;
+  };
+  template <class Storage>
+  CUTE_DEVICE static SmemViews smem_views(Storage& storage) {
+    return {make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{}),
+            make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{}),
+            make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutKt{}),
+            make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{}),
+            make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{}),
+            make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQt{}),
+            make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdOt{}),
+            make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{}),
+            make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{})};
+  }
+
   template <class Storage, class FragKV, class AddDq>
   CUTE_DEVICE static void mma(BwdParams const& p, Storage& storage, Queries const& qs, int n_block, int thread_idx,
                               FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
@@ -244,16 +272,9 @@ struct BwdMainloop {
     const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
     const int part = get<2>(vmnk_sdp);  // the warpgroup: its query rows of S^T, its columns of dK, dV
 
-    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
-    Tensor sKt = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutKt{});
-    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
-    Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
-    Tensor sQt = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQt{});
-    Tensor sdOt = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdOt{});
+    const SmemViews v = smem_views(storage);
+    auto const& [sK, sV, sKt, sQ, sdO, sQt, sdOt, sdS, sdSt] = v;
     Tensor sP = make_tensor(make_smem_ptr(storage.p.data()), typename Traits::SmemLayoutP{});
-    Tensor sdS = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{});
-    Tensor sdSt = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{});
 
     using MmaSdP = typename Traits::TiledMmaSdP;
     using MmadKV = typename Traits::TiledMmadKV;
@@ -337,15 +358,8 @@ struct BwdMainloop {
     const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
     const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
 
-    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
-    Tensor sKt = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutKt{});
-    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
-    Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
-    Tensor sQt = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQt{});
-    Tensor sdOt = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdOt{});
-    Tensor sdS = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdS{});
-    Tensor sdSt = make_tensor(make_smem_ptr(storage.ds.data()), typename Traits::SmemLayoutdSt{});
+    const SmemViews v = smem_views(storage);
+    auto const& [sK, sV, sKt, sQ, sdO, sQt, sdOt, sdS, sdSt] = v;
 
     // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's 64 keys of sK and
     // sV, its rows of dS and its columns of K^T for dQ, all of the rest.

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_
 import flashbuild  # noqa: E402
 from flashbuild.debug.checking import poison  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
+from helpers import check_close as check  # noqa: E402
 
 HDIMS = (96, 192, 256)
 SELECTION = dict(hdim=list(HDIMS), dtype=["fp16", "bf16"], arch="native", direction="bwd", causal="both",
@@ -46,14 +47,6 @@ def backward(m, batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim, dtype, ca
     got = m.mha_bwd(dout, q, k, v, out32.detach().to(dtype), lse32.detach(), causal=causal)
     torch.cuda.synchronize()
     return got, grads32, grads_low
-
-
-def check(label, got, ref, low, eps=1e-3):
-    assert not torch.isnan(got).any(), f"{label}: NaN (an unwritten gradient, or bad math)"
-    err = (got.float() - ref).abs().max().item()
-    tol = 2 * (low.float() - ref).abs().max().item() + eps
-    print(f"{label}: max abs err {err:.3e} (tolerance {tol:.3e})")
-    assert err <= tol, f"{label}: max abs err {err:.3e} > {tol:.3e}"
 
 
 CASES = [  # batch, seqlen_q, seqlen_k, nheads, nheads_k

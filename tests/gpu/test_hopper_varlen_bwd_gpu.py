@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_
 import flashbuild  # noqa: E402
 from flashbuild.debug.checking import poison  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
+from helpers import check_close as check  # noqa: E402
 
 HDIMS = (64, 96, 128, 192, 256)
 SELECTION = dict(hdim=list(HDIMS), dtype="fp16", arch="native", direction="bwd", causal="both", features=[])
@@ -66,14 +67,6 @@ def packed_backward(m, q, k, v, dout, seqlens_q, seqlens_k, causal):
     dq, dk, dv = m.mha_varlen_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max(seqlens_q), max(seqlens_k), causal=causal)
     torch.cuda.synchronize()
     return (dq, dk, dv), refs
-
-
-def check(label, got, ref, low, eps=1e-3):
-    assert not torch.isnan(got).any(), f"{label}: NaN (an unwritten gradient, or bad math)"
-    err = (got.float() - ref).abs().max().item()
-    tol = 2 * (low.float() - ref).abs().max().item() + eps
-    print(f"{label}: max abs err {err:.3e} (tolerance {tol:.3e})")
-    assert err <= tol, f"{label}: max abs err {err:.3e} > {tol:.3e}"
 
 
 def check_sequence(i, grads, span, causal, head_dim):
