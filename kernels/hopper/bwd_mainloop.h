@@ -9,9 +9,10 @@
 //   keys each, P^T and dS^T stay in registers for dV and dK (RS wgmma). kHeadDim (mma_head_dim):
 //   half the query rows each for S^T and dP^T, half the head dim for dK, dV and dQ; P^T goes
 //   through shared memory too, and dV and dK are SS products.
-// Partial tiles: TMA zero-fills Q/dO rows past seqlen_q and K/V rows past seqlen_k. A padded query
-// row gets LSE +inf, so P = 0 there, and dsum 0; its dS and its share of dK, dV are exactly 0.
-// Key rows past seqlen_k are masked to P = 0 and never stored.
+// Partial tiles: TMA zero-fills Q/dO rows past seqlen_q and K/V rows past seqlen_k (packed calls: the
+// producer clears those rows, which hold the next sequence's: clear_landed). A padded query row gets
+// LSE +inf, so P = 0 there, and dsum 0; its dS and its share of dK, dV are exactly 0. Key rows past
+// seqlen_k are masked to P = 0 and never stored.
 #pragma once
 
 #include "common/mask.h"
