@@ -124,3 +124,38 @@ def test_the_hopper_kernel_serves_packed_sequences(m, head_dim):
     print("\n".join(names))
     assert names, "no backward kernel in the profile"
     assert all("hopper" in n for n in names), f"a packed call ran on another kernel: {names}"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_empty_sequences_give_zero_gradients(m, head_dim, causal):
+    """A sequence with no queries (its keys get dK = dV = 0) and one with no keys (its queries get dQ = 0, as
+    the forward gives them out 0 and LSE +inf), between sequences that are checked against the reference."""
+    seqlens_q, seqlens_k = [0, 37, 5, 90], [20, 0, 33, 90]
+    torch.manual_seed(head_dim + causal)
+    q = torch.randn(sum(seqlens_q), 8, head_dim, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(sum(seqlens_k), 2, head_dim, device="cuda", dtype=torch.float16) for _ in range(2))
+    dout = torch.randn_like(q)
+    spans = list(zip(itertools.pairwise([0, *itertools.accumulate(seqlens_q)]),
+                     itertools.pairwise([0, *itertools.accumulate(seqlens_k)])))
+    outs, lses, refs = [], [], {}
+    for i, ((q0, q1), (k0, k1)) in enumerate(spans):
+        if q1 == q0:
+            continue
+        if k1 == k0:  # no keys: the forward's out 0 and LSE +inf
+            outs.append(torch.zeros(q1 - q0, 8, head_dim, device="cuda"))
+            lses.append(torch.full((8, q1 - q0), float("inf"), device="cuda"))
+            continue
+        ref = references(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], dout[None, q0:q1], causal)
+        refs[i] = ((q0, q1), (k0, k1), ref)
+        outs.append(ref[0][0])
+        lses.append(ref[1][0])
+    out, lse = torch.cat(outs).to(q.dtype), torch.cat(lses, dim=1).contiguous()
+    poison("cuda", [q.numel() * q.element_size(), k.shape[0] * q.shape[1] * q.shape[2] * q.element_size()])
+    dq, dk, dv = m.mha_varlen_bwd(dout, q, k, v, out, lse, offsets(seqlens_q), offsets(seqlens_k), max(seqlens_q),
+                                  max(seqlens_k), causal=causal)
+    torch.cuda.synchronize()
+    assert torch.count_nonzero(dk[0:20]) == 0 and torch.count_nonzero(dv[0:20]) == 0, "keys that no query sees"
+    assert torch.count_nonzero(dq[0:37]) == 0, "queries that see no key"
+    for i, span in refs.items():
+        check_sequence(i, (dq, dk, dv), span, causal, head_dim)
