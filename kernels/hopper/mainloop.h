@@ -151,19 +151,12 @@ struct FwdMainloop {
   // packed sequence's next rows belong to the next sequence; 0 * NaN or 0 * inf would be NaN. Each
   // warp zeroes every such row itself and fences its writes for the async proxy (wgmma reads shared
   // memory through it), so a warp's part of the next P V never waits on another warp; the warps of
-  // every consumer warpgroup write the same zeros. The addresses come from opaque(lane) (utils.h):
-  // computed here, not held across the tile loop.
+  // every consumer warpgroup write the same zeros (clear_rows, utils.h: its addresses come from
+  // opaque(lane), computed here, not held across the tile loop).
   template <class Storage>
   CUTE_DEVICE static void zero_v_rows(Storage& storage, int stage, int first_row, int thread_idx) {
-    const int lane = opaque(thread_idx % cutlass::NumThreadsPerWarp);
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
-    constexpr int kVec = 16 / int(sizeof(Element));  // a swizzle atom keeps 16-byte chunks whole
-    constexpr int kVecsPerRow = kHeadDim / kVec;
-    const int chunks = (kBlockN - first_row) * kVecsPerRow;
-    for (int i = lane; i < chunks; i += cutlass::NumThreadsPerWarp) {
-      const int row = first_row + i / kVecsPerRow, col = (i % kVecsPerRow) * kVec;
-      *reinterpret_cast<uint128_t*>(&sV(row, col, stage)) = uint128_t{0, 0};
-    }
+    clear_rows<cutlass::NumThreadsPerWarp>(sV, first_row, thread_idx % cutlass::NumThreadsPerWarp, stage);
     cutlass::arch::fence_view_async_shared();
     __syncwarp();
   }

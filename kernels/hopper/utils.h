@@ -193,16 +193,18 @@ CUTE_DEVICE int opaque(int value) {
 // thread index goes through opaque(): derived from it directly (when the backward's consumers cleared
 // rows in their main loop) the addresses were hoisted out of the loop and spilled, 16 bytes of stack
 // (benchmarks/hopper_varlen/README.md, "The backward").
-template <int kThreads, class SmemTensor>
-CUTE_DEVICE void clear_rows(SmemTensor s, int first_row, int thread_idx) {
+// `rest`: the coordinates of the buffer's further modes (a stage), if any.
+template <int kThreads, class SmemTensor, class... Rest>
+CUTE_DEVICE void clear_rows(SmemTensor s, int first_row, int thread_idx, Rest... rest) {
   using Element = typename SmemTensor::value_type;
   constexpr int kRows = decltype(size<0>(s))::value;
   constexpr int kVec = 16 / int(sizeof(Element));
   constexpr int kVecsPerRow = decltype(size<1>(s))::value / kVec;
+  const int chunks = (kRows - first_row) * kVecsPerRow;
   CUTE_NO_UNROLL
-  for (int i = opaque(thread_idx); i < (kRows - first_row) * kVecsPerRow; i += kThreads) {
-    const int row = first_row + i / kVecsPerRow, col = i % kVecsPerRow * kVec;
-    *reinterpret_cast<uint128_t*>(&s(row, col)) = uint128_t{0, 0};
+  for (int i = opaque(thread_idx); i < chunks; i += kThreads) {
+    const int row = first_row + i / kVecsPerRow, col = (i % kVecsPerRow) * kVec;
+    *reinterpret_cast<uint128_t*>(&s(row, col, rest...)) = uint128_t{0, 0};
   }
 }
 
