@@ -171,8 +171,10 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
     assert "compile 18 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs
+    # The Hopper backward's plain kernels hold the deterministic mode: no deterministic call of this build
+    # needs the feature variants.
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
-           "window_size or softcap and deterministic backward calls" in out
+           "window_size or softcap (other calls run the plain one)" in out
     assert re.search(r"key\s+sm90-fp16-h64-fwd\+bwd\+splitkv-c01-fLS-[0-9a-f]{8}", out)
     assert "jobs" in out
     assert not (tmp_path / "bd").exists() and not cache.exists()
@@ -186,8 +188,8 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
                 if line.startswith("  ")}
     assert families["bwd_hdim64_fp16_sm90"] == (
         "hopper; tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's fallback "
-        "TU (<variant>_fallback); local windows, softcap and deterministic calls in the feature TUs, on the "
-        "Ampere path alone; packed (varlen) calls run on the Hopper kernel")
+        "TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
+        "Ampere path alone; packed (varlen) and deterministic calls run on the Hopper kernel")
     assert families["bwd_hdim64_fp16_sm90_fallback"] == (
         "ampere; the Ampere-path fallback of bwd_hdim64_fp16_sm90 alone (hopper/bwd_fallback.h)")
     assert "bwd_hdim32_fp16_sm90_fallback" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
@@ -448,8 +450,8 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert data["axes"]["features"] == ["local", "softcap"]
     assert {"direction": "bwd", "arch": "sm90", "family": "hopper",
             "note": "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
-                    "fallback TU (<variant>_fallback); local windows, softcap and deterministic calls in the feature "
-                    "TUs, on the Ampere path alone; packed (varlen) calls run on the Hopper kernel"} in data["families"]
+                    "fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the Ampere "
+                    "path alone; packed (varlen) and deterministic calls run on the Hopper kernel"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == [32]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == [32]

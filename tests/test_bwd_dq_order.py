@@ -1,4 +1,4 @@
-"""The deterministic backward's dQ order (kernels/ampere/bwd_dq_order.h), checked on the CPU: nvcc
+"""The deterministic backward's dQ order (kernels/common/bwd_dq_order.h), checked on the CPU: nvcc
 compiles tests/host/bwd_dq_order.cu for the host (no device code runs) and the test runs it. For 174k
 (seqlen_q, seqlen_k, tile, mask, window) cases, seqlens 1 to 4097 both ways, it walks the kernel's own
 loop bounds and asserts that the key blocks adding into each query block are contiguous, that the

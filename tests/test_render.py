@@ -197,6 +197,20 @@ def test_table_holds_the_variants_and_axes(tmp_path):
     assert f'static constexpr const char* kBuildKey = "{KEY}";' in table
     assert f'static constexpr const char* kVersion = "{__version__}";' in table
     assert len(selection.variants) == 2
+    assert 'static constexpr const char* kDeterministicPlain[] = {""};' in table  # no backward
+    assert "static constexpr int kNumDeterministicPlain = 0;" in table
+
+
+def test_table_lists_the_backwards_whose_plain_kernel_is_deterministic(tmp_path):
+    """The Hopper backward (sm90, head dims 64-256, the plain variant) orders its dQ adds itself, so the
+    binding keeps a deterministic call there; head dim 32, the feature variants and sm80 take the mode on
+    the feature kernel (the Ampere path)."""
+    _, files = render_selection(tmp_path, hdim="32,128", dtype="bf16", arch="sm80,sm90", direction="bwd",
+                                causal="both")
+    table = files["flashbuild_table.h"]
+    assert ('static constexpr const char* kDeterministicPlain[] = {"bwd_hdim128_bf16_sm90", '
+            '"bwd_hdim128_bf16_causal_sm90"};' in table), table
+    assert "static constexpr int kNumDeterministicPlain = 2;" in table
 
 
 def test_write_if_different_leaves_an_unchanged_file_alone(tmp_path):

@@ -107,10 +107,20 @@ def test_no_local_and_no_softcap_flags_compile_features_out(cache):
     assert "compile 4 kernel TUs:" in narrowed.stdout and "sm90_local" not in narrowed.stdout
     assert "x features none (4 kernel TUs)" in narrowed.stdout  # 2 Hopper TUs, 2 fallbacks
     assert "features   none: calls with window_size or softcap raise VariantNotBuiltError" in narrowed.stdout
+    # sm90's Hopper backward (head dims 64-256) holds the deterministic mode in its plain kernel; head dim 32
+    # and sm80 hold it in the feature kernel only.
     backward = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--no-local",
                        "--no-softcap", "--dry-run")
+    assert "features   none: calls with window_size or softcap raise VariantNotBuiltError" in backward.stdout, \
+        backward.output
+    mixed = run_cli("--hdim", "32,64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--no-local",
+                    "--no-softcap", "--dry-run")
+    assert "features   none: calls with window_size or softcap, and deterministic backward calls on the Ampere " \
+           "path, raise VariantNotBuiltError" in mixed.stdout, mixed.output
+    ampere = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm80", "--direction", "bwd", "--no-local",
+                     "--no-softcap", "--dry-run")
     assert "features   none: calls with window_size or softcap, and deterministic backward calls, raise " \
-           "VariantNotBuiltError" in backward.stdout, backward.output
+           "VariantNotBuiltError" in ampere.stdout, ampere.output
     softcap = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local",
                       "--dry-run")
     assert "fwd_hdim64_fp16_sm90_softcap " in softcap.stdout and "sm90_local" not in softcap.stdout

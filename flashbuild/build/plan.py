@@ -361,12 +361,17 @@ def features_line(selection: Selection, profile: Profile | None = None) -> str:
                 + (f"; compiled out: {', '.join(off)} ({' '.join('-D' + profile.disable_defines[f] for f in off)})"
                    if off else " (all the tree has)"))
     asks = {"local": "window_size", "softcap": "softcap"}
+    # Deterministic backward calls run the feature variant, except where the plain kernel has the mode
+    # itself (the Hopper backward: Variant.deterministic_plain).
+    plain_bwd = [v for v in selection.variants if v.direction == "bwd" and not v.features]
+    on_features = [v for v in plain_bwd if not v.deterministic_plain]
+    which = " on the Ampere path" if len(on_features) < len(plain_bwd) else ""
     if selection.features:
-        deterministic = " and deterministic backward calls" if "bwd" in selection.directions else ""
+        deterministic = f" and deterministic backward calls{which}" if on_features else ""
         return (f"{', '.join(selection.features)}: each plain variant has a *{selection.feature_suffix} variant for the "
                 f"calls with {' or '.join(asks[f] for f in selection.features)}{deterministic} (other calls run the "
                 f"plain one); {' '.join(f'--no-{f}' for f in selection.features)} compiles them out")
-    deterministic = ", and deterministic backward calls," if "bwd" in selection.directions else ""
+    deterministic = f", and deterministic backward calls{which}," if on_features else ""
     return (f"none: calls with window_size or softcap{deterministic} raise VariantNotBuiltError (build without "
             "--no-local / --no-softcap, or with features=[...], to have them)")
 

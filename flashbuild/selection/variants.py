@@ -87,8 +87,8 @@ FAMILY_TABLE = {
 } | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
     ("bwd", "sm90"): "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
-                     "fallback TU (<variant>_fallback); local windows, softcap and deterministic calls in the "
-                     "feature TUs, on the Ampere path alone; packed (varlen) calls run on the Hopper kernel",
+                     "fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
+                     "Ampere path alone; packed (varlen) and deterministic calls run on the Hopper kernel",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (plain cache calls of "
                          "128 queries or more run on the forward variant's Hopper kernel when the build holds it)",
     ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
@@ -220,6 +220,14 @@ class Variant:
         on the Ampere path alone has one TU, which includes the Ampere family's launch header.)"""
         return self.fallback_header is not None and not ampere_path_alone(self.direction, self.arch, self.hdim,
                                                                           self.features)
+
+    @property
+    def deterministic_plain(self) -> bool:
+        """Whether this backward variant's own (plain) kernel has the deterministic mode: the Hopper
+        backward orders its dQ adds itself (hopper/bwd_epilogue.h), so a deterministic call that needs no
+        feature runs there. The Ampere path compiles the mode into the feature kernel alone; its
+        deterministic calls run the feature variant (the binding's use_deterministic_kernel)."""
+        return self.direction == "bwd" and not self.features and self.fallback_tu
 
     @classmethod
     def from_name(cls, name: str) -> "Variant":

@@ -4,14 +4,14 @@
 //   dV += P^T dO, dK += dS^T Q (in registers), dQ += dS K (fp32 atomics into dq_accum, issued
 //   between the dV and dK products' MMAs; in deterministic mode, which the feature kernel alone
 //   compiles, the CTAs of one query block issue theirs one after the other, in the order of
-//   ampere/bwd_dq_order.h).
+//   common/bwd_dq_order.h).
 // P and dS go through shared memory because the dV/dK products read them transposed.
 // With softcap, S becomes T = tanh(S * scale / softcap), P = exp(T * softcap - LSE), and dS picks
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
 #pragma once
 
 #include "ampere/block_info.h"
-#include "ampere/bwd_dq_order.h"
+#include "common/bwd_dq_order.h"
 #include "ampere/bwd_traits.h"
 #include "common/features.h"
 

@@ -218,7 +218,7 @@ struct Call {
   int arch;
   float softmax_scale;
   int features;      // the features the call needs (bits of flashbuild::Feature)
-  bool deterministic;  // a deterministic backward: runs on the feature kernel, the one that compiles the mode
+  bool deterministic_on_features;  // a deterministic backward the feature kernel serves (use_deterministic_kernel)
   int window_left;   // as the kernels take them (common/params.h): unbounded sides are
   int window_right;  // seqlen_q + seqlen_k, never -1
   float softcap;
@@ -294,16 +294,27 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
   return c;
 }
 
-// A deterministic backward runs on the feature kernel (ampere/bwd_kernel.h compiles the mode there
-// alone, so the plain kernel keeps its speed): a build without features has no such kernel, and a
-// build whose feature TU for this variant is missing says which build holds it.
+// A deterministic backward runs where the mode is compiled: the variant's own kernel when that is the
+// Hopper backward (it orders its dQ adds itself; the build table lists such variants) and the call
+// needs no feature; otherwise the feature kernel (the Ampere path compiles the mode there alone, so its
+// plain kernel keeps its speed). A build without features then has no such kernel, and a build whose
+// feature TU for this variant is missing says which build holds it.
+bool deterministic_plain(const std::string& name) {
+  for (int i = 0; i < table::kNumDeterministicPlain; ++i) {
+    if (name == table::kDeterministicPlain[i]) return true;
+  }
+  return false;
+}
+
 void use_deterministic_kernel(Call& c) {
   const char* dtype = c.is_fp16 ? "fp16" : "bf16";
+  if (c.features == 0 && deterministic_plain(variant_name(c.direction, c.hdim, dtype, c.causal, c.arch))) return;
   const int all_features = kLocal | kSoftcap;
   if (table::kFeaturesMask == 0) {
     throw VariantNotBuilt(std::string("flashbuild: this build has no deterministic backward (asked: deterministic=True): "
                                       "the mode is compiled into the kernel that holds the build's features (local, "
-                                      "softcap), and this build has none. Build it with: ") +
+                                      "softcap; on sm90 head dims 64-256 hold it in the plain Hopper kernel too), and "
+                                      "this build has none for this call. Build it with: ") +
                           rebuild_command(c.direction, c.hdim, dtype, c.causal, c.arch, all_features) +
                           ", or call with deterministic=False");
   }
@@ -312,18 +323,18 @@ void use_deterministic_kernel(Call& c) {
     variant_not_built(asked, c.direction, c.hdim, c.user_hdim, dtype, c.causal, c.arch, c.features | table::kFeaturesMask,
                       "deterministic=True");
   }
-  c.deterministic = true;
+  c.deterministic_on_features = true;
 }
 
-#define FLASHBUILD_DISPATCH(call, ...)                                                                 \
-  ARCH_SWITCH((call).arch, [&] {                                                                       \
-    HEADDIM_SWITCH((call).hdim, [&] {                                                                  \
-      FP16_SWITCH((call).is_fp16, [&] {                                                                \
-        CAUSAL_SWITCH((call).causal, [&] {                                                             \
-          FEATURES_SWITCH((call).features != 0 || (call).deterministic, [&] { __VA_ARGS__; });         \
-        });                                                                                            \
-      });                                                                                              \
-    });                                                                                                \
+#define FLASHBUILD_DISPATCH(call, ...)                                                                        \
+  ARCH_SWITCH((call).arch, [&] {                                                                              \
+    HEADDIM_SWITCH((call).hdim, [&] {                                                                         \
+      FP16_SWITCH((call).is_fp16, [&] {                                                                       \
+        CAUSAL_SWITCH((call).causal, [&] {                                                                    \
+          FEATURES_SWITCH((call).features != 0 || (call).deterministic_on_features, [&] { __VA_ARGS__; });    \
+        });                                                                                                   \
+      });                                                                                                     \
+    });                                                                                                       \
   })
 
 template <class Params>
@@ -820,9 +831,11 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   set_features(p, c);
   // Deterministic mode: one zeroed int32 counter per (batch, head, query block), sized by the longest
   // sequence for varlen (params.h, BwdParams::dq_semaphore); kept alive to the end of this call, as
-  // dq_accum is (the stream orders the kernels before any reuse of the memory).
+  // dq_accum is (the stream orders the kernels before any reuse of the memory). A call with no queries
+  // or no keys adds nothing to dQ: it needs no order, and no counters (the Hopper kernel takes no such
+  // call, and its fallback has no deterministic mode).
   at::Tensor dq_semaphore;
-  if (deterministic && p.seqlen_q > 0) {
+  if (deterministic && p.seqlen_q > 0 && p.seqlen_k > 0) {
     dq_semaphore = at::zeros({p.batch, nheads, dq_semaphore_blocks(p.seqlen_q)}, q.options().dtype(at::kInt));
     p.dq_semaphore = dq_semaphore.data_ptr<int>();
   }

@@ -4,7 +4,7 @@
 // [i + seqlen_k - seqlen_q - window_left, i + seqlen_k - seqlen_q + window_right]. A local kernel
 // ignores kIsCausal: the binding gives a causal call window_right = 0.
 // The query-block range of a key block (m_block_min/max, and the key edges they use) is host-callable
-// too: the deterministic backward orders its dQ adds by it (ampere/bwd_dq_order.h), and a host test
+// too: the deterministic backward orders its dQ adds by it (common/bwd_dq_order.h), and a host test
 // (tests/test_bwd_dq_order.py) checks that order against the loop bounds on the CPU.
 #pragma once
 

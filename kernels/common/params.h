@@ -209,15 +209,17 @@ struct BwdParams {
 
   // Deterministic mode (null: off, dQ is added in whatever order the CTAs get there). When set, the
   // key-block CTAs that add into one query block's dq_accum do so one after the other in a fixed
-  // order, so dQ is bit-identical from run to run (ampere/bwd_dq_order.h). Only the feature kernels
-  // (kFeatures != 0) compile it, on the Ampere path (the Hopper backward has no feature TU), and the
-  // binding sends such calls there; a plain kernel given one refuses it. int32, zeroed before
+  // order, so dQ is bit-identical from run to run (common/bwd_dq_order.h). The Ampere path compiles it
+  // into its feature kernels alone (kFeatures != 0), the Hopper backward into its plain kernel; the
+  // binding sends each deterministic call to the kernel that holds the mode (build_table's
+  // kDeterministicPlain), and an Ampere-path plain kernel given one refuses it. int32, zeroed before
   // every call: (batch, nheads, dq_semaphore_blocks(seqlen_q)), one counter per query block of the
   // kernel's tile (block m of (b, h) at (b * nheads + h) * dq_semaphore_blocks(seqlen_q) + m; the
   // counters past the tile's block count stay unused). Varlen: seqlen_q is the longest sequence's, so
   // every sequence gets as many counters as the longest needs. Last in the struct, so that the fields
   // before it keep their offsets; the Hopper kernel's parameters put 64-byte aligned TMA descriptors
-  // after a BwdParams, at byte 384 with or without it (BwdParams went from 352 to 360 bytes).
+  // after a BwdParams, at byte 384 with or without it (BwdParams went from 352 to 360 bytes, and to 368
+  // with total_q / total_k below).
   int* __restrict__ dq_semaphore;
 
   // Packed calls (cu_seqlens): the rows of q and of k/v (as FwdParams::total_q / total_k; the Hopper

@@ -4,12 +4,17 @@
 //   reduction (red.global.add.v2.f32), rows past seqlen_q skipped; or in fragment order, four
 //   floats per reduction (red.global.add.v4.f32), the block's slack rows taking the padded rows'
 //   zeros.
+//   Deterministic mode (kOrdered: the kernel instantiation that BwdParams::dq_semaphore selects): the
+//   CTAs that add into one query block take turns (common/bwd_dq_order.h: the order, its counters, why
+//   it cannot deadlock). With kFragmentBulk only the dQ writer warp waits and hands on; otherwise the
+//   consumers wait at add_dq.
 //   dK (times the softmax scale) and dV at the end, straight from registers in the input dtype,
 //   two columns per store, rows past seqlen_k skipped; per query head, as BwdParams asks.
 //   bwd_convert_dq_kernel / bwd_convert_dq_fragment_kernel: dq = softmax_scale * dq_accum in the
 //   input dtype, for each order.
 #pragma once
 
+#include "common/bwd_dq_order.h"  // spin_until_turn, release_turn: deterministic mode's turns
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange
@@ -50,11 +55,18 @@ struct BwdEpilogue {
            (row0 + int64_t(m_block) * kBlockM) * kHeadDim;
   }
 
+  // Deterministic mode: query block m_block's counter (BwdParams::dq_semaphore's layout).
+  CUTE_DEVICE static int* dq_counter(BwdParams const& p, int head, int batch, int m_block) {
+    return p.dq_semaphore + (int64_t(batch) * p.nheads + head) * dq_semaphore_blocks(p.seqlen_q) + m_block;
+  }
+
   // This thread's part of query block m_block's dQ, added to dq_accum (kFragmentBulk: handed to the
-  // dQ writer through shared memory; `first`: the CTA's first block, sdQ not yet used).
-  template <class Storage, class FragDq>
-  CUTE_DEVICE static void add_dq(BwdParams const& p, Storage& storage, SeqRange const& seq, int head, int batch,
-                                 int m_block, bool first, int thread_idx, FragDq const& tdQrdQ) {
+  // dQ writer through shared memory; `first`: the CTA's first block, sdQ not yet used). `blocks` and
+  // n_block give this CTA's turn in deterministic mode (kOrdered).
+  template <bool kOrdered, class Storage, class Blocks, class FragDq>
+  CUTE_DEVICE static void add_dq(BwdParams const& p, Storage& storage, SeqRange const& seq, Blocks const& blocks,
+                                 int n_block, int head, int batch, int m_block, bool first, int thread_idx,
+                                 FragDq const& tdQrdQ) {
     if constexpr (Traits::kDqBulk) {
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
       if (!first) { cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty)); }
@@ -66,20 +78,41 @@ struct BwdEpilogue {
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read next by the bulk copy
       cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
     } else {
+      // Deterministic mode: consumer thread 0 waits for the turn, the barrier holds the others back;
+      // after the adds every thread fences them, and thread 0 hands on once all have.
+      constexpr int kTurn = static_cast<int>(BwdBarrier::kdQTurn);
+      if constexpr (kOrdered) {
+        if (thread_idx == 0) { spin_until_turn(dq_counter(p, head, batch, m_block), blocks.turn(n_block, m_block)); }
+        cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kTurn);
+      }
       add_dq_global(p, seq, head, batch, m_block, thread_idx, tdQrdQ);
+      if constexpr (kOrdered) {
+        __threadfence();
+        cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kTurn);
+        if (thread_idx == 0) { release_turn(dq_counter(p, head, batch, m_block)); }
+      }
     }
   }
 
   // kFragmentBulk's dQ writer (one producer warp): per query block, once the consumers have written
   // sdQ, one bulk reduction adds it to the block's (contiguous) dq_accum slice; sdQ is handed back
-  // once the copy has read it.
-  template <class Storage>
-  CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, SeqRange const& seq, int head, int batch,
-                                    int m_block_min, int m_block_max) {
+  // once the copy has read it. Deterministic mode (kOrdered): the leader lane waits for the block's
+  // turn before the reduction, and hands on once the reduction has completed (not only read sdQ); the
+  // proxy fences order the bulk copy's (async proxy) adds with the counter's (generic proxy) acquire
+  // and release.
+  template <bool kOrdered, class Storage, class Blocks>
+  CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, SeqRange const& seq, Blocks const& blocks,
+                                    int n_block, int head, int batch, int m_block_min, int m_block_max) {
     const bool leader = int(threadIdx.x) % cutlass::NumThreadsPerWarp == 0;
     constexpr uint32_t kBytes = kBlockM * kHeadDim * sizeof(float);
     const uint32_t smem = cute::cast_smem_ptr_to_uint(storage.dq);
     for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+      if constexpr (kOrdered) {
+        if (leader) {
+          spin_until_turn(dq_counter(p, head, batch, m_block), blocks.turn(n_block, m_block));
+          asm volatile("fence.proxy.async.global;\n" ::: "memory");
+        }
+      }
       cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
       if (leader) {
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
@@ -87,7 +120,13 @@ struct BwdEpilogue {
                      "r"(smem), "r"(kBytes)
                      : "memory");
         cute::tma_store_arrive();  // commit the bulk group
-        cute::tma_store_wait<0>();  // ... and wait until it has read sdQ
+        if constexpr (kOrdered) {
+          asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // the adds are done
+          asm volatile("fence.proxy.async.global;\n" ::: "memory");
+          release_turn(dq_counter(p, head, batch, m_block));
+        } else {
+          cute::tma_store_wait<0>();  // ... and wait until it has read sdQ
+        }
       }
       __syncwarp();
       if (m_block + 1 < m_block_max) {

@@ -4,7 +4,13 @@
 // and two consumer warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every
 // query block that sees their keys, hand each block's dQ on (bwd_epilogue.h, add_dq) and store dK,
 // dV at the end. Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query
-// blocks, and the grid's first CTAs take it (longest first).
+// blocks, and the grid's first CTAs take it (longest first). kOrdered: the deterministic mode's
+// instantiation (launched when BwdParams::dq_semaphore is set): the CTAs of one query block add its dQ in
+// turn, and a causal grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
+// add_dq and dq_writer). An instantiation of its own, so the default kernel's code is the one without the
+// mode: a runtime branch on the pointer, even confined to the dQ writer warp, moved ptxas's schedule of
+// the consumers' loop and cost the default mode 2-4 % at hdim 64 (H200, in turns against the kernel
+// before the mode).
 #pragma once
 
 #include "hopper/bwd_epilogue.h"
@@ -27,7 +33,7 @@ struct BwdKernel {
 // Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
 // and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
 // live in the kernel parameters (__grid_constant__).
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, bool kOrdered>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal>::Params const params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -38,7 +44,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
   BwdParams const& p = params.bwd;
-  const int n_block = blockIdx.x;
+  const int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
 
@@ -65,7 +71,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if constexpr (Traits::kDqBulk) {
       if (warp_idx == 1) {
         const auto qs = Mainloop::queries(p, batch, n_block);
-        Epilogue::dq_writer(p, storage, qs.seq, head, batch, qs.m_block_min, qs.m_block_max);
+        Epilogue::template dq_writer<kOrdered>(p, storage, qs.seq, Mainloop::blocks(qs.seq), n_block, head, batch,
+                                               qs.m_block_min, qs.m_block_max);
       }
     }
   } else {
@@ -79,7 +86,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     const auto qs = Mainloop::queries(p, batch, n_block);
     Mainloop::mma(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV,
                   [&, seq = qs.seq, m_block_min = qs.m_block_min](int m_block, auto const& tdQrdQ) {
-                    Epilogue::add_dq(p, storage, seq, head, batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
+                    Epilogue::template add_dq<kOrdered>(p, storage, seq, Mainloop::blocks(seq), n_block, head,
+                                                        batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
                   });
     Epilogue::store_dkv(p, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
   }

@@ -4,14 +4,18 @@
 // sends every call with one in effect to the feature TU, which holds the Ampere path alone).
 // Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q /
 // total_k, and each sequence is an offset in them (SeqRange, as for the forward).
+// Deterministic calls (BwdParams::dq_semaphore set) too, on the kernel's ordered instantiation: its CTAs
+// add each query block's dQ in turn (bwd_epilogue.h); the binding sends a deterministic call with no
+// feature in effect here
+// (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
 // Everything else runs on the Ampere-path backward compiled for sm_90a, exactly as
 // ampere/bwd_launch.h launches it:
-//   - head dim 32; every call of a feature TU (a local window or softcap in effect, or
-//     deterministic mode);
-//   - pointers or strides that are not multiples of 16 bytes, empty Q or K;
-//   - deterministic calls (BwdParams::dq_semaphore set) never reach this TU: only the feature
-//     kernels compile the mode (ampere/bwd_kernel.h), and the binding sends them to the feature TU.
-//     bwd_can_run still declines one, and the plain fallback then refuses it.
+//   - head dim 32; every call of a feature TU (a local window or softcap in effect, or a
+//     deterministic call of a variant without this kernel);
+//   - pointers or strides that are not multiples of 16 bytes, empty Q or K.
+// The Ampere path's plain kernel has no deterministic mode, so a deterministic call this kernel
+// declines is an error (the binding aligns every tensor and sets no counters for an empty call, so
+// none is left but a tuning build's row-major dQ with packed sequences).
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
@@ -36,7 +40,6 @@ constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 
 // Whether the Hopper backward can take this call of a plain TU (see the top of this file). Its 16-byte
 // vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.
 inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
-  if (p.dq_semaphore) { return false; }
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
     return false;
   }
@@ -78,7 +81,8 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
 
   typename Kernel::Params kp{params, Kernel::Mainloop::to_params(bwd_tma_strides(params))};
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
-  auto kernel = &bwd_kernel<Traits, kIsCausal>;
+  // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
+  auto kernel = params.dq_semaphore ? &bwd_kernel<Traits, kIsCausal, true> : &bwd_kernel<Traits, kIsCausal, false>;
   FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
   kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
@@ -120,6 +124,12 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
     if (hopper::bwd_can_run(params, kHeadDim, sizeof(Element))) {
       hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal>(params, stream);
       return;
+    }
+    if (params.dq_semaphore) {
+      throw std::runtime_error("flashbuild: deterministic=True: the Hopper backward cannot take this call (a tensor "
+                               "that is not 16-byte aligned, or packed sequences in a build tuned to the row-major dQ "
+                               "order), and the Ampere path holds the mode only in its feature kernel; call with "
+                               "deterministic=False");
     }
   }
   run_bwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);

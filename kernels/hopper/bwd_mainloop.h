@@ -15,6 +15,7 @@
 // seqlen_k are masked to P = 0 and never stored.
 #pragma once
 
+#include "common/bwd_dq_order.h"  // BwdBlocks: deterministic mode's turns (family-neutral: common/mask.h alone)
 #include "common/mask.h"
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
@@ -94,6 +95,26 @@ struct BwdMainloop {
     q.m_block_min = q.mask.m_block_min(n_block, kBlockM, kBlockN);
     q.m_block_max = n_block * kBlockN < seq.seqlen_k ? q.mask.m_block_max(n_block, kBlockM, kBlockN) : q.m_block_min;
     return q;
+  }
+
+  // Deterministic mode (BwdParams::dq_semaphore set): the key blocks of a sequence and their turns at
+  // adding each query block's dQ, in the order common/bwd_dq_order.h lays down for both families.
+  using Blocks = BwdBlocks<Mask, kBlockM, kBlockN>;
+  CUTE_DEVICE static Blocks blocks(SeqRange const& seq) {
+    return {Mask{seq.seqlen_q, seq.seqlen_k}, (seq.seqlen_k + kBlockN - 1) / kBlockN};
+  }
+
+  // The key block CTA `cta` of a grid of n_ctas takes: its own index, except in deterministic mode
+  // (kOrdered) under a causal mask, where the key blocks that reach each query block first add first
+  // (descending, bwd_dq_order.h): CTA x then takes key block n_ctas - 1 - x, so a packed call's shorter
+  // sequences leave their first CTAs idle rather than their last ones (no sequence length needed).
+  template <bool kOrdered>
+  CUTE_DEVICE static int n_block_of(int cta, int n_ctas) {
+    if constexpr (kOrdered && Mask::kHasRightEdge) {
+      return n_ctas - 1 - cta;
+    } else {
+      return cta;
+    }
   }
 
   // Packed calls: the rows of a box past its sequence's end hold the next sequence's rows (finite or

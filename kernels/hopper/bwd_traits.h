@@ -76,6 +76,7 @@ enum class BwdBarrier : int {
   kdSFull = 0,   // both consumer warpgroups wrote their dS^T rows: dQ = dS K may read them
   kdQEmpty = 1,  // kFragmentBulk: the dQ writer's bulk reduction has read sdQ: it may be rewritten
   kdQFull = 2,   // kFragmentBulk: the consumers wrote the block's dQ into sdQ
+  kdQTurn = 3,   // deterministic mode, dQ from the consumers: the block's turn came / its adds are done
 };
 
 constexpr int kBwdConsumerWarpgroups = 2;

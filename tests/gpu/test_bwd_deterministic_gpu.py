@@ -8,11 +8,13 @@ Without the mode dQ's fp32 atomics land in whatever order the CTAs get there; th
 enough (up to 16 key blocks per query block) that the default mode's dq usually differs between runs:
 each test prints whether it did, as a control, without asserting it.
 
-The mode is compiled into the feature kernel alone (the one that holds local and softcap; the plain
-kernel keeps its speed), and the binding sends every deterministic call there, dense or varlen (on sm90
-that TU holds the Ampere-path backward alone): test_dense_and_one_sequence_varlen_give_the_same_bits
-checks that both entry points give the same bits, and a build without features refuses the mode with
-the command that builds it.
+On the Ampere path the mode is compiled into the feature kernel alone (the one that holds local and
+softcap; the plain kernel keeps its speed), and the binding sends deterministic calls there, dense or
+varlen. On sm90 the Hopper backward's plain kernel (head dims 64-256) holds the mode itself, so there
+every test here but the window one runs the Hopper kernel (tests/gpu/test_hopper_bwd_gpu.py profiles it).
+test_dense_and_one_sequence_varlen_give_the_same_bits checks that both entry points give the same bits,
+and a build without features refuses the mode where its kernel would be the feature kernel (head dim 32),
+with the command that builds it.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from test_api_gpu import check, grads_of, poison_allocator  # noqa: E402
 # uses test_api_gpu.py's build (hdim 64 fp16 with local and softcap), so the two files share it.
 SELECTION = dict(hdim="64,128", dtype="fp16,bf16", arch="native", direction="fwd,bwd", causal="both",
                  features=["local", "softcap"])
-# A build without features: it has no kernel that holds the mode.
-PLAIN_SELECTION = dict(hdim=64, dtype="fp16", arch="native", direction="fwd,bwd", causal="off", features=[])
+# A build without features, of a head dim every family serves on the Ampere path (32): it has no kernel that
+# holds the mode.
+PLAIN_SELECTION = dict(hdim=32, dtype="fp16", arch="native", direction="fwd,bwd", causal="off", features=[])
 RUNS = 3
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -161,8 +164,8 @@ def test_varlen_is_deterministic(m, head_dim, causal):
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_dense_and_one_sequence_varlen_give_the_same_bits(m, head_dim, causal):
     """The same data through mha_bwd and mha_varlen_bwd (one sequence, the same out and lse): both
-    deterministic calls run the feature kernel (the Ampere-path backward that holds the mode) with the
-    same tile and order, so the bits match. On sm90 this shows the dense call left the Hopper kernel.
+    deterministic calls run the same kernel (the Ampere path's feature kernel; on sm90 the Hopper kernel)
+    with the same tile and order, so the bits match.
     No GQA here: its sum over the group is a torch reduction of differently shaped tensors in the two
     calls, which this test is not about."""
     torch.manual_seed(11 + head_dim + causal)
@@ -184,12 +187,12 @@ def test_dense_and_one_sequence_varlen_give_the_same_bits(m, head_dim, causal):
 
 def test_a_build_without_features_refuses_the_mode_and_names_the_build_that_has_it():
     m = flashbuild.load(**PLAIN_SELECTION)
-    q, k, v, dout = (randn(1, 129, 2, 64, dtype=torch.float16) for _ in range(4))
+    q, k, v, dout = (randn(1, 129, 2, 32, dtype=torch.float16) for _ in range(4))
     out, lse = m.flash_attn_func(q, k, v, return_lse=True)
     with pytest.raises(flashbuild.VariantNotBuiltError) as e:
         m.ext.mha_bwd(dout, q, k, v, out, lse, causal=False, deterministic=True)
     message = str(e.value)
     assert "no deterministic backward" in message and "deterministic=False" in message, message
-    assert "flashbuild --hdim 64 --dtype fp16" in message and "--no-local" not in message, message
+    assert "flashbuild --hdim 32 --dtype fp16" in message and "--no-local" not in message, message
     dq, dk, dv = m.ext.mha_bwd(dout, q, k, v, out, lse, causal=False)  # the default mode still runs
     assert all(torch.isfinite(g).all() for g in (dq, dk, dv))

@@ -3,7 +3,9 @@ on our m64n48k16 atom and the 32-byte swizzle) and 192, 256 (BwdSplit::kHeadDim:
 dS^T through shared memory). Gradients against autograd through the fp32 reference (product.md's rule:
 within twice the error of the same math in the input dtype), on gradient buffers poisoned with NaN, for
 long and odd sequences, GQA and MQA, seqlen_q != seqlen_k and causal rows that see no key (their dQ
-must be 0, not NaN); a profile shows the Hopper kernel ran, not the Ampere-path fallback.
+must be 0, not NaN); a profile shows the Hopper kernel ran, not the Ampere-path fallback. Deterministic
+mode on the Hopper kernel (kFragment's consumer turns at 192/256, the dQ writer's at 96): three runs give
+identical bits, and the gradients meet the same rule.
 `flashbuild test --shapes full` checks the same build on its own shapes. Skipped without an sm90 device.
 """
 
@@ -31,8 +33,10 @@ def m():
     return flashbuild.load(**SELECTION)
 
 
-def backward(m, batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim, dtype, causal, seed):
-    """(kernel's grads, fp32 grads, input-dtype grads) of one mha_bwd call, given the reference's out/lse."""
+def backward(m, batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim, dtype, causal, seed, deterministic=False,
+             runs=1):
+    """(kernel's grads, fp32 grads, input-dtype grads) of one mha_bwd call, given the reference's out/lse;
+    with runs > 1 the kernel's grads of each run (the same inputs)."""
     torch.manual_seed(seed)
     q = torch.randn(batch, seqlen_q, nheads, head_dim, device="cuda", dtype=dtype)
     k = torch.randn(batch, seqlen_k, nheads_k, head_dim, device="cuda", dtype=dtype)
@@ -44,9 +48,10 @@ def backward(m, batch, seqlen_q, seqlen_k, nheads, nheads_k, head_dim, dtype, ca
     leaves_low = [t.clone().requires_grad_() for t in (q, k, v)]
     grads_low = torch.autograd.grad(attention_ref(*leaves_low, causal, upcast=False)[0], leaves_low, dout)
     poison("cuda", [q.numel() * q.element_size(), batch * seqlen_k * nheads * head_dim * q.element_size()])
-    got = m.mha_bwd(dout, q, k, v, out32.detach().to(dtype), lse32.detach(), causal=causal)
+    out, lse = out32.detach().to(dtype), lse32.detach()
+    got = [m.mha_bwd(dout, q, k, v, out, lse, causal=causal, deterministic=deterministic) for _ in range(runs)]
     torch.cuda.synchronize()
-    return got, grads32, grads_low
+    return (got[0] if runs == 1 else got), grads32, grads_low
 
 
 CASES = [  # batch, seqlen_q, seqlen_k, nheads, nheads_k
@@ -73,11 +78,12 @@ def test_gradients_match_the_fp32_reference(m, case, head_dim, dtype, causal):
         assert torch.count_nonzero(got[0][:, :seqlen_q - seqlen_k]) == 0, "rows that see no key got a nonzero dQ"
 
 
+@pytest.mark.parametrize("deterministic", [False, True], ids=["default", "deterministic"])
 @pytest.mark.parametrize("head_dim", HDIMS)
-def test_the_hopper_kernel_serves_the_backward(m, head_dim):
+def test_the_hopper_kernel_serves_the_backward(m, head_dim, deterministic):
     from torch.profiler import ProfilerActivity, profile
 
-    args = (2, 300, 300, 4, 2, head_dim, torch.float16, True, 1)
+    args = (2, 300, 300, 4, 2, head_dim, torch.float16, True, 1, deterministic)
     backward(m, *args)  # warm
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         backward(m, *args)
@@ -87,3 +93,21 @@ def test_the_hopper_kernel_serves_the_backward(m, head_dim):
     main = [n for n in names if "bwd_kernel" in n]
     assert main, f"no backward kernel in the profile: {names}"
     assert all("hopper" in n for n in main), f"the call ran on another kernel: {main}"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("head_dim", HDIMS)
+@pytest.mark.parametrize("case", [
+    (2, 1023, 1023, 8, 2),   # GQA 4:1, 16 key blocks per query block, odd seqlen
+    (1, 300, 2049, 4, 4),    # seqlen_q < seqlen_k: 33 key blocks, one ragged
+    (1, 2049, 300, 4, 1),    # MQA, seqlen_q > seqlen_k: causal rows that see no key
+], ids=lambda c: "b{}-sq{}-sk{}-h{}-{}".format(*c))
+def test_deterministic_mode_gives_identical_bits(m, case, head_dim, causal):
+    runs, ref, low = backward(m, *case, head_dim, torch.float16, causal, seed=sum(case) + head_dim + causal,
+                              deterministic=True, runs=3)
+    what = f"d{head_dim} causal={causal} {case}"
+    for i, again in enumerate(runs[1:], start=1):
+        for name, first, g in zip(("dq", "dk", "dv"), runs[0], again):
+            assert torch.equal(first, g), f"{what}: {name} of run {i} differs in {(first != g).sum().item()} elements"
+    for name, g, r, lo in zip(("dq", "dk", "dv"), runs[0], ref, low):
+        check(f"{name} {what} deterministic", g, r, lo)

@@ -1,4 +1,4 @@
-// Host-only check of the deterministic backward's dQ order (kernels/ampere/bwd_dq_order.h) against a
+// Host-only check of the deterministic backward's dQ order (kernels/common/bwd_dq_order.h) against a
 // brute-force walk of the kernel's own loop bounds (BwdBlocks::queries, what bwd_kernel.h iterates),
 // run by tests/test_bwd_dq_order.py. No device code runs: nvcc compiles it for the host.
 //
@@ -15,11 +15,10 @@
 #include <cstdlib>
 #include <vector>
 
-#include "ampere/bwd_dq_order.h"
+#include "common/bwd_dq_order.h"
 #include "common/params.h"
 
 using namespace flashbuild;
-using namespace flashbuild::ampere;
 
 namespace {
 

@@ -1,6 +1,7 @@
-// Which query blocks each key-block CTA of the Ampere-path backward visits (the kernel's loop bounds),
-// and, in deterministic mode (BwdParams::dq_semaphore set), the fixed order in which the CTAs that
-// visit one query block add their dQ into it.
+// Which query blocks each key-block CTA of the backward visits (the kernel's loop bounds), and, in
+// deterministic mode (BwdParams::dq_semaphore set), the fixed order in which the CTAs that visit one
+// query block add their dQ into it. Family-neutral (common/mask.h alone): the Ampere-path backward
+// (ampere/bwd_kernel.h) and the Hopper backward (hopper/bwd_mainloop.h, bwd_epilogue.h) take the same turns.
 //
 // Why an order: every key-block CTA adds its share of each query block's dQ into dq_accum with fp32
 // atomics. They land in whatever order the CTAs get there, and fp32 addition is not associative, so
@@ -30,12 +31,14 @@
 //    query block only after key block 0 had walked all of them, so the CTAs near the diagonal would
 //    idle for most of the kernel. Instead CTA x takes key block n_blocks - 1 - x: the last key blocks,
 //    which reach each query block first (after the fewest steps), add first (descending; the order
-//    FlashAttention-3 uses for causal).
+//    FlashAttention-3 uses for causal). The Hopper kernel counts from the grid's last CTA instead
+//    (gridDim.x - 1 - x, no sequence length in the consumers' registers): for a packed call's shorter
+//    sequence the idle CTAs are then its first ones, and its key blocks keep the same order.
 #pragma once
 
 #include "common/mask.h"
 
-namespace flashbuild::ampere {
+namespace flashbuild {
 
 struct BlockRange {
   int begin;  // [begin, end); empty when begin >= end
@@ -92,15 +95,25 @@ struct BwdBlocks {
   }
 };
 
+// The turn's two halves, for one thread: spin until the counter reaches `turn` (acquire: the earlier
+// turns' adds, released below, are then visible), and hand the block on (release: this thread's view
+// of the adds goes with the increment). Both families call them; who else waits or fences around them
+// is each kernel's business (the Ampere kernel's whole CTA below, the Hopper kernel's consumers or its
+// dQ writer: hopper/bwd_epilogue.h).
+CUTE_DEVICE void spin_until_turn(int const* counter, int turn) {
+  int seen;
+  do {
+    asm volatile("ld.global.acquire.gpu.b32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
+  } while (seen != turn);
+}
+CUTE_DEVICE void release_turn(int* counter) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(counter) : "memory");
+}
+
 // Thread 0 spins until the counter reaches `turn`; the barrier then orders every thread's adds after
 // the earlier turns' (their release, below, synchronizes with this acquire).
 CUTE_DEVICE void wait_for_turn(int const* counter, int turn, int tidx) {
-  if (tidx == 0) {
-    int seen;
-    do {
-      asm volatile("ld.global.acquire.gpu.b32 %0, [%1];\n" : "=r"(seen) : "l"(counter) : "memory");
-    } while (seen != turn);
-  }
+  if (tidx == 0) { spin_until_turn(counter, turn); }
   __syncthreads();
 }
 
@@ -109,7 +122,7 @@ CUTE_DEVICE void wait_for_turn(int const* counter, int turn, int tidx) {
 CUTE_DEVICE void pass_turn(int* counter, int tidx) {
   __threadfence();
   __syncthreads();
-  if (tidx == 0) { asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(counter) : "memory"); }
+  if (tidx == 0) { release_turn(counter); }
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild
