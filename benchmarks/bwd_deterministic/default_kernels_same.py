@@ -13,22 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "checks"))
+from sass_diff import funcs  # noqa: E402  (each function's instructions, addresses stripped)
+
 CU = os.environ.get("CUOBJDUMP", "cuobjdump")
-
-
-def funcs(obj):
-    text = subprocess.run([CU, "-sass", str(obj)], capture_output=True, text=True).stdout
-    out, name = {}, None
-    for line in text.splitlines():
-        m = re.match(r"\s+Function : (\S+)", line)
-        if m:
-            name = m.group(1)
-            out[name] = []
-            continue
-        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
-        if m and name:
-            out[name].append(m.group(1))
-    return out
 
 
 def resources(obj):

@@ -7,10 +7,16 @@ Runs anywhere nvcc compiled the objects (no GPU): a change that leaves an object
 that kernel's speed as it was. CUOBJDUMP= for another cuobjdump.
 """
 import os
-import re, subprocess, sys
+import re
+import subprocess
+import sys
 from pathlib import Path
+
 CU = os.environ.get("CUOBJDUMP", "cuobjdump")
+
+
 def funcs(obj):
+    """Each function of a kernel object: its SASS instructions, addresses and trailing comments stripped."""
     text = subprocess.run([CU, "-sass", str(obj)], capture_output=True, text=True).stdout
     out, name = {}, None
     for line in text.splitlines():
@@ -21,11 +27,17 @@ def funcs(obj):
         if m and name:
             out[name].append(m.group(1))
     return out
-a, b = Path(sys.argv[1]), Path(sys.argv[2])
-for oa in sorted(a.glob("*.o")):
-    ob = b / oa.name
-    fa, fb = funcs(oa), funcs(ob)
-    same = fa == fb
-    detail = "" if same else "; ".join(f"{k[:60]}: {len(fa.get(k, []))} vs {len(fb.get(k, []))} instr"
-                                      for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k))
-    print(f"{oa.name:55s} {'identical SASS' if same else 'DIFFERS: ' + detail}")
+
+
+def main(a: Path, b: Path) -> None:
+    for oa in sorted(a.glob("*.o")):
+        ob = b / oa.name
+        fa, fb = funcs(oa), funcs(ob)
+        same = fa == fb
+        detail = "" if same else "; ".join(f"{k[:60]}: {len(fa.get(k, []))} vs {len(fb.get(k, []))} instr"
+                                          for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k))
+        print(f"{oa.name:55s} {'identical SASS' if same else 'DIFFERS: ' + detail}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -9,8 +9,8 @@
 // turn, and a causal grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
 // add_dq and dq_writer). An instantiation of its own, so the default kernel's code is the one without the
 // mode: a runtime branch on the pointer, even confined to the dQ writer warp, moved ptxas's schedule of
-// the consumers' loop and cost the default mode 2-4 % at hdim 64 (H200, in turns against the kernel
-// before the mode).
+// the consumers' loop and cost the default mode 2-5 % at hdim 64/128 non-causal (H200, in turns against
+// the kernel before the mode: benchmarks/bwd_deterministic/).
 #pragma once
 
 #include "hopper/bwd_epilogue.h"

@@ -6,8 +6,7 @@
 // total_k, and each sequence is an offset in them (SeqRange, as for the forward).
 // Deterministic calls (BwdParams::dq_semaphore set) too, on the kernel's ordered instantiation: its CTAs
 // add each query block's dQ in turn (bwd_epilogue.h); the binding sends a deterministic call with no
-// feature in effect here
-// (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
+// feature in effect here (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
 // Everything else runs on the Ampere-path backward compiled for sm_90a, exactly as
 // ampere/bwd_launch.h launches it:
 //   - head dim 32; every call of a feature TU (a local window or softcap in effect, or a
