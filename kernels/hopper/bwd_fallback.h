@@ -1,6 +1,5 @@
 // The Ampere-path backward of sm90 TUs, run_bwd_ampere_path, which hopper/bwd_launch.h declares and
-// routes to (varlen calls, tensors TMA cannot address, head dims 32/96/192/256,
-// feature TUs). Its own
+// routes to (the calls its Hopper kernel declines: tensors TMA cannot address, empty Q or K). Its own
 // header, so the Hopper TU never parses or compiles the Ampere backward kernel: a variant's fallback
 // TU (<variant>_fallback.cu) includes this header alone and instantiates it (a variant with no Hopper
 // kernel of its own includes ampere/bwd_launch.h alone instead). The launches are ampere/bwd_path.h's,

@@ -50,8 +50,10 @@ struct BwdTile {
 // with DqOrder::kFragmentBulk): 144 KB at hdim 64, 160 KB at hdim 128.
 // kHeadDim (head dims 192 and 256; 64 keys, 64 query rows): dK and dV d / 4 floats each, S^T and dP^T
 // 16 each, the dQ share d / 4 (dK, dV and dQ: 192 floats at hdim 256; ptxas: no spills). Shared
-// memory: K, V, two stages of Q and dO and two buffers each of P^T and dS^T come to 225 KB at hdim
-// 256, which leaves no room for kFragmentBulk's dQ buffer (64 KB): dQ leaves by kFragment's
+// memory: K, V, two stages of Q and dO and two buffers each of P^T and dS^T come to 176 KB at hdim 192,
+// with kFragmentBulk's 48 KB dQ buffer 225 KB (1.04-1.09x kFragment there, and in deterministic mode
+// the writer warp, not the consumers, waits for the turn: benchmarks/hopper_bwd_split/README.md); at
+// hdim 256 they come to 225 KB alone, no room for a 64 KB dQ buffer: dQ leaves by kFragment's
 // reductions from registers.
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
@@ -63,6 +65,7 @@ constexpr BwdTile bwd_tile(int head_dim, bool causal) {
 #else
   return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0]}
          : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0]}  // hdim 96: 152 KB, no spills
+         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk}  // kHeadDim with the dQ buffer: 225 KB
                            : BwdTile{64, 64, kBySplit[1]};
 #endif
 }
@@ -117,7 +120,6 @@ struct BwdTraits {
   static_assert(kDqAccumRowPad % kBlockM == 0, "dq_accum's slack rows must hold a whole query block");
   static_assert(kSplitHeadDim ? (kHeadDim == 192 || kHeadDim == 256) : (kHeadDim % 32 == 0 && kHeadDim >= 64),
                 "the Hopper backward serves head dims 64, 96, 128, 192 and 256");
-  static_assert(!(kSplitHeadDim && kDqBulk), "kHeadDim's shared memory has no room for the dQ buffer");
 
   // setmaxnreg: the producer warpgroup (one loading warp, one dQ-writing warp) gives its registers
   // to the consumers.
