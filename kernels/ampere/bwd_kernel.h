@@ -58,11 +58,6 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   const bool ordered = kOrderedDq && params.dq_semaphore != nullptr;
   const BwdBlocks<decltype(mask), kBlockM, kBlockN> blocks{mask, (seqlen_k + kBlockN - 1) / kBlockN};
   const int n_block = blocks.n_block_of(blockIdx.x, ordered);
-  // Query block m_block's counter (BwdParams::dq_semaphore's layout), in deterministic mode only.
-  auto dq_counter = [&](int m_block) {
-    return params.dq_semaphore + (int64_t(blockIdx.z) * params.nheads + blockIdx.y) * dq_semaphore_blocks(params.seqlen_q) +
-           m_block;
-  };
   const ScoreScale<kFeatures> score_scale(params);
   const int64_t row_stat_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
 
@@ -287,14 +282,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     int turn = 0;
     if (ordered) { turn = blocks.turn(n_block, m_block); }
     dq_chunk(0);
-    if (ordered) { wait_for_turn(dq_counter(m_block), turn, tidx); }
+    if (ordered) { wait_for_turn(dq_counter(params, blockIdx.z, blockIdx.y, m_block), turn, tidx); }
     gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(0, step); });
     if constexpr (kDkChunk > 0) { dq_chunk(kDkChunk); }
     gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
                    copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b,
                    [&](int step) { issue_dq(kDkChunk, kDkFirstStep + step); });
-    if (ordered) { pass_turn(dq_counter(m_block), tidx); }
+    if (ordered) { pass_turn(dq_counter(params, blockIdx.z, blockIdx.y, m_block), tidx); }
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
       if (has_next) { load_query_block(m_block + 1, 0); }

@@ -37,6 +37,7 @@
 #pragma once
 
 #include "common/mask.h"
+#include "common/params.h"  // BwdParams::dq_semaphore, dq_semaphore_blocks
 
 namespace flashbuild {
 
@@ -94,6 +95,13 @@ struct BwdBlocks {
     }
   }
 };
+
+// Query block m_block's counter of (batch, head): BwdParams::dq_semaphore's layout (params.h). Index: int,
+// or blockIdx's unsigned as the Ampere kernel passes it (its SASS as before the helper).
+template <class Index>
+CUTE_HOST_DEVICE int* dq_counter(BwdParams const& p, Index batch, Index head, int m_block) {
+  return p.dq_semaphore + (int64_t(batch) * p.nheads + head) * dq_semaphore_blocks(p.seqlen_q) + m_block;
+}
 
 // The turn's two halves, for one thread: spin until the counter reaches `turn` (acquire: the earlier
 // turns' adds, released below, are then visible), and hand the block on (release: this thread's view

@@ -14,7 +14,7 @@
 //   input dtype, for each order.
 #pragma once
 
-#include "common/bwd_dq_order.h"  // spin_until_turn, release_turn: deterministic mode's turns
+#include "common/bwd_dq_order.h"  // dq_counter, spin_until_turn, release_turn: deterministic mode's turns
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange
@@ -55,11 +55,6 @@ struct BwdEpilogue {
            (row0 + int64_t(m_block) * kBlockM) * kHeadDim;
   }
 
-  // Deterministic mode: query block m_block's counter (BwdParams::dq_semaphore's layout).
-  CUTE_DEVICE static int* dq_counter(BwdParams const& p, int head, int batch, int m_block) {
-    return p.dq_semaphore + (int64_t(batch) * p.nheads + head) * dq_semaphore_blocks(p.seqlen_q) + m_block;
-  }
-
   // This thread's part of query block m_block's dQ, added to dq_accum (kFragmentBulk: handed to the
   // dQ writer through shared memory; `first`: the CTA's first block, sdQ not yet used). `blocks` and
   // n_block give this CTA's turn in deterministic mode (kOrdered).
@@ -82,14 +77,14 @@ struct BwdEpilogue {
       // after the adds every thread fences them, and thread 0 hands on once all have.
       constexpr int kTurn = static_cast<int>(BwdBarrier::kdQTurn);
       if constexpr (kOrdered) {
-        if (thread_idx == 0) { spin_until_turn(dq_counter(p, head, batch, m_block), blocks.turn(n_block, m_block)); }
+        if (thread_idx == 0) { spin_until_turn(dq_counter(p, batch, head, m_block), blocks.turn(n_block, m_block)); }
         cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kTurn);
       }
       add_dq_global(p, seq, head, batch, m_block, thread_idx, tdQrdQ);
       if constexpr (kOrdered) {
         __threadfence();
         cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kTurn);
-        if (thread_idx == 0) { release_turn(dq_counter(p, head, batch, m_block)); }
+        if (thread_idx == 0) { release_turn(dq_counter(p, batch, head, m_block)); }
       }
     }
   }
@@ -109,7 +104,7 @@ struct BwdEpilogue {
     for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
       if constexpr (kOrdered) {
         if (leader) {
-          spin_until_turn(dq_counter(p, head, batch, m_block), blocks.turn(n_block, m_block));
+          spin_until_turn(dq_counter(p, batch, head, m_block), blocks.turn(n_block, m_block));
           asm volatile("fence.proxy.async.global;\n" ::: "memory");
         }
       }
@@ -123,7 +118,7 @@ struct BwdEpilogue {
         if constexpr (kOrdered) {
           asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // the adds are done
           asm volatile("fence.proxy.async.global;\n" ::: "memory");
-          release_turn(dq_counter(p, head, batch, m_block));
+          release_turn(dq_counter(p, batch, head, m_block));
         } else {
           cute::tma_store_wait<0>();  // ... and wait until it has read sdQ
         }

@@ -13,8 +13,9 @@
 //     deterministic call of a variant without this kernel);
 //   - pointers or strides that are not multiples of 16 bytes, empty Q or K.
 // The Ampere path's plain kernel has no deterministic mode, so a deterministic call this kernel
-// declines is an error (the binding aligns every tensor and sets no counters for an empty call, so
-// none is left but a tuning build's row-major dQ with packed sequences).
+// declines is an error; the binding aligns every tensor and sets no counters for an empty call, so only
+// a direct C++ caller with misaligned tensors meets it (run_bwd's tiles never take the row-major dQ order,
+// whose packed calls bwd_can_run also declines).
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
@@ -126,8 +127,8 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
     }
     if (params.dq_semaphore) {
       throw std::runtime_error("flashbuild: deterministic=True: the Hopper backward cannot take this call (a tensor "
-                               "that is not 16-byte aligned, or packed sequences in a build tuned to the row-major dQ "
-                               "order), and the Ampere path holds the mode only in its feature kernel; call with "
+                               "whose pointer or strides are not multiples of 16 bytes), and the Ampere path holds the "
+                               "mode only in its feature kernel; pass contiguous tensors (.contiguous()), or call with "
                                "deterministic=False");
     }
   }
