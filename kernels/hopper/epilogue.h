@@ -4,12 +4,13 @@
 //   reused by every tile: before writing it, the thread that issued the last store waits until
 //   that store has read it (kOutputEmpty). When sO is sQ's buffer (Traits::kOAliasesQ), the
 //   consumers let the producer reload Q only after the store has read it (kQueryEmpty).
-//   Direct: each thread stores its column pairs straight to global memory, rows past seqlen_q
-//   skipped: no shared memory, no barrier.
+//   Direct: each thread stores its column pairs straight to global memory, rows outside the
+//   sequence skipped: no shared memory, no barrier.
 // Packed sequences (cu_seqlens_q) with the TMA choice: a tile that ends inside its sequence leaves
 // through the TMA store like a dense one; in the last tile of a sequence, the rows past its end are
 // the next sequence's, which a TMA store would overwrite, so the consumers copy out the rows of the
-// sequence themselves (copy_rows).
+// sequence themselves (copy_rows). So does a causal call's first tile, dense or packed: it starts
+// before its sequence (SeqRange::bottom_aligned).
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
@@ -19,7 +20,9 @@
 
 namespace flashbuild::hopper {
 
-template <class Traits>
+// kBottomAligned: the causal kernel's tiles (SeqRange::bottom_aligned), whose first may start
+// before its sequence; a compile-time choice, so the other kernels' code is as it was.
+template <class Traits, bool kBottomAligned = false>
 struct FwdEpilogue {
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM;
@@ -87,9 +90,11 @@ struct FwdEpilogue {
     // Columns (2c, 2c + 1) of the row/col view are adjacent in registers and in memory.
     static_assert(decltype(size<1, 0>(rO_rc))::value == 2, "expects column pairs");
     const int rows_left = seq.seqlen_q - tile.m_block * kBlockM;
+    const int rows_skipped = skipped_rows(tile, seq);
     CUTE_UNROLL
     for (int r = 0; r < size<0>(rO_rc); ++r) {
-      if (get<0>(cO_rc(r, 0)) < rows_left) {
+      const int row = get<0>(cO_rc(r, 0));
+      if (row < rows_left && (!kBottomAligned || row >= rows_skipped)) {
         CUTE_UNROLL
         for (int c = 0; c < size<1>(rO_rc); c += 2) {
           *reinterpret_cast<uint32_t*>(&gO_rc(r, c)) = *reinterpret_cast<uint32_t const*>(&rO_rc(r, c));
@@ -115,19 +120,24 @@ struct FwdEpilogue {
     }
   }
 
+  // The tile's rows before its sequence (> 0 only in a bottom-aligned first tile).
+  CUTE_DEVICE static int skipped_rows(TileCoord tile, SeqRange const& seq) {
+    return kBottomAligned ? seq.q_skip - tile.m_block * kBlockM : 0;
+  }
+
   // Row 0 of (head, sequence) of O.
   CUTE_DEVICE static Element* sequence_o(FwdParams const& p, TileCoord tile, SeqRange const& seq) {
     return static_cast<Element*>(p.o) + int64_t(seq.q_batch) * p.o_batch_stride + int64_t(seq.q_row0) * p.o_row_stride +
            int64_t(tile.head) * p.o_head_stride;
   }
 
-  // sO's rows [0, rows_left) to global memory, one 16-byte vector per thread at a time (a swizzle
+  // sO's rows [first_row, rows_left) to global memory, one 16-byte vector per thread at a time (a swizzle
   // atom keeps 8 columns of 16-bit elements, 16 bytes, contiguous). Called after every consumer's
   // stmatrix and the barrier that orders them: these are plain shared-memory loads, no async proxy.
   // The addresses come from opaque(thread_idx) (utils.h): computed here, not held across the tile loop.
   template <class SmemTensor>
-  CUTE_DEVICE static void copy_rows(SmemTensor const& sO, Element* o, int64_t row_stride, int rows_left,
-                                    int thread_idx_) {
+  CUTE_DEVICE static void copy_rows(SmemTensor const& sO, Element* o, int64_t row_stride, int first_row,
+                                    int rows_left, int thread_idx_) {
     const int thread_idx = opaque(thread_idx_);
     constexpr int kVec = 16 / int(sizeof(Element));
     constexpr int kVecsPerRow = kHeadDim / kVec;
@@ -138,7 +148,7 @@ struct FwdEpilogue {
     for (int step = 0; step < kSteps; ++step) {
       const int i = thread_idx + step * kNumMmaThreads;
       const int row = i / kVecsPerRow, col = (i % kVecsPerRow) * kVec;
-      if (row < rows_left) {
+      if (row < rows_left && (!kBottomAligned || row >= first_row)) {
         *reinterpret_cast<uint128_t*>(o + row * row_stride + col) = *reinterpret_cast<uint128_t const*>(&sO(row, col));
       }
     }
@@ -157,9 +167,13 @@ struct FwdEpilogue {
     barrier_sync(FwdBarrier::kOutputFull, kNumMmaThreads);
 
     const int rows_left = seq.seqlen_q - tile.m_block * kBlockM;
-    if (p.cu_seqlens_q && rows_left < kBlockM) {  // the tile ends past its sequence: rows of the next
+    const int rows_skipped = skipped_rows(tile, seq);
+    // A packed tile that ends past its sequence holds rows of the next one; a bottom-aligned first
+    // tile starts before its sequence (the previous one's rows, or rows before 0, where a TMA store
+    // stopped the H200 with an illegal instruction): their own rows leave row by row.
+    if ((p.cu_seqlens_q && rows_left < kBlockM) || (kBottomAligned && rows_skipped > 0)) {
       copy_rows(sO, sequence_o(p, tile, seq) + int64_t(tile.m_block) * kBlockM * p.o_row_stride, p.o_row_stride,
-                rows_left, thread_idx);
+                rows_skipped, rows_left, thread_idx);
     } else if (is_store_thread(thread_idx)) {
       Tensor mO = ep.tma_o.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
       store_box(ep.tma_o, sO, mO, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch);
@@ -185,7 +199,7 @@ struct FwdEpilogue {
       CUTE_UNROLL
       for (int r = 0; r < 2; ++r) {
         const int row = tile.m_block * kBlockM + get<0>(cO_rc(r, 0));
-        if (row < seq.seqlen_q) { lse_ptr[row] = lse[r]; }
+        if (row < seq.seqlen_q && (!kBottomAligned || row >= seq.q_skip)) { lse_ptr[row] = lse[r]; }
       }
     }
   }

@@ -13,7 +13,7 @@ namespace flashbuild::hopper {
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernel {
   using Mainloop = FwdMainloop<Traits, kIsCausal, kFeatures>;
-  using Epilogue = FwdEpilogue<Traits>;
+  using Epilogue = FwdEpilogue<Traits, kIsCausal>;  // causal: bottom-aligned tiles (sequence below)
   // Causal query blocks differ in length: longest first (tile_scheduler.h).
   using Scheduler = PersistentTileScheduler<kIsCausal || kHasLocal<kFeatures>>;
   using SharedStorage = typename Traits::SharedStorage;
@@ -24,6 +24,16 @@ struct FwdKernel {
     typename Epilogue::Params epilogue;
     Scheduler scheduler;
   };
+
+  // Batch b's rows; causal query blocks end at the last row (SeqRange::bottom_aligned).
+  CUTE_DEVICE static SeqRange sequence(FwdParams const& p, int batch) {
+    const SeqRange seq = SeqRange::of(p, batch);
+    if constexpr (kIsCausal) {
+      return seq.bottom_aligned(Traits::kBlockM);
+    } else {
+      return seq;
+    }
+  }
 };
 
 // The TMA descriptors live in the kernel parameters (__grid_constant__), where the copy engine
@@ -71,7 +81,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       bool first = true;
       for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
         const TileCoord tile = scheduler.decode(t);
-        const SeqRange seq = SeqRange::of(p, tile.batch);
+        const SeqRange seq = Kernel::sequence(p, tile.batch);
         if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }  // the consumers skip it too
         Mainloop::load(params.mainloop, p, storage, pipe_k, pipe_v, write, tile, seq, first, leader);
         first = false;
@@ -95,7 +105,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     Tensor tOrO = make_tensor<float>(typename Mainloop::AccumulatorShapeO{});
     for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
       const TileCoord tile = scheduler.decode(t);
-      const SeqRange seq = SeqRange::of(p, tile.batch);
+      const SeqRange seq = Kernel::sequence(p, tile.batch);
       if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }
       OnlineSoftmax<2> softmax(score.scale_log2);
       // sQ is free for the next tile's Q as soon as the last S is computed, unless sO lives in it

@@ -11,8 +11,9 @@
 // Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
 // and V rows times zero probabilities add nothing: past a view's end they are zeros, and rows the
 // box loads past the sequence's keys (seqused_k, or the next packed sequence) are zeroed in shared
-// memory before P V reads them (zero_v_rows). Rows of Q past seqlen_q give rows of O that the
-// epilogue does not store.
+// memory before P V reads them (zero_v_rows). Rows of Q past seqlen_q, and a causal call's rows
+// before the sequence (SeqRange::bottom_aligned: TMA's zeros at a negative row, or the previous
+// packed sequence's rows), give rows of O that the epilogue does not store.
 #pragma once
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path

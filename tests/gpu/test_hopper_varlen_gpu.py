@@ -42,10 +42,14 @@ def offsets(seqlens):
     return torch.tensor([0, *itertools.accumulate(seqlens)], device="cuda", dtype=torch.int32)
 
 
-def check(name, out, lse, q, k, v, causal):
-    """One sequence's out (1, sq, h, d) and lse (1, h, sq) against the fp32 reference."""
+def check(name, out, lse, q, k, v, causal, rows=None):
+    """One sequence's out (1, sq, h, d) and lse (1, h, sq) against the fp32 reference; `rows`: only
+    those query rows are compared (the reference still sees every row of q)."""
     ref, ref_lse = attention_ref(q, k, v, causal)
     low, low_lse = attention_ref(q, k, v, causal, upcast=False)
+    if rows is not None:
+        out, ref, low = out[:, rows], ref[:, rows], low[:, rows]
+        lse, ref_lse, low_lse = lse[:, :, rows], ref_lse[:, :, rows], low_lse[:, :, rows]
     assert not torch.isnan(out).any(), f"{name}: NaN in the output (unwritten or bad math)"
     err = (out.float() - ref).abs().max().item()
     tol = 2 * (low.float() - ref).abs().max().item() + 1e-4
@@ -114,3 +118,28 @@ def test_nan_and_inf_in_the_next_sequence_stay_there(m, head_dim, causal):
                                            return_attn_probs=True)
     check(f"hdim {head_dim} sequence 0 beside NaN and inf", out[None, :100], lse[None, :, :100],
           q[None, :100], k[None, :70], v[None, :70], causal)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_a_causal_first_tile_leaves_the_previous_sequence_alone(m, head_dim):
+    """Causal query blocks end at a sequence's last row (SeqRange::bottom_aligned), so a sequence's
+    first tile starts inside the previous sequence: sequence 1 (50 rows) takes rows 100 - (block_m - 50)
+    .. 149 (22 .. 149 at hdim 128, all 150 rows and 42 before them at hdim 64). Those rows are computed from sequence 0's queries against
+    sequence 1's keys and must not be stored. Sequence 0's tile sees 100 keys and sequence 1's 4000,
+    so a stray store of sequence 1's tile would land after sequence 0's own and show in its output;
+    sequence 0's queries hold inf and NaN in one row each, which must stay in that row."""
+    seqlens_q, seqlens_k = [100, 50], [100, 4000]
+    torch.manual_seed(head_dim + 1)
+    q = packed(seqlens_q, 8, head_dim)
+    k, v = packed(seqlens_k, 2, head_dim), packed(seqlens_k, 2, head_dim)
+    clean = q[:100].clone()
+    q[30], q[40] = float("inf"), float("nan")
+    cu_q, cu_k = offsets(seqlens_q), offsets(seqlens_k)
+    poison("cuda", [q.numel() * 2, q.shape[0] * 8 * 4])
+    out, lse, _ = m.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(seqlens_q), max(seqlens_k), causal=True,
+                                           return_attn_probs=True)
+    rows = [r for r in range(100) if r not in (30, 40)]
+    check(f"hdim {head_dim} sequence 0 (rows without inf or NaN)", out[None, :100], lse[None, :, :100],
+          clean[None], k[None, :100], v[None, :100], True, rows=rows)
+    check(f"hdim {head_dim} sequence 1 after it", out[None, 100:], lse[None, :, 100:], q[None, 100:],
+          k[None, 100:], v[None, 100:], True)
