@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 #include "ampere/fwd_kernel.h"
 
@@ -19,6 +20,11 @@ void run_fwd_path(const FwdParams& params, cudaStream_t stream) {
   static_assert(Traits::kSmemBytes <= max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
 
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
+  if (params.block_table) {  // this kernel reads k and v as dense tensors: a page table would be ignored
+    throw std::runtime_error("flashbuild: internal error: a paged KV-cache call reached the Ampere-path forward, "
+                             "which does not page (the binding sends such calls to the split-KV kernel or the "
+                             "Hopper forward); please report it");
+  }
   dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
   if constexpr (Traits::kPersistent) {  // one CTA per SM, each walking query blocks (fwd_kernel)
     grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, sm_count()));

@@ -144,6 +144,11 @@ struct FwdParams {
   void* __restrict__ q_rotated;
   int rotary_q_seqlen;
   int rotary_q_nheads;
+
+  // A paged cache on the Hopper forward (block_table set, a prefill-sized chunk: the binding's
+  // mha_fwd_kvcache): the cache's page count, the extent of the kernel's TMA views of k and v,
+  // (page_size, head_dim, nheads_k, num_pages). The split-KV kernel does not read it.
+  int num_pages;
 };
 
 // Rows of slack per sequence in BwdParams::dq_accum: at least the backward's largest query block.

@@ -77,17 +77,28 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (warp_idx == 0) {
       const bool leader = threadIdx.x == 0;  // also the pipelines' is_leader: one lane arms and loads
-      auto write = cutlass::make_producer_start_state<PipelineKV>();
-      bool first = true;
-      for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
-        const TileCoord tile = scheduler.decode(t);
-        const SeqRange seq = Kernel::sequence(p, tile.batch);
-        if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }  // the consumers skip it too
-        Mainloop::load(params.mainloop, p, storage, pipe_k, pipe_v, write, tile, seq, first, leader);
-        first = false;
+      // A paged cache's loads are a copy of the loop of their own (Mainloop::key_box), so the dense
+      // loop has no page test: with one, the dense hdim-128 forward read 0.995-0.997 of the kernel
+      // before in two runs, this way 1.001 (benchmarks/decode/README.md, "Paged chunks").
+      auto produce = [&](auto paged) {
+        auto write = cutlass::make_producer_start_state<PipelineKV>();
+        bool first = true;
+        for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
+          const TileCoord tile = scheduler.decode(t);
+          const SeqRange seq = Kernel::sequence(p, tile.batch);
+          if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }  // the consumers skip it too
+          Mainloop::template load<decltype(paged)::value>(params.mainloop, p, storage, pipe_k, pipe_v, write, tile,
+                                                          seq, first, leader);
+          first = false;
+        }
+        // Match the consumers' release of the last tile's sQ (every tile's is waited on once).
+        if (!first) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
+      };
+      if (p.block_table) {
+        produce(cute::true_type{});
+      } else {
+        produce(cute::false_type{});
       }
-      // Match the consumers' release of the last tile's sQ (every tile's is waited on once).
-      if (!first) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();

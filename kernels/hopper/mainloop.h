@@ -93,9 +93,27 @@ struct FwdMainloop {
     return keys;
   }
 
+  // Where key block n_block's box starts in the K/V views: the sequence's rows, or with a paged cache
+  // (kPaged: block_table set) row n_block * kBlockN % page_size of the page that holds it, a page
+  // being a batch of the views (view_extents). The binding sends a paged call here only when page_size is a
+  // multiple of kBlockN (run_fwd checks it), so no box straddles two pages.
+  struct KeyBox {
+    int row;
+    int batch;
+  };
+  template <bool kPaged>
+  CUTE_DEVICE static KeyBox key_box(FwdParams const& p, SeqRange const& seq, int batch, int n_block) {
+    const int row = n_block * kBlockN;
+    if constexpr (kPaged) {
+      return {row % p.page_size, p.block_table[int64_t(batch) * p.block_table_batch_stride + row / p.page_size]};
+    } else {
+      return {seq.k_row0 + row, seq.k_batch};
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
-  template <class Storage>
+  template <bool kPaged, class Storage>
   CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, PipelineState& write, TileCoord tile, SeqRange const& seq,
                                bool first_tile, bool leader) {
@@ -113,15 +131,17 @@ struct FwdMainloop {
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
       if (leader) {
-        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, seq.k_row0 + n_block * kBlockN, head_k,
-                              seq.k_batch, sK(_, _, write.index()));
+        const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
+        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, box.row, head_k, box.batch,
+                              sK(_, _, write.index()));
       }
     };
     auto load_v = [&](int n_block) {
       pipe_v.producer_acquire(write);
       if (leader) {
-        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, seq.k_row0 + n_block * kBlockN, head_k,
-                              seq.k_batch, sV(_, _, write.index()));
+        const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
+        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, box.row, head_k, box.batch,
+                              sV(_, _, write.index()));
       }
     };
 

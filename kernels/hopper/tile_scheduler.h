@@ -13,6 +13,8 @@
 
 #include <cute/config.hpp>
 
+#include <type_traits>
+
 #include "common/params.h"
 
 namespace flashbuild::hopper {
@@ -78,14 +80,19 @@ struct SeqRange {
   }
 };
 
-// The TMA views' extents (SeqRange): packed tensors are one batch of all their rows.
+// The TMA views' extents (SeqRange): packed tensors are one batch of all their rows; a paged cache
+// (the forward's block_table) is a batch of page_size rows per page (FwdMainloop::key_box).
 struct ViewExtents {
   int rows_q, rows_k, batches_q, batches_k;
 };
 template <class Params>  // FwdParams or BwdParams
 CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
-  return {p.cu_seqlens_q ? p.total_q : p.seqlen_q, p.cu_seqlens_k ? p.total_k : p.seqlen_k, p.cu_seqlens_q ? 1 : p.batch,
-          p.cu_seqlens_k ? 1 : p.batch};
+  ViewExtents e{p.cu_seqlens_q ? p.total_q : p.seqlen_q, p.cu_seqlens_k ? p.total_k : p.seqlen_k,
+                p.cu_seqlens_q ? 1 : p.batch, p.cu_seqlens_k ? 1 : p.batch};
+  if constexpr (std::is_same_v<Params, FwdParams>) {
+    if (p.block_table) { e.rows_k = p.page_size, e.batches_k = p.num_pages; }
+  }
+  return e;
 }
 
 template <bool kLongestFirst>

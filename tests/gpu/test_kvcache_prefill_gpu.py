@@ -2,8 +2,9 @@
 with at least 128 queries runs the forward kernel when the build holds it, with each row's cache_seqlens as
 its keys. Held to flashbuild.reference.kvcache_ref in fp32 (product.md's rule) on poisoned memory: every
 cache row past a row's keys holds NaN, which the kernel loads in its last key box and must keep out of P V.
-A profile shows which kernel ran: the Hopper forward for a plain call, the split-KV kernel when num_splits
-is asked for or new keys are appended. Skipped without an sm90 device.
+A paged cache (block_table, shuffled pages, NaN in the pages no row uses) runs there too at head dims 64-128.
+A profile shows which kernel ran: the Hopper forward for a plain call, paged or not, the split-KV kernel when
+num_splits is asked for or new keys are appended. Skipped without an sm90 device.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import flashbuild  # noqa: E402
 from flashbuild.reference import kvcache_ref  # noqa: E402
 
 from test_api_gpu import check, poison_allocator, randn  # noqa: E402
+from test_kvcache_gpu import to_pages  # noqa: E402
 
 SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="fwd,splitkv", causal="both", features=[])
 NAN = float("nan")
@@ -65,6 +67,33 @@ def test_a_prefill_chunk_matches_the_reference(m, head_dim, seqlen_q, causal):
     assert not torch.isnan(out).any(), "NaN in the output: a cache row past cache_seqlens reached P V"
     check(f"hdim {head_dim} sq {seqlen_q} out", out, ref, low, 1e-4)
     torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("page_size", [128, 256])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_a_paged_prefill_chunk_matches_the_reference(m, head_dim, page_size, causal):
+    """Each key box is one page's rows (hopper/mainloop.h, key_box): pages in shuffled order, rows past
+    a row's keys and the spare pages hold NaN; cache_seqlens end inside a page."""
+    torch.manual_seed(head_dim + page_size + causal)
+    lens = [700, 300, 1023]
+    q = randn(3, 300, 16, head_dim)
+    k_cache = cache_with_nan_tail(3, 1024, 2, head_dim, lens)
+    v_cache = cache_with_nan_tail(3, 1024, 2, head_dim, lens)
+    k_pages, table = to_pages(k_cache, page_size, seed=1)
+    v_pages, _ = to_pages(v_cache, page_size, seed=1)
+    cache_seqlens = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    poison_allocator()
+    out, lse = m.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=cache_seqlens, block_table=table,
+                                         causal=causal, return_softmax_lse=True)
+    ref, ref_lse, _, _ = kvcache_ref(q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal)
+    low = kvcache_ref(q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal, upcast=False)[0]
+    assert not torch.isnan(out).any(), "NaN in the output: a row past cache_seqlens or a spare page reached P V"
+    check(f"hdim {head_dim} page {page_size} out", out, ref, low, 1e-4)
+    torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=1e-3)
+    kernels = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=cache_seqlens,
+                                                           block_table=table, causal=causal))
+    assert any("hopper::fwd_kernel" in n for n in kernels), f"a paged prefill chunk did not run the Hopper forward: {kernels}"
 
 
 def test_which_kernel_serves_a_cache_call(m):
