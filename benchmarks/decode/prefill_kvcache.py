@@ -29,8 +29,13 @@ def main() -> None:
     ap.add_argument("--seqlens-q", default="1,128,1024,4096")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--paged", type=int, default=0,
+                    help="page size: the cache calls read a paged copy of the cache (pages shuffled), once as the "
+                         "binding routes it and once with num_splits=1 (the split-KV kernel)")
+    ap.add_argument("--build-hdims", default=str(HDIM), help="the build's head dims (to share another build's cache)")
     args = ap.parse_args()
-    m = flashbuild.load(hdim=HDIM, dtype="fp16", arch="native", direction="fwd,splitkv", causal="both", features=[])
+    m = flashbuild.load(hdim=args.build_hdims, dtype="fp16", arch="native", direction="fwd,splitkv", causal="both",
+                        features=[])
     print(f"build {m.build_key()} on {torch.cuda.get_device_name()}, torch {torch.__version__}")
     from torch.nn.attention import SDPBackend, sdpa_kernel
     rows = []
@@ -44,6 +49,22 @@ def main() -> None:
                 "kvcache (split-KV)": lambda i: m.flash_attn_with_kvcache(*sets[i], cache_seqlens=lens, causal=causal),
                 "flash_attn_func (Hopper)": lambda i: m.flash_attn_func(*sets[i], causal=causal),
             }
+            if args.paged:
+                per_row = CACHE // args.paged
+                table = torch.randperm(BATCH * per_row, device="cuda").int().view(BATCH, per_row)
+                paged = [(q, k.reshape(BATCH * per_row, args.paged, KV_HEADS, HDIM)[table.flatten().argsort()],
+                          v.reshape(BATCH * per_row, args.paged, KV_HEADS, HDIM)[table.flatten().argsort()])
+                         for q, k, v in sets]
+                runs = {
+                    "kvcache paged": lambda i: m.flash_attn_with_kvcache(*paged[i], cache_seqlens=lens,
+                                                                         block_table=table, causal=causal),
+                    "kvcache paged, num_splits=1": lambda i: m.flash_attn_with_kvcache(
+                        *paged[i], cache_seqlens=lens, block_table=table, causal=causal, num_splits=1),
+                    "flash_attn_func (Hopper)": runs["flash_attn_func (Hopper)"],
+                }
+                for i in range(2):  # the paged copy holds the same keys: same output as the dense call
+                    a, b = runs["kvcache paged"](i), runs["flash_attn_func (Hopper)"](i)
+                    assert torch.equal(a, b) or (a.float() - b.float()).abs().max().item() < 1e-2
             if not causal:
                 sdpa = [(q.transpose(1, 2), k.repeat_interleave(HEADS // KV_HEADS, 2).transpose(1, 2),
                          v.repeat_interleave(HEADS // KV_HEADS, 2).transpose(1, 2)) for q, k, v in sets]
@@ -62,13 +83,15 @@ def main() -> None:
                    **{name: {"ms": round(t, 4), "tflops": round(flops / (t * 1e-3) / 1e12, 1)} for name, t in ms.items()}}
             rows.append(row)
             print(json.dumps(row))
-    names = ["kvcache (split-KV)", "flash_attn_func (Hopper)", "sdpa-cudnn"]
-    print("\nTFLOPS (ms); cache 16k, batch 4, 32/8 heads, hdim 128, fp16")
-    print("| seqlen_q | causal | " + " | ".join(names) + " | split-KV / Hopper |")
+    first = "kvcache paged" if args.paged else "kvcache (split-KV)"
+    names = [first, *(["kvcache paged, num_splits=1"] if args.paged else []), "flash_attn_func (Hopper)", "sdpa-cudnn"]
+    print(f"\nTFLOPS (ms); cache 16k{f' in pages of {args.paged}' if args.paged else ''}, batch 4, 32/8 heads, "
+          "hdim 128, fp16")
+    print("| seqlen_q | causal | " + " | ".join(names) + f" | {first} / Hopper |")
     print("| --- | --- |" + " ---: |" * (len(names) + 1))
     for r in rows:
         cells = [f"{r[n]['tflops']} ({r[n]['ms']})" if n in r else "" for n in names]
-        ratio = r["kvcache (split-KV)"]["tflops"] / r["flash_attn_func (Hopper)"]["tflops"]
+        ratio = r[first]["tflops"] / r["flash_attn_func (Hopper)"]["tflops"]
         print(f"| {r['seqlen_q']} | {'yes' if r['causal'] else 'no'} | " + " | ".join(cells) + f" | {ratio:.2f} |")
     if args.json:
         with open(args.json, "w") as f:
