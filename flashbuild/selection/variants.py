@@ -89,8 +89,9 @@ FAMILY_NOTES = {
     ("bwd", "sm90"): "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
                      "fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
                      "Ampere path alone; packed (varlen) and deterministic calls run on the Hopper kernel",
-    ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (plain cache calls of "
-                         "128 queries or more run on the forward variant's Hopper kernel when the build holds it)",
+    ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (cache calls of 128 "
+                         "queries or more with nothing to append or rotate, contiguous or paged at head dims 64-128, "
+                         "run on the forward variant's Hopper kernel when the build holds it)",
     ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
                      "keys run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback); "
                      "packed (varlen) calls run on the Hopper kernel",
