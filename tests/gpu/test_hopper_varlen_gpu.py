@@ -124,10 +124,10 @@ def test_nan_and_inf_in_the_next_sequence_stay_there(m, head_dim, causal):
 def test_a_causal_first_tile_leaves_the_previous_sequence_alone(m, head_dim):
     """Causal query blocks end at a sequence's last row (SeqRange::bottom_aligned), so a sequence's
     first tile starts inside the previous sequence: sequence 1 (50 rows) takes rows 100 - (block_m - 50)
-    .. 149 (22 .. 149 at hdim 128, all 150 rows and 42 before them at hdim 64). Those rows are computed from sequence 0's queries against
-    sequence 1's keys and must not be stored. Sequence 0's tile sees 100 keys and sequence 1's 4000,
-    so a stray store of sequence 1's tile would land after sequence 0's own and show in its output;
-    sequence 0's queries hold inf and NaN in one row each, which must stay in that row."""
+    .. 149 (22 .. 149 at hdim 128, all 150 rows and 42 before them at hdim 64). Those of sequence 0 are
+    computed from its queries against sequence 1's keys and must not be stored. Sequence 0's tile sees 100
+    keys and sequence 1's 4000, so a stray store of sequence 1's tile would land after sequence 0's own and
+    show in its output; sequence 0's queries hold inf and NaN in one row each, which must stay in that row."""
     seqlens_q, seqlens_k = [100, 50], [100, 4000]
     torch.manual_seed(head_dim + 1)
     q = packed(seqlens_q, 8, head_dim)

@@ -93,7 +93,7 @@ def test_a_paged_prefill_chunk_matches_the_reference(m, head_dim, page_size, cau
     torch.testing.assert_close(lse, ref_lse, atol=1e-3, rtol=1e-3)
     kernels = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=cache_seqlens,
                                                            block_table=table, causal=causal))
-    assert any("hopper::fwd_kernel" in n for n in kernels), f"a paged prefill chunk did not run the Hopper forward: {kernels}"
+    assert any("hopper::fwd_kernel" in n for n in kernels), f"a paged chunk did not run the Hopper forward: {kernels}"
 
 
 def test_which_kernel_serves_a_cache_call(m):
