@@ -9,7 +9,7 @@ one block, the same call as q (batch, seqlen_q * g, nheads_k, d) against k, v wi
 does the same visible work in fewer, fuller blocks. Timed here as that call plus the two copies (q into
 the packed order, out and lse back), against the plain call, in turns (flashbuild.debug.bench.time_in_turns),
 median of --reps after warm-up, on random inputs; the outputs of both are compared first.
-Batch 4, 32 query heads, 16k keys unless said; fp16.
+Batch 4 (--batch), 32 query heads, 16k keys unless said; fp16.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main() -> None:
     ap.add_argument("--seqlens-q", default="1,4,16,32,64,128,256")
     ap.add_argument("--seqlens-k", default="4096,16384")
     ap.add_argument("--groups", default="4,8")
+    ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
     ap.add_argument("--api-only", action="store_true",
@@ -57,7 +58,7 @@ def main() -> None:
         for g in (int(x) for x in args.groups.split(",")):
             for sk in (int(x) for x in args.seqlens_k.split(",")):
                 for sq in (int(x) for x in args.seqlens_q.split(",")):
-                    b, h = 4, 32
+                    b, h = args.batch, 32
                     hk = h // g
                     sets = [(torch.randn(b, sq, h, hdim, device="cuda", dtype=torch.float16),
                              torch.randn(b, sk, hk, hdim, device="cuda", dtype=torch.float16),
