@@ -94,7 +94,8 @@ FAMILY_NOTES = {
                          "run on the forward variant's Hopper kernel when the build holds it)",
     ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
                      "keys run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback); "
-                     "packed (varlen) calls run on the Hopper kernel",
+                     "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 64-128) run on the "
+                     "Hopper kernel",
 }
 # Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
 # hopper/bwd_launch.h): no fallback TU; the one TU includes the Ampere family's launch header alone.
