@@ -35,8 +35,8 @@ def test_the_ci_matrix_has_one_cell_per_arch_and_dtype_and_two_smoke_cells():
     assert [c.name for c in found.cells] == ["sm80-fp16", "sm80-bf16", "sm86-fp16", "sm86-bf16", "sm90-fp16",
                                              "sm90-bf16", "smoke-sm80", "smoke-sm90a"]
     cells = {c.name: c for c in found.cells}
-    # 72 variants, plus the fallback TUs: every forward and plain backward of head dims 64-256
-    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 20 + 10 and cells["sm90-fp16"].shards == 4
+    # 72 variants, plus the fallback TUs: every forward (head dims 32-256) and plain backward (64-256)
+    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 10 and cells["sm90-fp16"].shards == 4
     assert cells["sm86-bf16"].selection.directions == ("fwd",)  # the include rule: forward only
     assert cells["smoke-sm90a"].units == 2 and cells["smoke-sm90a"].args() == [  # the Hopper TU, its fallback's
         "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",

@@ -50,7 +50,8 @@ def test_a_split_variants_tus_have_kinds_of_their_own():
     kinds = {u.name: u.kind for u in units(hdim="32,64", dtype="fp16", arch="sm90", causal="off")}
     assert kinds["fwd_hdim64_fp16_sm90"] == "fwd/family" and kinds["fwd_hdim64_fp16_sm90_fallback"] == "fwd/fallback"
     assert kinds["bwd_hdim64_fp16_sm90"] == "bwd/family" and kinds["bwd_hdim64_fp16_sm90_fallback"] == "bwd/fallback"
-    assert kinds["fwd_hdim32_fp16_sm90"] == "fwd" and kinds["bwd_hdim64_fp16_sm90_local_softcap"] == "bwd"
+    assert kinds["bwd_hdim32_fp16_sm90"] == "bwd" and kinds["bwd_hdim64_fp16_sm90_local_softcap"] == "bwd"
+    assert kinds["fwd_hdim32_fp16_sm90"] == "fwd/family" and kinds["fwd_hdim32_fp16_sm90_fallback"] == "fwd/fallback"
     assert set(costs.SPLIT_SHARE) == {"fwd/family", "fwd/fallback", "bwd/family", "bwd/fallback"}
 
 

@@ -93,11 +93,11 @@ def test_a_fallback_tu_instantiates_the_ampere_path_alone(tmp_path, kwargs, name
 
 
 def test_a_variant_with_no_hopper_kernel_has_one_tu_on_the_ampere_launch_header(tmp_path):
+    """Head dim 32 has a Hopper forward (and its fallback TU) but no Hopper backward tile."""
     _, files = render_selection(tmp_path, hdim=32, dtype="fp16", arch="sm90", causal="off", features=[])
-    assert not [n for n in files if n.endswith("_fallback.cu")]
-    for direction in ("fwd", "bwd"):
-        assert re.findall(r'#include "([^"]+)"', files[f"{direction}_hdim32_fp16_sm90.cu"]) == [
-            f"ampere/{direction}_launch.h"]
+    assert [n for n in files if n.endswith("_fallback.cu")] == ["fwd_hdim32_fp16_sm90_fallback.cu"]
+    assert re.findall(r'#include "([^"]+)"', files["fwd_hdim32_fp16_sm90.cu"]) == ["hopper/fwd_launch.h"]
+    assert re.findall(r'#include "([^"]+)"', files["bwd_hdim32_fp16_sm90.cu"]) == ["ampere/bwd_launch.h"]
 
 
 @pytest.mark.parametrize("features, suffix, mask", [

@@ -90,19 +90,16 @@ FAMILY_NOTES = {
                      "fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
                      "Ampere path alone; packed (varlen) and deterministic calls run on the Hopper kernel",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (cache calls of 128 "
-                         "queries or more with nothing to append or rotate, contiguous or paged at head dims 64-128, "
+                         "queries or more with nothing to append or rotate, contiguous or paged at head dims 32-128, "
                          "run on the forward variant's Hopper kernel when the build holds it)",
     ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
                      "keys run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback); "
-                     "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 64-128) run on the "
+                     "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on the "
                      "Hopper kernel",
 }
 # Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
 # hopper/bwd_launch.h): no fallback TU; the one TU includes the Ampere family's launch header alone.
 HEAD_DIM_NOTES = {
-    ("fwd", "sm90", 32): "head dim 32 has no Hopper tile: the Ampere-path kernel compiled for sm_90a "
-                         "(its one TU includes ampere/fwd_launch.h alone)",
-} | {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
                            f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
 }

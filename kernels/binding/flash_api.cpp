@@ -632,7 +632,7 @@ constexpr int kPrefillRowsOnFwdKernel = 128;
 // fwd_tile) is the split-KV kernel's (splitkv_block_n), so every page size check_kvcache_args
 // accepts holds whole key boxes. hdim 192/256 (96- and 80-key boxes) stay on the split-KV kernel;
 // hopper/fwd_launch.h refuses a page size that does not fit rather than read past a page.
-constexpr bool fwd_kernel_pages(int kernel_hdim) { return kernel_hdim >= 64 && kernel_hdim <= 128; }
+constexpr bool fwd_kernel_pages(int kernel_hdim) { return kernel_hdim <= 128; }
 
 // Decoding over a KV cache: few queries (seqlen_q 1-16) against cache_seqlens[b] keys of each
 // batch row, the keys split across CTAs when the batch alone does not fill the GPU. With k and v,
@@ -720,7 +720,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // (its mask cuts each row's keys; the V rows it loads past them are zeroed before P V), 2.3x the
   // split-KV kernel from 128 queries on (benchmarks/decode/README.md, "Chunked prefill"), where decode
   // (one query) is the split-KV kernel's. Only a plain cache call goes there: nothing to append or
-  // rotate, no batch index or left padding, a page table only at head dims 64-128 (fwd_kernel_pages),
+  // rotate, no batch index or left padding, a page table only at head dims 32-128 (fwd_kernel_pages),
   // and num_splits left to the binding (0). The build must hold the forward variant; without it the
   // split-KV kernel serves the call as before.
   if (c.arch >= 90 && seqlen_q >= kPrefillRowsOnFwdKernel && num_splits == 0 && !a.k && !g.rotary_dim &&

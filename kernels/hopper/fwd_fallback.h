@@ -1,5 +1,5 @@
 // The Ampere-path forward of sm90 TUs, run_fwd_ampere_path, which hopper/fwd_launch.h declares and
-// routes to (varlen calls, tensors TMA cannot address, head dim 32). Its own header, so the Hopper
+// routes to (tensors TMA cannot address, calls with no keys). Its own header, so the Hopper
 // TU never parses or compiles the Ampere kernel: a variant's fallback TU (<variant>_fallback.cu)
 // includes this header alone and instantiates it (a variant with no Hopper tile includes
 // ampere/fwd_launch.h alone instead). The launch is ampere/fwd_path.h's, the one ampere/fwd_launch.h's

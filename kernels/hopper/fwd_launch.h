@@ -1,5 +1,5 @@
 // run_fwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
-// The Hopper kernel (hopper/fwd_kernel.h) takes dense calls of head dims 64, 96, 128, 192, 256
+// The Hopper kernel (hopper/fwd_kernel.h) takes dense calls of head dims 32, 64, 96, 128, 192, 256
 // whose tensors TMA can address, dense or packed (cu_seqlens: the TMA views are the whole packed
 // tensors, bounded by total_q / total_k, and each sequence is an offset in them: SeqRange in
 // tile_scheduler.h). A TMA box of keys may run past its sequence's last key: into rows the mask
@@ -8,7 +8,7 @@
 // the result, as on the Ampere path, which reads zeros there. Everything else runs on the
 // Ampere-path kernel compiled for sm_90a, exactly as ampere/fwd_launch.h launches it, so results
 // are always right:
-//   - other head dims (32);
+//   - other head dims (none today: every kernel head dim has a tile, fwd_tile in traits.h);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
 // A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 64-128) runs
 // here alone: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of
@@ -17,8 +17,8 @@
 // hopper/fwd_fallback.h: this header does not include ampere/fwd_kernel.h, so a TU that includes it
 // compiles the Hopper kernel alone, and an edit to either family's kernel recompiles only its own
 // TUs. Each variant with a Hopper kernel gets a second TU, <variant>_fallback.cu, that instantiates
-// run_fwd_ampere_path; a variant with none (head dim 32) is not compiled from this header: its one
-// TU includes ampere/fwd_launch.h alone.
+// run_fwd_ampere_path; a variant with none (no such head dim today) would not be compiled from this
+// header: its one TU would include ampere/fwd_launch.h alone.
 #pragma once
 
 #include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
@@ -29,7 +29,7 @@ namespace flashbuild {
 namespace hopper {
 
 constexpr bool serves_head_dim(int head_dim) {
-  return head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 192 || head_dim == 256;
+  return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 192 || head_dim == 256;
 }
 
 // Whether the Hopper kernel can take this call (see the top of this file).

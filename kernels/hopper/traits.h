@@ -53,7 +53,8 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in Q's
 // (OStore below). hdim 64 takes 192-row tiles, three consumer warpgroups of 160 registers (S 64
 // floats, O 32): each K/V tile then serves 1.5x the rows, 8-19 % faster from 2k than 128 rows
-// (benchmarks/fwd_tile_hdim64; causal at 1k 3 % slower). hdim 256 takes 80-key tiles (O 128
+// (benchmarks/fwd_tile_hdim64; causal at 1k 3 % slower); hdim 32 takes the same tile, 1.32-1.46x the
+// Ampere-path kernel it replaced from 4k (benchmarks/fwd_hdim32). hdim 256 takes 80-key tiles (O 128
 // floats, S 40; two stages fill 225 of the 227 KB) without ping-pong: against 64-key tiles with it,
 // 1.06-1.17x non-causal and 1.06-1.10x causal from 4k on an H100, causal 1k 4 % slower; ping-pong on
 // was within 1.5 % of off (benchmarks/fwd_tile_hdim256).

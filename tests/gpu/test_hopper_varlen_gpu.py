@@ -20,7 +20,7 @@ import flashbuild  # noqa: E402
 from flashbuild.debug.checking import poison  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
-HDIMS = (64, 96, 128, 192, 256)
+HDIMS = (32, 64, 96, 128, 192, 256)
 SELECTION = dict(hdim=list(HDIMS), dtype="fp16", arch="native", direction="fwd", causal="both", features=[])
 
 # Lengths that end inside a tile (every tile here is 64-192 rows), a sequence of one row, one of a

@@ -21,7 +21,7 @@ from flashbuild.reference import kvcache_ref  # noqa: E402
 from test_api_gpu import check, poison_allocator, randn  # noqa: E402
 from test_kvcache_gpu import to_pages  # noqa: E402
 
-SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="fwd,splitkv", causal="both", features=[])
+SELECTION = dict(hdim="32,64,128", dtype="fp16", arch="native", direction="fwd,splitkv", causal="both", features=[])
 NAN = float("nan")
 
 
@@ -71,7 +71,7 @@ def test_a_prefill_chunk_matches_the_reference(m, head_dim, seqlen_q, causal):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
 @pytest.mark.parametrize("page_size", [128, 256])
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", [32, 64, 128])
 def test_a_paged_prefill_chunk_matches_the_reference(m, head_dim, page_size, causal):
     """Each key box is one page's rows (hopper/mainloop.h, key_box): pages in shuffled order, rows past
     a row's keys and the spare pages hold NaN; cache_seqlens end inside a page."""
