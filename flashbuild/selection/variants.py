@@ -95,7 +95,7 @@ FAMILY_NOTES = {
     ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
                      "keys run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback); "
                      "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on the "
-                     "Hopper kernel",
+                     "Hopper kernel; one-row GQA/MQA calls of more than one wave take one block per K/V head",
 }
 # Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
 # hopper/bwd_launch.h): no fallback TU; the one TU includes the Ampere family's launch header alone.

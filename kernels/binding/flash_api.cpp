@@ -424,11 +424,49 @@ at::Tensor gqa_sum(const at::Tensor& dkv_expanded, int nheads_k) {
 
 at::Tensor unpad(const at::Tensor& t, const Call& c) { return c.hdim == c.user_hdim ? t : t.narrow(-1, 0, c.user_hdim); }
 
+// One query row per head (decoding through flash_attn_func) with GQA or MQA on sm90, when the call's
+// (batch, head) blocks outnumber the SMs: the query heads that share a K/V head become the rows of one
+// block. q (batch, 1, nheads, d) is viewed as (batch, group, nheads_k, d), out and lse likewise (no
+// copy), so one CTA streams each K/V head once for its whole group instead of once per query head.
+// One row sees every key, causal or not, so the call takes the non-causal kernel (none built: not
+// packed); a window is position-dependent: not packed. Within one wave packing only idles SMs (1.6-13 %
+// slower at batch 4 x 32 heads); from many waves it cuts them (benchmarks/fwd_pack_gqa/).
+std::optional<std::vector<at::Tensor>> mha_fwd_packed_rows(const at::Tensor& q_in, const at::Tensor& k_in,
+                                                           const at::Tensor& v_in, std::optional<double> softmax_scale,
+                                                           const FeatureArgs& f) {
+  const int64_t batch = q_in.size(0), nheads = q_in.size(2), nheads_k = k_in.size(2), group = nheads / nheads_k;
+  if (q_in.size(1) != 1 || group == 1 || k_in.size(1) == 0 || device_arch(q_in) < 90 ||
+      batch * nheads <= device_attribute(q_in, cudaDevAttrMultiProcessorCount)) {
+    return std::nullopt;
+  }
+  std::optional<Call> found;
+  try {
+    found = resolve("fwd", q_in, false, softmax_scale, f, int(group), k_in.size(1));
+  } catch (const VariantNotBuilt&) {
+    return std::nullopt;  // the causal variant alone serves it, unpacked
+  }
+  const Call& c = *found;
+  if (c.features & kLocal) return std::nullopt;
+  c10::cuda::CUDAGuard device_guard(q_in.device());
+  const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
+  const at::Tensor q_rows = q.reshape({batch, nheads_k, group, c.hdim}).transpose(1, 2);
+  at::Tensor out = at::empty({batch, 1, nheads, c.hdim}, q.options());
+  at::Tensor out_rows = out.view({batch, nheads_k, group, c.hdim}).transpose(1, 2);
+  at::Tensor lse = at::empty({batch, nheads_k, group}, q.options().dtype(at::kFloat));
+  const FwdParams p = fwd_params(c, q_rows, k, v, out_rows, lse, int(batch), int(group), k.size(1));
+#if FLASHBUILD_HAS_FWD
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  FLASHBUILD_DISPATCH(c, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
+#endif
+  return std::vector<at::Tensor>{unpad(out, c), lse.view({batch, nheads, 1})};
+}
+
 }  // namespace
 
 std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool causal,
                                 std::optional<double> softmax_scale, const FeatureArgs& f) {
   check_qkv(q_in, k_in, v_in);
+  if (auto packed = mha_fwd_packed_rows(q_in, k_in, v_in, softmax_scale, f)) return *packed;
   const Call c = resolve("fwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
