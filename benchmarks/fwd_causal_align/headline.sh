@@ -3,19 +3,19 @@
 # `flashbuild test --shapes full`, `flashbuild bench` beside SDPA's flash and cuDNN backends (16k tokens,
 # model dim 2048), the ours / cuDNN table, then tests/gpu/test_features_gpu.py (the causal local and
 # softcap kernels) if time is left. From the repository root, after the wheels are installed:
-#   OUT=... BUDGET=570 bash benchmarks/fwd_causal_align/headline.sh
+#   OUT=... BUDGET=570 [HDIMS=32,64,96,128,192,256] bash benchmarks/fwd_causal_align/headline.sh
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/fwd_headline}; mkdir -p "$OUT"
 export FLASHBUILD_CACHE_DIR=/tmp/fb-headline
 t0=$(date +%s); now() { echo $(( $(date +%s) - t0 )); }
-S="--hdim 64,96,128,192,256 --dtype fp16,bf16 --arch sm90 --direction fwd --causal both --no-local --no-softcap"
+S="--hdim ${HDIMS:-64,96,128,192,256} --dtype fp16,bf16 --arch sm90 --direction fwd --causal both --no-local --no-softcap"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 timeout 300 python3 -m flashbuild $S -j 16 > "$OUT/build.txt" 2>&1
 echo "== build rc $? at $(now) s"; grep -E "^compiled|rror" "$OUT/build.txt" | head -3
 timeout 150 python3 -m flashbuild test $S --shapes full > "$OUT/test.txt" 2>&1
 echo "== test rc $? at $(now) s"; grep -E "FAIL" "$OUT/test.txt" | head -5; tail -1 "$OUT/test.txt"
-timeout 200 python3 -m flashbuild bench $S --seqlens 1024,4096,8192,16384 --reps 30 \
+timeout ${BENCH_LIMIT:-200} python3 -m flashbuild bench $S --seqlens 1024,4096,8192,16384 --reps 30 \
   --json "$OUT/h200-fwd-headline.bench.json" > "$OUT/bench.txt" 2>&1
 echo "== bench rc $? at $(now) s"
 python3 benchmarks/vs_fa2/summary.py --cudnn "$OUT/h200-fwd-headline.bench.json" > "$OUT/summary.txt"
