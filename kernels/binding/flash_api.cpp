@@ -441,12 +441,13 @@ std::optional<std::vector<at::Tensor>> mha_fwd_packed_rows(const at::Tensor& q_i
   }
   std::optional<Call> found;
   try {
-    found = resolve("fwd", q_in, false, softmax_scale, f, int(group), k_in.size(1));
+    // The window resolved for the call's one row: (-1, 0) then cuts nothing, as for the unpacked call.
+    found = resolve("fwd", q_in, false, softmax_scale, f, 1, k_in.size(1));
   } catch (const VariantNotBuilt&) {
     return std::nullopt;  // the causal variant alone serves it, unpacked
   }
   const Call& c = *found;
-  if (c.features & kLocal) return std::nullopt;
+  if (c.causal || (c.features & kLocal)) return std::nullopt;
   c10::cuda::CUDAGuard device_guard(q_in.device());
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   const at::Tensor q_rows = q.reshape({batch, nheads_k, group, c.hdim}).transpose(1, 2);

@@ -66,6 +66,19 @@ def test_packed_rows_match_the_reference(m, head_dim, seqlen_k, nheads_k, causal
             "a packed causal row must run the non-causal kernel"
 
 
+@pytest.mark.parametrize("window", [(-1, 0), (-1, -1), (5000, 0)])
+def test_a_window_that_cuts_nothing_in_one_row(m, window):
+    """A non-causal window (-1, 0) is the causal mask, which one row does not feel: the packed rows must
+    not take it as their own (row j of g would then miss the last g - 1 - j keys)."""
+    batch, nheads, nheads_k, seqlen_k = sms() // 8 + 5, 32, 4, 333
+    torch.manual_seed(11)
+    q = randn(batch, 1, nheads, 64)
+    k, v = randn(batch, seqlen_k, nheads_k, 64), randn(batch, seqlen_k, nheads_k, 64)
+    poison_allocator()
+    out = m.flash_attn_func(q, k, v, window_size=window)
+    check(f"window {window}", out, attention_ref(q, k, v)[0], attention_ref(q, k, v, upcast=False)[0], 1e-4)
+
+
 def test_one_wave_is_not_packed(m):
     """At most one block per SM: packing would only idle SMs, so the causal call keeps its own kernel."""
     q, k, v = randn(2, 1, 32, 64), randn(2, 500, 4, 64), randn(2, 500, 4, 64)
