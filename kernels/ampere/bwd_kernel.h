@@ -195,6 +195,29 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
   if (m_block_min < m_block_max) { load_query_block(m_block_min, 0); }
   cp_async_fence();
 
+  // dQ of a query block, and its fp32 atomics (see the step below for where they go out). Declared
+  // outside the step: the closure that issues them is then one type for the masked and the unmasked
+  // step, so the dV and dK products (gemm_smem_smem with it as after_step) are instantiated once
+  // each instead of once per step kind (benchmarks/edit_loop/, "The Ampere-path backward's products").
+  Tensor acc_dq = make_tensor<float>(typename Traits::AccShapedQ{});
+  constexpr int kVecs = decltype(size(acc_dq))::value / Traits::kDqVec;
+  constexpr int kSlices = decltype(size<2>(tdKrdSt))::value;  // k-slices of each of dV and dK
+  constexpr int kSteps = 2 * kSlices / Traits::kDqChunks;     // the k-slices one chunk spreads over
+  constexpr int kVecsPerStep = (kVecs + kSteps - 1) / kSteps;
+  // The adds of chunk c of the block at dq_block, from step first_step on: after_step of a product.
+  auto dq_adds = [&](float* dq_block, int c, int first_step) {
+    return [&, dq_block, c, first_step](int step) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVecsPerStep; ++j) {
+        const int g = (first_step + step) * kVecsPerStep + j;
+        if (g < kVecs) {
+          atomic_add4(dq_block + Traits::dq_accum_index(tidx, c, g), acc_dq(4 * g), acc_dq(4 * g + 1),
+                      acc_dq(4 * g + 2), acc_dq(4 * g + 3));
+        }
+      }
+    };
+  };
+
   // One step: query block m_block, masked element-wise or not.
   auto step = [&](int m_block, auto masked) {
     const int stage = Traits::kStages == 1 ? 0 : (m_block - m_block_min) & 1;
@@ -248,27 +271,12 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     // the block in fragment order (BwdTraits::dq_accum_index): four floats per atomic, a warp's
     // 512 bytes contiguous. The block is whole in dq_accum (its slack rows, BwdParams), so rows
     // past seqlen_q need no test: the conversion reads only the real ones.
-    Tensor acc_dq = make_tensor<float>(typename Traits::AccShapedQ{});
     auto dq_chunk = [&](int c) {
       clear(acc_dq);
       gemm_smem_smem(acc_dq, tdQrdS, tdQrKt, tdQsdS, thr_copy_dq_b.partition_S(sKt_chunk(c)), mma_dq, copy_dq_a,
                      copy_dq_b, thr_copy_dq_a, thr_copy_dq_b);
     };
     float* dq_block = dq + m_block * (kBlockM * kHeadDim);
-    constexpr int kVecs = decltype(size(acc_dq))::value / Traits::kDqVec;
-    constexpr int kSlices = decltype(size<2>(tdKrdSt))::value;  // k-slices of each of dV and dK
-    constexpr int kSteps = 2 * kSlices / Traits::kDqChunks;     // the k-slices one chunk spreads over
-    constexpr int kVecsPerStep = (kVecs + kSteps - 1) / kSteps;
-    auto issue_dq = [&](int c, int step) {
-      CUTE_UNROLL
-      for (int j = 0; j < kVecsPerStep; ++j) {
-        const int g = step * kVecsPerStep + j;
-        if (g < kVecs) {
-          atomic_add4(dq_block + Traits::dq_accum_index(tidx, c, g), acc_dq(4 * g), acc_dq(4 * g + 1),
-                      acc_dq(4 * g + 2), acc_dq(4 * g + 3));
-        }
-      }
-    };
     // The chunk reduced during dK, and where its vectors resume: one chunk goes on past dV's.
     constexpr int kDkChunk = Traits::kDqChunks - 1;
     constexpr int kDkFirstStep = Traits::kDqChunks == 1 ? kSlices : 0;
@@ -284,11 +292,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     dq_chunk(0);
     if (ordered) { wait_for_turn(dq_counter(params, blockIdx.z, blockIdx.y, m_block), turn, tidx); }
     gemm_smem_smem(acc_dv, tdVrPt, tdVrdOt, tdVsPt, thr_copy_dkv_b.partition_S(sdOt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, [&](int step) { issue_dq(0, step); });
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, dq_adds(dq_block, 0, 0));
     if constexpr (kDkChunk > 0) { dq_chunk(kDkChunk); }
     gemm_smem_smem(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, thr_copy_dkv_b.partition_S(sQt), mma_dkv, copy_dkv_a,
-                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b,
-                   [&](int step) { issue_dq(kDkChunk, kDkFirstStep + step); });
+                   copy_dkv_b, thr_copy_dkv_a, thr_copy_dkv_b, dq_adds(dq_block, kDkChunk, kDkFirstStep));
     if (ordered) { pass_turn(dq_counter(params, blockIdx.z, blockIdx.y, m_block), tidx); }
     if constexpr (Traits::kStages == 1) {
       __syncthreads();  // the next step overwrites Q and dO in place
