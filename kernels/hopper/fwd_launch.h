@@ -10,7 +10,7 @@
 // are always right:
 //   - other head dims (none today: every kernel head dim has a tile, fwd_tile in traits.h);
 //   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
-// A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 64-128) runs
+// A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 32-128) runs
 // here alone: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of
 // the key block.
 // That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in
@@ -93,7 +93,7 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
   if constexpr (kArch >= 90 && hopper::serves_head_dim(kHeadDim)) {
     using Element = typename hopper::ElementOf<kDType>::type;
-    // A paged cache (the binding's prefill chunks, head dims 64-128): a key box must not straddle two
+    // A paged cache (the binding's prefill chunks, head dims 32-128): a key box must not straddle two
     // pages; the Ampere path, which does not page, refuses what this kernel cannot take.
     const bool pages_fit = !params.block_table || params.page_size % hopper::fwd_tile(kHeadDim, kIsCausal).block_n == 0;
     if (pages_fit && hopper::can_run(params, kHeadDim, sizeof(Element))) {
