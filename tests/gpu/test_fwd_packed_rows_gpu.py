@@ -18,6 +18,7 @@ import flashbuild  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
 from test_api_gpu import check, grads_of, poison_allocator, randn  # noqa: E402
+from test_kvcache_prefill_gpu import kernels_of  # noqa: E402
 
 SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="fwd,bwd", causal="both", features=[])
 
@@ -33,14 +34,7 @@ def sms():
 
 def causal_flags_of_kernels(fn):
     """The kIsCausal argument of each forward kernel fn launches (from the profile's demangled names)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    names = {e.name for e in prof.events() if e.device_type.name == "CUDA" and "fwd_kernel" in e.name}
+    names = [n for n in kernels_of(fn) if "fwd_kernel" in n]
     flags = {re.search(r"fwd_kernel<.*>, (true|false), \d+>", n).group(1) for n in names}
     assert flags, f"no forward kernel in the profile: {names}"
     return flags

@@ -2,7 +2,7 @@
 with at least 128 queries runs the forward kernel when the build holds it, with each row's cache_seqlens as
 its keys. Held to flashbuild.reference.kvcache_ref in fp32 (product.md's rule) on poisoned memory: every
 cache row past a row's keys holds NaN, which the kernel loads in its last key box and must keep out of P V.
-A paged cache (block_table, shuffled pages, NaN in the pages no row uses) runs there too at head dims 64-128.
+A paged cache (block_table, shuffled pages, NaN in the pages no row uses) runs there too at head dims 32-128.
 A profile shows which kernel ran: the Hopper forward for a plain call, paged or not, the split-KV kernel when
 num_splits is asked for or new keys are appended. Skipped without an sm90 device.
 """
