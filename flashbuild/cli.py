@@ -662,6 +662,7 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
 
     from .build import builder, graph
     from .debug import inspection
+    from .sources.units import KERNEL_SUFFIX
 
     selection, options = parse_request(**kwargs)
     units = builder.make_plan(selection, options).units
@@ -688,8 +689,11 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
         click.echo(inspection.table(reports))
     if sass_variant:
         path = Path(sass_dir) / f"{sass_variant}.sass"
-        _write(str(path), inspection.sass_text(objects[sass_variant]))
-        click.echo(f"SASS of {sass_variant}: {path}", err=as_json)
+        # A variant whose kernel compiles device-only: its own TU is host code, the kernel is in <variant>_kernel.
+        unit = next(u for u in units if u.name == sass_variant)
+        holder = f"{sass_variant}{KERNEL_SUFFIX}" if not unit.part and unit.variant and unit.variant.kernel_tu else None
+        _write(str(path), inspection.sass_text(objects[holder or sass_variant]))
+        click.echo(f"SASS of {sass_variant}{f' (its kernel TU, {holder})' if holder else ''}: {path}", err=as_json)
 
 
 @cli.command()

@@ -167,10 +167,17 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
                                                   f"(hopper/{direction}_fallback.h)"
         assert f"{variant}_fallback.cu" in out and f"obj/{variant}_fallback.o" in out
         assert f"from templates/{direction}_fallback.cu.j2" in out
+    for variant in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90_local_softcap"):  # the Hopper forward's
+        # kernel compiles device-only in a TU of its own, which the variant's TU (host code alone) launches
+        assert families[f"{variant}_kernel"] == f"hopper; the kernel of {variant} alone, device-only (nvcc -fatbin; " \
+                                                f"{variant} launches it from this TU's object)"
+        assert f"obj/{variant}_kernel.o" in out
+    assert "from templates/fwd_kernel.cu.j2" in out
+    assert "bwd_hdim64_fp16_sm90_kernel" not in out  # the backward: one TU holds its three kernels
     assert "bwd_hdim64_fp16_sm90_local_softcap_fallback" not in out  # the feature TU: the Ampere path alone
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 18 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs
+    assert "compile 22 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs, 4 kernel TUs
     # The Hopper backward's plain kernels hold the deterministic mode: no deterministic call of this build
     # needs the feature variants.
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
@@ -316,7 +323,7 @@ def test_plain_build_without_cuda_torch_compiles_then_stops_with_the_reason(monk
     with pytest.raises(BuildError) as info:
         builder.build(selection, options)
     message = str(info.value)
-    assert "compiled 4 kernel objects" in message  # 2 Hopper TUs and their Ampere-path fallbacks
+    assert "compiled 6 kernel objects" in message  # 2 Hopper variants: launch, kernel and Ampere-path fallback TUs
     assert "torch 2.13.0+cpu has no CUDA" in message
     assert "install a CUDA build of torch" in message and "--compile-only" in message
     assert "`flashbuild --hdim 64 --dtype fp16 --arch sm90 --direction fwd --causal off --no-softcap`" in message

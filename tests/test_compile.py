@@ -42,13 +42,14 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     first = flashbuild(*args, cache=cache, root=root)
     assert first.returncode == 0, first.stderr
     built = objects(cache)
-    # sm90's Hopper forward has its Ampere-path fallback in a TU of its own
-    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
+    # sm90's Hopper forward has its Ampere-path fallback in a TU of its own, and its kernel in another
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback",
+                             "fwd_hdim64_fp16_sm90_kernel"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]    # ptxas options embedded with the cubin
-    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"] and b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90_fallback"]
-    assert "[1/3] fwd_hdim64_fp16_sm" in first.stderr and "[3/3] fwd_hdim64_fp16_sm" in first.stderr
-    assert "compiled 3 targets in" in first.stderr
-    assert "compiled 3 kernel objects in" in first.stdout
+    assert all(b"-arch sm_90a " in built[f"fwd_hdim64_fp16_sm90{part}"] for part in ("", "_fallback", "_kernel"))
+    assert "[1/4] fwd_hdim64_fp16_sm" in first.stderr and "[4/4] fwd_hdim64_fp16_sm" in first.stderr
+    assert "compiled 4 targets in" in first.stderr
+    assert "compiled 4 kernel objects in" in first.stdout
 
     started = time.monotonic()
     again = flashbuild(*args, cache=cache, root=root)
@@ -60,28 +61,33 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     (build_dir,) = cache.iterdir()
     assert builder._ninja_has_no_work(build_dir)  # load()'s fast-path check
     # The depfiles see an edit, and only the TUs that include the edited header recompile: sm80's
-    # forward is the Ampere path's, sm90's the Hopper family's, its fallback TU hopper/fwd_fallback.h's alone.
-    for header, rebuilt in (("ampere/fwd_launch.h", "fwd_hdim64_fp16_sm80"), ("hopper/fwd_launch.h", "fwd_hdim64_fp16_sm90"),
-                            ("hopper/fwd_fallback.h", "fwd_hdim64_fp16_sm90_fallback")):
+    # forward is the Ampere path's, sm90's the Hopper family's (its launch and its kernel TU), its fallback
+    # TU hopper/fwd_fallback.h's alone.
+    for header, rebuilt in (("ampere/fwd_launch.h", ["fwd_hdim64_fp16_sm80"]),
+                            ("hopper/fwd_launch.h", ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]),
+                            ("hopper/fwd_fallback.h", ["fwd_hdim64_fp16_sm90_fallback"])):
         launch = root / "kernels" / header
         launch.write_text(launch.read_text() + "// edited\n")
         assert not builder._ninja_has_no_work(build_dir)
         edited = flashbuild(*args, cache=cache, root=root)
-        assert edited.returncode == 0 and "compiled 1 target in" in edited.stderr, edited.stderr
-        assert f"[1/1] {rebuilt} " in edited.stderr
+        count = len(rebuilt)
+        assert edited.returncode == 0 and f"compiled {count} target{'s' if count > 1 else ''} in" in edited.stderr, \
+            edited.stderr
+        assert sorted(re.findall(rf"\[\d/{count}\] (\S+) ", edited.stderr)) == rebuilt
 
 
 def test_compile_error_names_every_failed_variant_and_file_line(tmp_path):
     broken = "#pragma once\n#include \"common/params.h\"\nnamespace flashbuild { this is not C++; }\n"
-    root, cache = make_root(tmp_path, broken), tmp_path / "cache"
+    root, cache = make_root(tmp_path, broken, hopper_fwd_launch_header=broken), tmp_path / "cache"
     result = flashbuild(*SLICE, "--arch", "sm90", "--causal", "both", "--compile-only", cache=cache, root=root)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("flashbuild: error: build failed: 2 targets failed: ")
+    assert last.startswith("flashbuild: error: build failed: 4 targets failed: ")  # each variant's launch and kernel
     for name, words in [("fwd_hdim64_fp16_sm90", "not causal"), ("fwd_hdim64_fp16_causal_sm90", "causal")]:
         assert f"{name} (fwd, hdim 64, fp16, {words}, sm90): " in last
-        assert f"  FAILED {name} (" in result.stderr  # reported as it happened
+        assert f"{name}_kernel (fwd, hdim 64, fp16, {words}, sm90: its hopper kernel alone, device-only): " in last
+        assert f"  FAILED {name} (" in result.stderr and f"  FAILED {name}_kernel (" in result.stderr  # as it happened
     assert f"{root}/kernels/hopper/fwd_launch.h:3: error:" in last  # sm90's forward: the Hopper family
     assert "build.log" in last
 
@@ -134,9 +140,10 @@ def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):
     result = real_fwd_build.process
     assert result.returncode == 0, result.stderr[-3000:]
     built = objects(real_fwd_build.cache)
-    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback"]
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback",
+                             "fwd_hdim64_fp16_sm90_kernel"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]
-    assert b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90"] and b"-arch sm_90a " in built["fwd_hdim64_fp16_sm90_fallback"]
+    assert all(b"-arch sm_90a " in built[f"fwd_hdim64_fp16_sm90{part}"] for part in ("", "_fallback", "_kernel"))
     print(f"real forward TUs (sm80 + sm90, 2 jobs): {real_fwd_build.seconds:.1f}s\n{result.stderr}")
 
 
@@ -192,6 +199,29 @@ def check_split(build_dir: Path, variants: list[str], direction: str) -> None:
         assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
         fallback_deps = ninja_deps(build_dir, f"obj/{variant}_fallback.o")
         assert f"ampere/{direction}_kernel.h" in fallback_deps and "hopper/" + direction + "_kernel.h" not in fallback_deps
+        if direction == "fwd":  # the kernel in a TU of its own, device-only: the variant's TU reaches it by its fatbin
+            check_kernel_tu(build_dir, variant)
+
+
+def check_kernel_tu(build_dir: Path, variant: str) -> None:
+    """The variant's object holds no kernel and needs the fatbin symbol that its kernel TU's object alone
+    defines, with the Hopper kernel inside (cuobjdump reads it from .nv_fatbin); the kernel TU's depfile
+    has the Hopper kernel's headers and no Ampere kernel header."""
+    from flashbuild.debug import inspection
+
+    symbol = f"flashbuild_fatbin_{variant}_kernel"
+    kinds = {}
+    for name in (variant, f"{variant}_kernel", f"{variant}_fallback"):
+        lines = subprocess.run(["nm", str(build_dir / "obj" / f"{name}.o")], capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+        kinds[name] = {entry.group(1) for entry in map(NM_LINE.match, lines) if entry and entry.group(2) == symbol}
+    assert kinds == {variant: {"U"}, f"{variant}_kernel": {"R"}, f"{variant}_fallback": set()}, kinds
+    sass = {name: inspection.sass_text(build_dir / "obj" / f"{name}.o") for name in (variant, f"{variant}_kernel")}
+    assert "Function : " not in sass[variant]
+    (kernel,) = re.findall(r"Function : (\S+)", sass[f"{variant}_kernel"])
+    assert "hopper10fwd_kernel" in kernel and "HGMMA" in sass[f"{variant}_kernel"]
+    deps = ninja_deps(build_dir, f"obj/{variant}_kernel.o")
+    assert "hopper/fwd_kernel.h" in deps and "ampere/fwd_kernel.h" not in deps, deps
 
 
 def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_build):

@@ -45,12 +45,16 @@ def variable(text: str, name: str) -> str:
 def test_exactly_one_nvcc_edge_per_selected_tu():
     variants, text = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off")
     nvcc_edges = {out for out, rule in edges(text).items() if rule == "nvcc"}
-    assert nvcc_edges == {f"obj/{v.name}.o" for v in variants}
+    fatbin_edges = {out for out, rule in edges(text).items() if rule == "fatbin"}
+    assert nvcc_edges | fatbin_edges == {f"obj/{v.name}.o" for v in variants}
     assert len(nvcc_edges) == 12  # 4 plain TUs and their local+softcap TUs; sm90's 4 fallback TUs
     assert {u.name for u in variants if u.part == "fallback"} == {
         f"fwd_hdim{h}_fp16_sm90{f}_fallback" for h in (64, 128) for f in ("", "_local_softcap")}
+    # sm90's Hopper kernels, device-only: one fatbin edge each
+    assert fatbin_edges == {f"obj/fwd_hdim{h}_fp16_sm90{f}_kernel.o" for h in (64, 128) for f in ("", "_local_softcap")}
     for v in variants:
-        assert f"build obj/{v.name}.o: nvcc {GEN}/{v.name}.cu\n" in text
+        rule = "fatbin" if v.part == "kernel" else "nvcc"
+        assert f"build obj/{v.name}.o: {rule} {GEN}/{v.name}.cu\n" in text
     assert "hdim32" not in text and "bf16" not in text
     _, narrowed = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off", features=[])
     assert len([rule for rule in edges(narrowed).values() if rule == "nvcc"]) == 6 and "_local" not in narrowed
@@ -67,7 +71,7 @@ def test_a_cold_build_starts_the_longest_tus_first():
     estimates = [costs.estimate(by_name[name]) for name in kernel_order]
     assert estimates == sorted(estimates, reverse=True) and len(set(estimates)) > 2
     assert kernel_order[0] == "bwd_hdim64_fp16_sm90_local_softcap"
-    assert kernel_order[-1] == "bwd_hdim64_fp16_sm90"  # the Hopper backward's half: 0.38 of the TU it was
+    assert kernel_order[-1] == "fwd_hdim64_fp16_sm90"  # the Hopper forward's launch, host code alone
 
 
 def test_each_edge_compiles_for_its_own_arch_with_a_depfile():
@@ -78,6 +82,15 @@ def test_each_edge_compiles_for_its_own_arch_with_a_depfile():
     rule = re.search(r"^rule nvcc\n((?:  .*\n)+)", text, re.M).group(1)
     assert "command = $nvcc $nvcc_flags $gencode -MD -MF $out.d -c $in -o $out" in rule
     assert "depfile = $out.d" in rule and "deps = gcc" in rule
+    # A kernel TU: device code alone, its fatbin kept beside the object, which embeds it with nvcc and no
+    # launcher (a compiler cache would not see the .incbin's file)
+    kernel_block = re.search(r"^build obj/fwd_hdim64_fp16_sm90_kernel.o: fatbin \S+\n((?:  .*\n)+)", text, re.M)
+    assert "gencode = -gencode arch=compute_90a,code=sm_90a" in kernel_block.group(1)
+    rule = re.sub(r" \$\n\s+", " ", re.search(r"^rule fatbin\n((?:  .*\n)+)", text, re.M).group(1))
+    assert "command = $nvcc $nvcc_flags $gencode -MD -MF $out.d -fatbin $in -o $out && mv -f $out $out.fatbin && " \
+           "$nvcc_embed -Xcompiler -fPIC -x c++ -DFLASHBUILD_EMBED_FATBIN -c $in -o $out" in rule
+    assert "depfile = $out.d" in rule and "deps = gcc" in rule
+    assert graph.fatbin_path("fwd_hdim64_fp16_sm90_kernel") == "obj/fwd_hdim64_fp16_sm90_kernel.o.fatbin"
 
 
 def test_nvcc_flags_match_the_contract():
@@ -109,13 +122,14 @@ def test_launcher_prefixes_the_compile_commands_not_the_link():
     _, text = text_for(link=LINK, tools=tools, hdim=64, dtype="fp16", arch="sm90")
     assert variable(text, "nvcc") == "ccache /cuda/bin/nvcc"
     assert variable(text, "cxx") == "ccache /usr/bin/c++"
+    assert variable(text, "nvcc_embed") == "/cuda/bin/nvcc"  # a kernel TU's fatbin embedding: never cached
     link_rule = re.search(r"^rule link\n  command = (.*)$", text, re.M).group(1)
     assert link_rule.startswith("$linker -shared") and variable(text, "linker") == "/cuda/bin/nvcc"
 
 
 def test_no_binding_or_link_edges_without_linking():
     _, text = text_for(hdim=64, dtype="fp16", arch="sm90")
-    assert set(edges(text).values()) == {"nvcc"}
+    assert set(edges(text).values()) == {"nvcc", "fatbin"}
     assert "rule link" not in text and "rule cxx" not in text and "flash_api" not in text
 
 

@@ -53,14 +53,15 @@ def test_what_the_hopper_tus_still_share_with_the_ampere_path():
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
     ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
               if not name.endswith("_fallback") and name.startswith(("fwd", "bwd"))}
-    assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"],
+    assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"], "fwd_hdim64_fp16_sm90_kernel": ["ampere/utils.h"],
                       "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_dsum.h", "ampere/utils.h"]}
 
 
 def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu():
     """Head dim 32's backward (no Hopper tile); its forward has one, split like the others."""
     tus = rendered(hdim=32, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
-    assert set(tus) == {"fwd_hdim32_fp16_sm90", "fwd_hdim32_fp16_sm90_fallback", "bwd_hdim32_fp16_sm90"}
+    assert set(tus) == {"fwd_hdim32_fp16_sm90", "fwd_hdim32_fp16_sm90_fallback", "fwd_hdim32_fp16_sm90_kernel",
+                        "bwd_hdim32_fp16_sm90"}
     assert "ampere/bwd_kernel.h" in tus["bwd_hdim32_fp16_sm90"]
     assert not [h for h in tus["bwd_hdim32_fp16_sm90"] if h.startswith("hopper/")]  # nothing to parse there
     assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim32_fp16_sm90"] and "ampere/fwd_kernel.h" not in tus["fwd_hdim32_fp16_sm90"]

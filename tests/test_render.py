@@ -36,10 +36,12 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     # sm90's Hopper variants also have their Ampere-path fallback in a TU of its own: every forward, and
     # the plain backwards (a backward feature TU holds the Ampere path alone)
     fallbacks = [f"{v}_fallback" for v in variants if v.startswith("fwd") or (v.startswith("bwd") and "local" not in v)]
-    assert tus == sorted(f"{name}.cu" for name in variants + fallbacks)
+    # and every Hopper forward's kernel, device-only, in a TU of its own
+    kernels = [f"{v}_kernel" for v in variants if v.startswith("fwd")]
+    assert tus == sorted(f"{name}.cu" for name in variants + fallbacks + kernels)
     assert sorted(os.listdir(tmp_path)) == sorted(tus + ["flashbuild_dispatch.h", "flashbuild_table.h"])
     narrowed = select(hdim="64,128", dtype="fp16", arch="sm90", causal="both", features=[])
-    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 4
+    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 4 + 4
 
 
 @pytest.mark.parametrize("kwargs, name, args", [
@@ -65,9 +67,12 @@ def test_tu_holds_the_explicit_instantiation(tmp_path, kwargs, name, args):
         assert re.findall(r'#include "([^"]+)"', text) == [f"{'ampere' if alone else family}/{direction}_launch.h"]
         instantiation = re.sub(r"\s+", " ", text[text.index("template void"):]).strip()
         params = {"fwd": "FwdParams", "bwd": "BwdParams"}[direction]
+        # The Hopper forward's TU is host code alone: all of it hidden from nvcc's device pass
+        split = family == "hopper" and direction == "fwd"
         assert instantiation == (f"template void flashbuild::run_{direction}<{args}, {mask}>( "
-                                 f"const flashbuild::{params}&, cudaStream_t);")
-        assert len(text.splitlines()) <= 15
+                                 f"const flashbuild::{params}&, cudaStream_t);" + (" #endif" if split else ""))
+        assert ("#if !defined(__CUDA_ARCH__)\n" in text) == split
+        assert len(text.splitlines()) <= (25 if split else 15)
 
 
 @pytest.mark.parametrize("kwargs, name, args", [
@@ -248,3 +253,21 @@ def test_templates_fail_loudly_on_undefined_names_and_unsafe_values():
         environment.from_string("{{ x|cpp }}").render(x="64; system(rm)")
     with pytest.raises(TypeError):
         environment.from_string("{{ x|cpp_str }}").render(x='a"; evil')
+
+
+def test_a_hopper_forward_kernel_tu_and_its_launch_meet_at_one_symbol(tmp_path):
+    """The kernel TU instantiates the launch's entry (so the kernel) and, compiled as host C++ with
+    FLASHBUILD_EMBED_FATBIN, embeds its fatbin under the symbol the variant's TU specializes the entry to."""
+    _, files = render_selection(tmp_path, hdim=96, dtype="bf16", arch="sm90", causal="on", features=["softcap"])
+    name = "fwd_hdim96_bf16_causal_sm90_softcap"
+    kernel, launch = files[f"{name}_kernel.cu"], files[f"{name}.cu"]
+    entry = ("flashbuild::hopper::FwdKernelEntry< flashbuild::hopper::VariantTraits<96, flashbuild::DType::kBf16, "
+             "true>, true, 2>")
+    symbol = f"flashbuild_fatbin_{name}_kernel"
+    assert f"template struct {entry};" in re.sub(r"\s+", " ", kernel)
+    assert f'".incbin \\"obj/{name}_kernel.o.fatbin\\"\\n"' in kernel and f'"{symbol}:\\n"' in kernel
+    assert kernel.index("#if defined(FLASHBUILD_EMBED_FATBIN)") < kernel.index(".incbin") < kernel.index("#else") \
+        < kernel.index('#include "hopper/fwd_launch.h"')
+    assert f'extern "C" const unsigned char {symbol}[];' in launch
+    assert f"flashbuild::KernelHandle {entry}::get() {{" in re.sub(r"\s+", " ", launch).replace("< ", "< ")
+    assert f'KernelHandle::from_fatbin({symbol}, "{name}_kernel")' in launch

@@ -77,6 +77,7 @@ BUILT = [V(n) for n in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90", "
     # an Ampere-path header: only the fallback TUs of sm90's Hopper variants recompiled
     ({"fwd_hdim64_fp16_causal_sm90_fallback", "bwd_hdim64_fp16_sm90_fallback", "link"}, [BUILT[1], BUILT[2]]),
     ({"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback", "link"}, BUILT[:1]),  # both halves: tested once
+    ({"fwd_hdim64_fp16_sm90_kernel", "fwd_hdim64_fp16_sm90", "link"}, BUILT[:1]),  # a kernel TU: its variant
 ])
 def test_the_variants_to_test_are_those_whose_objects_were_rebuilt(rebuilt, expected):
     assert watch.rebuilt_variants(rebuilt, BUILT) == expected
@@ -95,6 +96,7 @@ def test_a_fallback_object_is_named_after_its_variant(tmp_path):
     assert set(objects) == {"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback", "binding"}
     assert NinjaOutput.target_name("obj/fwd_hdim64_fp16_sm90_fallback.o") == "fwd_hdim64_fp16_sm90_fallback"
     assert variant_name("fwd_hdim64_fp16_sm90_fallback") == "fwd_hdim64_fp16_sm90"
+    assert variant_name("fwd_hdim64_fp16_sm90_kernel") == "fwd_hdim64_fp16_sm90"
     assert variant_name("fwd_hdim64_fp16_sm90_local_softcap") == "fwd_hdim64_fp16_sm90_local_softcap"
     assert watch.rebuilt_variants({"fwd_hdim64_fp16_sm90_fallback"}, BUILT) == BUILT[:1]
 

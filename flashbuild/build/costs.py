@@ -16,6 +16,11 @@ FEATURE_FACTOR = 1.03
 # of the one TU that held both: benchmarks/edit_loop/README.md, fwd_hdim64_fp16_causal_sm90 and
 # bwd_hdim64_fp16_sm90 on the 2-core machine (nvcc --time totals, mean of 2 runs).
 SPLIT_SHARE = {"fwd/family": 0.54, "fwd/fallback": 0.65, "bwd/family": 0.38, "bwd/fallback": 0.78}
+# A forward variant whose Hopper kernel compiles device-only: the family TU's share split as its two
+# replacements measured against it (2-core machine, fwd_hdim64_fp16_sm90, one compile at a time, mean of 3
+# rounds: the one TU 16.14 s, the kernel TU (-fatbin) 8.71 s, the launch TU 7.56 s;
+# benchmarks/edit_loop/results/2core-device-only.txt).
+SPLIT_SHARE |= {"fwd/kernel": 0.54 * 8.71 / 16.14, "fwd/launch": 0.54 * 7.56 / 16.14}
 
 
 def estimate(unit: Unit) -> float:

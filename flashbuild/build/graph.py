@@ -23,7 +23,7 @@ from ninja import ninja_syntax
 
 from . import costs
 from ..selection.variants import CompileFlags
-from ..sources.units import Unit
+from ..sources.units import KERNEL_PART, Unit
 
 BINDING_OBJECT = "obj/flash_api.o"  # the built-in binding's object (kernels/binding/flash_api.cpp)
 
@@ -140,6 +140,12 @@ def object_path(unit: Unit | str) -> str:
     return f"obj/{unit if isinstance(unit, str) else unit.name}.o"
 
 
+def fatbin_path(unit: Unit | str) -> str:
+    """Where a kernel TU's fatbin lands (nvcc -fatbin) before its object embeds it; the object's
+    source names it (.incbin), relative to the build dir, ninja's cwd."""
+    return object_path(unit) + ".fatbin"
+
+
 def api_object(source: Path) -> str:
     return f"obj/{Path(source).stem}.o"
 
@@ -191,6 +197,16 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
     w.newline()
     w.rule("nvcc", "$nvcc $nvcc_flags $gencode -MD -MF $out.d -c $in -o $out",
            description="$variant", depfile="$out.d", deps="gcc")
+    if any(u.part == KERNEL_PART for u in units):
+        # A kernel TU (units.KERNEL_PART): device code alone (nvcc -fatbin: no cudafe++, no host compiler),
+        # written first to the object's path (so --profile-templates' trace is named after the object, as
+        # every TU's is), moved to fatbin_path, then embedded: the same source compiled as host C++ with
+        # FLASHBUILD_EMBED_FATBIN is one .incbin of it into .nv_fatbin (where cuobjdump finds it). The
+        # embedding never goes through the launcher: a compiler cache does not see an .incbin's file.
+        w.variable("nvcc_embed", shell([_checked_nvcc([toolchain.nvcc])[0]]))
+        w.rule("fatbin", "$nvcc $nvcc_flags $gencode -MD -MF $out.d -fatbin $in -o $out && mv -f $out $out.fatbin && "
+                         "$nvcc_embed -Xcompiler -fPIC -x c++ -DFLASHBUILD_EMBED_FATBIN -c $in -o $out",
+               description="$variant", depfile="$out.d", deps="gcc")
     if link is not None:
         w.variable("cxx", shell([*launcher, link.cxx]))
         w.variable("cxx_flags", shell(binding_flags(link, toolchain, gen_dir)))
@@ -210,10 +226,11 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
         for source in link.api_sources:
             _build(out, [path(api_object(source))], "cxx", [path(source)])
     every_arch = sorted({arch for u in units for arch in u.archs})
-    edges = [(u.name, u.archs) for u in costs.longest_first(units)] + [(name, tuple(every_arch)) for name in extra_units]
-    for name, archs in edges:
+    edges = [(u.name, u.archs, "fatbin" if u.part == KERNEL_PART else "nvcc") for u in costs.longest_first(units)]
+    edges += [(name, tuple(every_arch), "nvcc") for name in extra_units]
+    for name, archs, rule in edges:
         gencode = shell(" ".join(toolchain.gencodes[a] for a in archs).split())
-        _build(out, [path(object_path(name))], "nvcc", [path(gen_dir / f"{name}.cu", nvcc=True)],
+        _build(out, [path(object_path(name))], rule, [path(gen_dir / f"{name}.cu", nvcc=True)],
                {"gencode": gencode, "variant": name})
     if link is not None:
         objects = [path(object_path(u)) for u in units] + [path(object_path(name)) for name in extra_units]

@@ -27,6 +27,7 @@ from ..selection.variants import DIRECTIONS, Selection
 from ..sources import profile as profiles, units as units_module
 from ..sources.profile import Profile
 from ..sources.units import Unit
+from . import graph
 
 MISSING_TU = "flashbuild_missing"  # the stubs TU's stem
 DTYPE_ENUMS = {"fp16": "flashbuild::DType::kFp16", "bf16": "flashbuild::DType::kBf16"}
@@ -105,7 +106,13 @@ def _render(template: str, target: str, **context) -> str:
 def _unit_context(unit: Unit) -> dict:
     if unit.variant is None:
         return dict(unit=unit)
-    return dict(unit=unit, variant=unit.variant, family=unit.variant.family, dtype_enum=DTYPE_ENUMS[unit.dtype])
+    context = dict(unit=unit, variant=unit.variant, family=unit.variant.family, dtype_enum=DTYPE_ENUMS[unit.dtype])
+    if unit.variant.kernel_tu:
+        # The kernel TU's object and the variant's TU meet at one symbol: the fatbin the first embeds.
+        kernel_unit = unit.name if unit.part == units_module.KERNEL_PART else unit.name + units_module.KERNEL_SUFFIX
+        context.update(kernel_unit=kernel_unit, fatbin_symbol=f"flashbuild_fatbin_{kernel_unit}",
+                       fatbin_path=graph.fatbin_path(kernel_unit))
+    return context
 
 
 def render_texts(selection: Selection, *, build_key: str, profile: Profile | None = None,

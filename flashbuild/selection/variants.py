@@ -60,12 +60,15 @@ class Family:
     launch header only declares its Ampere-path fallback (run_fwd_ampere_path / run_bwd_ampere_path),
     `fallback_headers` names the header that defines it: a variant that compiles the family's own
     kernel instantiates the fallback in a TU of its own (Variant.fallback_tu); one that does not has
-    one TU, which includes the Ampere family's launch header."""
+    one TU, which includes the Ampere family's launch header. `kernel_templates` names, per direction,
+    the template of a TU that compiles the family's kernel alone, device-only (Variant.kernel_tu): the
+    variant's own TU then holds only host code (dispatch and launch), and the two build side by side."""
 
     name: str
     summary: str
     launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
     fallback_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
+    kernel_templates: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> template under templates/
 
 
 FAMILIES = {
@@ -75,7 +78,9 @@ FAMILIES = {
     "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
-                     {"fwd": "hopper/fwd_fallback.h", "bwd": "hopper/bwd_fallback.h"}),
+                     {"fwd": "hopper/fwd_fallback.h", "bwd": "hopper/bwd_fallback.h"},
+                     # The backward launches three kernels (dO.O, main, dQ conversion): one TU still compiles them all.
+                     {"fwd": "fwd_kernel.cu.j2"}),
 }
 
 # Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's
@@ -219,6 +224,14 @@ class Variant:
         on the Ampere path alone has one TU, which includes the Ampere family's launch header.)"""
         return self.fallback_header is not None and not ampere_path_alone(self.direction, self.arch, self.hdim,
                                                                           self.features)
+
+    @property
+    def kernel_tu(self) -> bool:
+        """Whether the family's kernel compiles device-only in a TU of its own (<name>_kernel.cu, nvcc
+        -fatbin), which the variant's TU, host code alone, launches from the fatbin that TU's object
+        embeds (kernels/common/kernel_library.h): nvcc's host side (cudafe++, the host compiler) and its
+        device side then run in two jobs side by side, not one after the other."""
+        return self.fallback_tu and self.direction in self.family.kernel_templates
 
     @property
     def deterministic_plain(self) -> bool:

@@ -17,6 +17,11 @@ from .profile import CUTLASS_TYPES, Profile
 FALLBACK_PART = "fallback"
 FALLBACK_SUFFIX = "_" + FALLBACK_PART
 FALLBACK_TEMPLATES = {"fwd": "fwd_fallback.cu.j2", "bwd": "bwd_fallback.cu.j2"}
+# A variant whose family's kernel compiles device-only (Variant.kernel_tu) has a third TU, named after it
+# with this suffix: that kernel alone (nvcc -fatbin), its fatbin embedded in its object (build/graph.py);
+# the variant's own TU is then host code alone, which launches the kernel from that fatbin.
+KERNEL_PART = "kernel"
+KERNEL_SUFFIX = "_" + KERNEL_PART
 
 
 @dataclass(frozen=True)
@@ -35,14 +40,18 @@ class Unit:
     variant: Variant | None = None  # the built-in profile's variant (its family, its template arguments)
     source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
     hdim_v: int | None = None       # a V head dim other than hdim (profile key axes.hdim_v)
-    part: str = ""                  # "" (the variant's TU) or FALLBACK_PART (its Ampere-path fallback alone)
+    part: str = ""                  # "" (the variant's TU), FALLBACK_PART or KERNEL_PART
 
     @property
     def kind(self) -> str:
-        """What the TU compiles, for cost estimates: the direction; a split variant's two TUs are
-        '<direction>/family' (its family's kernel) and '<direction>/fallback'."""
+        """What the TU compiles, for cost estimates: the direction; a split variant's TUs are
+        '<direction>/family' (its family's kernel, with its launch), '<direction>/fallback', and where the
+        kernel compiles device-only, '<direction>/kernel' (that kernel) and '<direction>/launch' (the
+        variant's own TU: host code alone)."""
         if self.part:
             return f"{self.direction}/{self.part}"
+        if self.variant is not None and self.variant.kernel_tu:
+            return f"{self.direction}/launch"
         return f"{self.direction}/family" if self.variant is not None and self.variant.fallback_tu else self.direction
 
     @property
@@ -74,6 +83,8 @@ class Unit:
     def describe(self) -> str:
         if self.variant is not None and self.part == FALLBACK_PART:
             return f"{self.variant.describe()}: its Ampere-path fallback alone"
+        if self.variant is not None and self.part == KERNEL_PART:
+            return f"{self.variant.describe()}: its {self.variant.family.name} kernel alone, device-only"
         if self.variant is not None:
             return self.variant.describe()
         if self.source is not None:
@@ -85,9 +96,12 @@ class Unit:
 
 
 def variant_name(tu_name: str) -> str:
-    """The variant a TU (or its object's stem) belongs to: a fallback TU's variant is its name less
-    FALLBACK_SUFFIX; any other TU's name is its variant's."""
-    return tu_name[:-len(FALLBACK_SUFFIX)] if tu_name.endswith(FALLBACK_SUFFIX) else tu_name
+    """The variant a TU (or its object's stem) belongs to: a fallback or kernel TU's variant is its name
+    less FALLBACK_SUFFIX or KERNEL_SUFFIX; any other TU's name is its variant's."""
+    for suffix in (FALLBACK_SUFFIX, KERNEL_SUFFIX):
+        if tu_name.endswith(suffix):
+            return tu_name[:-len(suffix)]
+    return tu_name
 
 
 def _name(profile: Profile, direction: str, hdim: int | str, dtype: str, causal: bool | None, arch: str,
@@ -105,6 +119,9 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
             name = _name(profile, v.direction, v.hdim, v.dtype, v.causal, v.arch, v.features)
             out.append(Unit(name, profile.instantiations[v.direction].template, v.direction, v.hdim, v.dtype,
                             v.causal, (v.arch,), v.features, v))
+            if v.kernel_tu:
+                out.append(Unit(name + KERNEL_SUFFIX, v.family.kernel_templates[v.direction], v.direction, v.hdim,
+                                v.dtype, v.causal, (v.arch,), v.features, v, part=KERNEL_PART))
             if v.fallback_tu:
                 out.append(Unit(name + FALLBACK_SUFFIX, FALLBACK_TEMPLATES[v.direction], v.direction, v.hdim,
                                 v.dtype, v.causal, (v.arch,), v.features, v, part=FALLBACK_PART))

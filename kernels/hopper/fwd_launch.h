@@ -22,6 +22,7 @@
 #pragma once
 
 #include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
+#include "common/kernel_library.h"
 #include "hopper/fwd_kernel.h"
 #include "hopper/tma_checks.h"
 
@@ -58,6 +59,22 @@ inline FwdParams tma_strides(FwdParams p) {
   return p;
 }
 
+// The traits a variant's kernel is built with (its head dim's tile, traits.h).
+template <int kHeadDim, DType kDType, bool kIsCausal>
+using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim, kIsCausal).block_m, fwd_tile(kHeadDim, kIsCausal).block_n,
+                                fwd_tile(kHeadDim, kIsCausal).stages, fwd_tile(kHeadDim, kIsCausal).pingpong,
+                                typename ElementOf<kDType>::type>;
+
+// Where a launch finds the kernel of these traits: by default the kernel this TU compiles. A build
+// that compiles a variant's kernel device-only, in a TU of its own (<variant>_kernel.cu, which
+// instantiates this struct and so the kernel), specializes `get` in the variant's TU to the fatbin
+// the extension carries (templates/fwd_instantiate.cu.j2, common/kernel_library.h): that TU then
+// never instantiates the kernel, and the two compile side by side.
+template <class Traits, bool kIsCausal, int kFeatures>
+struct FwdKernelEntry {
+  static KernelHandle get() { return KernelHandle::of(&fwd_kernel<Traits, kIsCausal, kFeatures>); }
+};
+
 // One launch of the Hopper forward kernel with these traits (tuning sweeps call it directly).
 template <class Traits, bool kIsCausal, int kFeatures>
 void launch_fwd(const FwdParams& params, cudaStream_t stream) {
@@ -66,18 +83,12 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   typename Kernel::Params kp{params, Kernel::Mainloop::to_params(tma_params), Kernel::Epilogue::to_params(tma_params),
                              Kernel::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch})};
   const dim3 grid(kp.scheduler.grid_size(ampere::sm_count()));
-  auto kernel = &fwd_kernel<Traits, kIsCausal, kFeatures>;
-  FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
-  kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
-  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+  FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 }
 
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
-  using Element = typename ElementOf<kDType>::type;
-  constexpr FwdTile kTile = fwd_tile(kHeadDim, kIsCausal);
-  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, kTile.pingpong, Element>;
-  launch_fwd<Traits, kIsCausal, kFeatures>(params, stream);
+  launch_fwd<VariantTraits<kHeadDim, kDType, kIsCausal>, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace hopper

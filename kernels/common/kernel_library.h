@@ -1,0 +1,71 @@
+// Kernels a launch reaches through a handle, not a <<<>>> of its own TU's symbol.
+//
+// A build may compile a variant's kernel device-only, in a TU of its own (<variant>_kernel.cu, nvcc
+// -fatbin): that TU has no host side (no cudafe++, no host compiler), and the TU that launches it,
+// which no longer compiles the kernel, builds beside it instead of after it. The extension carries
+// that fatbin as data (the kernel TU's object embeds it, flashbuild/build/graph.py), and the launching
+// TU loads it here through the runtime's library API: cudaLibraryLoadData, once per process, is
+// context-independent (every device gets the code as it first uses it). The fatbin holds the
+// variant's one kernel, which is found by count, not by name (a template kernel's name is its
+// mangled signature); a fatbin with any other count is an error, never a guess.
+//
+// A KernelHandle is either kind: the runtime takes a cudaKernel_t wherever it takes a __global__
+// function's address (cudaFuncSetAttribute, cudaLaunchKernel: "assumed to be a cudaKernel_t and used
+// as is", cuda_runtime_api.h), so one launch path serves both.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace flashbuild {
+
+class KernelHandle {
+ public:
+  // The kernel this TU compiled (its own symbol).
+  template <class... Args>
+  static KernelHandle of(void (*kernel)(Args...)) {
+    return KernelHandle(reinterpret_cast<const void*>(kernel));
+  }
+
+  // The one kernel of a fatbin linked into the extension; `unit` names its TU in errors.
+  static KernelHandle from_fatbin(const void* fatbin, const char* unit) {
+    cudaLibrary_t library = nullptr;
+    check(cudaLibraryLoadData(&library, fatbin, nullptr, nullptr, 0, nullptr, nullptr, 0), unit,
+          "cudaLibraryLoadData");
+    unsigned int count = 0;
+    check(cudaLibraryGetKernelCount(&count, library), unit, "cudaLibraryGetKernelCount");
+    if (count != 1) {
+      throw std::runtime_error(std::string("flashbuild: ") + unit + "'s fatbin holds " + std::to_string(count) +
+                               " kernels, not the one its launch expects; rebuild the extension");
+    }
+    cudaKernel_t kernel = nullptr;
+    check(cudaLibraryEnumerateKernels(&kernel, 1, library), unit, "cudaLibraryEnumerateKernels");
+    return KernelHandle(reinterpret_cast<const void*>(kernel));
+  }
+
+  // One launch of a kernel whose single parameter is `params` (passed by value, as <<<>>> would).
+  template <class Params>
+  void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params) const {
+    check(cudaFuncSetAttribute(func_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), nullptr,
+          "cudaFuncSetAttribute");
+    void* args[] = {const_cast<Params*>(&params)};
+    check(cudaLaunchKernel(func_, grid, block, args, size_t(smem_bytes), stream), nullptr, "cudaLaunchKernel");
+  }
+
+ private:
+  explicit KernelHandle(const void* func) : func_(func) {}
+
+  static void check(cudaError_t status, const char* unit, const char* call) {
+    if (status != cudaSuccess) {
+      throw std::runtime_error(std::string("flashbuild: CUDA error in ") + call +
+                               (unit ? std::string(" (") + unit + ")" : std::string()) + ": " +
+                               cudaGetErrorString(status));
+    }
+  }
+
+  const void* func_;
+};
+
+}  // namespace flashbuild
