@@ -33,10 +33,11 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
 }  // namespace flashbuild
 """
 
-# A stand-in for kernels/hopper/fwd_launch.h, whose sm90 variants compile their kernel device-only in a TU
-# of their own (<variant>_kernel.cu): run_fwd launches through hopper::FwdKernelEntry, which the kernel TU
-# instantiates (and so the kernel) and the variant's TU, host code alone, specializes to the fatbin the
-# kernel TU's object embeds (templates/fwd_kernel.cu.j2, fwd_instantiate.cu.j2). %(body)s: the kernel's body.
+# Stand-ins for kernels/hopper/fwd_launch.h and fwd_kernel.h, whose sm90 variants compile their kernel
+# device-only in a TU of its own (<variant>_kernel.cu, which includes fwd_kernel.h): run_fwd launches through
+# hopper::FwdKernelEntry, which the kernel TU instantiates (and so the kernel) and the variant's TU, host
+# code alone (fwd_launch.h), specializes to the fatbin the kernel TU's object embeds
+# (templates/fwd_kernel.cu.j2, fwd_instantiate.cu.j2). %(body)s: the kernel's body.
 FAKE_HOPPER_FWD_LAUNCH_H = """\
 #pragma once
 #include "common/kernel_library.h"
@@ -50,13 +51,8 @@ template <int kHeadDim, DType kDType, bool kIsCausal> struct FakeTraits {
 template <int kHeadDim, DType kDType, bool kIsCausal> using VariantTraits = FakeTraits<kHeadDim, kDType, kIsCausal>;
 
 template <class Traits, bool kIsCausal, int kFeatures>
-__global__ void fake_hopper_fwd_kernel(FwdParams params) {
-  %(body)s
-}
-
-template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelEntry {
-  static KernelHandle get() { return KernelHandle::of(&fake_hopper_fwd_kernel<Traits, kIsCausal, kFeatures>); }
+  static KernelHandle get();
 };
 }  // namespace hopper
 
@@ -67,11 +63,23 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
 }
 }  // namespace flashbuild
 """
+FAKE_HOPPER_FWD_KERNEL_H = """\
+#pragma once
+#include "hopper/fwd_launch.h"
+
+namespace flashbuild::hopper {
+template <class Traits, bool kIsCausal, int kFeatures>
+__global__ void fake_hopper_fwd_kernel(FwdParams params) {
+  %(body)s
+}
+
+template <class Traits, bool kIsCausal, int kFeatures>
+KernelHandle FwdKernelEntry<Traits, kIsCausal, kFeatures>::get() {
+  return KernelHandle::of(&fake_hopper_fwd_kernel<Traits, kIsCausal, kFeatures>);
+}
+}  // namespace flashbuild::hopper
+"""
 FAKE_HOPPER_FWD_BODY = "if (threadIdx.x == 0) params.lse[0] = float(Traits::kValue + 10 * kFeatures);"
-
-
-def fake_hopper_fwd_launch(body: str = FAKE_HOPPER_FWD_BODY) -> str:
-    return FAKE_HOPPER_FWD_LAUNCH_H % {"body": body}
 
 
 # A stand-in for kernels/ampere/bwd_launch.h: the run_bwd contract of kernels/common/params.h. It
@@ -129,17 +137,18 @@ void run_%(direction)s_ampere_path(const %(params)s& params, cudaStream_t stream
 
 
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H,
-              hopper_fwd_launch_header: str | None = None) -> Path:
+              hopper_fwd_launch_header: str = FAKE_HOPPER_FWD_LAUNCH_H,
+              hopper_fwd_kernel_body: str = FAKE_HOPPER_FWD_BODY) -> Path:
     """A FLASHBUILD_ROOT: the real templates, configs and kernels/common, and the given launch headers
-    (each direction's one for both families, but the Hopper forward's: its own contract,
-    FAKE_HOPPER_FWD_LAUNCH_H, unless given)."""
+    (each direction's one for both families, but the Hopper forward's: its own contract and kernel)."""
     root = base / "root"
     for sub in ("templates", "configs", "kernels/common"):
         shutil.copytree(REPO / sub, root / sub)
     (root / "kernels" / "ampere").mkdir(parents=True)
     (root / "kernels" / "hopper").mkdir(parents=True)
     (root / "kernels" / "ampere" / "fwd_launch.h").write_text(launch_header)
-    (root / "kernels" / "hopper" / "fwd_launch.h").write_text(hopper_fwd_launch_header or fake_hopper_fwd_launch())
+    (root / "kernels" / "hopper" / "fwd_launch.h").write_text(hopper_fwd_launch_header)
+    (root / "kernels" / "hopper" / "fwd_kernel.h").write_text(FAKE_HOPPER_FWD_KERNEL_H % {"body": hopper_fwd_kernel_body})
     (root / "kernels" / "ampere" / "bwd_launch.h").write_text(bwd_launch_header)
     (root / "kernels" / "hopper" / "bwd_launch.h").write_text(bwd_launch_header)  # sm90's backward: the same contract
     (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)

@@ -61,10 +61,11 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     (build_dir,) = cache.iterdir()
     assert builder._ninja_has_no_work(build_dir)  # load()'s fast-path check
     # The depfiles see an edit, and only the TUs that include the edited header recompile: sm80's
-    # forward is the Ampere path's, sm90's the Hopper family's (its launch and its kernel TU), its fallback
-    # TU hopper/fwd_fallback.h's alone.
+    # forward is the Ampere path's, sm90's the Hopper family's (its launch header: the launch and the kernel
+    # TU; its kernel header: the kernel TU alone), its fallback TU hopper/fwd_fallback.h's alone.
     for header, rebuilt in (("ampere/fwd_launch.h", ["fwd_hdim64_fp16_sm80"]),
                             ("hopper/fwd_launch.h", ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]),
+                            ("hopper/fwd_kernel.h", ["fwd_hdim64_fp16_sm90_kernel"]),
                             ("hopper/fwd_fallback.h", ["fwd_hdim64_fp16_sm90_fallback"])):
         launch = root / "kernels" / header
         launch.write_text(launch.read_text() + "// edited\n")
@@ -195,7 +196,8 @@ def check_split(build_dir: Path, variants: list[str], direction: str) -> None:
         (needed,) = objects[variant]["undefined"]
         assert not objects[variant]["defined"], variant
         assert [name for name, symbols in objects.items() if needed in symbols["defined"]] == [f"{variant}_fallback"]
-        deps = ninja_deps(build_dir, f"obj/{variant}.o")
+        # the forward's kernel: in its device-only kernel TU (check_kernel_tu); the backward's: here
+        deps = ninja_deps(build_dir, f"obj/{variant}{'_kernel' if direction == 'fwd' else ''}.o")
         assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
         fallback_deps = ninja_deps(build_dir, f"obj/{variant}_fallback.o")
         assert f"ampere/{direction}_kernel.h" in fallback_deps and "hopper/" + direction + "_kernel.h" not in fallback_deps
@@ -206,7 +208,7 @@ def check_split(build_dir: Path, variants: list[str], direction: str) -> None:
 def check_kernel_tu(build_dir: Path, variant: str) -> None:
     """The variant's object holds no kernel and needs the fatbin symbol that its kernel TU's object alone
     defines, with the Hopper kernel inside (cuobjdump reads it from .nv_fatbin); the kernel TU's depfile
-    has the Hopper kernel's headers and no Ampere kernel header."""
+    has the Hopper kernel's headers and no Ampere kernel header, the launch TU's none of the kernel's."""
     from flashbuild.debug import inspection
 
     symbol = f"flashbuild_fatbin_{variant}_kernel"
@@ -222,6 +224,8 @@ def check_kernel_tu(build_dir: Path, variant: str) -> None:
     assert "hopper10fwd_kernel" in kernel and "HGMMA" in sass[f"{variant}_kernel"]
     deps = ninja_deps(build_dir, f"obj/{variant}_kernel.o")
     assert "hopper/fwd_kernel.h" in deps and "ampere/fwd_kernel.h" not in deps, deps
+    launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no kernel code
+    assert "hopper/fwd_params.h" in launch_deps and "hopper/mainloop.h" not in launch_deps, launch_deps
 
 
 def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_build):

@@ -39,7 +39,9 @@ HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/mainloop.h", "hopper/epi
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
 def test_a_hopper_tu_reaches_no_ampere_kernel_and_its_fallback_no_hopper_kernel(direction):
     tus = rendered(hdim=128, dtype="bf16", arch="sm90", direction=direction, causal="on", features=[])
-    hopper, fallback = tus[f"{direction}_hdim128_bf16_causal_sm90"], tus[f"{direction}_hdim128_bf16_causal_sm90_fallback"]
+    name = f"{direction}_hdim128_bf16_causal_sm90"
+    # the forward's kernel: in its device-only kernel TU; the backward's: in the variant's TU
+    hopper, fallback = tus.get(f"{name}_kernel", tus[name]), tus[f"{name}_fallback"]
     assert HOPPER_KERNEL[direction] <= hopper and f"ampere/{direction}_kernel.h" not in hopper, sorted(hopper)
     assert f"hopper/{direction}_fallback.h" not in hopper
     assert f"ampere/{direction}_kernel.h" in fallback and not [h for h in fallback if h.startswith("hopper/") and
@@ -53,7 +55,7 @@ def test_what_the_hopper_tus_still_share_with_the_ampere_path():
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
     ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
               if not name.endswith("_fallback") and name.startswith(("fwd", "bwd"))}
-    assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"], "fwd_hdim64_fp16_sm90_kernel": ["ampere/utils.h"],
+    assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"], "fwd_hdim64_fp16_sm90_kernel": [],
                       "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_dsum.h", "ampere/utils.h"]}
 
 
@@ -64,7 +66,8 @@ def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu
                         "bwd_hdim32_fp16_sm90"}
     assert "ampere/bwd_kernel.h" in tus["bwd_hdim32_fp16_sm90"]
     assert not [h for h in tus["bwd_hdim32_fp16_sm90"] if h.startswith("hopper/")]  # nothing to parse there
-    assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim32_fp16_sm90"] and "ampere/fwd_kernel.h" not in tus["fwd_hdim32_fp16_sm90"]
+    assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim32_fp16_sm90_kernel"]
+    assert "ampere/fwd_kernel.h" not in tus["fwd_hdim32_fp16_sm90"] | tus["fwd_hdim32_fp16_sm90_kernel"]
 
 
 def test_a_backward_feature_tu_reaches_no_hopper_header():
@@ -72,4 +75,17 @@ def test_a_backward_feature_tu_reaches_no_hopper_header():
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=["local", "softcap"])
     assert "ampere/bwd_kernel.h" in tus["bwd_hdim64_fp16_sm90_local_softcap"]
     assert not [h for h in tus["bwd_hdim64_fp16_sm90_local_softcap"] if h.startswith("hopper/")]
-    assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim64_fp16_sm90_local_softcap"]  # the Hopper forward takes both
+    assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim64_fp16_sm90_local_softcap_kernel"]  # the Hopper forward takes both
+
+
+def test_a_hopper_forward_launch_tu_reaches_no_kernel_code():
+    """A Hopper forward variant's own TU is its launch, host code: it reaches the descriptors and parameters
+    (hopper/fwd_params.h) and none of the kernel's code, so an edit to the kernel recompiles only the
+    device-only kernel TUs (the compile tests check the same through ninja's depfiles)."""
+    tus = rendered(hdim="64,256", dtype="fp16", arch="sm90", direction="fwd", causal="both")
+    launches = [name for name in tus if not name.endswith(("_kernel", "_fallback"))]
+    assert len(launches) == 8
+    kernel_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
+    for name in launches:
+        assert "hopper/fwd_params.h" in tus[name] and not kernel_code & tus[name], (name, sorted(tus[name]))
+        assert kernel_code <= tus[f"{name}_kernel"] and "hopper/fwd_launch.h" not in tus[f"{name}_kernel"]

@@ -117,6 +117,7 @@ def tu_text(v: Variant) -> str:
         elem = "cutlass::half_t" if v.dtype == "fp16" else "cutlass::bfloat16_t"
         ext = "#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED\n" if w.extended_shapes else ""
         return head + ext + f"""#include "hopper/fwd_launch.h"
+#include "hopper/fwd_kernel.h"  // the kernel, compiled here with its launch (FwdKernelEntry, fwd_params.h)
 namespace fbdev {{
 void hopper_{v.name}(const flashbuild::FwdParams& p, cudaStream_t s) {{
   using Traits = flashbuild::hopper::FwdTraits<{v.hdim}, {w.block_m}, {w.block_n}, {w.stages}, {'true' if w.pingpong else 'false'}, {elem},
@@ -126,6 +127,7 @@ void hopper_{v.name}(const flashbuild::FwdParams& p, cudaStream_t s) {{
 }}  // namespace fbdev
 """
     return head + f"""#include "hopper/fwd_launch.h"
+#include "hopper/fwd_kernel.h"  // the kernel, compiled here with its launch (FwdKernelEntry, fwd_params.h)
 #include "hopper/fwd_fallback.h"  // run_fwd_ampere_path: the harness calls it (ampere_*), in this TU
 template void flashbuild::run_fwd<{args}>(const flashbuild::FwdParams&, cudaStream_t);
 namespace fbdev {{

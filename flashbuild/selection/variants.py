@@ -61,14 +61,16 @@ class Family:
     `fallback_headers` names the header that defines it: a variant that compiles the family's own
     kernel instantiates the fallback in a TU of its own (Variant.fallback_tu); one that does not has
     one TU, which includes the Ampere family's launch header. `kernel_templates` names, per direction,
-    the template of a TU that compiles the family's kernel alone, device-only (Variant.kernel_tu): the
-    variant's own TU then holds only host code (dispatch and launch), and the two build side by side."""
+    the template of a TU that compiles the family's kernel alone, device-only (Variant.kernel_tu), and
+    `kernel_headers` the header it includes: the variant's own TU then holds only host code (dispatch
+    and launch: its launch header does not include the kernel), and the two build side by side."""
 
     name: str
     summary: str
     launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
     fallback_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
     kernel_templates: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> template under templates/
+    kernel_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
 
 
 FAMILIES = {
@@ -80,7 +82,7 @@ FAMILIES = {
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
                      {"fwd": "hopper/fwd_fallback.h", "bwd": "hopper/bwd_fallback.h"},
                      # The backward launches three kernels (dO.O, main, dQ conversion): one TU still compiles them all.
-                     {"fwd": "fwd_kernel.cu.j2"}),
+                     {"fwd": "fwd_kernel.cu.j2"}, {"fwd": "hopper/fwd_kernel.h"}),
 }
 
 # Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's

@@ -56,7 +56,8 @@ class Unit:
 
     @property
     def headers(self) -> tuple[str, ...]:
-        """The built-in profile's header the TU includes: the fallback header for a fallback TU; the Ampere
+        """The built-in profile's header the TU includes: the fallback header for a fallback TU, the kernel's
+        header for a kernel TU; the Ampere
         family's launch header for a variant its family serves on the Ampere path alone (a head dim with no
         tile of its own, a feature TU: its family's headers would only be parsed, and an edit to them would
         recompile it for nothing); else its family's launch header."""
@@ -65,6 +66,8 @@ class Unit:
             return ()
         if self.part == FALLBACK_PART:
             return (v.fallback_header,)
+        if self.part == KERNEL_PART:
+            return (v.family.kernel_headers[v.direction],)
         if v.fallback_header and not v.fallback_tu:
             return (FAMILIES["ampere"].launch_headers[v.direction],)
         return (v.family.launch_headers[v.direction],)

@@ -14,6 +14,7 @@
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
+#include "hopper/fwd_params.h"
 #include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
@@ -31,26 +32,11 @@ struct FwdEpilogue {
   using SmemLayoutO = typename Traits::SmemLayoutO;
   using TileShapePV = typename Traits::TileShapePV;
 
-  using ShapeO = Shape<int32_t, int32_t, int32_t, int32_t>;  // (seqlen_q, head_dim, heads, batch)
-  using StrideO = Stride<int64_t, _1, int64_t, int64_t>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeO{}, StrideO{}));
-  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensor{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+  // The TMA descriptor of O, which the host builds (fwd_params.h).
+  using Stores = FwdStores<Traits>;
+  using Params = typename Stores::Params;
 
-  struct Params {
-    TmaO tma_o;
-  };
-
-  // O's TMA view is Q's (SeqRange).
-  static Params to_params(FwdParams const& p) {
-    const ViewExtents e = view_extents(p);
-    auto mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o)), make_shape(e.rows_q, int32_t(kHeadDim), p.nheads, e.batches_q),
-                          make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
-    return {make_tma_copy(SM90_TMA_STORE{}, mO, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{})};
-  }
-
-  CUTE_DEVICE static void prefetch_descriptors(Params const& ep) {
-    cute::prefetch_tma_descriptor(ep.tma_o.get_tma_descriptor());
-  }
+  CUTE_DEVICE static void prefetch_descriptors(Params const& ep) { Stores::prefetch_descriptors(ep); }
 
   // The thread that issues the TMA stores (and waits for them).
   CUTE_DEVICE static bool is_store_thread(int thread_idx) { return thread_idx == 0; }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "hopper/epilogue.h"
+#include "hopper/fwd_params.h"
 #include "hopper/mainloop.h"
 #include "hopper/tile_scheduler.h"
 
@@ -14,16 +15,9 @@ template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernel {
   using Mainloop = FwdMainloop<Traits, kIsCausal, kFeatures>;
   using Epilogue = FwdEpilogue<Traits, kIsCausal>;  // causal: bottom-aligned tiles (sequence below)
-  // Causal query blocks differ in length: longest first (tile_scheduler.h).
-  using Scheduler = PersistentTileScheduler<kIsCausal || kHasLocal<kFeatures>>;
+  using Params = FwdKernelParams<Traits, kIsCausal, kFeatures>;  // fwd_params.h: what the host builds
+  using Scheduler = typename Params::Scheduler;  // causal and local: longest first (tile_scheduler.h)
   using SharedStorage = typename Traits::SharedStorage;
-
-  struct Params {
-    FwdParams fwd;
-    typename Mainloop::Params mainloop;
-    typename Epilogue::Params epilogue;
-    Scheduler scheduler;
-  };
 
   // Batch b's rows; causal query blocks end at the last row (SeqRange::bottom_aligned).
   CUTE_DEVICE static SeqRange sequence(FwdParams const& p, int batch) {
@@ -138,6 +132,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.
   __trap();
 #endif
+}
+
+// A launch reaches the kernel by its own symbol when its TU compiles it (fwd_params.h).
+template <class Traits, bool kIsCausal, int kFeatures>
+KernelHandle FwdKernelEntry<Traits, kIsCausal, kFeatures>::get() {
+  return KernelHandle::of(&fwd_kernel<Traits, kIsCausal, kFeatures>);
 }
 
 }  // namespace flashbuild::hopper

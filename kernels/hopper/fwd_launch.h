@@ -14,16 +14,17 @@
 // here alone: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of
 // the key block.
 // That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in
-// hopper/fwd_fallback.h: this header does not include ampere/fwd_kernel.h, so a TU that includes it
-// compiles the Hopper kernel alone, and an edit to either family's kernel recompiles only its own
-// TUs. Each variant with a Hopper kernel gets a second TU, <variant>_fallback.cu, that instantiates
-// run_fwd_ampere_path; a variant with none (no such head dim today) would not be compiled from this
-// header: its one TU would include ampere/fwd_launch.h alone.
+// hopper/fwd_fallback.h: this header does not include ampere/fwd_kernel.h, and an edit to either
+// family's kernel recompiles only its own TUs. Nor does it include the Hopper kernel
+// (hopper/fwd_kernel.h): a variant's TU is the launch alone, host code (the dispatch, the TMA
+// descriptors of fwd_params.h), and reaches the kernel through FwdKernelEntry. Each variant with a
+// Hopper kernel has two more TUs: <variant>_kernel.cu, the kernel compiled device-only, and
+// <variant>_fallback.cu, which instantiates run_fwd_ampere_path; a variant with none (no such head
+// dim today) would not be compiled from this header: its one TU would include ampere/fwd_launch.h alone.
 #pragma once
 
 #include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
-#include "common/kernel_library.h"
-#include "hopper/fwd_kernel.h"
+#include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
 #include "hopper/tma_checks.h"
 
 namespace flashbuild {
@@ -59,29 +60,14 @@ inline FwdParams tma_strides(FwdParams p) {
   return p;
 }
 
-// The traits a variant's kernel is built with (its head dim's tile, traits.h).
-template <int kHeadDim, DType kDType, bool kIsCausal>
-using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim, kIsCausal).block_m, fwd_tile(kHeadDim, kIsCausal).block_n,
-                                fwd_tile(kHeadDim, kIsCausal).stages, fwd_tile(kHeadDim, kIsCausal).pingpong,
-                                typename ElementOf<kDType>::type>;
-
-// Where a launch finds the kernel of these traits: by default the kernel this TU compiles. A build
-// that compiles a variant's kernel device-only, in a TU of its own (<variant>_kernel.cu, which
-// instantiates this struct and so the kernel), specializes `get` in the variant's TU to the fatbin
-// the extension carries (templates/fwd_instantiate.cu.j2, common/kernel_library.h): that TU then
-// never instantiates the kernel, and the two compile side by side.
-template <class Traits, bool kIsCausal, int kFeatures>
-struct FwdKernelEntry {
-  static KernelHandle get() { return KernelHandle::of(&fwd_kernel<Traits, kIsCausal, kFeatures>); }
-};
-
-// One launch of the Hopper forward kernel with these traits (tuning sweeps call it directly).
+// One launch of the Hopper forward kernel with these traits (tuning sweeps call it directly, with
+// fwd_kernel.h included: FwdKernelEntry, fwd_params.h).
 template <class Traits, bool kIsCausal, int kFeatures>
 void launch_fwd(const FwdParams& params, cudaStream_t stream) {
-  using Kernel = FwdKernel<Traits, kIsCausal, kFeatures>;
+  using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
   const FwdParams tma_params = tma_strides(params);
-  typename Kernel::Params kp{params, Kernel::Mainloop::to_params(tma_params), Kernel::Epilogue::to_params(tma_params),
-                             Kernel::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch})};
+  KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
+                  KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch})};
   const dim3 grid(kp.scheduler.grid_size(ampere::sm_count()));
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
+#include "hopper/fwd_params.h"
 #include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
@@ -42,41 +43,12 @@ struct FwdMainloop {
   using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
   using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
 
-  // Global Q, K, V as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
-  using ShapeQKV = Shape<int32_t, int32_t, int32_t, int32_t>;
-  using StrideQKV = Stride<int64_t, _1, int64_t, int64_t>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideQKV{}));
-  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
-                                       select<1, 2>(TileShapeQK{}), _1{}));
+  // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
+  // header, not this one).
+  using Loads = FwdLoads<Traits>;
+  using Params = typename Loads::Params;
 
-  struct Params {
-    TmaQ tma_q;
-    TmaKV tma_k;
-    TmaKV tma_v;
-  };
-
-  static GmemTensor gmem_tensor(void const* ptr, int seqlen, int heads, int batch, int64_t row_stride,
-                                int64_t head_stride, int64_t batch_stride) {
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(seqlen, int32_t(kHeadDim), heads, batch),
-                       make_stride(row_stride, _1{}, head_stride, batch_stride));
-  }
-
-  static Params to_params(FwdParams const& p) {
-    const ViewExtents e = view_extents(p);
-    auto mQ = gmem_tensor(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    auto mK = gmem_tensor(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    auto mV = gmem_tensor(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
-    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(SmemLayoutV{}), select<1, 2>(TileShapeQK{}), _1{})};
-  }
-
-  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) {
-    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
-  }
+  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) { Loads::prefetch_descriptors(mp); }
 
   // The mask and the key blocks [n_block_min, n_block_max) of a query block. The mask cuts the keys
   // past the sequence's seqlen_k that a TMA box still loads: with seqused_k, the rest of its

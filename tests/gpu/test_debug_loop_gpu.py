@@ -16,7 +16,7 @@ from flashbuild.debug import bench, checking, runtime
 from flashbuild.build import builder
 from flashbuild import env  # noqa: E402
 from flashbuild.selection.variants import Variant, implemented_directions  # noqa: E402
-from helpers import fake_hopper_fwd_launch, make_root, run_cli  # noqa: E402
+from helpers import make_root, run_cli  # noqa: E402
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "native", "--causal", "both"]  # every direction
 
@@ -125,8 +125,8 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
 @pytest.mark.skipif(env.find_cuda_tool("compute-sanitizer") is None, reason="compute-sanitizer not found")
 def test_sanitize_fails_a_kernel_that_writes_out_of_bounds(tmp_path, monkeypatch):
     # On sm90 the forward variant's kernel is the Hopper contract's (its own device-only TU): the same write.
-    root = make_root(tmp_path, OOB_LAUNCH_H, hopper_fwd_launch_header=fake_hopper_fwd_launch(
-        "if (threadIdx.x == 0 && blockIdx.x == 0) params.lse[1ll << 40] = 1.0f;"))
+    root = make_root(tmp_path, OOB_LAUNCH_H,
+                     hopper_fwd_kernel_body="if (threadIdx.x == 0 && blockIdx.x == 0) params.lse[1ll << 40] = 1.0f;")
     shutil.copytree(env.kernels_dir() / "binding", root / "kernels" / "binding")  # a linked build needs it
     monkeypatch.setenv("FLASHBUILD_ROOT", str(root))
     monkeypatch.setenv("FLASHBUILD_CACHE_DIR", str(tmp_path / "cache"))

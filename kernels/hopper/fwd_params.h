@@ -1,0 +1,122 @@
+// What the host side of a Hopper forward launch needs, and nothing of the kernel's bodies: the TMA
+// views and descriptors of Q, K, V (loads) and O (store), which the host builds and the kernel reads
+// from its parameters; those parameters; the traits a variant is built with; and the entry through
+// which a launch reaches the kernel.
+//
+// A variant's launch TU (fwd_launch.h) includes this header and not mainloop.h, epilogue.h,
+// softmax.h or fwd_kernel.h; its kernel compiles device-only in a TU of its own
+// (<variant>_kernel.cu), which includes fwd_kernel.h. So an edit to the kernel's code recompiles only
+// the kernel TUs; an edit to the traits or to these types recompiles both.
+#pragma once
+
+#include "common/kernel_library.h"
+#include "common/params.h"
+#include "hopper/tile_scheduler.h"
+#include "hopper/utils.h"
+
+namespace flashbuild::hopper {
+
+// Global Q, K, V as TMA loads them, (seqlen, head_dim, heads, batch) with head_dim contiguous, and O
+// as TMA stores it, the same view of Q's rows (SeqRange). view_extents (tile_scheduler.h) gives the
+// extents: a dense call's, or a packed call's whole tensors.
+using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+
+template <class Element, int kHeadDim>
+CUTE_HOST_DEVICE auto gmem_view(Element* ptr, int rows, int heads, int batches, int64_t row_stride, int64_t head_stride,
+                                int64_t batch_stride) {
+  return make_tensor(make_gmem_ptr(ptr), make_shape(rows, int32_t(kHeadDim), heads, batches),
+                     make_stride(row_stride, _1{}, head_stride, batch_stride));
+}
+
+template <class Traits>
+struct FwdLoads {
+  using Element = typename Traits::Element;
+  using SmemLayoutQ = typename Traits::SmemLayoutQ;
+  using SmemLayoutK = typename Traits::SmemLayoutK;
+  using SmemLayoutV = typename Traits::SmemLayoutV;
+  using TileShapeQK = typename Traits::TileShapeQK;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{}, GmemStride{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutK{}),
+                                       select<1, 2>(TileShapeQK{}), _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaKV tma_k;
+    TmaKV tma_v;
+  };
+
+  static Params to_params(FwdParams const& p) {
+    constexpr int kHeadDim = Traits::kHeadDim;
+    const ViewExtents e = view_extents(p);
+    auto mQ = gmem_view<Element const, kHeadDim>(static_cast<Element const*>(p.q), e.rows_q, p.nheads, e.batches_q,
+                                                 p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mK = gmem_view<Element const, kHeadDim>(static_cast<Element const*>(p.k), e.rows_k, p.nheads_k, e.batches_k,
+                                                 p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_view<Element const, kHeadDim>(static_cast<Element const*>(p.v), e.rows_k, p.nheads_k, e.batches_k,
+                                                 p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(SmemLayoutV{}), select<1, 2>(TileShapeQK{}), _1{})};
+  }
+
+  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) {
+    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
+  }
+};
+
+template <class Traits>
+struct FwdStores {
+  using Element = typename Traits::Element;
+  using SmemLayoutO = typename Traits::SmemLayoutO;
+  using TileShapePV = typename Traits::TileShapePV;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), GmemShape{}, GmemStride{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensor{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+
+  struct Params {
+    TmaO tma_o;
+  };
+
+  static Params to_params(FwdParams const& p) {
+    const ViewExtents e = view_extents(p);
+    auto mO = gmem_view<Element, Traits::kHeadDim>(static_cast<Element*>(p.o), e.rows_q, p.nheads, e.batches_q,
+                                                   p.o_row_stride, p.o_head_stride, p.o_batch_stride);
+    return {make_tma_copy(SM90_TMA_STORE{}, mO, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{})};
+  }
+
+  CUTE_DEVICE static void prefetch_descriptors(Params const& ep) {
+    cute::prefetch_tma_descriptor(ep.tma_o.get_tma_descriptor());
+  }
+};
+
+// The kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
+// Causal query blocks, and local ones, differ in length: the scheduler deals them longest first.
+template <class Traits, bool kIsCausal, int kFeatures>
+struct FwdKernelParams {
+  using Scheduler = PersistentTileScheduler<kIsCausal || (kFeatures & kLocal) != 0>;
+  FwdParams fwd;
+  typename FwdLoads<Traits>::Params mainloop;
+  typename FwdStores<Traits>::Params epilogue;
+  Scheduler scheduler;
+};
+
+// The traits a variant's kernel is built with (its head dim's tile, traits.h).
+template <int kHeadDim, DType kDType, bool kIsCausal>
+using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim, kIsCausal).block_m, fwd_tile(kHeadDim, kIsCausal).block_n,
+                                fwd_tile(kHeadDim, kIsCausal).stages, fwd_tile(kHeadDim, kIsCausal).pingpong,
+                                typename ElementOf<kDType>::type>;
+
+// Where a launch finds the kernel of these traits. fwd_kernel.h defines `get` as the kernel's own
+// symbol, for a TU that compiles the kernel with its launch (a tuning harness: include fwd_kernel.h
+// beside fwd_launch.h). A variant's launch TU, which does not include fwd_kernel.h, specializes `get`
+// to the fatbin the variant's kernel TU embeds (templates/fwd_instantiate.cu.j2); the kernel TU
+// instantiates this struct, and through `get` the kernel (templates/fwd_kernel.cu.j2).
+template <class Traits, bool kIsCausal, int kFeatures>
+struct FwdKernelEntry {
+  static KernelHandle get();
+};
+
+}  // namespace flashbuild::hopper
