@@ -52,7 +52,7 @@ template <int kHeadDim, DType kDType, bool kIsCausal> using VariantTraits = Fake
 
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelEntry {
-  static KernelHandle get();
+  static const KernelHandle& get();
 };
 }  // namespace hopper
 
@@ -74,8 +74,9 @@ __global__ void fake_hopper_fwd_kernel(FwdParams params) {
 }
 
 template <class Traits, bool kIsCausal, int kFeatures>
-KernelHandle FwdKernelEntry<Traits, kIsCausal, kFeatures>::get() {
-  return KernelHandle::of(&fake_hopper_fwd_kernel<Traits, kIsCausal, kFeatures>);
+const KernelHandle& FwdKernelEntry<Traits, kIsCausal, kFeatures>::get() {
+  static const KernelHandle kernel = KernelHandle::of(&fake_hopper_fwd_kernel<Traits, kIsCausal, kFeatures>);
+  return kernel;
 }
 }  // namespace flashbuild::hopper
 """

@@ -269,5 +269,5 @@ def test_a_hopper_forward_kernel_tu_and_its_launch_meet_at_one_symbol(tmp_path):
     assert kernel.index("#if defined(FLASHBUILD_EMBED_FATBIN)") < kernel.index(".incbin") < kernel.index("#else") \
         < kernel.index('#include "hopper/fwd_kernel.h"')
     assert f'extern "C" const unsigned char {symbol}[];' in launch
-    assert f"flashbuild::KernelHandle {entry}::get() {{" in re.sub(r"\s+", " ", launch).replace("< ", "< ")
+    assert f"const flashbuild::KernelHandle& {entry}::get() {{" in re.sub(r"\s+", " ", launch).replace("< ", "< ")
     assert f'KernelHandle::from_fatbin({symbol}, "{name}_kernel")' in launch

@@ -11,11 +11,14 @@
 //
 // A KernelHandle is either kind: the runtime takes a cudaKernel_t wherever it takes a __global__
 // function's address (cudaFuncSetAttribute, cudaLaunchKernel: "assumed to be a cudaKernel_t and used
-// as is", cuda_runtime_api.h), so one launch path serves both.
+// as is", cuda_runtime_api.h), so one launch path serves both. A handle lives as long as the process
+// (a function-local static of its launch), and raises a device's dynamic shared memory limit for its
+// kernel once, not at every launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -45,16 +48,28 @@ class KernelHandle {
     return KernelHandle(reinterpret_cast<const void*>(kernel));
   }
 
+  KernelHandle(const KernelHandle&) = delete;
+  KernelHandle& operator=(const KernelHandle&) = delete;
+
   // One launch of a kernel whose single parameter is `params` (passed by value, as <<<>>> would).
   template <class Params>
   void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params) const {
-    check(cudaFuncSetAttribute(func_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), nullptr,
-          "cudaFuncSetAttribute");
+    int device = 0;
+    check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
+    // The limit holds per device: raised on a device's first launch (or for a larger request). Two
+    // threads racing here both set it, which is harmless.
+    if (device >= kMaxDevices || smem_limit_[device].load(std::memory_order_acquire) < smem_bytes) {
+      check(cudaFuncSetAttribute(func_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), nullptr,
+            "cudaFuncSetAttribute");
+      if (device < kMaxDevices) { smem_limit_[device].store(smem_bytes, std::memory_order_release); }
+    }
     void* args[] = {const_cast<Params*>(&params)};
     check(cudaLaunchKernel(func_, grid, block, args, size_t(smem_bytes), stream), nullptr, "cudaLaunchKernel");
   }
 
  private:
+  static constexpr int kMaxDevices = 64;  // beyond: the attribute is set at every launch
+
   explicit KernelHandle(const void* func) : func_(func) {}
 
   static void check(cudaError_t status, const char* unit, const char* call) {
@@ -66,6 +81,7 @@ class KernelHandle {
   }
 
   const void* func_;
+  mutable std::atomic<int> smem_limit_[kMaxDevices] = {};
 };
 
 }  // namespace flashbuild

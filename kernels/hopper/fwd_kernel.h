@@ -136,8 +136,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
 // A launch reaches the kernel by its own symbol when its TU compiles it (fwd_params.h).
 template <class Traits, bool kIsCausal, int kFeatures>
-KernelHandle FwdKernelEntry<Traits, kIsCausal, kFeatures>::get() {
-  return KernelHandle::of(&fwd_kernel<Traits, kIsCausal, kFeatures>);
+const KernelHandle& FwdKernelEntry<Traits, kIsCausal, kFeatures>::get() {
+  static const KernelHandle kernel = KernelHandle::of(&fwd_kernel<Traits, kIsCausal, kFeatures>);
+  return kernel;
 }
 
 }  // namespace flashbuild::hopper

@@ -116,7 +116,7 @@ using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim, kIsCausal).block_m,
 // instantiates this struct, and through `get` the kernel (templates/fwd_kernel.cu.j2).
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelEntry {
-  static KernelHandle get();
+  static const KernelHandle& get();
 };
 
 }  // namespace flashbuild::hopper
