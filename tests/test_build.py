@@ -173,11 +173,19 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
                                                 f"{variant} launches it from this TU's object)"
         assert f"obj/{variant}_kernel.o" in out
     assert "from templates/fwd_kernel.cu.j2" in out
-    assert "bwd_hdim64_fp16_sm90_kernel" not in out  # the backward: one TU holds its three kernels
+    for variant in ("bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"):  # the backward's main kernel and its
+        # deterministic instantiation, each device-only in a TU of its own
+        assert families[f"{variant}_kernel"] == f"hopper; the kernel of {variant} alone, device-only (nvcc -fatbin; " \
+                                                f"{variant} launches it from this TU's object)"
+        assert families[f"{variant}_kernel_ordered"] == (
+            f"hopper; the deterministic (ordered) kernel of {variant} alone, device-only (nvcc -fatbin; {variant} "
+            f"launches it from this TU's object)")
+    assert "from templates/bwd_kernel.cu.j2" in out
+    assert "bwd_hdim64_fp16_sm90_local_softcap_kernel" not in out  # the feature TU: the Ampere path alone
     assert "bwd_hdim64_fp16_sm90_local_softcap_fallback" not in out  # the feature TU: the Ampere path alone
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 22 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs, 4 kernel TUs
+    assert "compile 26 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs, 8 kernel TUs
     # The Hopper backward's plain kernels hold the deterministic mode: no deterministic call of this build
     # needs the feature variants.
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \

@@ -196,36 +196,46 @@ def check_split(build_dir: Path, variants: list[str], direction: str) -> None:
         (needed,) = objects[variant]["undefined"]
         assert not objects[variant]["defined"], variant
         assert [name for name, symbols in objects.items() if needed in symbols["defined"]] == [f"{variant}_fallback"]
-        # the forward's kernel: in its device-only kernel TU (check_kernel_tu); the backward's: here
-        deps = ninja_deps(build_dir, f"obj/{variant}{'_kernel' if direction == 'fwd' else ''}.o")
+        # the main kernel: in its device-only kernel TU (check_kernel_tu)
+        deps = ninja_deps(build_dir, f"obj/{variant}_kernel.o")
         assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
         fallback_deps = ninja_deps(build_dir, f"obj/{variant}_fallback.o")
         assert f"ampere/{direction}_kernel.h" in fallback_deps and "hopper/" + direction + "_kernel.h" not in fallback_deps
-        if direction == "fwd":  # the kernel in a TU of its own, device-only: the variant's TU reaches it by its fatbin
-            check_kernel_tu(build_dir, variant)
+        check_kernel_tus(build_dir, variant, direction)
 
 
-def check_kernel_tu(build_dir: Path, variant: str) -> None:
-    """The variant's object holds no kernel and needs the fatbin symbol that its kernel TU's object alone
-    defines, with the Hopper kernel inside (cuobjdump reads it from .nv_fatbin); the kernel TU's depfile
-    has the Hopper kernel's headers and no Ampere kernel header, the launch TU's none of the kernel's."""
+def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
+    """Each of the variant's kernel TUs (the forward's one; the backward's main kernel and its ordered twin)
+    alone defines the fatbin symbol the variant's object needs, with its one Hopper kernel inside (cuobjdump
+    reads it from .nv_fatbin); the variant's object holds no main kernel (the forward's: none at all; the
+    backward's: its dsum and dQ conversion kernels); the forward's launch TU reaches none of the kernel's code."""
     from flashbuild.debug import inspection
 
-    symbol = f"flashbuild_fatbin_{variant}_kernel"
-    kinds = {}
-    for name in (variant, f"{variant}_kernel", f"{variant}_fallback"):
+    parts = {"fwd": ["kernel"], "bwd": ["kernel", "kernel_ordered"]}[direction]
+    names = [variant, f"{variant}_fallback"] + [f"{variant}_{part}" for part in parts]
+    symbols = {}
+    for name in names:
         lines = subprocess.run(["nm", str(build_dir / "obj" / f"{name}.o")], capture_output=True, text=True,
                                check=True).stdout.splitlines()
-        kinds[name] = {entry.group(1) for entry in map(NM_LINE.match, lines) if entry and entry.group(2) == symbol}
-    assert kinds == {variant: {"U"}, f"{variant}_kernel": {"R"}, f"{variant}_fallback": set()}, kinds
-    sass = {name: inspection.sass_text(build_dir / "obj" / f"{name}.o") for name in (variant, f"{variant}_kernel")}
-    assert "Function : " not in sass[variant]
-    (kernel,) = re.findall(r"Function : (\S+)", sass[f"{variant}_kernel"])
-    assert "hopper10fwd_kernel" in kernel and "HGMMA" in sass[f"{variant}_kernel"]
-    deps = ninja_deps(build_dir, f"obj/{variant}_kernel.o")
-    assert "hopper/fwd_kernel.h" in deps and "ampere/fwd_kernel.h" not in deps, deps
-    launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no kernel code
-    assert "hopper/fwd_params.h" in launch_deps and "hopper/mainloop.h" not in launch_deps, launch_deps
+        symbols[name] = {(entry.group(2), entry.group(1)) for entry in map(NM_LINE.match, lines)
+                         if entry and entry.group(2).startswith("flashbuild_fatbin_")}
+    assert symbols == {variant: {(f"flashbuild_fatbin_{variant}_{part}", "U") for part in parts},
+                       f"{variant}_fallback": set(),
+                       **{f"{variant}_{part}": {(f"flashbuild_fatbin_{variant}_{part}", "R")} for part in parts}}, symbols
+    launch = re.findall(r"Function : (\S+)", inspection.sass_text(build_dir / "obj" / f"{variant}.o"))
+    assert not [k for k in launch if f"hopper10{direction}_kernel" in k], launch
+    for part in parts:
+        sass = inspection.sass_text(build_dir / "obj" / f"{variant}_{part}.o")
+        (kernel,) = re.findall(r"Function : (\S+)", sass)
+        assert f"hopper10{direction}_kernel" in kernel and "HGMMA" in sass
+        assert kernel.endswith("ELb1EEEvNS0_9BwdKernelIT_XT0_EE6ParamsE") == (part == "kernel_ordered") or \
+            direction == "fwd", kernel
+        deps = ninja_deps(build_dir, f"obj/{variant}_{part}.o")
+        assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
+    if direction == "fwd":
+        assert not launch
+        launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no kernel code
+        assert "hopper/fwd_params.h" in launch_deps and "hopper/mainloop.h" not in launch_deps, launch_deps
 
 
 def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_build):
@@ -245,7 +255,7 @@ def test_the_hopper_backward_needs_the_fallback_its_fallback_tu_defines(tmp_path
                         "--no-local", "--no-softcap", "--compile-only", "--jobs", "2", cache=cache)
     assert result.returncode == 0, result.stderr[-3000:]
     (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
-    assert sorted(objects(cache)) == ["bwd_hdim64_fp16_causal_sm90", "bwd_hdim64_fp16_causal_sm90_fallback",
-                                      "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90_fallback"]
+    assert sorted(objects(cache)) == [f"bwd_hdim64_fp16{c}_sm90{part}" for c in ("_causal", "")
+                                      for part in ("", "_fallback", "_kernel", "_kernel_ordered")]
     check_split(build_dir, ["bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"], "bwd")
-    print(f"sm90 backward hdim 64, 2 Hopper + 2 fallback TUs (2 jobs): {time.monotonic() - started:.1f}s")
+    print(f"sm90 backward hdim 64, 2 Hopper launch + 4 kernel + 2 fallback TUs (2 jobs): {time.monotonic() - started:.1f}s")

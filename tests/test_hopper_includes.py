@@ -40,8 +40,8 @@ HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/mainloop.h", "hopper/epi
 def test_a_hopper_tu_reaches_no_ampere_kernel_and_its_fallback_no_hopper_kernel(direction):
     tus = rendered(hdim=128, dtype="bf16", arch="sm90", direction=direction, causal="on", features=[])
     name = f"{direction}_hdim128_bf16_causal_sm90"
-    # the forward's kernel: in its device-only kernel TU; the backward's: in the variant's TU
-    hopper, fallback = tus.get(f"{name}_kernel", tus[name]), tus[f"{name}_fallback"]
+    # the main kernel: in its device-only kernel TU (the backward's ordered twin in another)
+    hopper, fallback = tus[f"{name}_kernel"], tus[f"{name}_fallback"]
     assert HOPPER_KERNEL[direction] <= hopper and f"ampere/{direction}_kernel.h" not in hopper, sorted(hopper)
     assert f"hopper/{direction}_fallback.h" not in hopper
     assert f"ampere/{direction}_kernel.h" in fallback and not [h for h in fallback if h.startswith("hopper/") and
@@ -56,6 +56,7 @@ def test_what_the_hopper_tus_still_share_with_the_ampere_path():
     ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
               if not name.endswith("_fallback") and name.startswith(("fwd", "bwd"))}
     assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"], "fwd_hdim64_fp16_sm90_kernel": [],
+                      "bwd_hdim64_fp16_sm90_kernel": [], "bwd_hdim64_fp16_sm90_kernel_ordered": [],
                       "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_dsum.h", "ampere/utils.h"]}
 
 

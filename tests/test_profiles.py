@@ -52,8 +52,9 @@ def test_the_builtin_profile_names_each_tu_as_its_variant():
                                                             if v.fallback_tu]
     assert [u.name for u in tus if u.part == "kernel"] == [f"{v.name}_kernel" for v in selection.variants
                                                           if v.kernel_tu]
-    assert {v.name for v in selection.variants if v.kernel_tu} == {v.name for v in selection.variants
-                                                                  if v.fallback_tu and v.direction == "fwd"}
+    assert [u.name for u in tus if u.part == "kernel_ordered"] == [f"{v.name}_kernel_ordered" for v in selection.variants
+                                                                  if v.kernel_tu and v.direction == "bwd"]
+    assert {v.name for v in selection.variants if v.kernel_tu} == {v.name for v in selection.variants if v.fallback_tu}
     assert all(u.archs == (u.variant.arch,) for u in tus)
     profiles.check_tree(builtin, REPO)
 

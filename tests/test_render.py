@@ -36,12 +36,15 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     # sm90's Hopper variants also have their Ampere-path fallback in a TU of its own: every forward, and
     # the plain backwards (a backward feature TU holds the Ampere path alone)
     fallbacks = [f"{v}_fallback" for v in variants if v.startswith("fwd") or (v.startswith("bwd") and "local" not in v)]
-    # and every Hopper forward's kernel, device-only, in a TU of its own
+    # and the Hopper kernels, device-only, each in a TU of its own: every forward's, and the plain backwards'
+    # main kernel and its deterministic instantiation
     kernels = [f"{v}_kernel" for v in variants if v.startswith("fwd")]
+    kernels += [f"{v}_{part}" for v in variants if v.startswith("bwd") and "local" not in v
+                for part in ("kernel", "kernel_ordered")]
     assert tus == sorted(f"{name}.cu" for name in variants + fallbacks + kernels)
     assert sorted(os.listdir(tmp_path)) == sorted(tus + ["flashbuild_dispatch.h", "flashbuild_table.h"])
     narrowed = select(hdim="64,128", dtype="fp16", arch="sm90", causal="both", features=[])
-    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 4 + 4
+    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 4 + 4 + 8
 
 
 @pytest.mark.parametrize("kwargs, name, args", [
@@ -67,12 +70,15 @@ def test_tu_holds_the_explicit_instantiation(tmp_path, kwargs, name, args):
         assert re.findall(r'#include "([^"]+)"', text) == [f"{'ampere' if alone else family}/{direction}_launch.h"]
         instantiation = re.sub(r"\s+", " ", text[text.index("template void"):]).strip()
         params = {"fwd": "FwdParams", "bwd": "BwdParams"}[direction]
-        # The Hopper forward's TU is host code alone: all of it hidden from nvcc's device pass
-        split = family == "hopper" and direction == "fwd"
+        # The Hopper forward's TU is host code alone: all of it hidden from nvcc's device pass; the backward's
+        # keeps its small kernels. Both reach their main kernels through fatbins (the kernel TUs).
+        host_only = family == "hopper" and direction == "fwd"
+        split = family == "hopper" and not alone
         assert instantiation == (f"template void flashbuild::run_{direction}<{args}, {mask}>( "
-                                 f"const flashbuild::{params}&, cudaStream_t);" + (" #endif" if split else ""))
-        assert ("#if !defined(__CUDA_ARCH__)\n" in text) == split
-        assert len(text.splitlines()) <= (25 if split else 15)
+                                 f"const flashbuild::{params}&, cudaStream_t);" + (" #endif" if host_only else ""))
+        assert ("#if !defined(__CUDA_ARCH__)\n" in text) == host_only
+        assert ("KernelHandle::from_fatbin(" in text) == split
+        assert len(text.splitlines()) <= (40 if split else 15)
 
 
 @pytest.mark.parametrize("kwargs, name, args", [

@@ -97,6 +97,7 @@ def test_a_fallback_object_is_named_after_its_variant(tmp_path):
     assert NinjaOutput.target_name("obj/fwd_hdim64_fp16_sm90_fallback.o") == "fwd_hdim64_fp16_sm90_fallback"
     assert variant_name("fwd_hdim64_fp16_sm90_fallback") == "fwd_hdim64_fp16_sm90"
     assert variant_name("fwd_hdim64_fp16_sm90_kernel") == "fwd_hdim64_fp16_sm90"
+    assert variant_name("bwd_hdim64_fp16_sm90_kernel_ordered") == "bwd_hdim64_fp16_sm90"
     assert variant_name("fwd_hdim64_fp16_sm90_local_softcap") == "fwd_hdim64_fp16_sm90_local_softcap"
     assert watch.rebuilt_variants({"fwd_hdim64_fp16_sm90_fallback"}, BUILT) == BUILT[:1]
 

@@ -21,6 +21,10 @@ SPLIT_SHARE = {"fwd/family": 0.54, "fwd/fallback": 0.65, "bwd/family": 0.38, "bw
 # rounds: the one TU 16.14 s, the kernel TU (-fatbin) 8.71 s, the launch TU 7.56 s;
 # benchmarks/edit_loop/results/2core-device-only.txt).
 SPLIT_SHARE |= {"fwd/kernel": 0.54 * 8.71 / 16.14, "fwd/launch": 0.54 * 7.56 / 16.14}
+# The Hopper backward's family TU split the same way (2-core machine, bwd_hdim64_fp16_sm90, one build of 2 jobs:
+# the launch TU with its small kernels 12.6 s, each main kernel's TU 10.0 s, against ~22 s for the one TU).
+SPLIT_SHARE |= {"bwd/launch": 0.38 * 12.6 / 22.0, "bwd/kernel": 0.38 * 10.0 / 22.0,
+                "bwd/kernel_ordered": 0.38 * 10.0 / 22.0}
 
 
 def estimate(unit: Unit) -> float:

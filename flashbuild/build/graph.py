@@ -23,7 +23,7 @@ from ninja import ninja_syntax
 
 from . import costs
 from ..selection.variants import CompileFlags
-from ..sources.units import KERNEL_PART, Unit
+from ..sources.units import Unit, is_kernel_part
 
 BINDING_OBJECT = "obj/flash_api.o"  # the built-in binding's object (kernels/binding/flash_api.cpp)
 
@@ -197,8 +197,8 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
     w.newline()
     w.rule("nvcc", "$nvcc $nvcc_flags $gencode -MD -MF $out.d -c $in -o $out",
            description="$variant", depfile="$out.d", deps="gcc")
-    if any(u.part == KERNEL_PART for u in units):
-        # A kernel TU (units.KERNEL_PART): device code alone (nvcc -fatbin: no cudafe++, no host compiler),
+    if any(is_kernel_part(u.part) for u in units):
+        # A kernel TU (units.is_kernel_part): device code alone (nvcc -fatbin: no cudafe++, no host compiler),
         # written first to the object's path (so --profile-templates' trace is named after the object, as
         # every TU's is), moved to fatbin_path, then embedded: the same source compiled as host C++ with
         # FLASHBUILD_EMBED_FATBIN is one .incbin of it into .nv_fatbin (where cuobjdump finds it). The
@@ -226,7 +226,7 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
         for source in link.api_sources:
             _build(out, [path(api_object(source))], "cxx", [path(source)])
     every_arch = sorted({arch for u in units for arch in u.archs})
-    edges = [(u.name, u.archs, "fatbin" if u.part == KERNEL_PART else "nvcc") for u in costs.longest_first(units)]
+    edges = [(u.name, u.archs, "fatbin" if is_kernel_part(u.part) else "nvcc") for u in costs.longest_first(units)]
     edges += [(name, tuple(every_arch), "nvcc") for name in extra_units]
     for name, archs, rule in edges:
         gencode = shell(" ".join(toolchain.gencodes[a] for a in archs).split())

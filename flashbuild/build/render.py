@@ -108,10 +108,13 @@ def _unit_context(unit: Unit) -> dict:
         return dict(unit=unit)
     context = dict(unit=unit, variant=unit.variant, family=unit.variant.family, dtype_enum=DTYPE_ENUMS[unit.dtype])
     if unit.variant.kernel_tu:
-        # The kernel TU's object and the variant's TU meet at one symbol: the fatbin the first embeds.
-        kernel_unit = unit.name if unit.part == units_module.KERNEL_PART else unit.name + units_module.KERNEL_SUFFIX
-        context.update(kernel_unit=kernel_unit, fatbin_symbol=f"flashbuild_fatbin_{kernel_unit}",
-                       fatbin_path=graph.fatbin_path(kernel_unit))
+        # Each kernel TU's object and the variant's TU meet at one symbol: the fatbin the first embeds.
+        variant = units_module.variant_name(unit.name)
+        kernels = [dict(part=k.part, unit=f"{variant}_{k.part}", symbol=f"flashbuild_fatbin_{variant}_{k.part}",
+                        path=graph.fatbin_path(f"{variant}_{k.part}")) for k in unit.variant.kernel_tus]
+        context.update(kernels=kernels)
+        if units_module.is_kernel_part(unit.part):
+            context.update(kernel=next(k for k in kernels if k["part"] == unit.part))
     return context
 
 

@@ -55,22 +55,31 @@ def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
 # ---------------------------------------------------------------- families
 
 @dataclass(frozen=True)
+class KernelTu:
+    """One TU of a variant that compiles one of its family's kernels alone, device-only (nvcc -fatbin):
+    <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's)."""
+
+    part: str
+    template: str
+    header: str
+
+
+@dataclass(frozen=True)
 class Family:
     """A kernel family: one implementation strategy, with a launch header per direction. Where the
     launch header only declares its Ampere-path fallback (run_fwd_ampere_path / run_bwd_ampere_path),
     `fallback_headers` names the header that defines it: a variant that compiles the family's own
     kernel instantiates the fallback in a TU of its own (Variant.fallback_tu); one that does not has
-    one TU, which includes the Ampere family's launch header. `kernel_templates` names, per direction,
-    the template of a TU that compiles the family's kernel alone, device-only (Variant.kernel_tu), and
-    `kernel_headers` the header it includes: the variant's own TU then holds only host code (dispatch
-    and launch: its launch header does not include the kernel), and the two build side by side."""
+    one TU, which includes the Ampere family's launch header. `kernel_tus` names, per direction, the TUs
+    that compile the family's main kernels, each alone and device-only (Variant.kernel_tu): the variant's
+    own TU keeps the dispatch and the launch, which reaches them through their fatbins, and they all
+    build side by side."""
 
     name: str
     summary: str
     launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
     fallback_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
-    kernel_templates: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> template under templates/
-    kernel_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
+    kernel_tus: dict[str, tuple[KernelTu, ...]] = field(default_factory=dict, hash=False)
 
 
 FAMILIES = {
@@ -81,8 +90,11 @@ FAMILIES = {
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
                      {"fwd": "hopper/fwd_fallback.h", "bwd": "hopper/bwd_fallback.h"},
-                     # The backward launches three kernels (dO.O, main, dQ conversion): one TU still compiles them all.
-                     {"fwd": "fwd_kernel.cu.j2"}, {"fwd": "hopper/fwd_kernel.h"}),
+                     # The backward's main kernel and its deterministic (ordered) instantiation; its small
+                     # kernels (dsum = rowsum(dO * O), the dQ conversion) stay in the launch TU.
+                     {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h"),),
+                      "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"),
+                              KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"))}),
 }
 
 # Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's
@@ -228,12 +240,16 @@ class Variant:
                                                                           self.features)
 
     @property
+    def kernel_tus(self) -> tuple[KernelTu, ...]:
+        """The TUs that compile the family's main kernels of this variant device-only, each its own
+        (<name>_kernel.cu, ...; nvcc -fatbin), which the variant's TU launches from the fatbins their
+        objects embed (kernels/common/kernel_library.h): nvcc's host side (cudafe++, the host compiler)
+        and the device sides of the kernels then run in jobs side by side, not one after the other."""
+        return self.family.kernel_tus.get(self.direction, ()) if self.fallback_tu else ()
+
+    @property
     def kernel_tu(self) -> bool:
-        """Whether the family's kernel compiles device-only in a TU of its own (<name>_kernel.cu, nvcc
-        -fatbin), which the variant's TU, host code alone, launches from the fatbin that TU's object
-        embeds (kernels/common/kernel_library.h): nvcc's host side (cudafe++, the host compiler) and its
-        device side then run in two jobs side by side, not one after the other."""
-        return self.fallback_tu and self.direction in self.family.kernel_templates
+        return bool(self.kernel_tus)
 
     @property
     def deterministic_plain(self) -> bool:

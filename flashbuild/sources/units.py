@@ -17,11 +17,15 @@ from .profile import CUTLASS_TYPES, Profile
 FALLBACK_PART = "fallback"
 FALLBACK_SUFFIX = "_" + FALLBACK_PART
 FALLBACK_TEMPLATES = {"fwd": "fwd_fallback.cu.j2", "bwd": "bwd_fallback.cu.j2"}
-# A variant whose family's kernel compiles device-only (Variant.kernel_tu) has a third TU, named after it
-# with this suffix: that kernel alone (nvcc -fatbin), its fatbin embedded in its object (build/graph.py);
-# the variant's own TU is then host code alone, which launches the kernel from that fatbin.
+# A variant whose family's kernels compile device-only (Variant.kernel_tus) has a TU per kernel, named after
+# it with the KernelTu's part ("kernel", "kernel_ordered"): that kernel alone (nvcc -fatbin), its fatbin
+# embedded in its object (build/graph.py); the variant's own TU launches the kernels from those fatbins.
 KERNEL_PART = "kernel"
 KERNEL_SUFFIX = "_" + KERNEL_PART
+
+
+def is_kernel_part(part: str) -> bool:
+    return part == KERNEL_PART or part.startswith(KERNEL_SUFFIX[1:] + "_")
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,14 @@ class Unit:
     variant: Variant | None = None  # the built-in profile's variant (its family, its template arguments)
     source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
     hdim_v: int | None = None       # a V head dim other than hdim (profile key axes.hdim_v)
-    part: str = ""                  # "" (the variant's TU), FALLBACK_PART or KERNEL_PART
+    part: str = ""                  # "" (the variant's TU), FALLBACK_PART or a KernelTu's part
 
     @property
     def kind(self) -> str:
         """What the TU compiles, for cost estimates: the direction; a split variant's TUs are
         '<direction>/family' (its family's kernel, with its launch), '<direction>/fallback', and where the
-        kernel compiles device-only, '<direction>/kernel' (that kernel) and '<direction>/launch' (the
-        variant's own TU: host code alone)."""
+        kernels compile device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered')
+        and '<direction>/launch' (the variant's own TU: the launch, and the backward's small kernels)."""
         if self.part:
             return f"{self.direction}/{self.part}"
         if self.variant is not None and self.variant.kernel_tu:
@@ -66,8 +70,8 @@ class Unit:
             return ()
         if self.part == FALLBACK_PART:
             return (v.fallback_header,)
-        if self.part == KERNEL_PART:
-            return (v.family.kernel_headers[v.direction],)
+        if is_kernel_part(self.part):
+            return (next(k.header for k in v.kernel_tus if k.part == self.part),)
         if v.fallback_header and not v.fallback_tu:
             return (FAMILIES["ampere"].launch_headers[v.direction],)
         return (v.family.launch_headers[v.direction],)
@@ -86,8 +90,9 @@ class Unit:
     def describe(self) -> str:
         if self.variant is not None and self.part == FALLBACK_PART:
             return f"{self.variant.describe()}: its Ampere-path fallback alone"
-        if self.variant is not None and self.part == KERNEL_PART:
-            return f"{self.variant.describe()}: its {self.variant.family.name} kernel alone, device-only"
+        if self.variant is not None and is_kernel_part(self.part):
+            which = "deterministic (ordered) kernel" if self.part.endswith("_ordered") else "kernel"
+            return f"{self.variant.describe()}: its {self.variant.family.name} {which} alone, device-only"
         if self.variant is not None:
             return self.variant.describe()
         if self.source is not None:
@@ -100,10 +105,11 @@ class Unit:
 
 def variant_name(tu_name: str) -> str:
     """The variant a TU (or its object's stem) belongs to: a fallback or kernel TU's variant is its name
-    less FALLBACK_SUFFIX or KERNEL_SUFFIX; any other TU's name is its variant's."""
-    for suffix in (FALLBACK_SUFFIX, KERNEL_SUFFIX):
-        if tu_name.endswith(suffix):
-            return tu_name[:-len(suffix)]
+    less its part's suffix; any other TU's name is its variant's."""
+    parts = {FALLBACK_PART} | {k.part for family in FAMILIES.values() for tus in family.kernel_tus.values() for k in tus}
+    for part in sorted(parts, key=len, reverse=True):
+        if tu_name.endswith("_" + part):
+            return tu_name[:-len(part) - 1]
     return tu_name
 
 
@@ -122,9 +128,9 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
             name = _name(profile, v.direction, v.hdim, v.dtype, v.causal, v.arch, v.features)
             out.append(Unit(name, profile.instantiations[v.direction].template, v.direction, v.hdim, v.dtype,
                             v.causal, (v.arch,), v.features, v))
-            if v.kernel_tu:
-                out.append(Unit(name + KERNEL_SUFFIX, v.family.kernel_templates[v.direction], v.direction, v.hdim,
-                                v.dtype, v.causal, (v.arch,), v.features, v, part=KERNEL_PART))
+            for k in v.kernel_tus:
+                out.append(Unit(f"{name}_{k.part}", k.template, v.direction, v.hdim, v.dtype, v.causal, (v.arch,),
+                                v.features, v, part=k.part))
             if v.fallback_tu:
                 out.append(Unit(name + FALLBACK_SUFFIX, FALLBACK_TEMPLATES[v.direction], v.direction, v.hdim,
                                 v.dtype, v.causal, (v.arch,), v.features, v, part=FALLBACK_PART))

@@ -19,6 +19,10 @@
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
+// The main kernel (and its deterministic instantiation) is reached through BwdKernelEntry (bwd_kernel.h):
+// a variant's TU specializes it to the fatbins of its kernel TUs (<variant>_kernel.cu,
+// <variant>_kernel_ordered.cu), which compile those kernels device-only, beside it; the small kernels
+// (dsum, the dQ conversion) stay in the variant's TU.
 // That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
 // hopper/bwd_fallback.h: this header includes ampere/bwd_dsum.h (the dsum kernel the Hopper path
 // launches too) but neither ampere/bwd_kernel.h nor the Ampere backward's traits, so a TU that
@@ -82,10 +86,9 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   typename Kernel::Params kp{params, Kernel::Mainloop::to_params(bwd_tma_strides(params))};
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
-  auto kernel = params.dq_semaphore ? &bwd_kernel<Traits, kIsCausal, true> : &bwd_kernel<Traits, kIsCausal, false>;
-  FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes));
-  kernel<<<grid, Traits::kNThreads, Traits::kSmemBytes, stream>>>(kp);
-  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
+  const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, true>::get()
+                                                   : BwdKernelEntry<Traits, kIsCausal, false>::get();
+  kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 
   if constexpr (Traits::kDqFragmentOrder) {
     const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
@@ -100,10 +103,7 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
 
 template <int kHeadDim, DType kDType, bool kIsCausal>
 void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
-  using Element = typename ElementOf<kDType>::type;
-  constexpr BwdTile kTile = bwd_tile(kHeadDim, kIsCausal);
-  using Traits = BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, Element, kTile.dq_order>;
-  launch_bwd<Traits, kIsCausal>(params, stream);
+  launch_bwd<BwdVariantTraits<kHeadDim, kDType, kIsCausal>, kIsCausal>(params, stream);
 }
 
 }  // namespace hopper
