@@ -25,7 +25,7 @@ KERNEL_SUFFIX = "_" + KERNEL_PART
 
 
 def is_kernel_part(part: str) -> bool:
-    return part == KERNEL_PART or part.startswith(KERNEL_SUFFIX[1:] + "_")
+    return part == KERNEL_PART or part.startswith(KERNEL_PART + "_")  # "kernel", "kernel_ordered", ...
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,8 @@ class KernelHandle {
   void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params) const {
     int device = 0;
     check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
-    // The limit holds per device: raised on a device's first launch (or for a larger request). Two
-    // threads racing here both set it, which is harmless.
+    // The limit holds per device: raised on a device's first launch. Every launch of a handle asks for
+    // the same size (its kernel's traits'), so two threads racing here both set that one value.
     if (device >= kMaxDevices || smem_limit_[device].load(std::memory_order_acquire) < smem_bytes) {
       check(cudaFuncSetAttribute(func_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), nullptr,
             "cudaFuncSetAttribute");
