@@ -208,7 +208,8 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
     """Each of the variant's kernel TUs (the forward's one; the backward's main kernel and its ordered twin)
     alone defines the fatbin symbol the variant's object needs, with its one Hopper kernel inside (cuobjdump
     reads it from .nv_fatbin); the variant's object holds no main kernel (the forward's: none at all; the
-    backward's: its dsum and dQ conversion kernels); the forward's launch TU reaches none of the kernel's code."""
+    backward's: its dsum and dQ conversion kernels), and its depfile has the descriptors' header and not the
+    main loop."""
     from flashbuild.debug import inspection
 
     parts = {"fwd": ["kernel"], "bwd": ["kernel", "kernel_ordered"]}[direction]
@@ -234,8 +235,9 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
         assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
     if direction == "fwd":
         assert not launch
-        launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no kernel code
-        assert "hopper/fwd_params.h" in launch_deps and "hopper/mainloop.h" not in launch_deps, launch_deps
+    launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no main kernel code
+    mainloop = {"fwd": "hopper/mainloop.h", "bwd": "hopper/bwd_mainloop.h"}[direction]
+    assert f"hopper/{direction}_params.h" in launch_deps and mainloop not in launch_deps, launch_deps
 
 
 def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_build):

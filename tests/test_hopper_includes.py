@@ -79,6 +79,20 @@ def test_a_backward_feature_tu_reaches_no_hopper_header():
     assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim64_fp16_sm90_local_softcap_kernel"]  # the Hopper forward takes both
 
 
+def test_a_hopper_backward_launch_tu_reaches_no_main_kernel_code():
+    """The same for the backward: its launch TU keeps dsum and the dQ conversion (bwd_epilogue.h, whose
+    order the conversion reads), and reaches neither the main loop nor the main kernel."""
+    tus = rendered(hdim="64,256", dtype="bf16", arch="sm90", direction="bwd", causal="both", features=[])
+    launches = [name for name in tus if not name.endswith(("_kernel", "_kernel_ordered", "_fallback"))]
+    assert len(launches) == 4
+    main_kernel = {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h"}
+    for name in launches:
+        assert {"hopper/bwd_params.h", "hopper/bwd_epilogue.h"} <= tus[name] and not main_kernel & tus[name], \
+            (name, sorted(tus[name]))
+        for part in ("kernel", "kernel_ordered"):
+            assert main_kernel <= tus[f"{name}_{part}"] and "hopper/bwd_launch.h" not in tus[f"{name}_{part}"]
+
+
 def test_a_hopper_forward_launch_tu_reaches_no_kernel_code():
     """A Hopper forward variant's own TU is its launch, host code: it reaches the descriptors and parameters
     (hopper/fwd_params.h) and none of the kernel's code, so an edit to the kernel recompiles only the

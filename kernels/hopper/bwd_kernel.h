@@ -13,25 +13,11 @@
 // the kernel before the mode: benchmarks/bwd_deterministic/).
 #pragma once
 
-#include "common/kernel_library.h"
 #include "hopper/bwd_epilogue.h"
 #include "hopper/bwd_mainloop.h"
+#include "hopper/bwd_params.h"
 
 namespace flashbuild::hopper {
-
-// The traits a variant's backward is built with (its head dim's tile, bwd_traits.h).
-template <int kHeadDim, DType kDType, bool kIsCausal>
-using BwdVariantTraits = BwdTraits<kHeadDim, bwd_tile(kHeadDim, kIsCausal).block_m, bwd_tile(kHeadDim, kIsCausal).block_n,
-                                   typename ElementOf<kDType>::type, bwd_tile(kHeadDim, kIsCausal).dq_order>;
-
-// Where a launch finds the main kernel (kOrdered: the deterministic instantiation). Defined below as the
-// kernel's own symbol; a variant's launch TU specializes `get` to the fatbin of the kernel TU that compiles
-// that kernel device-only (<variant>_kernel.cu, <variant>_kernel_ordered.cu: templates/bwd_kernel.cu.j2,
-// which instantiates this struct, and so the kernel; templates/bwd_instantiate.cu.j2).
-template <class Traits, bool kIsCausal, bool kOrdered>
-struct BwdKernelEntry {
-  static const KernelHandle& get();
-};
 
 template <class Traits, bool kIsCausal>
 struct BwdKernel {
@@ -39,10 +25,7 @@ struct BwdKernel {
   using Epilogue = BwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
 
-  struct Params {
-    BwdParams bwd;
-    typename Mainloop::Params mainloop;
-  };
+  using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
 };
 
 // Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
@@ -112,6 +95,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 #endif
 }
 
+// A launch reaches the main kernel by its own symbol when its TU compiles it (bwd_params.h).
 template <class Traits, bool kIsCausal, bool kOrdered>
 const KernelHandle& BwdKernelEntry<Traits, kIsCausal, kOrdered>::get() {
   static const KernelHandle kernel = KernelHandle::of(&bwd_kernel<Traits, kIsCausal, kOrdered>);

@@ -19,10 +19,10 @@
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
-// The main kernel (and its deterministic instantiation) is reached through BwdKernelEntry (bwd_kernel.h):
+// The main kernel (and its deterministic instantiation) is reached through BwdKernelEntry (bwd_params.h):
 // a variant's TU specializes it to the fatbins of its kernel TUs (<variant>_kernel.cu,
 // <variant>_kernel_ordered.cu), which compile those kernels device-only, beside it; the small kernels
-// (dsum, the dQ conversion) stay in the variant's TU.
+// (dsum, the dQ conversion) stay in the variant's TU, which includes none of the main kernel's code.
 // That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
 // hopper/bwd_fallback.h: this header includes ampere/bwd_dsum.h (the dsum kernel the Hopper path
 // launches too) but neither ampere/bwd_kernel.h nor the Ampere backward's traits, so a TU that
@@ -33,7 +33,8 @@
 #pragma once
 
 #include "ampere/bwd_dsum.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
-#include "hopper/bwd_kernel.h"
+#include "hopper/bwd_epilogue.h"  // the dQ conversion kernels
+#include "hopper/bwd_params.h"  // the descriptors and parameters; not the main kernel (bwd_kernel.h)
 #include "hopper/tma_checks.h"
 
 namespace flashbuild {
@@ -75,15 +76,15 @@ inline BwdParams bwd_tma_strides(BwdParams p) {
   return p;
 }
 
-// The three kernels of one Hopper backward call with these traits (tuning sweeps call it directly).
+// The three kernels of one Hopper backward call with these traits (tuning sweeps call it directly, with
+// bwd_kernel.h included: BwdKernelEntry, bwd_params.h).
 template <class Traits, bool kIsCausal>
 void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename Traits::Element;
-  using Kernel = BwdKernel<Traits, kIsCausal>;
   check_grid_yz("the Hopper backward", params.nheads, params.batch);
   ampere::launch_dot_do_o<Element>(params, stream);
 
-  typename Kernel::Params kp{params, Kernel::Mainloop::to_params(bwd_tma_strides(params))};
+  BwdKernelParams<Traits> kp{params, BwdLoads<Traits>::to_params(bwd_tma_strides(params))};
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
   const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, true>::get()

@@ -17,6 +17,7 @@
 
 #include "common/bwd_dq_order.h"  // BwdBlocks: deterministic mode's turns (family-neutral: common/mask.h alone)
 #include "common/mask.h"
+#include "hopper/bwd_params.h"
 #include "hopper/bwd_traits.h"
 #include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
@@ -40,45 +41,12 @@ struct BwdMainloop {
   using AccumulatorShapeSdP = AccumulatorShape<Traits::kSdPAtomN>;
   using AccumulatorShapedQ = AccumulatorShape<Traits::kDqAtomN>;
 
-  // Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
-  using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
-  using StrideT = Stride<int64_t, _1, int64_t, int64_t>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
-  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(typename Traits::SmemLayoutQ{}), TileMD{}, _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, typename Traits::SmemLayoutK{}, TileND{}, _1{}));
+  // The TMA descriptors of Q, dO, K, V, which the host builds (bwd_params.h: the launch TU includes that
+  // header, not this one).
+  using Loads = BwdLoads<Traits>;
+  using Params = typename Loads::Params;
 
-  struct Params {
-    TmaQ tma_q;
-    TmaQ tma_do;
-    TmaKV tma_k;
-    TmaKV tma_v;
-  };
-
-  static GmemTensor gmem_tensor(void const* ptr, int seqlen, int heads, int batch, int64_t row_stride,
-                                int64_t head_stride, int64_t batch_stride) {
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(seqlen, int32_t(kHeadDim), heads, batch),
-                       make_stride(row_stride, _1{}, head_stride, batch_stride));
-  }
-
-  // Packed calls: the views are the whole packed tensors, one batch (tile_scheduler.h, SeqRange).
-  static Params to_params(BwdParams const& p) {
-    const ViewExtents e = view_extents(p);
-    auto mQ = gmem_tensor(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    auto mdO = gmem_tensor(p.dout, e.rows_q, p.nheads, e.batches_q, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
-    auto mK = gmem_tensor(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    auto mV = gmem_tensor(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
-    auto sQ = take<0, 2>(typename Traits::SmemLayoutQ{});
-    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, sQ, TileMD{}, _1{}), make_tma_copy(SM90_TMA_LOAD{}, mdO, sQ, TileMD{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutK{}, TileND{}, _1{}),
-            make_tma_copy(SM90_TMA_LOAD{}, mV, typename Traits::SmemLayoutV{}, TileND{}, _1{})};
-  }
-
-  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) {
-    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(mp.tma_do.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
-    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
-  }
+  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) { Loads::prefetch_descriptors(mp); }
 
   // This CTA's sequence, and the query blocks [m_block_min, m_block_max) that see some key of its
   // block: none when the block starts past the sequence's keys (a packed call's grid covers the

@@ -1,0 +1,90 @@
+// What the host side of a Hopper backward launch needs, and none of the main kernel's code: the TMA
+// views and descriptors of Q, dO, K and V, which the host builds and the kernel reads from its
+// parameters; those parameters; the traits a variant is built with; and the entry through which a
+// launch reaches the main kernel (the forward's counterpart: fwd_params.h).
+//
+// A variant's launch TU (bwd_launch.h) includes this header and bwd_epilogue.h (its dQ conversion
+// kernels read dq_accum in the epilogue's order), not bwd_mainloop.h or bwd_kernel.h; the main kernel and
+// its deterministic instantiation compile device-only in TUs of their own (<variant>_kernel.cu,
+// <variant>_kernel_ordered.cu). So an edit to the main loop recompiles only those.
+#pragma once
+
+#include "common/kernel_library.h"
+#include "common/params.h"
+#include "hopper/bwd_traits.h"
+#include "hopper/tile_scheduler.h"  // view_extents
+#include "hopper/utils.h"
+
+namespace flashbuild::hopper {
+
+// Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
+template <class Traits>
+struct BwdLoads {
+  using Element = typename Traits::Element;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  using TileMD = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
+  using TileND = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
+  using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideT = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(typename Traits::SmemLayoutQ{}), TileMD{}, _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, typename Traits::SmemLayoutK{}, TileND{}, _1{}));
+
+  struct Params {
+    TmaQ tma_q;
+    TmaQ tma_do;
+    TmaKV tma_k;
+    TmaKV tma_v;
+  };
+
+  static GmemTensor gmem_tensor(void const* ptr, int seqlen, int heads, int batch, int64_t row_stride,
+                                int64_t head_stride, int64_t batch_stride) {
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(seqlen, int32_t(kHeadDim), heads, batch),
+                       make_stride(row_stride, _1{}, head_stride, batch_stride));
+  }
+
+  // Packed calls: the views are the whole packed tensors, one batch (tile_scheduler.h, SeqRange).
+  static Params to_params(BwdParams const& p) {
+    const ViewExtents e = view_extents(p);
+    auto mQ = gmem_tensor(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mdO = gmem_tensor(p.dout, e.rows_q, p.nheads, e.batches_q, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
+    auto mK = gmem_tensor(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_tensor(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    auto sQ = take<0, 2>(typename Traits::SmemLayoutQ{});
+    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, sQ, TileMD{}, _1{}), make_tma_copy(SM90_TMA_LOAD{}, mdO, sQ, TileMD{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutK{}, TileND{}, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mV, typename Traits::SmemLayoutV{}, TileND{}, _1{})};
+  }
+
+  CUTE_DEVICE static void prefetch_descriptors(Params const& mp) {
+    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
+  }
+};
+
+// The main kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
+template <class Traits>
+struct BwdKernelParams {
+  BwdParams bwd;
+  typename BwdLoads<Traits>::Params mainloop;
+};
+
+// The traits a variant's backward is built with (its head dim's tile, bwd_traits.h).
+template <int kHeadDim, DType kDType, bool kIsCausal>
+using BwdVariantTraits = BwdTraits<kHeadDim, bwd_tile(kHeadDim, kIsCausal).block_m, bwd_tile(kHeadDim, kIsCausal).block_n,
+                                   typename ElementOf<kDType>::type, bwd_tile(kHeadDim, kIsCausal).dq_order>;
+
+// Where a launch finds the main kernel (kOrdered: the deterministic instantiation). bwd_kernel.h defines
+// `get` as the kernel's own symbol, for a TU that compiles the kernel with its launch (a tuning harness:
+// include bwd_kernel.h beside bwd_launch.h). A variant's launch TU, which does not include bwd_kernel.h,
+// specializes `get` to the fatbin of the kernel TU that compiles that kernel device-only
+// (templates/bwd_instantiate.cu.j2); the kernel TU instantiates this struct, and through `get` the kernel
+// (templates/bwd_kernel.cu.j2).
+template <class Traits, bool kIsCausal, bool kOrdered>
+struct BwdKernelEntry {
+  static const KernelHandle& get();
+};
+
+}  // namespace flashbuild::hopper
