@@ -1,0 +1,17 @@
+#!/bin/bash
+# After the backward's launch TU stopped including the main kernel (bwd_params.h): the edit loop, the full test
+# of the slice, then the backward GPU tests while time is left.
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+S=$(date +%s)
+mkdir -p $OUT/edit
+BUDGET=250 OUT=$OUT/edit bash benchmarks/edit_loop/run.sh > $OUT/edit-loop.txt 2>&1
+echo "edit loop rc $? ($(( $(date +%s) - S )) s)"
+FLASHBUILD_CACHE_DIR=/tmp/edit_loop_cache timeout 120 python3 -m flashbuild test --hdim 64 --dtype fp16 --arch sm90 --shapes full > $OUT/test-full.txt 2>&1
+echo "test full rc $?"; tail -1 $OUT/test-full.txt
+for t in test_hopper_bwd_gpu test_bwd_deterministic_gpu; do
+  L=$(( 580 - ($(date +%s) - S) )); [ $L -lt 30 ] && { echo "$t: skipped (no time left)"; continue; }
+  FLASHBUILD_CACHE_DIR=/tmp/gpu_tests timeout $L python3 -m pytest -q -p no:cacheprovider tests/gpu/$t.py > $OUT/$t.txt 2>&1
+  echo "$t rc $? ($(( $(date +%s) - S )) s): $(grep -E "passed|failed|error" $OUT/$t.txt | tail -1)"
+done
+echo; cat $OUT/edit/summary.txt
