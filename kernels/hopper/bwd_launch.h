@@ -26,8 +26,8 @@
 // That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
 // hopper/bwd_fallback.h: this header includes ampere/bwd_dsum.h (the dsum kernel the Hopper path
 // launches too) but neither ampere/bwd_kernel.h nor the Ampere backward's traits, so a TU that
-// includes it compiles the Hopper backward alone and an edit to the Ampere tiles does not recompile
-// it. Each plain variant of head dim 64 to 256 gets a second TU, <variant>_fallback.cu, that
+// includes it compiles no Ampere-path backward and an edit to the Ampere tiles does not recompile
+// it. Each plain variant of head dim 64 to 256 gets a TU, <variant>_fallback.cu, that
 // instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dim 32, feature TUs) is
 // not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
