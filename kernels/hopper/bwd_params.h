@@ -17,16 +17,14 @@
 
 namespace flashbuild::hopper {
 
-// Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous.
+// The TMA descriptors of Q, dO, K and V, built from their global views (gmem_view, utils.h).
 template <class Traits>
 struct BwdLoads {
   using Element = typename Traits::Element;
   static constexpr int kHeadDim = Traits::kHeadDim;
   using TileMD = Shape<Int<Traits::kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<Traits::kBlockN>, Int<kHeadDim>>;
-  using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
-  using StrideT = Stride<int64_t, _1, int64_t, int64_t>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{}, GmemStride{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(typename Traits::SmemLayoutQ{}), TileMD{}, _1{}));
   using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, typename Traits::SmemLayoutK{}, TileND{}, _1{}));
 
@@ -37,19 +35,16 @@ struct BwdLoads {
     TmaKV tma_v;
   };
 
-  static GmemTensor gmem_tensor(void const* ptr, int seqlen, int heads, int batch, int64_t row_stride,
-                                int64_t head_stride, int64_t batch_stride) {
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(seqlen, int32_t(kHeadDim), heads, batch),
-                       make_stride(row_stride, _1{}, head_stride, batch_stride));
-  }
-
   // Packed calls: the views are the whole packed tensors, one batch (tile_scheduler.h, SeqRange).
   static Params to_params(BwdParams const& p) {
     const ViewExtents e = view_extents(p);
-    auto mQ = gmem_tensor(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    auto mdO = gmem_tensor(p.dout, e.rows_q, p.nheads, e.batches_q, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
-    auto mK = gmem_tensor(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    auto mV = gmem_tensor(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    auto view = [](void const* ptr, int rows, int heads, int batches, int64_t row, int64_t head, int64_t batch) {
+      return gmem_view<kHeadDim>(static_cast<Element const*>(ptr), rows, heads, batches, row, head, batch);
+    };
+    auto mQ = view(p.q, e.rows_q, p.nheads, e.batches_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    auto mdO = view(p.dout, e.rows_q, p.nheads, e.batches_q, p.do_row_stride, p.do_head_stride, p.do_batch_stride);
+    auto mK = view(p.k, e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    auto mV = view(p.v, e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
     auto sQ = take<0, 2>(typename Traits::SmemLayoutQ{});
     return {make_tma_copy(SM90_TMA_LOAD{}, mQ, sQ, TileMD{}, _1{}), make_tma_copy(SM90_TMA_LOAD{}, mdO, sQ, TileMD{}, _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutK{}, TileND{}, _1{}),

@@ -16,19 +16,8 @@
 
 namespace flashbuild::hopper {
 
-// Global Q, K, V as TMA loads them, (seqlen, head_dim, heads, batch) with head_dim contiguous, and O
-// as TMA stores it, the same view of Q's rows (SeqRange). view_extents (tile_scheduler.h) gives the
-// extents: a dense call's, or a packed call's whole tensors.
-using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
-using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
-
-template <class Element, int kHeadDim>
-CUTE_HOST_DEVICE auto gmem_view(Element* ptr, int rows, int heads, int batches, int64_t row_stride, int64_t head_stride,
-                                int64_t batch_stride) {
-  return make_tensor(make_gmem_ptr(ptr), make_shape(rows, int32_t(kHeadDim), heads, batches),
-                     make_stride(row_stride, _1{}, head_stride, batch_stride));
-}
-
+// The TMA descriptors of Q, K and V (loads) and of O (store: the same view of Q's rows, SeqRange), built from
+// their global views (gmem_view, utils.h).
 template <class Traits>
 struct FwdLoads {
   using Element = typename Traits::Element;
@@ -50,12 +39,12 @@ struct FwdLoads {
   static Params to_params(FwdParams const& p) {
     constexpr int kHeadDim = Traits::kHeadDim;
     const ViewExtents e = view_extents(p);
-    auto mQ = gmem_view<Element const, kHeadDim>(static_cast<Element const*>(p.q), e.rows_q, p.nheads, e.batches_q,
-                                                 p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    auto mK = gmem_view<Element const, kHeadDim>(static_cast<Element const*>(p.k), e.rows_k, p.nheads_k, e.batches_k,
-                                                 p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    auto mV = gmem_view<Element const, kHeadDim>(static_cast<Element const*>(p.v), e.rows_k, p.nheads_k, e.batches_k,
-                                                 p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    auto mQ = gmem_view<kHeadDim>(static_cast<Element const*>(p.q), e.rows_q, p.nheads, e.batches_q, p.q_row_stride,
+                                  p.q_head_stride, p.q_batch_stride);
+    auto mK = gmem_view<kHeadDim>(static_cast<Element const*>(p.k), e.rows_k, p.nheads_k, e.batches_k, p.k_row_stride,
+                                  p.k_head_stride, p.k_batch_stride);
+    auto mV = gmem_view<kHeadDim>(static_cast<Element const*>(p.v), e.rows_k, p.nheads_k, e.batches_k, p.v_row_stride,
+                                  p.v_head_stride, p.v_batch_stride);
     return {make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(SmemLayoutV{}), select<1, 2>(TileShapeQK{}), _1{})};
@@ -82,8 +71,8 @@ struct FwdStores {
 
   static Params to_params(FwdParams const& p) {
     const ViewExtents e = view_extents(p);
-    auto mO = gmem_view<Element, Traits::kHeadDim>(static_cast<Element*>(p.o), e.rows_q, p.nheads, e.batches_q,
-                                                   p.o_row_stride, p.o_head_stride, p.o_batch_stride);
+    auto mO = gmem_view<Traits::kHeadDim>(static_cast<Element*>(p.o), e.rows_q, p.nheads, e.batches_q, p.o_row_stride,
+                                          p.o_head_stride, p.o_batch_stride);
     return {make_tma_copy(SM90_TMA_STORE{}, mO, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{})};
   }
 

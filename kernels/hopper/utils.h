@@ -10,6 +10,19 @@
 
 namespace flashbuild::hopper {
 
+// A global tensor as TMA sees it, (rows, head_dim, heads, batches) with head_dim contiguous: Q, K, V, O
+// and dO, dense or packed (view_extents, tile_scheduler.h, gives the extents). The launches build their
+// descriptors from these (fwd_params.h, bwd_params.h).
+using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+
+template <int kHeadDim, class Element>
+CUTE_HOST_DEVICE auto gmem_view(Element* ptr, int rows, int heads, int batches, int64_t row_stride, int64_t head_stride,
+                                int64_t batch_stride) {
+  return make_tensor(make_gmem_ptr(ptr), make_shape(rows, int32_t(kHeadDim), heads, batches),
+                     make_stride(row_stride, _1{}, head_stride, batch_stride));
+}
+
 // C (+)= A · B^T over all K steps, issued as one wgmma batch of this warpgroup. A is a tensor of
 // shared-memory descriptors (kARegs = false) or registers (kARegs = true); B is descriptors.
 // zero_init starts from C = 0 instead of reading it. With kWait >= 0 the call returns once at most
