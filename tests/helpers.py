@@ -124,19 +124,6 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
 """
 
 
-# Stand-ins for kernels/hopper/{fwd,bwd}_fallback.h: the Ampere-path fallback a split sm90 variant's
-# <variant>_fallback.cu instantiates (the fake launch headers never call it).
-FAKE_FALLBACK_H = """\
-#pragma once
-#include "common/params.h"
-
-namespace flashbuild {
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void run_%(direction)s_ampere_path(const %(params)s& params, cudaStream_t stream) {}
-}  // namespace flashbuild
-"""
-
-
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H,
               hopper_fwd_launch_header: str = FAKE_HOPPER_FWD_LAUNCH_H,
               hopper_fwd_kernel_body: str = FAKE_HOPPER_FWD_BODY) -> Path:
@@ -153,9 +140,6 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     (root / "kernels" / "ampere" / "bwd_launch.h").write_text(bwd_launch_header)
     (root / "kernels" / "hopper" / "bwd_launch.h").write_text(bwd_launch_header)  # sm90's backward: the same contract
     (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)
-    for direction, params in (("fwd", "FwdParams"), ("bwd", "BwdParams")):
-        (root / "kernels" / "hopper" / f"{direction}_fallback.h").write_text(
-            FAKE_FALLBACK_H % {"direction": direction, "params": params})
     (root / "kernels" / FAKE_BWD_DETAIL).write_text(
         "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")
     return root

@@ -158,15 +158,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"obj/{direction}_hdim64_fp16_sm90.o" in out
         assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
-    assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; tensors TMA cannot address")  # the Ampere fallback named
-    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; tensors TMA cannot address")
-    for variant in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90",
-                    "bwd_hdim64_fp16_causal_sm90"):  # each Hopper kernel's Ampere-path fallback: a TU of its own
-        direction = variant[:3]
-        assert families[f"{variant}_fallback"] == f"ampere; the Ampere-path fallback of {variant} alone " \
-                                                  f"(hopper/{direction}_fallback.h)"
-        assert f"{variant}_fallback.cu" in out and f"obj/{variant}_fallback.o" in out
-        assert f"from templates/{direction}_fallback.cu.j2" in out
+    assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; packed (varlen) calls")
+    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; local windows and softcap in the feature TUs")
+    assert "_fallback" not in out and "fallback.cu.j2" not in out  # no Ampere-path kernel beside a Hopper one
     for variant in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90_local_softcap"):  # the Hopper forward's
         # kernel compiles device-only in a TU of its own, which the variant's TU (host code alone) launches
         assert families[f"{variant}_kernel"] == f"hopper; the kernel of {variant} alone, device-only (nvcc -fatbin; " \
@@ -182,10 +176,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
             f"launches it from this TU's object)")
     assert "from templates/bwd_kernel.cu.j2" in out
     assert "bwd_hdim64_fp16_sm90_local_softcap_kernel" not in out  # the feature TU: the Ampere path alone
-    assert "bwd_hdim64_fp16_sm90_local_softcap_fallback" not in out  # the feature TU: the Ampere path alone
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 26 kernel TUs:" in out  # 12 variants (plain and local+softcap), 6 fallback TUs, 8 kernel TUs
+    assert "compile 20 kernel TUs:" in out  # 12 variants (plain and local+softcap), 8 kernel TUs
     # The Hopper backward's plain kernels hold the deterministic mode: no deterministic call of this build
     # needs the feature variants.
     assert "features   local, softcap: each plain variant has a *_local_softcap variant for the calls with " \
@@ -202,12 +195,9 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stdout.splitlines()
                 if line.startswith("  ")}
     assert families["bwd_hdim64_fp16_sm90"] == (
-        "hopper; tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's fallback "
-        "TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
-        "Ampere path alone; packed (varlen) and deterministic calls run on the Hopper kernel")
-    assert families["bwd_hdim64_fp16_sm90_fallback"] == (
-        "ampere; the Ampere-path fallback of bwd_hdim64_fp16_sm90 alone (hopper/bwd_fallback.h)")
-    assert "bwd_hdim32_fp16_sm90_fallback" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
+        "hopper; local windows and softcap in the feature TUs, on the Ampere path alone; packed (varlen) and "
+        "deterministic calls run on the Hopper kernel")
+    assert "bwd_hdim32_fp16_sm90_kernel" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
     assert families["bwd_hdim64_fp16_sm90_local_softcap"] == (  # no Hopper kernel in a feature TU
         "hopper; a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in this TU "
         "(the Hopper backward takes neither)")
@@ -331,7 +321,7 @@ def test_plain_build_without_cuda_torch_compiles_then_stops_with_the_reason(monk
     with pytest.raises(BuildError) as info:
         builder.build(selection, options)
     message = str(info.value)
-    assert "compiled 6 kernel objects" in message  # 2 Hopper variants: launch, kernel and Ampere-path fallback TUs
+    assert "compiled 4 kernel objects" in message  # 2 Hopper variants: each a launch and a kernel TU
     assert "torch 2.13.0+cpu has no CUDA" in message
     assert "install a CUDA build of torch" in message and "--compile-only" in message
     assert "`flashbuild --hdim 64 --dtype fp16 --arch sm90 --direction fwd --causal off --no-softcap`" in message
@@ -464,9 +454,8 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert data["axes"]["features"] == ["local", "softcap"]
     assert {"direction": "bwd", "arch": "sm90", "family": "hopper",
-            "note": "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
-                    "fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the Ampere "
-                    "path alone; packed (varlen) and deterministic calls run on the Hopper kernel"} in data["families"]
+            "note": "local windows and softcap in the feature TUs, on the Ampere path alone; packed (varlen) "
+                    "and deterministic calls run on the Hopper kernel"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == []
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == [32]

@@ -35,11 +35,11 @@ def test_the_ci_matrix_has_one_cell_per_arch_and_dtype_and_two_smoke_cells():
     assert [c.name for c in found.cells] == ["sm80-fp16", "sm80-bf16", "sm86-fp16", "sm86-bf16", "sm90-fp16",
                                              "sm90-bf16", "smoke-sm80", "smoke-sm90a"]
     cells = {c.name: c for c in found.cells}
-    # 72 variants, plus the fallback TUs: every forward (head dims 32-256) and plain backward (64-256), and the
-    # device-only kernel TUs: one per forward, two per plain backward (its deterministic instantiation)
-    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 10 + 24 + 20 and cells["sm90-fp16"].shards == 4
+    # 72 variants, plus the device-only kernel TUs: one per forward (head dims 32-256), two per plain backward
+    # (64-256: its deterministic instantiation too)
+    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 20 and cells["sm90-fp16"].shards == 4
     assert cells["sm86-bf16"].selection.directions == ("fwd",)  # the include rule: forward only
-    assert cells["smoke-sm90a"].units == 3 and cells["smoke-sm90a"].args() == [  # the Hopper launch, kernel, fallback
+    assert cells["smoke-sm90a"].units == 2 and cells["smoke-sm90a"].args() == [  # the Hopper launch and kernel
         "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",
         "--no-local", "--no-softcap"]
     every = [v.name for c in found.cells[:6] for v in c.selection.variants]
@@ -52,7 +52,7 @@ def test_matrix_github_format_is_one_job_per_cell_and_shard():
     jobs = json.loads(result.stdout)["include"]
     assert len(jobs) == 6 * 4 + 2
     assert {"cell": "sm80-fp16", "shard": "3/4"} == {k: jobs[2][k] for k in ("cell", "shard")}
-    assert jobs[-1]["cell"] == "smoke-sm90a" and jobs[-1]["shard"] == "1/1" and jobs[-1]["tus"] == 3
+    assert jobs[-1]["cell"] == "smoke-sm90a" and jobs[-1]["shard"] == "1/1" and jobs[-1]["tus"] == 2
     assert "\n" not in result.stdout.strip()  # one line: fits `echo "matrix=$(...)" >> $GITHUB_OUTPUT`
 
 
@@ -122,7 +122,7 @@ def test_no_group_by_is_one_cell_named_all(tmp_path):
         shards = 16
         """)
     (cell,) = matrices.load(path).cells
-    assert cell.name == "all" and cell.shards == 16 and cell.units == 3 * 2 * 2 + 6 + 8  # directions x causal x features, + 6 fallback TUs, 8 kernel TUs
+    assert cell.name == "all" and cell.shards == 16 and cell.units == 3 * 2 * 2 + 8  # directions x causal x features, + 8 kernel TUs
 
 
 # ---------------------------------------------------------------- errors name the file, the key, expected and found

@@ -42,14 +42,13 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     first = flashbuild(*args, cache=cache, root=root)
     assert first.returncode == 0, first.stderr
     built = objects(cache)
-    # sm90's Hopper forward has its Ampere-path fallback in a TU of its own, and its kernel in another
-    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback",
-                             "fwd_hdim64_fp16_sm90_kernel"]
+    # sm90's Hopper forward has its kernel in a TU of its own
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]    # ptxas options embedded with the cubin
-    assert all(b"-arch sm_90a " in built[f"fwd_hdim64_fp16_sm90{part}"] for part in ("", "_fallback", "_kernel"))
-    assert "[1/4] fwd_hdim64_fp16_sm" in first.stderr and "[4/4] fwd_hdim64_fp16_sm" in first.stderr
-    assert "compiled 4 targets in" in first.stderr
-    assert "compiled 4 kernel objects in" in first.stdout
+    assert all(b"-arch sm_90a " in built[f"fwd_hdim64_fp16_sm90{part}"] for part in ("", "_kernel"))
+    assert "[1/3] fwd_hdim64_fp16_sm" in first.stderr and "[3/3] fwd_hdim64_fp16_sm" in first.stderr
+    assert "compiled 3 targets in" in first.stderr
+    assert "compiled 3 kernel objects in" in first.stdout
 
     started = time.monotonic()
     again = flashbuild(*args, cache=cache, root=root)
@@ -62,11 +61,10 @@ def test_pipeline_compiles_each_arch_then_rebuilds_only_what_changed(tmp_path):
     assert builder._ninja_has_no_work(build_dir)  # load()'s fast-path check
     # The depfiles see an edit, and only the TUs that include the edited header recompile: sm80's
     # forward is the Ampere path's, sm90's the Hopper family's (its launch header: the launch and the kernel
-    # TU; its kernel header: the kernel TU alone), its fallback TU hopper/fwd_fallback.h's alone.
+    # TU; its kernel header: the kernel TU alone).
     for header, rebuilt in (("ampere/fwd_launch.h", ["fwd_hdim64_fp16_sm80"]),
                             ("hopper/fwd_launch.h", ["fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]),
-                            ("hopper/fwd_kernel.h", ["fwd_hdim64_fp16_sm90_kernel"]),
-                            ("hopper/fwd_fallback.h", ["fwd_hdim64_fp16_sm90_fallback"])):
+                            ("hopper/fwd_kernel.h", ["fwd_hdim64_fp16_sm90_kernel"])):
         launch = root / "kernels" / header
         launch.write_text(launch.read_text() + "// edited\n")
         assert not builder._ninja_has_no_work(build_dir)
@@ -141,10 +139,9 @@ def test_real_forward_kernel_compiles_for_sm80_and_sm90(real_fwd_build):
     result = real_fwd_build.process
     assert result.returncode == 0, result.stderr[-3000:]
     built = objects(real_fwd_build.cache)
-    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback",
-                             "fwd_hdim64_fp16_sm90_kernel"]
+    assert sorted(built) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]
     assert b"-arch sm_80 " in built["fwd_hdim64_fp16_sm80"]
-    assert all(b"-arch sm_90a " in built[f"fwd_hdim64_fp16_sm90{part}"] for part in ("", "_fallback", "_kernel"))
+    assert all(b"-arch sm_90a " in built[f"fwd_hdim64_fp16_sm90{part}"] for part in ("", "_kernel"))
     print(f"real forward TUs (sm80 + sm90, 2 jobs): {real_fwd_build.seconds:.1f}s\n{result.stderr}")
 
 
@@ -165,21 +162,9 @@ def test_real_backward_of_large_head_dims_compiles_for_sm86(tmp_path):
     print(f"sm86 backward TUs, hdim 192 + 256 (2 jobs): {time.monotonic() - started:.1f}s")
 
 
-# ---------------------------------------------------------------- the Hopper TUs and their fallback TUs
+# ---------------------------------------------------------------- the Hopper TUs and their kernel TUs
 
-AMPERE_PATH = re.compile(r"flashbuild::run_(fwd|bwd)_ampere_path<([^>]*)>")
 NM_LINE = re.compile(r"^(?:[0-9a-f]+| +) (\S) (.*)$")
-
-
-def ampere_path_symbols(obj: Path) -> dict[str, set[str]]:
-    """'undefined' and 'defined': the run_*_ampere_path instantiations an object needs and holds (nm -C)."""
-    out = {"undefined": set(), "defined": set()}
-    for line in subprocess.run(["nm", "-C", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
-        entry = NM_LINE.match(line)  # "<value or blanks> <type> <demangled name>"
-        match = AMPERE_PATH.search(entry.group(2)) if entry else None
-        if match:
-            out["undefined" if entry.group(1) == "U" else "defined"].add(match.group(0))
-    return out
 
 
 def ninja_deps(build_dir: Path, target: str) -> str:
@@ -188,32 +173,17 @@ def ninja_deps(build_dir: Path, target: str) -> str:
                           text=True, check=True).stdout
 
 
-def check_split(build_dir: Path, variants: list[str], direction: str) -> None:
-    """Each Hopper object needs exactly its variant's Ampere-path fallback, which exactly one object of the
-    build, the variant's fallback TU, defines; the Hopper TU's depfile has no Ampere kernel header."""
-    objects = {p.stem: ampere_path_symbols(p) for p in sorted((build_dir / "obj").glob("*.o"))}
-    for variant in variants:
-        (needed,) = objects[variant]["undefined"]
-        assert not objects[variant]["defined"], variant
-        assert [name for name, symbols in objects.items() if needed in symbols["defined"]] == [f"{variant}_fallback"]
-        # the main kernel: in its device-only kernel TU (check_kernel_tu)
-        deps = ninja_deps(build_dir, f"obj/{variant}_kernel.o")
-        assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps
-        fallback_deps = ninja_deps(build_dir, f"obj/{variant}_fallback.o")
-        assert f"ampere/{direction}_kernel.h" in fallback_deps and "hopper/" + direction + "_kernel.h" not in fallback_deps
-        check_kernel_tus(build_dir, variant, direction)
-
-
 def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
     """Each of the variant's kernel TUs (the forward's one; the backward's main kernel and its ordered twin)
     alone defines the fatbin symbol the variant's object needs, with its one Hopper kernel inside (cuobjdump
     reads it from .nv_fatbin); the variant's object holds no main kernel (the forward's: none at all; the
     backward's: its dsum and dQ conversion kernels), and its depfile has the descriptors' header and not the
-    main loop."""
+    main loop. No TU of the variant reaches an Ampere-path kernel (the binding answers what the Hopper
+    kernel cannot take)."""
     from flashbuild.debug import inspection
 
     parts = {"fwd": ["kernel"], "bwd": ["kernel", "kernel_ordered"]}[direction]
-    names = [variant, f"{variant}_fallback"] + [f"{variant}_{part}" for part in parts]
+    names = [variant] + [f"{variant}_{part}" for part in parts]
     symbols = {}
     for name in names:
         lines = subprocess.run(["nm", str(build_dir / "obj" / f"{name}.o")], capture_output=True, text=True,
@@ -221,7 +191,6 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
         symbols[name] = {(entry.group(2), entry.group(1)) for entry in map(NM_LINE.match, lines)
                          if entry and entry.group(2).startswith("flashbuild_fatbin_")}
     assert symbols == {variant: {(f"flashbuild_fatbin_{variant}_{part}", "U") for part in parts},
-                       f"{variant}_fallback": set(),
                        **{f"{variant}_{part}": {(f"flashbuild_fatbin_{variant}_{part}", "R")} for part in parts}}, symbols
     launch = re.findall(r"Function : (\S+)", inspection.sass_text(build_dir / "obj" / f"{variant}.o"))
     assert not [k for k in launch if f"hopper10{direction}_kernel" in k], launch
@@ -238,19 +207,19 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
     launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no main kernel code
     mainloop = {"fwd": "hopper/mainloop.h", "bwd": "hopper/bwd_mainloop.h"}[direction]
     assert f"hopper/{direction}_params.h" in launch_deps and mainloop not in launch_deps, launch_deps
+    assert f"ampere/{direction}_kernel.h" not in launch_deps, launch_deps
 
 
-def test_the_hopper_forward_needs_the_fallback_its_fallback_tu_defines(real_fwd_build):
-    """The symbol closure of a split sm90 forward, on the session's real build (no link possible without a
-    CUDA torch): fwd_hdim64_fp16_sm90.o leaves run_fwd_ampere_path<90, 64, ...> undefined, and
-    fwd_hdim64_fp16_sm90_fallback.o alone defines it."""
+def test_the_hopper_forward_launches_the_kernel_its_kernel_tu_embeds(real_fwd_build):
+    """The objects of an sm90 forward variant, on the session's real build (no link possible without a CUDA
+    torch): fwd_hdim64_fp16_sm90.o needs the fatbin fwd_hdim64_fp16_sm90_kernel.o alone defines."""
     assert real_fwd_build.process.returncode == 0, real_fwd_build.process.stderr[-3000:]
-    check_split(real_fwd_build.build_dir, ["fwd_hdim64_fp16_sm90"], "fwd")
+    check_kernel_tus(real_fwd_build.build_dir, "fwd_hdim64_fp16_sm90", "fwd")
 
 
-def test_the_hopper_backward_needs_the_fallback_its_fallback_tu_defines(tmp_path):
-    """The same for the backward (plain hdim 64, causal and not: 4 TUs), which also launches the Ampere
-    path's bwd_dot_do_o_kernel (ampere/bwd_dsum.h) from its Hopper TU."""
+def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path):
+    """The same for the backward (plain hdim 64, causal and not: 6 TUs), which also launches the Ampere
+    path's bwd_dot_do_o_kernel (ampere/bwd_dsum.h) from its launch TU."""
     cache = tmp_path / "cache"
     started = time.monotonic()
     result = flashbuild("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "both",
@@ -258,6 +227,7 @@ def test_the_hopper_backward_needs_the_fallback_its_fallback_tu_defines(tmp_path
     assert result.returncode == 0, result.stderr[-3000:]
     (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
     assert sorted(objects(cache)) == [f"bwd_hdim64_fp16{c}_sm90{part}" for c in ("_causal", "")
-                                      for part in ("", "_fallback", "_kernel", "_kernel_ordered")]
-    check_split(build_dir, ["bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"], "bwd")
-    print(f"sm90 backward hdim 64, 2 Hopper launch + 4 kernel + 2 fallback TUs (2 jobs): {time.monotonic() - started:.1f}s")
+                                      for part in ("", "_kernel", "_kernel_ordered")]
+    for variant in ("bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"):
+        check_kernel_tus(build_dir, variant, "bwd")
+    print(f"sm90 backward hdim 64, 2 Hopper launch + 4 kernel TUs (2 jobs): {time.monotonic() - started:.1f}s")

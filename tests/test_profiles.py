@@ -48,13 +48,12 @@ def test_the_builtin_profile_names_each_tu_as_its_variant():
     selection = builder.parse_request(hdim="64,128", dtype="fp16,bf16", arch="sm80,sm90")[0]
     tus = units.units(selection, builtin)
     assert [u.name for u in tus if not u.part] == [v.name for v in selection.variants]
-    assert [u.name for u in tus if u.part == "fallback"] == [f"{v.name}_fallback" for v in selection.variants
-                                                            if v.fallback_tu]
     assert [u.name for u in tus if u.part == "kernel"] == [f"{v.name}_kernel" for v in selection.variants
                                                           if v.kernel_tu]
     assert [u.name for u in tus if u.part == "kernel_ordered"] == [f"{v.name}_kernel_ordered" for v in selection.variants
                                                                   if v.kernel_tu and v.direction == "bwd"]
-    assert {v.name for v in selection.variants if v.kernel_tu} == {v.name for v in selection.variants if v.fallback_tu}
+    assert {v.name for v in selection.variants if v.kernel_tu} == {v.name for v in selection.variants
+                                                                   if v.family.name == "hopper" and not v.ampere_path_alone}
     assert all(u.archs == (u.variant.arch,) for u in tus)
     profiles.check_tree(builtin, REPO)
 

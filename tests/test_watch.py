@@ -74,32 +74,30 @@ BUILT = [V(n) for n in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90", "
     ({"missing_stubs"}, BUILT),      # an object of no variant: test everything
     ({"link"}, []),                  # relinked, no kernel recompiled
     (set(), []),
-    # an Ampere-path header: only the fallback TUs of sm90's Hopper variants recompiled
-    ({"fwd_hdim64_fp16_causal_sm90_fallback", "bwd_hdim64_fp16_sm90_fallback", "link"}, [BUILT[1], BUILT[2]]),
-    ({"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback", "link"}, BUILT[:1]),  # both halves: tested once
-    ({"fwd_hdim64_fp16_sm90_kernel", "fwd_hdim64_fp16_sm90", "link"}, BUILT[:1]),  # a kernel TU: its variant
+    # a Hopper kernel header: only the kernel TUs recompiled
+    ({"fwd_hdim64_fp16_causal_sm90_kernel", "bwd_hdim64_fp16_sm90_kernel_ordered", "link"}, [BUILT[1], BUILT[2]]),
+    ({"fwd_hdim64_fp16_sm90_kernel", "fwd_hdim64_fp16_sm90", "link"}, BUILT[:1]),  # both: tested once
 ])
 def test_the_variants_to_test_are_those_whose_objects_were_rebuilt(rebuilt, expected):
     assert watch.rebuilt_variants(rebuilt, BUILT) == expected
     assert watch.rebuilt_variants(rebuilt, BUILT, test_all=True) == BUILT
 
 
-def test_a_fallback_object_is_named_after_its_variant(tmp_path):
-    """build_objects' and ninja_output's target names are TU names; the fallback TU's maps to its variant."""
+def test_a_kernel_tus_object_is_named_after_its_variant(tmp_path):
+    """build_objects' and ninja_output's target names are TU names; a kernel TU's maps to its variant."""
     from flashbuild.build.ninja_output import NinjaOutput
     from flashbuild.sources.units import variant_name
 
     (tmp_path / "obj").mkdir()
-    for name in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback", "flash_api"):
+    for name in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel", "flash_api"):
         (tmp_path / "obj" / f"{name}.o").write_bytes(b"")
     objects = watch.build_objects(tmp_path)
-    assert set(objects) == {"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_fallback", "binding"}
-    assert NinjaOutput.target_name("obj/fwd_hdim64_fp16_sm90_fallback.o") == "fwd_hdim64_fp16_sm90_fallback"
-    assert variant_name("fwd_hdim64_fp16_sm90_fallback") == "fwd_hdim64_fp16_sm90"
+    assert set(objects) == {"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel", "binding"}
+    assert NinjaOutput.target_name("obj/fwd_hdim64_fp16_sm90_kernel.o") == "fwd_hdim64_fp16_sm90_kernel"
     assert variant_name("fwd_hdim64_fp16_sm90_kernel") == "fwd_hdim64_fp16_sm90"
     assert variant_name("bwd_hdim64_fp16_sm90_kernel_ordered") == "bwd_hdim64_fp16_sm90"
     assert variant_name("fwd_hdim64_fp16_sm90_local_softcap") == "fwd_hdim64_fp16_sm90_local_softcap"
-    assert watch.rebuilt_variants({"fwd_hdim64_fp16_sm90_fallback"}, BUILT) == BUILT[:1]
+    assert watch.rebuilt_variants({"fwd_hdim64_fp16_sm90_kernel"}, BUILT) == BUILT[:1]
 
 
 # ---------------------------------------------------------------- the warm loop, faked

@@ -12,19 +12,17 @@ from ..sources.units import Unit
 # than the machine's noise. Only ratios matter; the seconds are printed as estimates.
 ESTIMATE_SECONDS = {"fwd": 39.4, "splitkv": 40.7, "bwd": 54.5}
 FEATURE_FACTOR = 1.03
-# A split sm90 variant's two TUs (Unit.kind '<direction>/family', '<direction>/fallback'), each as a share
-# of the one TU that held both: benchmarks/edit_loop/README.md, fwd_hdim64_fp16_causal_sm90 and
-# bwd_hdim64_fp16_sm90 on the 2-core machine (nvcc --time totals, mean of 2 runs).
-SPLIT_SHARE = {"fwd/family": 0.54, "fwd/fallback": 0.65, "bwd/family": 0.38, "bwd/fallback": 0.78}
-# A forward variant whose Hopper kernel compiles device-only: the family TU's share split as its two
-# replacements measured against it (2-core machine, fwd_hdim64_fp16_sm90, one compile at a time, mean of 3
-# rounds: the one TU 16.14 s, the kernel TU (-fatbin) 8.71 s, the launch TU 7.56 s;
-# benchmarks/edit_loop/results/2core-device-only.txt).
-SPLIT_SHARE |= {"fwd/kernel": 0.54 * 8.71 / 16.14, "fwd/launch": 0.54 * 7.56 / 16.14}
-# The Hopper backward's family TU split the same way (2-core machine, bwd_hdim64_fp16_sm90, one build of 2 jobs:
-# the launch TU with its small kernels 12.6 s, each main kernel's TU 10.0 s, against ~22 s for the one TU).
-SPLIT_SHARE |= {"bwd/launch": 0.38 * 12.6 / 22.0, "bwd/kernel": 0.38 * 10.0 / 22.0,
-                "bwd/kernel_ordered": 0.38 * 10.0 / 22.0}
+# An sm90 Hopper variant's TUs (Unit.kind '<direction>/launch', '<direction>/<kernel part>'), each as a share of
+# the one TU that held the variant's Hopper kernel with its launch, itself measured as a share of the TU that
+# held the Ampere-path kernel too (fwd 0.54, bwd 0.38: benchmarks/edit_loop/README.md, fwd_hdim64_fp16_causal_sm90
+# and bwd_hdim64_fp16_sm90 on the 2-core machine, nvcc --time totals, mean of 2 runs). The forward's split:
+# fwd_hdim64_fp16_sm90, one compile at a time, mean of 3 rounds: the one TU 16.14 s, the kernel TU (-fatbin)
+# 8.71 s, the launch TU 7.56 s (benchmarks/edit_loop/results/2core-device-only.txt). The backward's: one build of
+# 2 jobs, the launch TU with its small kernels 12.6 s, each main kernel's TU 10.0 s, against ~22 s for the one TU.
+HOPPER_SHARE = {"fwd": 0.54, "bwd": 0.38}
+SPLIT_SHARE = {"fwd/kernel": HOPPER_SHARE["fwd"] * 8.71 / 16.14, "fwd/launch": HOPPER_SHARE["fwd"] * 7.56 / 16.14,
+               "bwd/launch": HOPPER_SHARE["bwd"] * 12.6 / 22.0, "bwd/kernel": HOPPER_SHARE["bwd"] * 10.0 / 22.0,
+               "bwd/kernel_ordered": HOPPER_SHARE["bwd"] * 10.0 / 22.0}
 
 
 def estimate(unit: Unit) -> float:

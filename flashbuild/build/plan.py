@@ -322,10 +322,6 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     if profile.builtin:
         lines.append("variants (family):")
         for u in units:
-            if u.part == units_module.FALLBACK_PART:
-                lines.append(f"  {u.name:<{width}}  ampere; the Ampere-path fallback of {u.variant.name} alone "
-                             f"({u.variant.fallback_header})")
-                continue
             if units_module.is_kernel_part(u.part):
                 which = "deterministic (ordered) kernel" if u.part.endswith("_ordered") else "kernel"
                 lines.append(f"  {u.name:<{width}}  {u.variant.family.name}; the {which} of {u.variant.name} alone, "

@@ -106,9 +106,9 @@ def watch(root: Path, command: list[str], *, interval: float = 1.0, log: Callabl
 def rebuilt_variants(rebuilt: Iterable[str], built: list[Variant], *, test_all: bool = False) -> list[Variant]:
     """The variants to test after a build that ran the `rebuilt` targets (ninja_output's names: a
     TU's name for its object, "binding", "link"): those one of whose kernel objects was recompiled
-    (a variant's own, or its fallback TU's: units.variant_name);
+    (a variant's own, or one of its kernel TUs': units.variant_name);
     all of them when the binding (it calls every kernel) or an object of no variant was, or test_all."""
-    rebuilt = {variant_name(target) for target in rebuilt}  # a fallback TU's object: its variant's
+    rebuilt = {variant_name(target) for target in rebuilt}  # a kernel TU's object: its variant's
     names = {v.name for v in built}
     if test_all or any(target not in names and target != "link" for target in rebuilt):
         return list(built)

@@ -66,19 +66,15 @@ class KernelTu:
 
 @dataclass(frozen=True)
 class Family:
-    """A kernel family: one implementation strategy, with a launch header per direction. Where the
-    launch header only declares its Ampere-path fallback (run_fwd_ampere_path / run_bwd_ampere_path),
-    `fallback_headers` names the header that defines it: a variant that compiles the family's own
-    kernel instantiates the fallback in a TU of its own (Variant.fallback_tu); one that does not has
-    one TU, which includes the Ampere family's launch header. `kernel_tus` names, per direction, the TUs
-    that compile the family's main kernels, each alone and device-only (Variant.kernel_tu): the variant's
-    own TU keeps the dispatch and the launch, which reaches them through their fatbins, and they all
-    build side by side."""
+    """A kernel family: one implementation strategy, with a launch header per direction. `kernel_tus`
+    names, per direction, the TUs that compile the family's main kernels, each alone and device-only
+    (Variant.kernel_tu): the variant's own TU keeps the dispatch and the launch, which reaches them
+    through their fatbins, and they all build side by side. A variant its family serves on the Ampere
+    path alone (Variant.ampere_path_alone) has one TU, which includes the Ampere family's launch header."""
 
     name: str
     summary: str
     launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
-    fallback_headers: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
     kernel_tus: dict[str, tuple[KernelTu, ...]] = field(default_factory=dict, hash=False)
 
 
@@ -89,7 +85,6 @@ FAMILIES = {
     "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
-                     {"fwd": "hopper/fwd_fallback.h", "bwd": "hopper/bwd_fallback.h"},
                      # The backward's main kernel and its deterministic (ordered) instantiation; its small
                      # kernels (dsum = rowsum(dO * O), the dQ conversion) stay in the launch TU.
                      {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h"),),
@@ -98,26 +93,23 @@ FAMILIES = {
 }
 
 # Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's
-# split-KV still compiles the Ampere path for sm_90a, and each Hopper variant also has the Ampere-path
-# kernel for the calls its own kernel does not take, in a TU of its own (<variant>_fallback); FAMILY_NOTES
-# says so in the plan.
+# split-KV still compiles the Ampere path for sm_90a. A Hopper variant compiles no Ampere-path kernel:
+# the binding copies tensors TMA cannot address into aligned ones and answers calls without queries or
+# keys itself (kernels/binding/flash_api.cpp). FAMILY_NOTES says who serves what in the plan.
 FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
 } | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
-    ("bwd", "sm90"): "tensors TMA cannot address run on the Ampere-path backward, compiled in the variant's "
-                     "fallback TU (<variant>_fallback); local windows and softcap in the feature TUs, on the "
-                     "Ampere path alone; packed (varlen) and deterministic calls run on the Hopper kernel",
+    ("bwd", "sm90"): "local windows and softcap in the feature TUs, on the Ampere path alone; packed (varlen) "
+                     "and deterministic calls run on the Hopper kernel",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (cache calls of 128 "
                          "queries or more with nothing to append or rotate, contiguous or paged at head dims 32-128, "
                          "run on the forward variant's Hopper kernel when the build holds it)",
-    ("fwd", "sm90"): "tensors TMA cannot address (pointers or strides not 16-byte multiples) and calls with no "
-                     "keys run on the Ampere-path kernel, compiled in the variant's fallback TU (<variant>_fallback); "
-                     "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on the "
-                     "Hopper kernel; one-row GQA/MQA calls of more than one wave take one block per K/V head",
+    ("fwd", "sm90"): "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on "
+                     "the Hopper kernel; one-row GQA/MQA calls of more than one wave take one block per K/V head",
 }
-# Head dims a family's TU holds but hands to the Ampere path inside it (hopper/fwd_launch.h,
-# hopper/bwd_launch.h): no fallback TU; the one TU includes the Ampere family's launch header alone.
+# Head dims a family serves on the Ampere path alone (no tile of its own): the variant's one TU includes the
+# Ampere family's launch header.
 HEAD_DIM_NOTES = {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
                            f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
@@ -227,17 +219,10 @@ class Variant:
         return family_note(self.direction, self.arch, self.hdim, self.features)
 
     @property
-    def fallback_header(self) -> str | None:
-        """The header defining the Ampere-path fallback the family's launch header only declares, or None."""
-        return self.family.fallback_headers.get(self.direction)
-
-    @property
-    def fallback_tu(self) -> bool:
-        """Whether the Ampere-path fallback compiles in a TU of its own (<name>_fallback.cu): the family's
-        launch header only declares it and this variant's TU compiles the family's own kernel. (A variant
-        on the Ampere path alone has one TU, which includes the Ampere family's launch header.)"""
-        return self.fallback_header is not None and not ampere_path_alone(self.direction, self.arch, self.hdim,
-                                                                          self.features)
+    def ampere_path_alone(self) -> bool:
+        """Whether this variant's family serves it on the Ampere path alone (HEAD_DIM_NOTES, FEATURE_NOTES):
+        its one TU includes the Ampere family's launch header, and its family's kernels are not compiled."""
+        return ampere_path_alone(self.direction, self.arch, self.hdim, self.features)
 
     @property
     def kernel_tus(self) -> tuple[KernelTu, ...]:
@@ -245,7 +230,7 @@ class Variant:
         (<name>_kernel.cu, ...; nvcc -fatbin), which the variant's TU launches from the fatbins their
         objects embed (kernels/common/kernel_library.h): nvcc's host side (cudafe++, the host compiler)
         and the device sides of the kernels then run in jobs side by side, not one after the other."""
-        return self.family.kernel_tus.get(self.direction, ()) if self.fallback_tu else ()
+        return () if self.ampere_path_alone else self.family.kernel_tus.get(self.direction, ())
 
     @property
     def kernel_tu(self) -> bool:
@@ -257,7 +242,7 @@ class Variant:
         backward orders its dQ adds itself (hopper/bwd_epilogue.h), so a deterministic call that needs no
         feature runs there. The Ampere path compiles the mode into the feature kernel alone; its
         deterministic calls run the feature variant (the binding's use_deterministic_kernel)."""
-        return self.direction == "bwd" and not self.features and self.fallback_tu
+        return self.direction == "bwd" and not self.features and self.kernel_tu
 
     @classmethod
     def from_name(cls, name: str) -> "Variant":

@@ -11,12 +11,6 @@ from dataclasses import dataclass
 from ..selection.variants import FAMILIES, Selection, Variant, feature_suffix
 from .profile import CUTLASS_TYPES, Profile
 
-# A variant whose family's launch header only declares the Ampere-path fallback (Variant.fallback_tu)
-# has a second TU, named after it with this suffix, that instantiates the fallback alone: an edit to
-# one family's kernel headers recompiles only that family's half, and the two halves compile side by side.
-FALLBACK_PART = "fallback"
-FALLBACK_SUFFIX = "_" + FALLBACK_PART
-FALLBACK_TEMPLATES = {"fwd": "fwd_fallback.cu.j2", "bwd": "bwd_fallback.cu.j2"}
 # A variant whose family's kernels compile device-only (Variant.kernel_tus) has a TU per kernel, named after
 # it with the KernelTu's part ("kernel", "kernel_ordered"): that kernel alone (nvcc -fatbin), its fatbin
 # embedded in its object (build/graph.py); the variant's own TU launches the kernels from those fatbins.
@@ -44,35 +38,31 @@ class Unit:
     variant: Variant | None = None  # the built-in profile's variant (its family, its template arguments)
     source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
     hdim_v: int | None = None       # a V head dim other than hdim (profile key axes.hdim_v)
-    part: str = ""                  # "" (the variant's TU), FALLBACK_PART or a KernelTu's part
+    part: str = ""                  # "" (the variant's TU) or a KernelTu's part
 
     @property
     def kind(self) -> str:
-        """What the TU compiles, for cost estimates: the direction; a split variant's TUs are
-        '<direction>/family' (its family's kernel, with its launch), '<direction>/fallback', and where the
-        kernels compile device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered')
-        and '<direction>/launch' (the variant's own TU: the launch, and the backward's small kernels)."""
+        """What the TU compiles, for cost estimates: the direction; where a variant's kernels compile
+        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered') and
+        '<direction>/launch' (the variant's own TU: the launch, and the backward's small kernels)."""
         if self.part:
             return f"{self.direction}/{self.part}"
         if self.variant is not None and self.variant.kernel_tu:
             return f"{self.direction}/launch"
-        return f"{self.direction}/family" if self.variant is not None and self.variant.fallback_tu else self.direction
+        return self.direction
 
     @property
     def headers(self) -> tuple[str, ...]:
-        """The built-in profile's header the TU includes: the fallback header for a fallback TU, the kernel's
-        header for a kernel TU; the Ampere
+        """The built-in profile's header the TU includes: the kernel's header for a kernel TU; the Ampere
         family's launch header for a variant its family serves on the Ampere path alone (a head dim with no
         tile of its own, a feature TU: its family's headers would only be parsed, and an edit to them would
         recompile it for nothing); else its family's launch header."""
         v = self.variant
         if v is None:
             return ()
-        if self.part == FALLBACK_PART:
-            return (v.fallback_header,)
         if is_kernel_part(self.part):
             return (next(k.header for k in v.kernel_tus if k.part == self.part),)
-        if v.fallback_header and not v.fallback_tu:
+        if v.ampere_path_alone:
             return (FAMILIES["ampere"].launch_headers[v.direction],)
         return (v.family.launch_headers[v.direction],)
 
@@ -88,8 +78,6 @@ class Unit:
         return CUTLASS_TYPES[self.dtype]
 
     def describe(self) -> str:
-        if self.variant is not None and self.part == FALLBACK_PART:
-            return f"{self.variant.describe()}: its Ampere-path fallback alone"
         if self.variant is not None and is_kernel_part(self.part):
             which = "deterministic (ordered) kernel" if self.part.endswith("_ordered") else "kernel"
             return f"{self.variant.describe()}: its {self.variant.family.name} {which} alone, device-only"
@@ -104,9 +92,9 @@ class Unit:
 
 
 def variant_name(tu_name: str) -> str:
-    """The variant a TU (or its object's stem) belongs to: a fallback or kernel TU's variant is its name
-    less its part's suffix; any other TU's name is its variant's."""
-    parts = {FALLBACK_PART} | {k.part for family in FAMILIES.values() for tus in family.kernel_tus.values() for k in tus}
+    """The variant a TU (or its object's stem) belongs to: a kernel TU's variant is its name less its part's
+    suffix; any other TU's name is its variant's."""
+    parts = {k.part for family in FAMILIES.values() for tus in family.kernel_tus.values() for k in tus}
     for part in sorted(parts, key=len, reverse=True):
         if tu_name.endswith("_" + part):
             return tu_name[:-len(part) - 1]
@@ -131,9 +119,6 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
             for k in v.kernel_tus:
                 out.append(Unit(f"{name}_{k.part}", k.template, v.direction, v.hdim, v.dtype, v.causal, (v.arch,),
                                 v.features, v, part=k.part))
-            if v.fallback_tu:
-                out.append(Unit(name + FALLBACK_SUFFIX, FALLBACK_TEMPLATES[v.direction], v.direction, v.hdim,
-                                v.dtype, v.causal, (v.arch,), v.features, v, part=FALLBACK_PART))
         return tuple(out)
     if profile.feature_tus:
         return _combination_units(selection, profile)

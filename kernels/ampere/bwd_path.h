@@ -1,7 +1,7 @@
 // The Ampere-path backward's three launches (the dsum kernel, the main kernel, the dQ conversion)
-// for one tile choice: ampere/bwd_launch.h's run_bwd calls it, and so does hopper/bwd_launch.h for
-// the calls its Hopper kernel does not take. Both headers define flashbuild::run_bwd, so neither
-// can include the other; this is the part they share.
+// for one tile choice: ampere/bwd_launch.h's run_bwd calls it. A header of its own, without a
+// flashbuild::run_bwd, so that a TU that defines the Hopper run_bwd can launch the Ampere path beside it
+// (the tuning harness benchmarks/hopper_bwd/hopper_bwd.py compares the two families in one extension).
 #pragma once
 
 #include "ampere/bwd_kernel.h"

@@ -424,6 +424,16 @@ at::Tensor gqa_sum(const at::Tensor& dkv_expanded, int nheads_k) {
 
 at::Tensor unpad(const at::Tensor& t, const Call& c) { return c.hdim == c.user_hdim ? t : t.narrow(-1, 0, c.user_hdim); }
 
+// A forward call with no keys: every query row sees none, so its output is 0 and its LSE +inf (what the
+// kernels write for such a row), with no kernel launched. The Hopper forward takes no such call
+// (hopper/fwd_launch.h): without this, every sm90 build compiled an Ampere-path fallback for it.
+bool answer_without_keys(bool no_keys, at::Tensor& out, at::Tensor& lse) {
+  if (!no_keys) return false;
+  out.zero_();
+  lse.fill_(std::numeric_limits<float>::infinity());
+  return true;
+}
+
 // One query row per head (decoding through flash_attn_func) with GQA or MQA on sm90, when the call's
 // (batch, head) blocks outnumber the SMs: the query heads that share a K/V head become the rows of one
 // block. q (batch, 1, nheads, d) is viewed as (batch, group, nheads_k, d), out and lse likewise (no
@@ -474,6 +484,7 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, 
   const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
   at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
   at::Tensor lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
+  if (answer_without_keys(k.size(1) == 0, out, lse)) return {unpad(out, c), lse};
   const FwdParams p = fwd_params(c, q, k, v, out, lse, batch, seqlen_q, k.size(1));
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -498,6 +509,8 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   at::Tensor out = at::empty({q.size(0), q.size(1), c.hdim}, q.options());
   at::Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
+  // No queries (out is empty) or no keys in any sequence (check_offsets: max_seqlen_k bounds them all).
+  if (answer_without_keys(q.size(0) == 0 || k.size(0) == 0 || max_seqlen_k == 0, out, lse)) return {unpad(out, c), lse};
   FwdParams p = fwd_params(c, q, k, v, out, lse, cu_seqlens_q.size(0) - 1, max_seqlen_q, max_seqlen_k);
   p.cu_seqlens_q = cu_seqlens_q.data_ptr<int>();
   p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
@@ -762,7 +775,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // rotate, no batch index or left padding, a page table only at head dims 32-128 (fwd_kernel_pages),
   // and num_splits left to the binding (0). The build must hold the forward variant; without it the
   // split-KV kernel serves the call as before.
-  if (c.arch >= 90 && seqlen_q >= kPrefillRowsOnFwdKernel && num_splits == 0 && !a.k && !g.rotary_dim &&
+  if (c.arch >= 90 && seqlen_q >= kPrefillRowsOnFwdKernel && g.capacity > 0 && num_splits == 0 && !a.k && !g.rotary_dim &&
       (!g.paged || fwd_kernel_pages(c.hdim)) && !a.cache_batch_idx && !a.cache_leftpad && !pack) {
     std::optional<Call> fwd;
     try {
@@ -836,15 +849,24 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   at::Tensor dsum = at::empty_like(lse_c);  // rowsum(dO * O), laid out like the LSE
   auto expanded = k.sizes().vec();
   expanded[expanded.size() - 2] = nheads;
+  at::Tensor dq = at::empty(q.sizes(), q.options());
+  at::Tensor dk = at::empty(expanded, q.options());
+  at::Tensor dv = at::empty(expanded, q.options());
+  // No queries or no keys (for packed calls: in any sequence, check_offsets bounding them by the maxima):
+  // nothing flows between them, so every gradient is 0, with no kernel launched. The Hopper backward takes
+  // no such call (hopper/bwd_launch.h): without this, every sm90 build compiled an Ampere-path fallback for it.
+  const bool empty = varlen ? q.size(0) == 0 || k.size(0) == 0 || max_seqlen_q == 0 || max_seqlen_k == 0
+                            : q.size(1) == 0 || k.size(1) == 0;
+  if (empty) {
+    dq.zero_(), dk.zero_(), dv.zero_();
+    return {unpad(dq, c), unpad(gqa_sum(dk, nheads_k), c), unpad(gqa_sum(dv, nheads_k), c)};
+  }
   // dq_accum: each (batch, head) sequence's rows back to back with kDqAccumRowPad rows of slack, so
   // that the kernel's last query block is whole (params.h).
   const int64_t pad = flashbuild::kDqAccumRowPad;
   const at::Tensor dq_accum =
       varlen ? at::zeros({nheads, q.size(0) + pad * (cu_seqlens_q->size(0) - 1), c.hdim}, q.options().dtype(at::kFloat))
              : at::zeros({q.size(0), nheads, (q.size(1) + pad - 1) / pad * pad, c.hdim}, q.options().dtype(at::kFloat));
-  at::Tensor dq = at::empty(q.sizes(), q.options());
-  at::Tensor dk = at::empty(expanded, q.options());
-  at::Tensor dv = at::empty(expanded, q.options());
 
   BwdParams p{};
   p.q = q.data_ptr(), p.k = k.data_ptr(), p.v = v.data_ptr(), p.dout = dout.data_ptr(), p.o = out.data_ptr();
@@ -878,11 +900,9 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   set_features(p, c);
   // Deterministic mode: one zeroed int32 counter per (batch, head, query block), sized by the longest
   // sequence for varlen (params.h, BwdParams::dq_semaphore); kept alive to the end of this call, as
-  // dq_accum is (the stream orders the kernels before any reuse of the memory). A call with no queries
-  // or no keys adds nothing to dQ: it needs no order, and no counters (the Hopper kernel takes no such
-  // call, and its fallback has no deterministic mode).
+  // dq_accum is (the stream orders the kernels before any reuse of the memory).
   at::Tensor dq_semaphore;
-  if (deterministic && p.seqlen_q > 0 && p.seqlen_k > 0) {
+  if (deterministic) {
     dq_semaphore = at::zeros({p.batch, nheads, dq_semaphore_blocks(p.seqlen_q)}, q.options().dtype(at::kInt));
     p.dq_semaphore = dq_semaphore.data_ptr<int>();
   }

@@ -1,21 +1,17 @@
-// run_bwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
-// The Hopper backward (hopper/bwd_kernel.h) takes dense calls of head dims 64 to 256 whose
-// tensors TMA can address, in a plain TU (kFeatures = 0: no local window or softcap; the binding
-// sends every call with one in effect to the feature TU, which holds the Ampere path alone).
-// Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q /
-// total_k, and each sequence is an offset in them (SeqRange, as for the forward).
-// Deterministic calls (BwdParams::dq_semaphore set) too, on the kernel's ordered instantiation: its CTAs
-// add each query block's dQ in turn (bwd_epilogue.h); the binding sends a deterministic call with no
-// feature in effect here (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
-// Everything else runs on the Ampere-path backward compiled for sm_90a, exactly as
-// ampere/bwd_launch.h launches it:
-//   - head dim 32; every call of a feature TU (a local window or softcap in effect, or a
-//     deterministic call of a variant without this kernel);
-//   - pointers or strides that are not multiples of 16 bytes, empty Q or K.
-// The Ampere path's plain kernel has no deterministic mode, so a deterministic call this kernel
-// declines is an error; the binding aligns every tensor and sets no counters for an empty call, so only
-// a direct C++ caller with misaligned tensors meets it (run_bwd's tiles never take the row-major dQ order,
-// whose packed calls bwd_can_run also declines).
+// run_bwd for sm90 TUs: runtime flags -> template arguments for the Hopper backward.
+// The Hopper backward (hopper/bwd_kernel.h) takes every call of head dims 64 to 256 the binding makes to
+// a plain TU (kFeatures = 0: no local window or softcap; the binding sends every call with one in effect
+// to the feature TU, which holds the Ampere path alone: hopper/bwd_launch.h is not its header).
+// Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q / total_k, and
+// each sequence is an offset in them (SeqRange, as for the forward). Deterministic calls
+// (BwdParams::dq_semaphore set) too, on the kernel's ordered instantiation: its CTAs add each query
+// block's dQ in turn (bwd_epilogue.h); the binding sends a deterministic call with no feature in effect
+// here (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
+// What the kernel cannot take is an error, not another kernel: tensors whose pointers or strides are not
+// multiples of 16 bytes (TMA's rule, and its 16-byte vector paths'; the binding copies such tensors into
+// aligned ones) and calls with no queries or no keys (the binding answers those itself: zero gradients).
+// So only a direct C++ caller meets it, and no sm90 TU compiles the Ampere-path backward beside this one
+// (head dim 32 and the feature TUs include ampere/bwd_launch.h alone).
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
@@ -23,13 +19,6 @@
 // a variant's TU specializes it to the fatbins of its kernel TUs (<variant>_kernel.cu,
 // <variant>_kernel_ordered.cu), which compile those kernels device-only, beside it; the small kernels
 // (dsum, the dQ conversion) stay in the variant's TU, which includes none of the main kernel's code.
-// That Ampere-path backward, run_bwd_ampere_path, is only declared here and defined in
-// hopper/bwd_fallback.h: this header includes ampere/bwd_dsum.h (the dsum kernel the Hopper path
-// launches too) but neither ampere/bwd_kernel.h nor the Ampere backward's traits, so a TU that
-// includes it compiles no Ampere-path backward and an edit to the Ampere tiles does not recompile
-// it. Each plain variant of head dim 64 to 256 gets a TU, <variant>_fallback.cu, that
-// instantiates run_bwd_ampere_path; a variant with no Hopper backward (head dim 32, feature TUs) is
-// not compiled from this header: its one TU includes ampere/bwd_launch.h alone.
 #pragma once
 
 #include "ampere/bwd_dsum.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
@@ -109,31 +98,21 @@ void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
 
 }  // namespace hopper
 
-// The Ampere-path backward, as ampere/bwd_launch.h launches it: defined in hopper/bwd_fallback.h and
-// instantiated in the variant's fallback TU.
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void run_bwd_ampere_path(const BwdParams& params, cudaStream_t stream);
-
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
+  static_assert(kArch >= 90 && kFeatures == 0 && hopper::bwd_serves_head_dim(kHeadDim),
+                "an sm90 backward TU with a Hopper kernel (the others include ampere/bwd_launch.h)");
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.batch == 0 || params.nheads == 0) { return; }
-  // The Hopper kernel takes no local window or softcap: a feature instantiation (the binding sends
-  // it only calls with one in effect) is all Ampere path.
-  if constexpr (kArch >= 90 && kFeatures == 0 && hopper::bwd_serves_head_dim(kHeadDim)) {
-    using Element = typename hopper::ElementOf<kDType>::type;
-    if (hopper::bwd_can_run(params, kHeadDim, sizeof(Element))) {
-      hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal>(params, stream);
-      return;
-    }
-    if (params.dq_semaphore) {
-      throw std::runtime_error("flashbuild: deterministic=True: the Hopper backward cannot take this call (a tensor "
-                               "whose pointer or strides are not multiples of 16 bytes), and the Ampere path holds the "
-                               "mode only in its feature kernel; pass contiguous tensors (.contiguous()), or call with "
-                               "deterministic=False");
-    }
+  using Element = typename hopper::ElementOf<kDType>::type;
+  if (!hopper::bwd_can_run(params, kHeadDim, sizeof(Element))) {
+    throw std::runtime_error("flashbuild: the Hopper backward cannot take this call: it needs queries and keys "
+                             "(seqlen_q, seqlen_k > 0) and q, k, v, dout, dq, dk, dv, dq_accum whose pointers and strides "
+                             "are multiples of 16 bytes; the Python API copies misaligned tensors and answers calls "
+                             "without queries or keys itself, so call run_bwd the way it does "
+                             "(kernels/binding/flash_api.cpp)");
   }
-  run_bwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+  hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal>(params, stream);
 }
 
 }  // namespace flashbuild

@@ -1,26 +1,20 @@
-// run_fwd for sm90 TUs: runtime flags -> template arguments, and which family serves a call.
-// The Hopper kernel (hopper/fwd_kernel.h) takes dense calls of head dims 32, 64, 96, 128, 192, 256
-// whose tensors TMA can address, dense or packed (cu_seqlens: the TMA views are the whole packed
-// tensors, bounded by total_q / total_k, and each sequence is an offset in them: SeqRange in
-// tile_scheduler.h). A TMA box of keys may run past its sequence's last key: into rows the mask
-// cuts (seqused_k), or into the next packed sequence's first rows; the consumers zero those V rows
-// before P V reads them (mainloop.h, zero_v_rows), so whatever they hold (NaN, inf) stays out of
-// the result, as on the Ampere path, which reads zeros there. Everything else runs on the
-// Ampere-path kernel compiled for sm_90a, exactly as ampere/fwd_launch.h launches it, so results
-// are always right:
-//   - other head dims (none today: every kernel head dim has a tile, fwd_tile in traits.h);
-//   - tensors whose pointers or strides are not multiples of 16 bytes (TMA's rule), empty K.
-// A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 32-128) runs
-// here alone: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of
-// the key block.
-// That Ampere-path forward, run_fwd_ampere_path, is only declared here and defined in
-// hopper/fwd_fallback.h: this header does not include ampere/fwd_kernel.h, and an edit to either
-// family's kernel recompiles only its own TUs. Nor does it include the Hopper kernel
-// (hopper/fwd_kernel.h): a variant's TU is the launch alone, host code (the dispatch, the TMA
-// descriptors of fwd_params.h), and reaches the kernel through FwdKernelEntry. Each variant with a
-// Hopper kernel has two more TUs: <variant>_kernel.cu, the kernel compiled device-only, and
-// <variant>_fallback.cu, which instantiates run_fwd_ampere_path; a variant with none (no such head
-// dim today) would not be compiled from this header: its one TU would include ampere/fwd_launch.h alone.
+// run_fwd for sm90 TUs: runtime flags -> template arguments for the Hopper forward.
+// The Hopper kernel (hopper/fwd_kernel.h) takes every call of head dims 32, 64, 96, 128, 192, 256 the
+// binding makes: dense or packed (cu_seqlens: the TMA views are the whole packed tensors, bounded by
+// total_q / total_k, and each sequence is an offset in them: SeqRange in tile_scheduler.h). A TMA box of
+// keys may run past its sequence's last key: into rows the mask cuts (seqused_k), or into the next packed
+// sequence's first rows; the consumers zero those V rows before P V reads them (mainloop.h,
+// zero_v_rows), so whatever they hold (NaN, inf) stays out of the result.
+// A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 32-128) runs here
+// too: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of the key block.
+// What the kernel cannot take is an error, not another kernel: tensors whose pointers or strides are not
+// multiples of 16 bytes (TMA's rule; the binding copies such tensors into aligned ones,
+// binding/flash_api.cpp: vector_aligned) and calls with no keys (the binding answers those itself: out 0,
+// LSE +inf). So only a direct C++ caller meets it, and no sm90 TU compiles the Ampere-path forward: that
+// fallback, a TU per variant, cost every build its compile (issue 17) for calls the binding never makes.
+// This header includes neither the Hopper kernel (hopper/fwd_kernel.h) nor any Ampere kernel: a variant's
+// TU is the launch alone, host code (the dispatch, the TMA descriptors of fwd_params.h), and reaches the
+// kernel through FwdKernelEntry, which <variant>_kernel.cu compiles device-only.
 #pragma once
 
 #include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
@@ -79,26 +73,25 @@ void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
 
 }  // namespace hopper
 
-// The Ampere-path forward, as ampere/fwd_launch.h launches it: defined in hopper/fwd_fallback.h and
-// instantiated in the variant's fallback TU.
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void run_fwd_ampere_path(const FwdParams& params, cudaStream_t stream);
-
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {
+  static_assert(kArch >= 90 && hopper::serves_head_dim(kHeadDim), "an sm90 forward TU of a head dim with a Hopper tile");
   ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
-  if constexpr (kArch >= 90 && hopper::serves_head_dim(kHeadDim)) {
-    using Element = typename hopper::ElementOf<kDType>::type;
-    // A paged cache (the binding's prefill chunks, head dims 32-128): a key box must not straddle two
-    // pages; the Ampere path, which does not page, refuses what this kernel cannot take.
-    const bool pages_fit = !params.block_table || params.page_size % hopper::fwd_tile(kHeadDim, kIsCausal).block_n == 0;
-    if (pages_fit && hopper::can_run(params, kHeadDim, sizeof(Element))) {
-      hopper::run_fwd_sm90<kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
-      return;
-    }
+  using Element = typename hopper::ElementOf<kDType>::type;
+  // A paged cache (the binding's prefill chunks, head dims 32-128): a key box must not straddle two pages.
+  if (params.block_table && params.page_size % hopper::fwd_tile(kHeadDim, kIsCausal).block_n != 0) {
+    throw std::runtime_error("flashbuild: the Hopper forward takes a paged KV cache whose page size is a multiple of " +
+                             std::to_string(hopper::fwd_tile(kHeadDim, kIsCausal).block_n) + " rows (got " +
+                             std::to_string(params.page_size) + "); flash_attn_with_kvcache checks this before");
   }
-  run_fwd_ampere_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
+  if (!hopper::can_run(params, kHeadDim, sizeof(Element))) {
+    throw std::runtime_error("flashbuild: the Hopper forward cannot take this call: it needs keys (seqlen_k > 0) and "
+                             "q, k, v, out whose pointers and strides are multiples of 16 bytes; the Python API copies "
+                             "misaligned tensors and answers calls without keys itself, so call run_fwd the way it does "
+                             "(kernels/binding/flash_api.cpp)");
+  }
+  hopper::run_fwd_sm90<kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace flashbuild
