@@ -105,22 +105,55 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
 """
 
 
-# A stand-in for kernels/ampere/splitkv_launch.h: the run_splitkv contract.
+# Stand-ins for kernels/ampere/splitkv_launch.h and fwd_kernel.h: the run_splitkv contract, whose two forward
+# kernels (one split, several) compile device-only in TUs of their own (<variant>_kernel.cu,
+# <variant>_kernel_split.cu, which include fwd_kernel.h): run_splitkv launches through ampere::FwdKernelEntry,
+# which each kernel TU instantiates and the variant's TU specializes to its fatbin
+# (templates/splitkv_kernel.cu.j2, splitkv_instantiate.cu.j2).
 FAKE_SPLITKV_LAUNCH_H = """\
 #pragma once
+#include "common/kernel_library.h"
 #include "common/params.h"
 
 namespace flashbuild {
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-__global__ void fake_splitkv_kernel(FwdParams params) {
-  if (threadIdx.x == 0) params.lse[0] = float(params.num_splits + kArch + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType) + 10 * kFeatures);
-}
+namespace ampere {
+enum class FwdMode { kFull, kDecode, kDecodeSplit };
+template <int kHeadDim, DType kDType> struct SplitkvTraits {
+  static constexpr int kValue = kHeadDim + int(kDType);
+};
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
+struct FwdKernelEntry {
+  static const KernelHandle& get();
+};
+}  // namespace ampere
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
-  fake_splitkv_kernel<kArch, kHeadDim, kDType, kIsCausal, kFeatures><<<1, 32, 0, stream>>>(params);
+  using Traits = ampere::SplitkvTraits<kHeadDim, kDType>;
+  using ampere::FwdMode;
+  const KernelHandle& kernel = params.num_splits > 1
+      ? ampere::FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecodeSplit, kFeatures>::get()
+      : ampere::FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecode, kFeatures>::get();
+  kernel.launch(dim3(1), dim3(32), 0, stream, params);
 }
 }  // namespace flashbuild
+"""
+FAKE_SPLITKV_KERNEL_H = """\
+#pragma once
+#include "ampere/splitkv_launch.h"
+
+namespace flashbuild::ampere {
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
+__global__ void fake_splitkv_kernel(FwdParams params) {
+  if (threadIdx.x == 0) params.lse[0] = float(params.num_splits + Traits::kValue + (kIsCausal ? 1 : 0) + 10 * kFeatures);
+}
+
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
+const KernelHandle& FwdKernelEntry<Traits, kIsCausal, kMode, kFeatures>::get() {
+  static const KernelHandle kernel = KernelHandle::of(&fake_splitkv_kernel<Traits, kIsCausal, kMode, kFeatures>);
+  return kernel;
+}
+}  // namespace flashbuild::ampere
 """
 
 
@@ -140,6 +173,7 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     (root / "kernels" / "ampere" / "bwd_launch.h").write_text(bwd_launch_header)
     (root / "kernels" / "hopper" / "bwd_launch.h").write_text(bwd_launch_header)  # sm90's backward: the same contract
     (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)
+    (root / "kernels" / "ampere" / "fwd_kernel.h").write_text(FAKE_SPLITKV_KERNEL_H)
     (root / "kernels" / FAKE_BWD_DETAIL).write_text(
         "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")
     return root

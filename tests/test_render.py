@@ -38,11 +38,13 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     kernels = [f"{v}_kernel" for v in variants if v.startswith("fwd")]
     kernels += [f"{v}_{part}" for v in variants if v.startswith("bwd") and "local" not in v
                 for part in ("kernel", "kernel_ordered")]
+    # and split-KV's two forward kernels (one split, several)
+    kernels += [f"{v}_{part}" for v in variants if v.startswith("splitkv") for part in ("kernel", "kernel_split")]
     assert tus == sorted(f"{name}.cu" for name in variants + kernels)
     assert not [name for name in tus if "fallback" in name]  # no Ampere-path kernel beside a Hopper one
     assert sorted(os.listdir(tmp_path)) == sorted(tus + ["flashbuild_dispatch.h", "flashbuild_table.h"])
     narrowed = select(hdim="64,128", dtype="fp16", arch="sm90", causal="both", features=[])
-    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 8
+    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 8 + 8
 
 
 @pytest.mark.parametrize("kwargs, name, args", [
@@ -254,3 +256,20 @@ def test_a_hopper_forward_kernel_tu_and_its_launch_meet_at_one_symbol(tmp_path):
     assert f'extern "C" const unsigned char {symbol}[];' in launch
     assert f"const flashbuild::KernelHandle& {entry}::get() {{" in re.sub(r"\s+", " ", launch).replace("< ", "< ")
     assert f'KernelHandle::from_fatbin({symbol}, "{name}_kernel")' in launch
+
+
+def test_a_hopper_backward_entry_carries_its_features_mask(tmp_path):
+    """The backward's kernel TUs instantiate BwdKernelEntry<Traits, causal, features_mask, ordered> and the
+    variant's TU specializes the same entry to their fatbins: a feature mask left out of either side would
+    name another kernel (or none)."""
+    selection, files = render_selection(tmp_path, hdim=96, dtype="bf16", arch="sm90", causal="on",
+                                        features=["local", "softcap"])
+    kernel_tus = [name[:-3] for name in files if name.startswith("bwd") and name.endswith(("_kernel.cu", "_kernel_ordered.cu"))]
+    assert kernel_tus
+    for unit in kernel_tus:
+        name, ordered = (unit[:-len("_kernel_ordered")], "true") if unit.endswith("_ordered") else (unit[:-len("_kernel")], "false")
+        (variant,) = [v for v in selection.variants if v.name == name]
+        entry = ("flashbuild::hopper::BwdKernelEntry< flashbuild::hopper::BwdVariantTraits<96, flashbuild::DType::kBf16, "
+                 f"true>, true, {variant.features_mask}, {ordered}>")
+        assert f"template struct {entry};" in re.sub(r"\s+", " ", files[f"{unit}.cu"]), unit
+        assert f"const flashbuild::KernelHandle& {entry}::get() {{" in re.sub(r"\s+", " ", files[f"{name}.cu"]), unit

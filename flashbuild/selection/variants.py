@@ -57,11 +57,13 @@ def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
 @dataclass(frozen=True)
 class KernelTu:
     """One TU of a variant that compiles one of its family's kernels alone, device-only (nvcc -fatbin):
-    <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's)."""
+    <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's). `what` names the
+    kernel in the plan ("the <what> of <variant> alone")."""
 
     part: str
     template: str
     header: str
+    what: str = "kernel"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,13 @@ class Family:
 FAMILIES = {
     "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
                      {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h",
-                      "splitkv": "ampere/splitkv_launch.h"}),
+                      "splitkv": "ampere/splitkv_launch.h"},
+                     # Split-KV's two forward kernels (one split; several, each over a slice of the keys); the
+                     # append and combine kernels stay in the launch TU.
+                     {"splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "ampere/fwd_kernel.h",
+                                           "single-split kernel"),
+                                  KernelTu("kernel_split", "splitkv_kernel.cu.j2", "ampere/fwd_kernel.h",
+                                           "multi-split kernel (a slice of the keys per split)"))}),
     "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
@@ -89,7 +97,8 @@ FAMILIES = {
                      # kernels (dsum = rowsum(dO * O), the dQ conversion) stay in the launch TU.
                      {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h"),),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"),
-                              KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"))}),
+                              KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h",
+                                       "deterministic (ordered) kernel"))}),
 }
 
 # Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's

@@ -8,11 +8,11 @@ import itertools
 import shlex
 from dataclasses import dataclass
 
-from ..selection.variants import FAMILIES, Selection, Variant, feature_suffix
+from ..selection.variants import FAMILIES, KernelTu, Selection, Variant, feature_suffix
 from .profile import CUTLASS_TYPES, Profile
 
 # A variant whose family's kernels compile device-only (Variant.kernel_tus) has a TU per kernel, named after
-# it with the KernelTu's part ("kernel", "kernel_ordered"): that kernel alone (nvcc -fatbin), its fatbin
+# it with the KernelTu's part ("kernel", "kernel_ordered", "kernel_split"): that kernel alone (nvcc -fatbin), its fatbin
 # embedded in its object (build/graph.py); the variant's own TU launches the kernels from those fatbins.
 KERNEL_PART = "kernel"
 KERNEL_SUFFIX = "_" + KERNEL_PART
@@ -61,10 +61,15 @@ class Unit:
         if v is None:
             return ()
         if is_kernel_part(self.part):
-            return (next(k.header for k in v.kernel_tus if k.part == self.part),)
+            return (self.kernel_tu.header,)
         if v.ampere_path_alone:
             return (FAMILIES["ampere"].launch_headers[v.direction],)
         return (v.family.launch_headers[v.direction],)
+
+    @property
+    def kernel_tu(self) -> KernelTu:
+        """A kernel TU's KernelTu (its variant's, of this part)."""
+        return next(k for k in self.variant.kernel_tus if k.part == self.part)
 
     @property
     def head_dim_v(self) -> int:
@@ -79,8 +84,7 @@ class Unit:
 
     def describe(self) -> str:
         if self.variant is not None and is_kernel_part(self.part):
-            which = "deterministic (ordered) kernel" if self.part.endswith("_ordered") else "kernel"
-            return f"{self.variant.describe()}: its {self.variant.family.name} {which} alone, device-only"
+            return f"{self.variant.describe()}: its {self.variant.family.name} {self.kernel_tu.what} alone, device-only"
         if self.variant is not None:
             return self.variant.describe()
         if self.source is not None:

@@ -5,20 +5,13 @@
 #pragma once
 
 #include "ampere/block_info.h"
+#include "ampere/fwd_entry.h"  // FwdMode, FwdKernelEntry
 #include "ampere/kv_cache.h"
 #include "ampere/softmax.h"
 #include "ampere/traits.h"
 #include "common/features.h"  // the softcap transform and the masks, shared with the Hopper family
 
 namespace flashbuild::ampere {
-
-// What one launch of the forward kernel reads and writes.
-enum class FwdMode {
-  kFull,         // flash_attn_func / varlen: contiguous K/V, O and the LSE written directly
-  kDecode,       // split-KV with one split: K/V from a KV cache (ampere/kv_cache.h), O written directly
-  kDecodeSplit,  // split-KV: the KV cache, key blocks of split blockIdx.z % num_splits only, an fp32
-                 // partial result for the combine kernel
-};
 
 // One query block of one (batch, head), or of one split of it (decoding): its sequence, and where
 // its rows start in Q, K, V and O. keys() says which key blocks it reads.
@@ -400,6 +393,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
     const Block block(params, m_block, blockIdx.y, batch, split);
     fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, 0, block, false, false, [] {});
   }
+}
+
+// A launch reaches the kernel by its own symbol when its TU compiles it (fwd_entry.h).
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
+const KernelHandle& FwdKernelEntry<Traits, kIsCausal, kMode, kFeatures>::get() {
+  static const KernelHandle kernel = KernelHandle::of(&fwd_kernel<Traits, kIsCausal, kMode, kFeatures>);
+  return kernel;
 }
 
 }  // namespace flashbuild::ampere

@@ -1,21 +1,24 @@
 // Runtime flags -> template arguments for split-KV decoding: the append kernel when the call adds
 // new keys (ampere/append_kv.h), the forward kernel over one slice of the keys per split, then the
 // combine kernel. With one split the forward kernel writes O directly.
+// The two forward kernels (one split: FwdMode::kDecode; several: kDecodeSplit) are this TU's costly part:
+// each compiles device-only in a TU of its own (<variant>_kernel.cu, <variant>_kernel_split.cu), beside
+// this one, and the launch reaches them through FwdKernelEntry (ampere/fwd_entry.h), which the variant's
+// TU specializes to their fatbins (templates/splitkv_instantiate.cu.j2). This header includes the kernel's
+// traits, not its code (ampere/fwd_kernel.h): an edit to the forward kernel recompiles the kernel TUs alone.
 #pragma once
 
 #include "ampere/append_kv.h"
-#include "ampere/fwd_kernel.h"
+#include "ampere/fwd_entry.h"
 #include "ampere/splitkv_combine.h"
-#include "common/splitkv_heuristic.h"
+#include "ampere/traits.h"  // SplitkvTraits
 
 namespace flashbuild {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
-  // Few query rows, many keys: a 64-row query block (4 warps) and long key blocks keep the loads
-  // of K and V wide; memory, not the tensor cores, sets the pace here.
-  using Traits = ampere::FwdTraits<kHeadDim, kSplitKVBlockM, splitkv_block_n(kHeadDim), 4, Element>;
+  using Traits = ampere::SplitkvTraits<kHeadDim, kDType>;
 
   ampere::check_head_dim("run_splitkv", kHeadDim, params.head_dim);
   if (params.num_splits < 1 || params.num_splits > kMaxSplits) {
@@ -29,11 +32,13 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
 
   check_grid_yz("run_splitkv", params.nheads, int64_t(params.batch) * params.num_splits, "batch row and split");
   const bool split = params.num_splits > 1;
-  auto kernel = split ? &ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kDecodeSplit, kFeatures>
-                      : &ampere::fwd_kernel<Traits, kIsCausal, ampere::FwdMode::kDecode, kFeatures>;
+  using ampere::FwdKernelEntry;
+  using ampere::FwdMode;
+  const KernelHandle& kernel = split ? FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecodeSplit, kFeatures>::get()
+                                     : FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecode, kFeatures>::get();
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads,
                   params.batch * params.num_splits);
-  ampere::launch(kernel, grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
+  kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
   if (split) {
     const int64_t rows = int64_t(params.batch) * params.nheads * params.seqlen_q;
     const int blocks = int((rows + ampere::kCombineRowsPerBlock - 1) / ampere::kCombineRowsPerBlock);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ampere/utils.h"
+#include "common/splitkv_heuristic.h"  // the split-KV tile
 
 namespace flashbuild::ampere {
 
@@ -98,5 +99,10 @@ struct FwdTraits {
   using GmemTiledCopyQKV = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Load;
   using GmemTiledCopyO = typename GmemRowCopies<Element, kNThreads, kSmemRowElems>::Store;
 };
+
+// The split-KV kernel's traits (ampere/splitkv_launch.h): few query rows, many keys; a 64-row query block
+// (4 warps) and long key blocks keep the loads of K and V wide: memory, not the tensor cores, sets the pace.
+template <int kHeadDim, DType kDType>
+using SplitkvTraits = FwdTraits<kHeadDim, kSplitKVBlockM, splitkv_block_n(kHeadDim), 4, typename ElementOf<kDType>::type>;
 
 }  // namespace flashbuild::ampere
