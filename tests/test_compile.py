@@ -198,7 +198,7 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
         sass = inspection.sass_text(build_dir / "obj" / f"{variant}_{part}.o")
         (kernel,) = re.findall(r"Function : (\S+)", sass)
         assert f"hopper10{direction}_kernel" in kernel and "HGMMA" in sass
-        assert kernel.endswith("ELb1EEEvNS0_9BwdKernelIT_XT0_EE6ParamsE") == (part == "kernel_ordered") or \
+        assert kernel.endswith("ELb1EEEvNS0_9BwdKernelIT_XT0_EXT1_EE6ParamsE") == (part == "kernel_ordered") or \
             direction == "fwd", kernel
         deps = ninja_deps(build_dir, f"obj/{variant}_{part}.o")
         assert f"hopper/{direction}_kernel.h" in deps and f"ampere/{direction}_kernel.h" not in deps, deps

@@ -107,7 +107,7 @@ void hopper_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{
   using Traits = flashbuild::hopper::BwdTraits<{v.hdim}, {v.sweep.block_m}, 128, {elem},
                                                flashbuild::hopper::DqOrder::k{v.sweep.dq_order},
                                                {'true' if v.sweep.defer_dq else 'false'}>;
-  flashbuild::hopper::launch_bwd<Traits, {'true' if v.causal else 'false'}>(p, s);
+  flashbuild::hopper::launch_bwd<Traits, {'true' if v.causal else 'false'}, {v.features}>(p, s);
 }}
 }}  // namespace fbdev
 """
@@ -121,7 +121,7 @@ template void flashbuild::run_bwd<{args}>(const flashbuild::BwdParams&, cudaStre
 namespace fbdev {{
 void routed_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{ flashbuild::run_bwd<{args}>(p, s); }}
 void hopper_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{
-  flashbuild::hopper::run_bwd_sm90<{v.hdim}, {v.cpp_dtype}, {causal}>(p, s);
+  flashbuild::hopper::run_bwd_sm90<{v.hdim}, {v.cpp_dtype}, {causal}, {v.features}>(p, s);
 }}
 void ampere_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{ flashbuild::ampere::run_bwd_path<{args}>(p, s); }}
 bool can_run_{v.name}(const flashbuild::BwdParams& p) {{  // run_bwd's choice: a feature TU has no Hopper kernel

@@ -4,9 +4,10 @@
 // and two consumer warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every
 // query block that sees their keys, hand each block's dQ on (bwd_epilogue.h, add_dq) and store dK,
 // dV at the end. Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query
-// blocks, and the grid's first CTAs take it (longest first). kOrdered: the deterministic mode's
+// blocks, and the grid's first CTAs take it (longest first). kFeatures: a local window and softcap
+// compiled in (bwd_mainloop.h; each stays off in a call that does not ask for it). kOrdered: the deterministic mode's
 // instantiation (launched when BwdParams::dq_semaphore is set): the CTAs of one query block add its dQ in
-// turn, and a causal grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
+// turn, and a causal or local grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
 // add_dq and dq_writer). An instantiation of its own, so the default kernel's code is the one without the
 // mode: a runtime branch on the pointer, even confined to the dQ writer warp, moved ptxas's schedule of
 // the consumers' loop and cost the default mode 2-5 % at hdim 64/128 non-causal (H200, in turns against
@@ -19,9 +20,9 @@
 
 namespace flashbuild::hopper {
 
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, int kFeatures>
 struct BwdKernel {
-  using Mainloop = BwdMainloop<Traits, kIsCausal>;
+  using Mainloop = BwdMainloop<Traits, kIsCausal, kFeatures>;
   using Epilogue = BwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
 
@@ -31,11 +32,11 @@ struct BwdKernel {
 // Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
 // and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
 // live in the kernel parameters (__grid_constant__).
-template <class Traits, bool kIsCausal, bool kOrdered>
+template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
-    bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal>::Params const params) {
+    bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal, kFeatures>::Params const params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Kernel = BwdKernel<Traits, kIsCausal>;
+  using Kernel = BwdKernel<Traits, kIsCausal, kFeatures>;
   using Mainloop = typename Kernel::Mainloop;
   using Epilogue = typename Kernel::Epilogue;
 
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if constexpr (Traits::kDqBulk) {
       if (warp_idx == 1) {
         const auto qs = Mainloop::queries(p, batch, n_block);
-        Epilogue::template dq_writer<kOrdered>(p, storage, qs.seq, Mainloop::blocks(qs.seq), n_block, head, batch,
+        Epilogue::template dq_writer<kOrdered>(p, storage, qs.seq, Mainloop::blocks(p, qs.seq), n_block, head, batch,
                                                qs.m_block_min, qs.m_block_max);
       }
     }
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     const auto qs = Mainloop::queries(p, batch, n_block);
     Mainloop::mma(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV,
                   [&, seq = qs.seq, m_block_min = qs.m_block_min](int m_block, auto const& tdQrdQ) {
-                    Epilogue::template add_dq<kOrdered>(p, storage, seq, Mainloop::blocks(seq), n_block, head,
+                    Epilogue::template add_dq<kOrdered>(p, storage, seq, Mainloop::blocks(p, seq), n_block, head,
                                                         batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
                   });
     Epilogue::store_dkv(p, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
@@ -96,9 +97,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 }
 
 // A launch reaches the main kernel by its own symbol when its TU compiles it (bwd_params.h).
-template <class Traits, bool kIsCausal, bool kOrdered>
-const KernelHandle& BwdKernelEntry<Traits, kIsCausal, kOrdered>::get() {
-  static const KernelHandle kernel = KernelHandle::of(&bwd_kernel<Traits, kIsCausal, kOrdered>);
+template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
+const KernelHandle& BwdKernelEntry<Traits, kIsCausal, kFeatures, kOrdered>::get() {
+  static const KernelHandle kernel = KernelHandle::of(&bwd_kernel<Traits, kIsCausal, kFeatures, kOrdered>);
   return kernel;
 }
 

@@ -67,7 +67,7 @@ inline BwdParams bwd_tma_strides(BwdParams p) {
 
 // The three kernels of one Hopper backward call with these traits (tuning sweeps call it directly, with
 // bwd_kernel.h included: BwdKernelEntry, bwd_params.h).
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, int kFeatures>
 void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   using Element = typename Traits::Element;
   check_grid_yz("the Hopper backward", params.nheads, params.batch);
@@ -76,8 +76,8 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   BwdKernelParams<Traits> kp{params, BwdLoads<Traits>::to_params(bwd_tma_strides(params))};
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
-  const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, true>::get()
-                                                   : BwdKernelEntry<Traits, kIsCausal, false>::get();
+  const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, kFeatures, true>::get()
+                                                   : BwdKernelEntry<Traits, kIsCausal, kFeatures, false>::get();
   kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 
   if constexpr (Traits::kDqFragmentOrder) {
@@ -91,9 +91,9 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
 }
 
-template <int kHeadDim, DType kDType, bool kIsCausal>
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
-  launch_bwd<BwdVariantTraits<kHeadDim, kDType, kIsCausal>, kIsCausal>(params, stream);
+  launch_bwd<BwdVariantTraits<kHeadDim, kDType, kIsCausal>, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace hopper
@@ -112,7 +112,7 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
                              "without queries or keys itself, so call run_bwd the way it does "
                              "(kernels/binding/flash_api.cpp)");
   }
-  hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal>(params, stream);
+  hopper::run_bwd_sm90<kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace flashbuild

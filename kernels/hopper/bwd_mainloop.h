@@ -13,9 +13,14 @@
 // producer clears those rows, which hold the next sequence's: clear_landed). A padded query row gets
 // LSE +inf, so P = 0 there, and dsum 0; its dS and its share of dK, dV are exactly 0. Key rows past
 // seqlen_k are masked to P = 0 and never stored.
+// Features (kFeatures, common/features.h): a local window narrows each key block's query blocks
+// (the mask's m_block_min / m_block_max) and masks both edges of the band element-wise; softcap turns
+// S^T into T = tanh(S^T * softmax_scale / softcap) before the exponent and multiplies dS^T by the
+// transform's derivative, 1 - T^2 (softcap_grads).
 #pragma once
 
 #include "common/bwd_dq_order.h"  // BwdBlocks: deterministic mode's turns (family-neutral: common/mask.h alone)
+#include "common/features.h"      // the masks of a kernel's features, the softcap transform (shared with the forward)
 #include "common/mask.h"
 #include "hopper/bwd_params.h"
 #include "hopper/bwd_traits.h"
@@ -25,7 +30,7 @@
 
 namespace flashbuild::hopper {
 
-template <class Traits, bool kIsCausal>
+template <class Traits, bool kIsCausal, int kFeatures>
 struct BwdMainloop {
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM;
@@ -33,7 +38,8 @@ struct BwdMainloop {
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kStages = Traits::kStages;
   static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
-  using Mask = AttentionMask<kIsCausal, false>;
+  using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;  // a local mask ignores kIsCausal (features.h)
+  using Score = ScoreScale<kFeatures>;
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
   // Each consumer warpgroup's accumulators, one wgmma in M and N (softmax.h): S^T and dP^T (64 keys,
@@ -59,7 +65,7 @@ struct BwdMainloop {
   };
   CUTE_DEVICE static Queries queries(BwdParams const& p, int batch, int n_block) {
     const SeqRange seq = SeqRange::of(p, batch);
-    Queries q{seq, Mask{seq.seqlen_q, seq.seqlen_k}};
+    Queries q{seq, make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
     q.m_block_min = q.mask.m_block_min(n_block, kBlockM, kBlockN);
     q.m_block_max = n_block * kBlockN < seq.seqlen_k ? q.mask.m_block_max(n_block, kBlockM, kBlockN) : q.m_block_min;
     return q;
@@ -68,14 +74,15 @@ struct BwdMainloop {
   // Deterministic mode (BwdParams::dq_semaphore set): the key blocks of a sequence and their turns at
   // adding each query block's dQ, in the order common/bwd_dq_order.h lays down for both families.
   using Blocks = BwdBlocks<Mask, kBlockM, kBlockN>;
-  CUTE_DEVICE static Blocks blocks(SeqRange const& seq) {
-    return {Mask{seq.seqlen_q, seq.seqlen_k}, (seq.seqlen_k + kBlockN - 1) / kBlockN};
+  CUTE_DEVICE static Blocks blocks(BwdParams const& p, SeqRange const& seq) {
+    return {make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k), (seq.seqlen_k + kBlockN - 1) / kBlockN};
   }
 
   // The key block CTA `cta` of a grid of n_ctas takes: its own index, except in deterministic mode
-  // (kOrdered) under a causal mask, where the key blocks that reach each query block first add first
-  // (descending, bwd_dq_order.h): CTA x then takes key block n_ctas - 1 - x, so a packed call's shorter
-  // sequences leave their first CTAs idle rather than their last ones (no sequence length needed).
+  // (kOrdered) under a mask with a right edge (causal or local), where the key blocks that reach each
+  // query block first add first (descending, bwd_dq_order.h, as the Ampere-path kernel takes them): CTA x
+  // then takes key block n_ctas - 1 - x, so a packed call's shorter sequences leave their first CTAs
+  // idle rather than their last ones (no sequence length needed).
   template <bool kOrdered>
   CUTE_DEVICE static int n_block_of(int cta, int n_ctas) {
     if constexpr (kOrdered && Mask::kHasRightEdge) {
@@ -217,21 +224,30 @@ struct BwdMainloop {
     }
   }
 
-  // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
-  // to 0; cS holds each value's (key, query row) in the step's tile.
+  // Masked scores of the step's tile to -inf: keys past seqlen_k, and the keys outside each row's
+  // window (past last_key under a right edge, before first_key under a local one), in the blocks that
+  // cross an edge. cS holds each value's (key, query row) in the tile.
   template <class FragS, class Coords>
-  CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
-                                        float const* lse_log2, Coords const& cS, FragS& tSrS) {
+  CUTE_DEVICE static void mask_scores(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS) {
     if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) {
         const int key = n_block * kBlockN + get<0>(cS(i));
         const int row = m_block * kBlockM + get<1>(cS(i));
         bool masked = key >= qs.seq.seqlen_k;
-        if constexpr (kIsCausal) { masked |= key > qs.mask.last_key(row); }
+        if constexpr (Mask::kHasRightEdge) { masked |= key > qs.mask.last_key(row); }
+        if constexpr (kHasLocal<kFeatures>) { masked |= key < qs.mask.first_key(row); }
         if (masked) { tSrS(i) = -INFINITY; }
       }
     }
+  }
+
+  // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
+  // to 0.
+  template <class FragS, class Coords>
+  CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
+                                        float const* lse_log2, Coords const& cS, FragS& tSrS) {
+    mask_scores(qs, m_block, n_block, cS, tSrS);
     const float scale_log2 = p.softmax_scale_log2;
     CUTE_UNROLL
     for (int i = 0; i < size(tSrS); ++i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))])); }
@@ -245,6 +261,35 @@ struct BwdMainloop {
     warpgroup_fence_operand(tdPrdP);
     CUTE_UNROLL
     for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
+  }
+
+  // Whether this call's scores go through softcap (compiled in and on).
+  CUTE_DEVICE static bool capped(Score const& score) { return kHasSoftcap<kFeatures> && score.softcap_on; }
+
+  // With softcap, P^T in place of S^T and dS^T in place of dP^T, from S^T (ready) and dP^T (its product
+  // may still run): dS^T needs T = tanh(S^T * softmax_scale / softcap) as well as P^T, and neither may
+  // take registers of its own (the consumers are at ptxas's limit), so only the mask runs under dP^T's
+  // product; then, once dP^T is done, one loop computes T, P^T = exp2(T * softcap log2 e - LSE log2 e)
+  // (0 where S^T is masked: tanh takes -inf to -1) and dS^T = P^T * (dP^T - dsum) * (1 - T^2). A row that
+  // sees no key (LSE +inf) gets P^T = 0 and dS^T = 0. Tried and spilled at hdim 64: T computed under the
+  // product in place of S^T (48 bytes: ptxas hoists the exp2s to hide their latency and so holds T and
+  // P^T at once), the same with a second pass for P^T, and the mask inside this loop (16 bytes with local).
+  template <class FragS, class Coords>
+  CUTE_DEVICE static void softcap_grads(Score const& score, Queries const& qs, int m_block, int n_block,
+                                        float const* lse_log2, float const* dsum, Coords const& cS, FragS& tSrS,
+                                        FragS& tdPrdP) {
+    mask_scores(qs, m_block, n_block, cS, tSrS);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tdPrdP);
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const int row = get<1>(cS(i));
+      const float t = fast_tanh(tSrS(i) * score.tanh_scale);
+      const float e = exp2_ftz(fmaf(t, score.scale_log2, -lse_log2[row]));
+      const float p = tSrS(i) == -INFINITY ? 0.f : e;
+      tdPrdP(i) = p * (tdPrdP(i) - dsum[row]) * (1.f - t * t);
+      tSrS(i) = p;
+    }
   }
 
   // kHeadDim: this warpgroup (`part`, 0 or 1) computes S^T and dP^T for query rows
@@ -294,6 +339,7 @@ struct BwdMainloop {
 
     // (key, query row) in the tile of each value of S^T and dP^T.
     Tensor cS = accumulator_coords<kRowsN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(vmnk_sdp);
+    const Score score(p);
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     CUTE_NO_UNROLL
@@ -310,12 +356,17 @@ struct BwdMainloop {
       wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
       warpgroup_fence_operand(tSrS);
-      probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
       // P^T and dS^T into this step's buffers (the other warpgroup may still read the other ones in
       // its previous step's products; these were last read two steps ago, before the barrier below
-      // of the previous step), P^T while dP^T's product may still run.
-      stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
-      softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
+      // of the previous step), P^T while dP^T's product may still run (with softcap, once it is done).
+      if (capped(score)) {
+        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+      } else {
+        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+        softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
+      }
       stmatrix_accumulator(tdSsdS(_, _, buffer), convert_fragment<Element>(tdPrdP));
       // Made visible to the tensor cores; then both warpgroups' rows are in.
       cutlass::arch::fence_view_async_shared();
@@ -369,6 +420,7 @@ struct BwdMainloop {
 
     // (key, query row) in the tile of each value of S^T and dP^T.
     Tensor cS = accumulator_coords<kBlockM, Traits::kNumMmaWarpgroups>(vmnk_sdp);
+    const Score score(p);
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     CUTE_NO_UNROLL
@@ -388,8 +440,12 @@ struct BwdMainloop {
       }
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
 
-      probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
-      softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+      if (capped(score)) {
+        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
+      } else {
+        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+        softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+      }
       Tensor rP = convert_fragment<Element>(tSrS);
       Tensor rdS = convert_fragment<Element>(tdPrdP);
 

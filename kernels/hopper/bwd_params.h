@@ -71,13 +71,14 @@ template <int kHeadDim, DType kDType, bool kIsCausal>
 using BwdVariantTraits = BwdTraits<kHeadDim, bwd_tile(kHeadDim, kIsCausal).block_m, bwd_tile(kHeadDim, kIsCausal).block_n,
                                    typename ElementOf<kDType>::type, bwd_tile(kHeadDim, kIsCausal).dq_order>;
 
-// Where a launch finds the main kernel (kOrdered: the deterministic instantiation). bwd_kernel.h defines
+// Where a launch finds the main kernel of these features (kFeatures, common/params.h; kOrdered: the
+// deterministic instantiation). bwd_kernel.h defines
 // `get` as the kernel's own symbol, for a TU that compiles the kernel with its launch (a tuning harness:
 // include bwd_kernel.h beside bwd_launch.h). A variant's launch TU, which does not include bwd_kernel.h,
 // specializes `get` to the fatbin of the kernel TU that compiles that kernel device-only
 // (templates/bwd_instantiate.cu.j2); the kernel TU instantiates this struct, and through `get` the kernel
 // (templates/bwd_kernel.cu.j2).
-template <class Traits, bool kIsCausal, bool kOrdered>
+template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 struct BwdKernelEntry {
   static const KernelHandle& get();
 };
