@@ -159,7 +159,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
         assert f"obj/{direction}_hdim64_fp16_causal_sm90_local_softcap.o" in out
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
     assert families["fwd_hdim64_fp16_sm90"].startswith("hopper; packed (varlen) calls")
-    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; local windows and softcap in the feature TUs")
+    assert families["bwd_hdim64_fp16_sm90"].startswith("hopper; local windows and softcap (the feature TUs)")
     assert "_fallback" not in out and "fallback.cu.j2" not in out  # no Ampere-path kernel beside a Hopper one
     for variant in ("fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_causal_sm90_local_softcap"):  # the Hopper forward's
         # kernel compiles device-only in a TU of its own, which the variant's TU (host code alone) launches
@@ -167,7 +167,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
                                                 f"{variant} launches it from this TU's object)"
         assert f"obj/{variant}_kernel.o" in out
     assert "from templates/fwd_kernel.cu.j2" in out
-    for variant in ("bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"):  # the backward's main kernel and its
+    for variant in ("bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90_local_softcap"):  # the backward's main kernel and its
         # deterministic instantiation, each device-only in a TU of its own
         assert families[f"{variant}_kernel"] == f"hopper; the kernel of {variant} alone, device-only (nvcc -fatbin; " \
                                                 f"{variant} launches it from this TU's object)"
@@ -175,10 +175,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
             f"hopper; the deterministic (ordered) kernel of {variant} alone, device-only (nvcc -fatbin; {variant} "
             f"launches it from this TU's object)")
     assert "from templates/bwd_kernel.cu.j2" in out
-    assert "bwd_hdim64_fp16_sm90_local_softcap_kernel" not in out  # the feature TU: the Ampere path alone
     assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 28 kernel TUs:" in out  # 12 variants (plain and local+softcap), 16 kernel TUs
+    assert "compile 32 kernel TUs:" in out  # 12 variants (plain and local+softcap), 20 kernel TUs
     for variant in ("splitkv_hdim64_fp16_sm90", "splitkv_hdim64_fp16_causal_sm90_local_softcap"):  # split-KV's two
         # forward kernels, each device-only in a TU of its own
         assert families[f"{variant}_kernel"] == f"ampere; the single-split kernel of {variant} alone, device-only " \
@@ -201,13 +200,11 @@ def test_dry_run_names_the_hopper_backward_and_what_it_hands_to_the_ampere_path(
     assert result.exit_code == 0, result.output
     families = {line.split()[0]: " ".join(line.split()[1:]) for line in result.stdout.splitlines()
                 if line.startswith("  ")}
-    assert families["bwd_hdim64_fp16_sm90"] == (
-        "hopper; local windows and softcap in the feature TUs, on the Ampere path alone; packed (varlen) and "
-        "deterministic calls run on the Hopper kernel")
+    assert families["bwd_hdim64_fp16_sm90"] == families["bwd_hdim64_fp16_sm90_local_softcap"] == (
+        "hopper; local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on the "
+        "Hopper kernel")
     assert "bwd_hdim32_fp16_sm90_kernel" not in result.stdout  # no Hopper tile: the Ampere path in its one TU
-    assert families["bwd_hdim64_fp16_sm90_local_softcap"] == (  # no Hopper kernel in a feature TU
-        "hopper; a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in this TU "
-        "(the Hopper backward takes neither)")
+    assert "bwd_hdim64_fp16_sm90_local_softcap_kernel_ordered" in families  # the feature TU: the Hopper kernels
     assert families["bwd_hdim32_fp16_sm90"] == (
         "hopper; head dim 32 has no Hopper backward tile: the Ampere-path kernel compiled for sm_90a "
         "(its one TU includes ampere/bwd_launch.h alone)")
@@ -461,8 +458,8 @@ def test_list_shows_the_space_and_the_cache(cache):
     assert data["axes"]["hdim"] == [32, 64, 96, 128, 192, 256]
     assert data["axes"]["features"] == ["local", "softcap"]
     assert {"direction": "bwd", "arch": "sm90", "family": "hopper",
-            "note": "local windows and softcap in the feature TUs, on the Ampere path alone; packed (varlen) "
-                    "and deterministic calls run on the Hopper kernel"} in data["families"]
+            "note": "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
+                    "the Hopper kernel"} in data["families"]
     assert [f["family"] for f in data["families"] if (f["direction"], f["arch"]) == ("fwd", "sm90")] == ["hopper"]
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("fwd", "sm90")] == []
     assert [n["hdim"] for n in data["head_dim_notes"] if (n["direction"], n["arch"]) == ("bwd", "sm90")] == [32]

@@ -71,11 +71,14 @@ def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu
     assert "ampere/fwd_kernel.h" not in tus["fwd_hdim32_fp16_sm90"] | tus["fwd_hdim32_fp16_sm90_kernel"]
 
 
-def test_a_backward_feature_tu_reaches_no_hopper_header():
-    """The Hopper backward takes no window or softcap, so an edit to it recompiles no feature TU."""
+def test_a_backward_feature_tu_is_the_hopper_kernels_with_features():
+    """The Hopper backward takes windows and softcap: a feature TU is a Hopper launch with its kernel TUs, like a
+    plain one, and reaches no Ampere-path backward kernel."""
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=["local", "softcap"])
-    assert "ampere/bwd_kernel.h" in tus["bwd_hdim64_fp16_sm90_local_softcap"]
-    assert not [h for h in tus["bwd_hdim64_fp16_sm90_local_softcap"] if h.startswith("hopper/")]
+    name = "bwd_hdim64_fp16_sm90_local_softcap"
+    assert "hopper/bwd_launch.h" in tus[name] and "ampere/bwd_kernel.h" not in tus[name]
+    for part in ("_kernel", "_kernel_ordered"):
+        assert HOPPER_KERNEL["bwd"] | {"common/features.h"} <= tus[name + part], sorted(tus[name + part])
     assert HOPPER_KERNEL["fwd"] <= tus["fwd_hdim64_fp16_sm90_local_softcap_kernel"]  # the Hopper forward takes both
 
 

@@ -33,11 +33,10 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     tus = sorted(name for name in files if name.endswith(".cu"))
     variants = [f"{d}_hdim{h}_fp16{c}_sm90{f}" for d in ("fwd", "bwd", "splitkv") for h in (64, 128)
                 for c in ("", "_causal") for f in ("", "_local_softcap")]
-    # sm90's Hopper kernels, device-only, each in a TU of its own: every forward's, and the plain backwards'
-    # main kernel and its deterministic instantiation (a backward feature TU holds the Ampere path alone)
+    # sm90's Hopper kernels, device-only, each in a TU of its own: every forward's, and every backward's main
+    # kernel and its deterministic instantiation
     kernels = [f"{v}_kernel" for v in variants if v.startswith("fwd")]
-    kernels += [f"{v}_{part}" for v in variants if v.startswith("bwd") and "local" not in v
-                for part in ("kernel", "kernel_ordered")]
+    kernels += [f"{v}_{part}" for v in variants if v.startswith("bwd") for part in ("kernel", "kernel_ordered")]
     # and split-KV's two forward kernels (one split, several)
     kernels += [f"{v}_{part}" for v in variants if v.startswith("splitkv") for part in ("kernel", "kernel_split")]
     assert tus == sorted(f"{name}.cu" for name in variants + kernels)
@@ -65,15 +64,13 @@ def test_tu_holds_the_explicit_instantiation(tmp_path, kwargs, name, args):
         text = files[f"{name}{suffix}.cu"]
         direction = name.split("_", 1)[0]
         family = "hopper" if direction in ("fwd", "bwd") and name.endswith("_sm90") else "ampere"  # sm90: Hopper
-        # a backward feature TU of sm90 is on the Ampere path alone: Ampere's launch header, no Hopper header
-        alone = family == "hopper" and direction == "bwd" and mask
-        assert re.findall(r'#include "([^"]+)"', text) == [f"{'ampere' if alone else family}/{direction}_launch.h"]
+        assert re.findall(r'#include "([^"]+)"', text) == [f"{family}/{direction}_launch.h"]
         instantiation = re.sub(r"\s+", " ", text[text.index("template void"):]).strip()
         params = {"fwd": "FwdParams", "bwd": "BwdParams"}[direction]
         # The Hopper forward's TU is host code alone: all of it hidden from nvcc's device pass; the backward's
         # keeps its small kernels. Both reach their main kernels through fatbins (the kernel TUs).
         host_only = family == "hopper" and direction == "fwd"
-        split = family == "hopper" and not alone
+        split = family == "hopper"
         assert instantiation == (f"template void flashbuild::run_{direction}<{args}, {mask}>( "
                                  f"const flashbuild::{params}&, cudaStream_t);" + (" #endif" if host_only else ""))
         assert ("#if !defined(__CUDA_ARCH__)\n" in text) == host_only

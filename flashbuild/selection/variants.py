@@ -109,8 +109,8 @@ FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
 } | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
 FAMILY_NOTES = {
-    ("bwd", "sm90"): "local windows and softcap in the feature TUs, on the Ampere path alone; packed (varlen) "
-                     "and deterministic calls run on the Hopper kernel",
+    ("bwd", "sm90"): "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
+                     "the Hopper kernel",
     ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (cache calls of 128 "
                          "queries or more with nothing to append or rotate, contiguous or paged at head dims 32-128, "
                          "run on the forward variant's Hopper kernel when the build holds it)",
@@ -123,27 +123,17 @@ HEAD_DIM_NOTES = {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
                            f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
 }
-# Feature variants (*_local, *_softcap) a family's TU serves on the Ampere path alone: the binding sends
-# them only calls with a window or softcap in effect, which the Hopper backward does not take, so their
-# TU includes the Ampere family's launch header alone.
-FEATURE_NOTES = {
-    ("bwd", "sm90"): "a window or softcap in effect: the Ampere-path backward compiled for sm_90a, alone in "
-                     "this TU (the Hopper backward takes neither)",
-}
 
 
-def family_note(direction: str, arch: str, hdim: int, features: Iterable[str] = ()) -> str | None:
+def family_note(direction: str, arch: str, hdim: int) -> str | None:
     """What the plan and `list` say about who serves this variant, beyond its family's name."""
-    return (HEAD_DIM_NOTES.get((direction, arch, hdim))
-            or (FEATURE_NOTES.get((direction, arch)) if tuple(features) else None)
-            or FAMILY_NOTES.get((direction, arch)))
+    return HEAD_DIM_NOTES.get((direction, arch, hdim)) or FAMILY_NOTES.get((direction, arch))
 
 
-def ampere_path_alone(direction: str, arch: str, hdim: int, features: Iterable[str] = ()) -> bool:
-    """Whether the variant's TU holds the Ampere path alone though its family is another: a head dim
-    with no tile of the family's (HEAD_DIM_NOTES), or a feature variant the family does not serve
-    (FEATURE_NOTES)."""
-    return (direction, arch, hdim) in HEAD_DIM_NOTES or (bool(tuple(features)) and (direction, arch) in FEATURE_NOTES)
+def ampere_path_alone(direction: str, arch: str, hdim: int) -> bool:
+    """Whether the variant's TU holds the Ampere path alone though its family is another: a head dim with
+    no tile of the family's (HEAD_DIM_NOTES)."""
+    return (direction, arch, hdim) in HEAD_DIM_NOTES
 
 
 def implemented_directions() -> tuple[str, ...]:
@@ -225,13 +215,13 @@ class Variant:
 
     @property
     def family_note(self) -> str | None:
-        return family_note(self.direction, self.arch, self.hdim, self.features)
+        return family_note(self.direction, self.arch, self.hdim)
 
     @property
     def ampere_path_alone(self) -> bool:
-        """Whether this variant's family serves it on the Ampere path alone (HEAD_DIM_NOTES, FEATURE_NOTES):
-        its one TU includes the Ampere family's launch header, and its family's kernels are not compiled."""
-        return ampere_path_alone(self.direction, self.arch, self.hdim, self.features)
+        """Whether this variant's family serves it on the Ampere path alone (HEAD_DIM_NOTES): its one TU
+        includes the Ampere family's launch header, and its family's kernels are not compiled."""
+        return ampere_path_alone(self.direction, self.arch, self.hdim)
 
     @property
     def kernel_tus(self) -> tuple[KernelTu, ...]:

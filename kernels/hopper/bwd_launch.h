@@ -1,17 +1,16 @@
 // run_bwd for sm90 TUs: runtime flags -> template arguments for the Hopper backward.
-// The Hopper backward (hopper/bwd_kernel.h) takes every call of head dims 64 to 256 the binding makes to
-// a plain TU (kFeatures = 0: no local window or softcap; the binding sends every call with one in effect
-// to the feature TU, which holds the Ampere path alone: hopper/bwd_launch.h is not its header).
-// Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q / total_k, and
+// The Hopper backward (hopper/bwd_kernel.h) takes every call of head dims 64 to 256 the binding makes, to a
+// plain TU or to a feature TU (kFeatures: a local window, softcap; the binding sends a call with one in
+// effect to the feature TU, which compiles the kernel with them). Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q / total_k, and
 // each sequence is an offset in them (SeqRange, as for the forward). Deterministic calls
 // (BwdParams::dq_semaphore set) too, on the kernel's ordered instantiation: its CTAs add each query
-// block's dQ in turn (bwd_epilogue.h); the binding sends a deterministic call with no feature in effect
-// here (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
+// block's dQ in turn (bwd_epilogue.h), in the plain TU and in the feature TU alike
+// (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
 // What the kernel cannot take is an error, not another kernel: tensors whose pointers or strides are not
 // multiples of 16 bytes (TMA's rule, and its 16-byte vector paths'; the binding copies such tensors into
 // aligned ones) and calls with no queries or no keys (the binding answers those itself: zero gradients).
 // So only a direct C++ caller meets it, and no sm90 TU compiles the Ampere-path backward beside this one
-// (head dim 32 and the feature TUs include ampere/bwd_launch.h alone).
+// (head dim 32, with no Hopper tile, includes ampere/bwd_launch.h alone).
 // Three kernels per call, as on the Ampere path: dsum = rowsum(dO * O) (the Ampere path's
 // launch_dot_do_o: its layout, like the LSE's, is family-neutral), the main kernel, and this
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
@@ -100,7 +99,7 @@ void run_bwd_sm90(const BwdParams& params, cudaStream_t stream) {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
-  static_assert(kArch >= 90 && kFeatures == 0 && hopper::bwd_serves_head_dim(kHeadDim),
+  static_assert(kArch >= 90 && hopper::bwd_serves_head_dim(kHeadDim),
                 "an sm90 backward TU with a Hopper kernel (the others include ampere/bwd_launch.h)");
   ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.batch == 0 || params.nheads == 0) { return; }
