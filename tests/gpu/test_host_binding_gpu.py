@@ -107,3 +107,27 @@ def test_a_causal_only_build_serves_a_one_row_causal_decode():
     check("out", out, ref, low, 1e-3)
     with pytest.raises(RuntimeError, match="causal"):  # more than one row still needs the causal kernel's own rows
         m_causal.flash_attn_with_kvcache(randn(batch, 2, nheads, D), k_cache, v_cache, cache_seqlens=lens, causal=False)
+
+
+def test_calls_without_keys_or_queries_are_answered_by_the_binding(m):
+    """The Hopper kernels take no call without keys (or, backward, without queries), and sm90 builds compile
+    no Ampere-path kernel beside them: the binding answers those calls itself. Rows that see no key output 0
+    with LSE +inf; every gradient of such a call is 0 (poisoned memory never shows through); dense and packed."""
+    from test_api_gpu import poison_allocator
+
+    poison_allocator()
+    q, k, v = randn(B, S, H, D), randn(B, 0, H, D), randn(B, 0, H, D)
+    out, lse = m.ext.flash_attn_func(q, k, v, return_lse=True)
+    assert out.shape == q.shape and (out == 0).all() and (lse == float("inf")).all()
+    dq, dk, dv = m.ext.mha_bwd(randn(*out.shape), q, k, v, out, lse)
+    assert dq.shape == q.shape and (dq == 0).all() and dk.shape == k.shape and dv.shape == v.shape
+
+    cu_q = torch.tensor([0, 5, 12], dtype=torch.int32, device="cuda")
+    cu_k = torch.zeros(3, dtype=torch.int32, device="cuda")
+    packed_q = randn(12, H, D).requires_grad_()
+    packed_k, packed_v = randn(0, H, D).requires_grad_(), randn(0, H, D).requires_grad_()
+    out = m.flash_attn_varlen_func(packed_q, packed_k, packed_v, cu_q, cu_k, 7, 0)
+    assert out.shape == packed_q.shape and (out == 0).all()
+    out.backward(randn(*out.shape))
+    assert (packed_q.grad == 0).all() and packed_k.grad.shape == packed_k.shape
+    still_healthy(m)
