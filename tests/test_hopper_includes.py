@@ -83,14 +83,14 @@ def test_a_backward_feature_tu_is_the_hopper_kernels_with_features():
 
 
 def test_a_hopper_backward_launch_tu_reaches_no_main_kernel_code():
-    """The same for the backward: its launch TU keeps dsum and the dQ conversion (bwd_epilogue.h, whose
-    order the conversion reads), and reaches neither the main loop nor the main kernel."""
+    """The same for the backward: its launch TU keeps dsum and the dQ conversion (bwd_dq_accum.h: dq_accum's
+    layout, which the conversion reads), and reaches neither the main loop, its epilogue nor the main kernel."""
     tus = rendered(hdim="64,256", dtype="bf16", arch="sm90", direction="bwd", causal="both", features=[])
     launches = [name for name in tus if not name.endswith(("_kernel", "_kernel_ordered"))]
     assert len(launches) == 4
-    main_kernel = {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h"}
+    main_kernel = {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}
     for name in launches:
-        assert {"hopper/bwd_params.h", "hopper/bwd_epilogue.h"} <= tus[name] and not main_kernel & tus[name], \
+        assert {"hopper/bwd_params.h", "hopper/bwd_dq_accum.h"} <= tus[name] and not main_kernel & tus[name], \
             (name, sorted(tus[name]))
         for part in ("kernel", "kernel_ordered"):
             assert main_kernel <= tus[f"{name}_{part}"] and "hopper/bwd_launch.h" not in tus[f"{name}_{part}"]

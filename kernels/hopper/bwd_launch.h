@@ -21,7 +21,7 @@
 #pragma once
 
 #include "ampere/bwd_dsum.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
-#include "hopper/bwd_epilogue.h"  // the dQ conversion kernels
+#include "hopper/bwd_dq_accum.h"  // the dQ conversion kernels
 #include "hopper/bwd_params.h"  // the descriptors and parameters; not the main kernel (bwd_kernel.h)
 #include "hopper/tma_checks.h"
 

@@ -3,10 +3,11 @@
 // parameters; those parameters; the traits a variant is built with; and the entry through which a
 // launch reaches the main kernel (the forward's counterpart: fwd_params.h).
 //
-// A variant's launch TU (bwd_launch.h) includes this header and bwd_epilogue.h (its dQ conversion
-// kernels read dq_accum in the epilogue's order), not bwd_mainloop.h or bwd_kernel.h; the main kernel and
-// its deterministic instantiation compile device-only in TUs of their own (<variant>_kernel.cu,
-// <variant>_kernel_ordered.cu). So an edit to the main loop recompiles only those.
+// A variant's launch TU (bwd_launch.h) includes this header and bwd_dq_accum.h (its dQ conversion kernels
+// read dq_accum in the order the main kernel adds into it), not bwd_mainloop.h, bwd_epilogue.h or
+// bwd_kernel.h; the main kernel and its deterministic instantiation compile device-only in TUs of their own
+// (<variant>_kernel.cu, <variant>_kernel_ordered.cu). So an edit to the main loop or its epilogue recompiles
+// only those.
 #pragma once
 
 #include "common/kernel_library.h"
