@@ -118,7 +118,7 @@ FAKE_SPLITKV_LAUNCH_H = """\
 namespace flashbuild {
 namespace ampere {
 enum class FwdMode { kFull, kDecode, kDecodeSplit };
-template <int kHeadDim, DType kDType> struct SplitkvTraits {
+template <int kHeadDim, DType kDType> struct SplitKVTraits {
   static constexpr int kValue = kHeadDim + int(kDType);
 };
 template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
@@ -129,7 +129,7 @@ struct FwdKernelEntry {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
-  using Traits = ampere::SplitkvTraits<kHeadDim, kDType>;
+  using Traits = ampere::SplitKVTraits<kHeadDim, kDType>;
   using ampere::FwdMode;
   const KernelHandle& kernel = params.num_splits > 1
       ? ampere::FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecodeSplit, kFeatures>::get()

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 20: the full variant space (624 kernel TUs: every head dim, dtype, direction, causal value and
-# feature variant for sm80, sm86, sm89 and sm90, the sm90 Ampere-path fallbacks included) compiled on one
+# feature variant for sm80, sm86, sm89 and sm90, the sm90 Ampere-path fallbacks included, before f7bb2a1) compiled on one
 # 16-core machine and timed, then split by its measured per-TU costs into n = 4 and n = 16 shards.
 # ≈26,600 core-seconds by the per-kind estimate is ≈28 minutes on 16 cores: more than one 10-minute device
 # call, and about all a machine gives before it goes back (30 minutes held). So the space is built in parts

@@ -13,10 +13,9 @@ On a machine with an sm90 GPU, nvcc, ninja and a CUDA build of torch:
    113, 1023, 4097), seqlen_q != seqlen_k both ways (causal bottom-right: rows with no key), GQA
    8:1 and MQA (dk/dv summed over the group as the binding does), Q/K/V views of one packed QKV
    tensor. Pass: max|ours - ref| <= 2 * max|torch autograd in fp16/bf16 - ref| + 1e-5 for each of
-   dq, dk, dv; NaN never passes. Also the routing: dense calls of a plain kernel take the Hopper
-   kernel; a feature kernel (local + softcap compiled in, which the binding calls only with one of
-   them on) takes the Ampere path, with the features off and with softcap or a window on (checked
-   against the reference too).
+   dq, dk, dv; NaN never passes. Also the routing: every routed call takes the Hopper kernel, features
+   or not (a feature kernel, local + softcap compiled in, with the features off and with softcap or a
+   window on, checked against the reference too).
 3. bench: TFLOPS of the backward at 16k tokens per batch, model dim 2048 (nheads = 2048 / hdim),
    seqlen 1k/4k/16k, causal and not: ours (run_bwd: dsum, main kernel, dQ conversion, plus the
    zeroing of dq_accum that the binding pays), the Ampere path (same), SDPA flash and SDPA cuDNN

@@ -57,13 +57,13 @@ def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
 @dataclass(frozen=True)
 class KernelTu:
     """One TU of a variant that compiles one of its family's kernels alone, device-only (nvcc -fatbin):
-    <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's). `what` names the
-    kernel in the plan ("the <what> of <variant> alone")."""
+    <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's). `label` names the
+    kernel in the plan ("the <label> of <variant> alone")."""
 
     part: str
     template: str
     header: str
-    what: str = "kernel"
+    label: str = "kernel"
 
 
 @dataclass(frozen=True)

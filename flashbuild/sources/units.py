@@ -43,7 +43,7 @@ class Unit:
     @property
     def kind(self) -> str:
         """What the TU compiles, for cost estimates: the direction; where a variant's kernels compile
-        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered') and
+        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered', 'splitkv/kernel_split') and
         '<direction>/launch' (the variant's own TU: the launch, and the backward's small kernels)."""
         if self.part:
             return f"{self.direction}/{self.part}"
@@ -55,19 +55,19 @@ class Unit:
     def headers(self) -> tuple[str, ...]:
         """The built-in profile's header the TU includes: the kernel's header for a kernel TU; the Ampere
         family's launch header for a variant its family serves on the Ampere path alone (a head dim with no
-        tile of its own, a feature TU: its family's headers would only be parsed, and an edit to them would
-        recompile it for nothing); else its family's launch header."""
+        tile of its own: its family's headers would only be parsed, and an edit to them would recompile it for
+        nothing); else its family's launch header."""
         v = self.variant
         if v is None:
             return ()
         if is_kernel_part(self.part):
-            return (self.kernel_tu.header,)
+            return (self.kernel_spec.header,)
         if v.ampere_path_alone:
             return (FAMILIES["ampere"].launch_headers[v.direction],)
         return (v.family.launch_headers[v.direction],)
 
     @property
-    def kernel_tu(self) -> KernelTu:
+    def kernel_spec(self) -> KernelTu:
         """A kernel TU's KernelTu (its variant's, of this part)."""
         return next(k for k in self.variant.kernel_tus if k.part == self.part)
 
@@ -84,7 +84,7 @@ class Unit:
 
     def describe(self) -> str:
         if self.variant is not None and is_kernel_part(self.part):
-            return f"{self.variant.describe()}: its {self.variant.family.name} {self.kernel_tu.what} alone, device-only"
+            return f"{self.variant.describe()}: its {self.variant.family.name} {self.kernel_spec.label} alone, device-only"
         if self.variant is not None:
             return self.variant.describe()
         if self.source is not None:

@@ -1,42 +1,10 @@
-// Runtime flags -> template arguments for the Ampere-path forward kernel (ampere/fwd_kernel.h). Each
-// generated instantiation TU of an Ampere-path forward variant includes this header and instantiates one
-// run_fwd<...>.
+// Runtime flags -> template arguments for the Ampere-path forward kernel (ampere/fwd_path.h). Each
+// generated instantiation TU includes this header and instantiates one run_fwd<...>.
 #pragma once
 
-#include <algorithm>
-#include <cstdint>
-#include <stdexcept>
-
-#include "ampere/fwd_kernel.h"
+#include "ampere/fwd_path.h"
 
 namespace flashbuild {
-namespace ampere {
-
-// One launch of the forward kernel with the arch's tile for this head dim (fwd_tile).
-template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void run_fwd_path(const FwdParams& params, cudaStream_t stream) {
-  using Element = typename ElementOf<kDType>::type;
-  constexpr FwdTile kTile = fwd_tile(kArch, kHeadDim, kIsCausal);
-  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element, kTile.persistent>;
-  static_assert(Traits::kSmemBytes <= max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
-
-  if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
-  if (params.block_table) {  // this kernel reads k and v as dense tensors: a page table would be ignored
-    throw std::runtime_error("flashbuild: internal error: a paged KV-cache call reached the Ampere-path forward, "
-                             "which does not page (the binding sends such calls to the split-KV kernel or the "
-                             "Hopper forward); please report it");
-  }
-  dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
-  if constexpr (Traits::kPersistent) {  // one CTA per SM, each walking query blocks (fwd_kernel)
-    grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, sm_count()));
-  } else {
-    check_grid_yz("the Ampere-path forward", params.nheads, params.batch);
-  }
-  launch(&fwd_kernel<Traits, kIsCausal, FwdMode::kFull, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
-         stream, params);
-}
-
-}  // namespace ampere
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {

@@ -1,8 +1,8 @@
 // Runtime flags -> template arguments for split-KV decoding: the append kernel when the call adds
 // new keys (ampere/append_kv.h), the forward kernel over one slice of the keys per split, then the
 // combine kernel. With one split the forward kernel writes O directly.
-// The two forward kernels (one split: FwdMode::kDecode; several: kDecodeSplit) are this TU's costly part:
-// each compiles device-only in a TU of its own (<variant>_kernel.cu, <variant>_kernel_split.cu), beside
+// The two forward kernels (one split: FwdMode::kDecode; several: kDecodeSplit), the costly part of a TU that
+// held them, each compile device-only in a TU of its own (<variant>_kernel.cu, <variant>_kernel_split.cu), beside
 // this one, and the launch reaches them through FwdKernelEntry (ampere/fwd_entry.h), which the variant's
 // TU specializes to their fatbins (templates/splitkv_instantiate.cu.j2). This header includes the kernel's
 // traits, not its code (ampere/fwd_kernel.h): an edit to the forward kernel recompiles the kernel TUs alone.
@@ -11,14 +11,14 @@
 #include "ampere/append_kv.h"
 #include "ampere/fwd_entry.h"
 #include "ampere/splitkv_combine.h"
-#include "ampere/traits.h"  // SplitkvTraits
+#include "ampere/traits.h"  // SplitKVTraits
 
 namespace flashbuild {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
-  using Traits = ampere::SplitkvTraits<kHeadDim, kDType>;
+  using Traits = ampere::SplitKVTraits<kHeadDim, kDType>;
 
   ampere::check_head_dim("run_splitkv", kHeadDim, params.head_dim);
   if (params.num_splits < 1 || params.num_splits > kMaxSplits) {

@@ -103,6 +103,6 @@ struct FwdTraits {
 // The split-KV kernel's traits (ampere/splitkv_launch.h): few query rows, many keys; a 64-row query block
 // (4 warps) and long key blocks keep the loads of K and V wide: memory, not the tensor cores, sets the pace.
 template <int kHeadDim, DType kDType>
-using SplitkvTraits = FwdTraits<kHeadDim, kSplitKVBlockM, splitkv_block_n(kHeadDim), 4, typename ElementOf<kDType>::type>;
+using SplitKVTraits = FwdTraits<kHeadDim, kSplitKVBlockM, splitkv_block_n(kHeadDim), 4, typename ElementOf<kDType>::type>;
 
 }  // namespace flashbuild::ampere

@@ -426,12 +426,18 @@ at::Tensor unpad(const at::Tensor& t, const Call& c) { return c.hdim == c.user_h
 
 // A forward call with no keys: every query row sees none, so its output is 0 and its LSE +inf (what the
 // kernels write for such a row), with no kernel launched. The Hopper forward takes no such call
-// (hopper/fwd_launch.h): without this, every sm90 build compiled an Ampere-path fallback for it.
-bool answer_without_keys(bool no_keys, at::Tensor& out, at::Tensor& lse) {
-  if (!no_keys) return false;
+// (hopper/fwd_launch.h), so that no sm90 build compiles an Ampere-path kernel for it.
+std::vector<at::Tensor> no_keys_answer(at::Tensor out, at::Tensor lse, const Call& c) {
   out.zero_();
   lse.fill_(std::numeric_limits<float>::infinity());
-  return true;
+  return {unpad(out, c), lse};
+}
+
+// A backward call with no queries or no keys: nothing flows between them, so every gradient is 0, with no
+// kernel launched. The Hopper backward takes no such call (hopper/bwd_launch.h), for the same reason.
+std::vector<at::Tensor> empty_call_grads(at::Tensor dq, at::Tensor dk, at::Tensor dv, int nheads_k, const Call& c) {
+  dq.zero_(), dk.zero_(), dv.zero_();
+  return {unpad(dq, c), unpad(gqa_sum(dk, nheads_k), c), unpad(gqa_sum(dv, nheads_k), c)};
 }
 
 // One query row per head (decoding through flash_attn_func) with GQA or MQA on sm90, when the call's
@@ -484,7 +490,7 @@ std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, 
   const int batch = q.size(0), seqlen_q = q.size(1), nheads = q.size(2);
   at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
   at::Tensor lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
-  if (answer_without_keys(k.size(1) == 0, out, lse)) return {unpad(out, c), lse};
+  if (k.size(1) == 0) return no_keys_answer(out, lse, c);
   const FwdParams p = fwd_params(c, q, k, v, out, lse, batch, seqlen_q, k.size(1));
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -510,7 +516,7 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   at::Tensor out = at::empty({q.size(0), q.size(1), c.hdim}, q.options());
   at::Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
   // No queries (out is empty) or no keys in any sequence (check_offsets: max_seqlen_k bounds them all).
-  if (answer_without_keys(q.size(0) == 0 || k.size(0) == 0 || max_seqlen_k == 0, out, lse)) return {unpad(out, c), lse};
+  if (q.size(0) == 0 || k.size(0) == 0 || max_seqlen_k == 0) return no_keys_answer(out, lse, c);
   FwdParams p = fwd_params(c, q, k, v, out, lse, cu_seqlens_q.size(0) - 1, max_seqlen_q, max_seqlen_k);
   p.cu_seqlens_q = cu_seqlens_q.data_ptr<int>();
   p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
@@ -773,8 +779,8 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // split-KV kernel from 128 queries on (benchmarks/decode/README.md, "Chunked prefill"), where decode
   // (one query) is the split-KV kernel's. Only a plain cache call goes there: nothing to append or
   // rotate, no batch index or left padding, a page table only at head dims 32-128 (fwd_kernel_pages),
-  // and num_splits left to the binding (0). The build must hold the forward variant; without it the
-  // split-KV kernel serves the call as before.
+  // and num_splits left to the binding (0), over a cache that holds keys (the Hopper forward takes no call
+  // without). The build must hold the forward variant; without it the split-KV kernel serves the call as before.
   if (c.arch >= 90 && seqlen_q >= kPrefillRowsOnFwdKernel && g.capacity > 0 && num_splits == 0 && !a.k && !g.rotary_dim &&
       (!g.paged || fwd_kernel_pages(c.hdim)) && !a.cache_batch_idx && !a.cache_leftpad && !pack) {
     std::optional<Call> fwd;
@@ -852,15 +858,10 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(expanded, q.options());
   at::Tensor dv = at::empty(expanded, q.options());
-  // No queries or no keys (for packed calls: in any sequence, check_offsets bounding them by the maxima):
-  // nothing flows between them, so every gradient is 0, with no kernel launched. The Hopper backward takes
-  // no such call (hopper/bwd_launch.h): without this, every sm90 build compiled an Ampere-path fallback for it.
+  // No queries or no keys (for packed calls: in any sequence, check_offsets bounding them by the maxima).
   const bool empty = varlen ? q.size(0) == 0 || k.size(0) == 0 || max_seqlen_q == 0 || max_seqlen_k == 0
                             : q.size(1) == 0 || k.size(1) == 0;
-  if (empty) {
-    dq.zero_(), dk.zero_(), dv.zero_();
-    return {unpad(dq, c), unpad(gqa_sum(dk, nheads_k), c), unpad(gqa_sum(dv, nheads_k), c)};
-  }
+  if (empty) return empty_call_grads(dq, dk, dv, nheads_k, c);
   // dq_accum: each (batch, head) sequence's rows back to back with kDqAccumRowPad rows of slack, so
   // that the kernel's last query block is whole (params.h).
   const int64_t pad = flashbuild::kDqAccumRowPad;

@@ -74,6 +74,7 @@ class KernelHandle {
 
   static void check(cudaError_t status, const char* unit, const char* call) {
     if (status != cudaSuccess) {
+      (void)cudaGetLastError();  // reported here: a later launch check must not report it again under its name
       throw std::runtime_error(std::string("flashbuild: CUDA error in ") + call +
                                (unit ? std::string(" (") + unit + ")" : std::string()) + ": " +
                                cudaGetErrorString(status));

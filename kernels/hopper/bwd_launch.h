@@ -1,8 +1,9 @@
 // run_bwd for sm90 TUs: runtime flags -> template arguments for the Hopper backward.
 // The Hopper backward (hopper/bwd_kernel.h) takes every call of head dims 64 to 256 the binding makes, to a
 // plain TU or to a feature TU (kFeatures: a local window, softcap; the binding sends a call with one in
-// effect to the feature TU, which compiles the kernel with them). Packed (varlen) calls too: the TMA views are the whole packed tensors, bounded by total_q / total_k, and
-// each sequence is an offset in them (SeqRange, as for the forward). Deterministic calls
+// effect to the feature TU, which compiles the kernel with them). Packed (varlen) calls too: the TMA views
+// are the whole packed tensors, bounded by total_q / total_k, and each sequence is an offset in them
+// (SeqRange, as for the forward). Deterministic calls
 // (BwdParams::dq_semaphore set) too, on the kernel's ordered instantiation: its CTAs add each query
 // block's dQ in turn (bwd_epilogue.h), in the plain TU and in the feature TU alike
 // (build_table::kDeterministicPlain lists the variants whose plain kernel this is).
@@ -30,7 +31,7 @@ namespace hopper {
 
 constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 64, 96, 128, 192, 256
 
-// Whether the Hopper backward can take this call of a plain TU (see the top of this file). Its 16-byte
+// Whether the Hopper backward can take this call (see the top of this file). Its 16-byte
 // vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.
 inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {

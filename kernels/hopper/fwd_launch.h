@@ -10,8 +10,8 @@
 // What the kernel cannot take is an error, not another kernel: tensors whose pointers or strides are not
 // multiples of 16 bytes (TMA's rule; the binding copies such tensors into aligned ones,
 // binding/flash_api.cpp: vector_aligned) and calls with no keys (the binding answers those itself: out 0,
-// LSE +inf). So only a direct C++ caller meets it, and no sm90 TU compiles the Ampere-path forward: that
-// fallback, a TU per variant, cost every build its compile (issue 17) for calls the binding never makes.
+// LSE +inf). So only a direct C++ caller meets it, and no sm90 TU compiles an Ampere-path forward for calls
+// the binding never makes (such a fallback, a TU per variant, would cost every build its compile: issue 17).
 // This header includes neither the Hopper kernel (hopper/fwd_kernel.h) nor any Ampere kernel: a variant's
 // TU is the launch alone, host code (the dispatch, the TMA descriptors of fwd_params.h), and reaches the
 // kernel through FwdKernelEntry, which <variant>_kernel.cu compiles device-only.

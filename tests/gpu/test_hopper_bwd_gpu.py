@@ -3,7 +3,7 @@ on our m64n48k16 atom and the 32-byte swizzle) and 192, 256 (BwdSplit::kHeadDim:
 dS^T through shared memory). Gradients against autograd through the fp32 reference (product.md's rule:
 within twice the error of the same math in the input dtype), on gradient buffers poisoned with NaN, for
 long and odd sequences, GQA and MQA, seqlen_q != seqlen_k and causal rows that see no key (their dQ
-must be 0, not NaN); a profile shows the Hopper kernel ran, not the Ampere-path fallback. Deterministic
+must be 0, not NaN); a profile shows the Hopper kernel ran, not an Ampere-path kernel. Deterministic
 mode on the Hopper kernel (kFragment's consumer turns at 192/256, the dQ writer's at 96): three runs give
 identical bits, and the gradients meet the same rule.
 Features on the Hopper kernel (a build of its own, local + softcap, head dims 64-256: both BwdSplits, all

@@ -2,8 +2,8 @@
 the row copy of epilogue.h): every head dim the family serves, causal and not, GQA 8:1 and MQA,
 sequence lengths that end inside a tile and tiles past a short sequence's end, held to the fp32
 reference per sequence (product.md's rule, as test_fwd_gpu.py holds dense calls) on outputs
-poisoned with NaN. A profile of one call shows that the Hopper kernel served it, not the
-Ampere-path fallback. Skipped without an sm90 device.
+poisoned with NaN. A profile of one call shows that the Hopper kernel served it, not an
+Ampere-path kernel. Skipped without an sm90 device.
 """
 
 from __future__ import annotations
