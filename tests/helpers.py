@@ -105,11 +105,10 @@ void run_bwd(const BwdParams& params, cudaStream_t stream) {
 """
 
 
-# Stand-ins for kernels/ampere/splitkv_launch.h and fwd_kernel.h: the run_splitkv contract, whose two forward
-# kernels (one split, several) compile device-only in TUs of their own (<variant>_kernel.cu,
-# <variant>_kernel_split.cu, which include fwd_kernel.h): run_splitkv launches through ampere::FwdKernelEntry,
-# which each kernel TU instantiates and the variant's TU specializes to its fatbin
-# (templates/splitkv_kernel.cu.j2, splitkv_instantiate.cu.j2).
+# Stand-ins for kernels/ampere/splitkv_launch.h and fwd_kernel.h: the run_splitkv contract, whose forward kernel
+# (one split or several) compiles device-only in a TU of its own (<variant>_kernel.cu, which includes
+# fwd_kernel.h): run_splitkv launches through ampere::FwdKernelEntry, which the kernel TU instantiates and the
+# variant's TU specializes to its fatbin (templates/splitkv_kernel.cu.j2, splitkv_instantiate.cu.j2).
 FAKE_SPLITKV_LAUNCH_H = """\
 #pragma once
 #include "common/kernel_library.h"
@@ -117,7 +116,7 @@ FAKE_SPLITKV_LAUNCH_H = """\
 
 namespace flashbuild {
 namespace ampere {
-enum class FwdMode { kFull, kDecode, kDecodeSplit };
+enum class FwdMode { kFull, kDecode };
 template <int kHeadDim, DType kDType> struct SplitKVTraits {
   static constexpr int kValue = kHeadDim + int(kDType);
 };
@@ -130,11 +129,8 @@ struct FwdKernelEntry {
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Traits = ampere::SplitKVTraits<kHeadDim, kDType>;
-  using ampere::FwdMode;
-  const KernelHandle& kernel = params.num_splits > 1
-      ? ampere::FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecodeSplit, kFeatures>::get()
-      : ampere::FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecode, kFeatures>::get();
-  kernel.launch(dim3(1), dim3(32), 0, stream, params);
+  ampere::FwdKernelEntry<Traits, kIsCausal, ampere::FwdMode::kDecode, kFeatures>::get().launch(dim3(1), dim3(32), 0,
+                                                                                              stream, params);
 }
 }  // namespace flashbuild
 """

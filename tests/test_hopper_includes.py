@@ -115,10 +115,9 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     recompiles those alone (on every arch: the split-KV family is the Ampere path's)."""
     tus = rendered(hdim=128, dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
     assert set(tus) == {f"splitkv_hdim128_fp16_causal_{arch}{part}" for arch in ("sm80", "sm90")
-                        for part in ("", "_kernel", "_kernel_split")}
+                        for part in ("", "_kernel")}
     for arch in ("sm80", "sm90"):
         name = f"splitkv_hdim128_fp16_causal_{arch}"
         assert {"ampere/fwd_entry.h", "ampere/traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/softmax.h" not in tus[name], sorted(tus[name])
-        for part in ("_kernel", "_kernel_split"):
-            assert "ampere/fwd_kernel.h" in tus[name + part] and "ampere/splitkv_launch.h" not in tus[name + part]
+        assert "ampere/fwd_kernel.h" in tus[name + "_kernel"] and "ampere/splitkv_launch.h" not in tus[name + "_kernel"]

@@ -4,7 +4,7 @@ Usage (prints a markdown table; writes JSON when given a path):
     python3 benchmarks/decode/decode_bandwidth.py [--json out.json] [--paged PAGE_SIZE] [--batch 1,8,64]
                                                   [--cache 4096,16384,65536,131072]
 
-One query token per sequence (seqlen_q = 1), 32 query heads sharing 8 K/V heads, head dim 128, fp16, the
+One query token per sequence (seqlen_q = 1), 32 query heads sharing 8 K/V heads, head dim 128 (--hdim), fp16, the
 whole cache valid (cache_seqlens = cache length). Bytes = K + V of the cache, read once. Median of 50
 CUDA-event timings after 5 warm-ups, the raw extension call (no Python wrapper). A cache smaller than
 256 MB is allocated in as many copies as make 256 MB, and each rep reads the next one, so no rep reads
@@ -29,7 +29,7 @@ import torch
 
 import flashbuild
 
-HEADS, KV_HEADS, HDIM = 32, 8, 128
+HEADS, KV_HEADS = 32, 8
 ROTATE_BYTES = 256e6  # each rep reads another copy of the cache until this many bytes: past the 50 MB L2
 
 
@@ -74,13 +74,15 @@ def main() -> None:
                         help="also time a paged cache of PAGE_SIZE-row pages (a multiple of 128 at head dim 128)")
     parser.add_argument("--batch", type=ints, default=[1, 8, 64], help="batch sizes, e.g. 8 or 1,8,64")
     parser.add_argument("--cache", type=ints, default=[4096, 16384, 65536, 131072], help="cache lengths")
+    parser.add_argument("--hdim", type=int, default=128, choices=(64, 128, 256),
+                        help="head dim (64 and 128 from the split-KV GPU tests' build; 256 from one of its own)")
     parser.add_argument("--nvcc-flag", action="append", default=[],
                         help="extra nvcc flag for the kernels (repeatable; part of the build key), e.g. a tuning macro")
     args = parser.parse_args()
     if args.paged and any(cache % args.paged for cache in args.cache):
         parser.error(f"--paged {args.paged} must divide every --cache length ({args.cache})")
-    ext = flashbuild.load(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both",
-                          nvcc_flags=args.nvcc_flag).ext
+    ext = flashbuild.load(hdim="64,128" if args.hdim <= 128 else str(args.hdim), dtype="fp16", arch="native",
+                          direction="splitkv", causal="both", nvcc_flags=args.nvcc_flag).ext
     rows = []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, build {ext.build_key()}")
     header = "| batch | cache | time (us) | GB/s auto | GB/s 1 split |"
@@ -92,16 +94,16 @@ def main() -> None:
         for cache in args.cache:
             if batch * cache > 64 * 65536:  # keep K + V under ~9 GB
                 continue
-            gb = 2 * batch * cache * KV_HEADS * HDIM * 2 / 1e9
+            gb = 2 * batch * cache * KV_HEADS * args.hdim * 2 / 1e9
             # A cache smaller than L2 read again and again would be timed from L2: each rep of a call
             # reads the next of enough copies that together exceed it (one copy for large caches).
             copies = max(1, int(-(-ROTATE_BYTES // (gb * 1e9))))
             sets = []
             for _ in range(copies):
-                k = torch.randn(batch, cache, KV_HEADS, HDIM, device="cuda", dtype=torch.float16)
+                k = torch.randn(batch, cache, KV_HEADS, args.hdim, device="cuda", dtype=torch.float16)
                 v = torch.randn_like(k)
                 pages = (to_pages(k, args.paged), to_pages(v, args.paged)) if args.paged else None
-                sets.append((torch.randn(batch, 1, HEADS, HDIM, device="cuda", dtype=torch.float16), k, v, pages))
+                sets.append((torch.randn(batch, 1, HEADS, args.hdim, device="cuda", dtype=torch.float16), k, v, pages))
             lens = torch.full((batch,), cache, dtype=torch.int32, device="cuda")
 
             def rotating(call):

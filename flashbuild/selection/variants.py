@@ -84,12 +84,10 @@ FAMILIES = {
     "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
                      {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h",
                       "splitkv": "ampere/splitkv_launch.h"},
-                     # Split-KV's two forward kernels (one split; several, each over a slice of the keys); the
-                     # append and combine kernels stay in the launch TU.
+                     # Split-KV's forward kernel (one split or several); the append and combine kernels stay in
+                     # the launch TU.
                      {"splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "ampere/fwd_kernel.h",
-                                           "single-split kernel"),
-                                  KernelTu("kernel_split", "splitkv_kernel.cu.j2", "ampere/fwd_kernel.h",
-                                           "multi-split kernel (a slice of the keys per split)"))}),
+                                           "split-KV kernel"),)}),
     "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},

@@ -12,7 +12,7 @@ from ..selection.variants import FAMILIES, KernelTu, Selection, Variant, feature
 from .profile import CUTLASS_TYPES, Profile
 
 # A variant whose family's kernels compile device-only (Variant.kernel_tus) has a TU per kernel, named after
-# it with the KernelTu's part ("kernel", "kernel_ordered", "kernel_split"): that kernel alone (nvcc -fatbin), its fatbin
+# it with the KernelTu's part ("kernel", "kernel_ordered"): that kernel alone (nvcc -fatbin), its fatbin
 # embedded in its object (build/graph.py); the variant's own TU launches the kernels from those fatbins.
 KERNEL_PART = "kernel"
 KERNEL_SUFFIX = "_" + KERNEL_PART
@@ -43,7 +43,7 @@ class Unit:
     @property
     def kind(self) -> str:
         """What the TU compiles, for cost estimates: the direction; where a variant's kernels compile
-        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered', 'splitkv/kernel_split') and
+        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered', 'splitkv/kernel') and
         '<direction>/launch' (the variant's own TU: the launch, and the backward's small kernels)."""
         if self.part:
             return f"{self.direction}/{self.part}"

@@ -48,7 +48,7 @@ struct FwdBlock {
     Keys keys{make_mask<kIsCausal, kFeatures>(params, info.seqlen_q, info.seqlen_k)};
     keys.n_block_min = keys.mask.n_block_min(m_block, kBlockM, kBlockN);
     keys.n_block_max = keys.mask.n_block_max(m_block, kBlockM, kBlockN);
-    if constexpr (kMode == FwdMode::kDecodeSplit) {
+    if constexpr (kMode == FwdMode::kDecode) {  // split `split` of num_splits (with one split: all of them)
       const int per_split = (keys.n_block_max - keys.n_block_min + params.num_splits - 1) / params.num_splits;
       keys.n_block_min += split * per_split;
       keys.n_block_max = min(keys.n_block_max, keys.n_block_min + per_split);
@@ -88,7 +88,6 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr bool kIsDecode = kMode != FwdMode::kFull;
-  constexpr bool kIsSplit = kMode == FwdMode::kDecodeSplit;
 
   const int tidx = threadIdx.x;
   const int m_block = block.m_block;
@@ -324,23 +323,25 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
 
   Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   Tensor tOcO_rows = make_tensor(tOcO.data(), acc_to_rowcol(tOcO.layout()));
-  if constexpr (kIsSplit) {
-    // Partial result of this split, straight from the accumulators (decode tiles are small).
-    const int64_t slice = ((int64_t(split) * params.batch + batch) * params.nheads + head) * params.seqlen_q;
-    float* o_accum = params.o_accum + (slice + m_block * kBlockM) * kHeadDim;
-    Tensor o_rows = make_tensor(acc_o.data(), acc_to_rowcol(acc_o.layout()));
-    CUTE_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      const int row = get<0>(tOcO_rows(r, 0));
-      if (row >= q_rows) continue;
+  if constexpr (kIsDecode) {
+    if (params.num_splits > 1) {  // chosen at run time: one kernel serves one split and several
+      // Partial result of this split, straight from the accumulators (decode tiles are small).
+      const int64_t slice = ((int64_t(split) * params.batch + batch) * params.nheads + head) * params.seqlen_q;
+      float* o_accum = params.o_accum + (slice + m_block * kBlockM) * kHeadDim;
+      Tensor o_rows = make_tensor(acc_o.data(), acc_to_rowcol(acc_o.layout()));
       CUTE_UNROLL
-      for (int c = 0; c < size<1>(o_rows); ++c) { o_accum[row * kHeadDim + get<1>(tOcO_rows(r, c))] = o_rows(r, c); }
-      // An empty split weighs nothing in the combine: -inf, not the +inf of an empty row.
-      if (get<1>(tOcO_rows(0, 0)) == 0) {
-        params.lse_accum[slice + m_block * kBlockM + row] = lse[r] == INFINITY ? -INFINITY : lse[r];
+      for (int r = 0; r < kRows; ++r) {
+        const int row = get<0>(tOcO_rows(r, 0));
+        if (row >= q_rows) continue;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(o_rows); ++c) { o_accum[row * kHeadDim + get<1>(tOcO_rows(r, c))] = o_rows(r, c); }
+        // An empty split weighs nothing in the combine: -inf, not the +inf of an empty row.
+        if (get<1>(tOcO_rows(0, 0)) == 0) {
+          params.lse_accum[slice + m_block * kBlockM + row] = lse[r] == INFINITY ? -INFINITY : lse[r];
+        }
       }
+      return started_next;
     }
-    return started_next;
   }
 
   const int64_t lse_offset = info.row_stat_offset(params.lse_batch_stride, params.lse_head_stride, head);
@@ -388,8 +389,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_con
   } else {
     // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
     const int m_block = gridDim.x - 1 - blockIdx.x;
-    const int batch = kMode == FwdMode::kDecodeSplit ? blockIdx.z / params.num_splits : blockIdx.z;
-    const int split = kMode == FwdMode::kDecodeSplit ? blockIdx.z % params.num_splits : 0;
+    const int batch = kMode == FwdMode::kDecode ? blockIdx.z / params.num_splits : blockIdx.z;
+    const int split = kMode == FwdMode::kDecode ? blockIdx.z % params.num_splits : 0;
     const Block block(params, m_block, blockIdx.y, batch, split);
     fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, 0, block, false, false, [] {});
   }

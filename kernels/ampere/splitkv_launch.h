@@ -1,10 +1,10 @@
 // Runtime flags -> template arguments for split-KV decoding: the append kernel when the call adds
 // new keys (ampere/append_kv.h), the forward kernel over one slice of the keys per split, then the
 // combine kernel. With one split the forward kernel writes O directly.
-// The two forward kernels (one split: FwdMode::kDecode; several: kDecodeSplit), the costly part of a TU that
-// held them, each compile device-only in a TU of its own (<variant>_kernel.cu, <variant>_kernel_split.cu), beside
-// this one, and the launch reaches them through FwdKernelEntry (ampere/fwd_entry.h), which the variant's
-// TU specializes to their fatbins (templates/splitkv_instantiate.cu.j2). This header includes the kernel's
+// The forward kernel (FwdMode::kDecode: one split or several, chosen at run time), the costly part of a TU that
+// held it, compiles device-only in a TU of its own (<variant>_kernel.cu), beside this one, and the launch reaches
+// it through FwdKernelEntry (ampere/fwd_entry.h), which the variant's TU specializes to its fatbin
+// (templates/splitkv_instantiate.cu.j2). This header includes the kernel's
 // traits, not its code (ampere/fwd_kernel.h): an edit to the forward kernel recompiles the kernel TUs alone.
 #pragma once
 
@@ -32,10 +32,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
 
   check_grid_yz("run_splitkv", params.nheads, int64_t(params.batch) * params.num_splits, "batch row and split");
   const bool split = params.num_splits > 1;
-  using ampere::FwdKernelEntry;
-  using ampere::FwdMode;
-  const KernelHandle& kernel = split ? FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecodeSplit, kFeatures>::get()
-                                     : FwdKernelEntry<Traits, kIsCausal, FwdMode::kDecode, kFeatures>::get();
+  const KernelHandle& kernel = ampere::FwdKernelEntry<Traits, kIsCausal, ampere::FwdMode::kDecode, kFeatures>::get();
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads,
                   params.batch * params.num_splits);
   kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
