@@ -11,6 +11,7 @@ import pytest
 from flashbuild import __version__
 from flashbuild.build import render
 from flashbuild.selection.variants import select
+from flashbuild.sources.units import variant_name
 
 KEY = "sm90-fp16-h64-fwd-c01-0123abcd"
 
@@ -261,12 +262,13 @@ def test_a_hopper_backward_entry_carries_its_features_mask(tmp_path):
     name another kernel (or none)."""
     selection, files = render_selection(tmp_path, hdim=96, dtype="bf16", arch="sm90", causal="on",
                                         features=["local", "softcap"])
-    kernel_tus = [name[:-3] for name in files if name.startswith("bwd") and name.endswith(("_kernel.cu", "_kernel_ordered.cu"))]
+    kernel_tus = [name[:-3] for name in files
+                  if name.startswith("bwd") and name.endswith(("_kernel.cu", "_kernel_ordered.cu"))]
     assert kernel_tus
     for unit in kernel_tus:
-        name, ordered = (unit[:-len("_kernel_ordered")], "true") if unit.endswith("_ordered") else (unit[:-len("_kernel")], "false")
+        name, ordered = variant_name(unit), "true" if unit.endswith("_ordered") else "false"
         (variant,) = [v for v in selection.variants if v.name == name]
-        entry = ("flashbuild::hopper::BwdKernelEntry< flashbuild::hopper::BwdVariantTraits<96, flashbuild::DType::kBf16, "
-                 f"true>, true, {variant.features_mask}, {ordered}>")
+        entry = ("flashbuild::hopper::BwdKernelEntry< flashbuild::hopper::BwdVariantTraits<96, "
+                 f"flashbuild::DType::kBf16, true>, true, {variant.features_mask}, {ordered}>")
         assert f"template struct {entry};" in re.sub(r"\s+", " ", files[f"{unit}.cu"]), unit
         assert f"const flashbuild::KernelHandle& {entry}::get() {{" in re.sub(r"\s+", " ", files[f"{name}.cu"]), unit

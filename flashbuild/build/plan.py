@@ -323,8 +323,9 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
         lines.append("variants (family):")
         for u in units:
             if units_module.is_kernel_part(u.part):
-                lines.append(f"  {u.name:<{width}}  {u.variant.family.name}; the {u.kernel_spec.label} of {u.variant.name} alone, "
-                             f"device-only (nvcc -fatbin; {u.variant.name} launches it from this TU's object)")
+                lines.append(f"  {u.name:<{width}}  {u.variant.family.name}; the {u.kernel_spec.label} of "
+                             f"{u.variant.name} alone, device-only (nvcc -fatbin; {u.variant.name} launches it from "
+                             f"this TU's object)")
                 continue
             note = f"; {u.variant.family_note}" if u.variant.family_note else ""
             lines.append(f"  {u.name:<{width}}  {u.variant.family.name}{note}")

@@ -43,8 +43,9 @@ class Unit:
     @property
     def kind(self) -> str:
         """What the TU compiles, for cost estimates: the direction; where a variant's kernels compile
-        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered', 'splitkv/kernel') and
-        '<direction>/launch' (the variant's own TU: the launch, and the backward's small kernels)."""
+        device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered') and
+        '<direction>/launch' (the variant's own TU: the launch, and the small kernels: the backward's dsum and dQ
+        conversion, split-KV's append and combine)."""
         if self.part:
             return f"{self.direction}/{self.part}"
         if self.variant is not None and self.variant.kernel_tu:
@@ -84,7 +85,8 @@ class Unit:
 
     def describe(self) -> str:
         if self.variant is not None and is_kernel_part(self.part):
-            return f"{self.variant.describe()}: its {self.variant.family.name} {self.kernel_spec.label} alone, device-only"
+            family = self.variant.family.name
+            return f"{self.variant.describe()}: its {family} {self.kernel_spec.label} alone, device-only"
         if self.variant is not None:
             return self.variant.describe()
         if self.source is not None:

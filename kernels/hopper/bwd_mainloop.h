@@ -263,7 +263,8 @@ struct BwdMainloop {
     for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
   }
 
-  // Whether this call's scores go through softcap (compiled in and on).
+  // Whether this call's scores go through softcap (compiled in and on). kHasSoftcap makes it a compile-time
+  // false in a kernel without the feature, so the plain kernel keeps its code (SASS-identical).
   CUTE_DEVICE static bool capped(Score const& score) { return kHasSoftcap<kFeatures> && score.softcap_on; }
 
   // With softcap, P^T in place of S^T and dS^T in place of dP^T, from S^T (ready) and dP^T (its product
