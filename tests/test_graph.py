@@ -185,3 +185,20 @@ def test_a_cold_build_starts_the_binding_first(tmp_path):
     started = re.findall(r"^\[\d+/\d+\] (\S+)", dry_run, re.M)
     assert started[0] == "binding" and started[-1] == "link", started
     assert started[1:-1] == [u.name for u in costs.longest_first(tus)]  # then the kernel TUs, longest first
+
+
+def test_the_abi_probe_gates_the_binding_alone():
+    """Without torch imported by the plan, a probe edge writes torch's ABI defines (restat), first in
+    the file; the API source's compile reads them (@file) and waits for it; no kernel TU does."""
+    probe = graph.AbiProbe(python=Path("/py/bin/python3"), script=Path("/src/flashbuild/build/torch_abi.py"),
+                           torch_version_file=Path("/torch/version.py"))
+    link = graph.LinkSpec(**{**LINK.__dict__, "abi_probe": probe})
+    _, text = text_for(link=link, hdim=(64,), dtype=("fp16",), arch=("sm90",), direction=("fwd",))
+    builds = re.findall(r"^build (\S+): (\w+)(.*)$", text, re.M)
+    assert builds[0] == (graph.TORCH_ABI_FILE, "torch_abi", " | /torch/version.py")
+    assert builds[1] == (graph.BINDING_OBJECT, "cxx", f" /src/kernels/binding/flash_api.cpp | {graph.TORCH_ABI_FILE}")
+    assert all(graph.TORCH_ABI_FILE not in rest for out, rule, rest in builds[2:] if rule in ("nvcc", "fatbin"))
+    assert variable(text, "cxx_flags").endswith(f"@{graph.TORCH_ABI_FILE}")
+    assert re.search(r"^rule torch_abi\n  command = \$python \$torch_abi_script \$out\n(  .*\n)*  restat = 1", text, re.M)
+    _, plain = text_for(link=LINK, hdim=(64,), dtype=("fp16",), arch=("sm90",), direction=("fwd",))
+    assert "torch_abi" not in plain and "@" not in variable(plain, "cxx_flags")

@@ -320,5 +320,28 @@ def load(selection: Selection, options: BuildOptions):
         module = _try_load(plan, tools, link)  # 3
         if module is not None:
             return module
-        _build_locked(plan, tools, link)  # 4
+        with _torch_imported_meanwhile():
+            _build_locked(plan, tools, link)  # 4
     return import_build(plan)  # 5
+
+
+@contextlib.contextmanager
+def _torch_imported_meanwhile():
+    """Import torch in a thread while the block (the build) runs: step 5 needs it, and nothing before
+    it does (the plan reads torch's flags from its install; the ABI probe is a ninja edge). The block's
+    end waits for the import, so no exit (a failed build) meets torch half loaded; a failure of the
+    import is left for step 5's own import to report."""
+    import threading
+
+    def quietly():
+        try:
+            import torch  # noqa: F401
+        except BaseException:  # noqa: BLE001 (step 5 imports again and reports it)
+            pass
+
+    thread = threading.Thread(target=quietly, name="flashbuild-import-torch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()

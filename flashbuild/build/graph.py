@@ -40,6 +40,21 @@ class Toolchain:
     launcher: str | None = None          # e.g. ccache: prefixes every compile command
 
 
+TORCH_ABI_FILE = "torch_abi.rsp"  # the ABI probe's output (a gcc response file), in the build dir
+
+
+@dataclass(frozen=True)
+class AbiProbe:
+    """Where the binding's torch ABI defines come from when the plan did not import torch: an edge
+    (`python script torch_abi.rsp`, torch_abi.py) imports torch while the kernel TUs compile and writes
+    them as a gcc response file, which the API sources' compile reads (`@torch_abi.rsp`). It reruns
+    when torch's version.py changes, and rewrites the file only when the defines changed (restat)."""
+
+    python: Path
+    script: Path
+    torch_version_file: Path
+
+
 @dataclass(frozen=True)
 class LinkSpec:
     """What the API (binding) and link edges need from torch (only computed when linking)."""
@@ -53,6 +68,7 @@ class LinkSpec:
     api_sources: tuple[Path, ...]
     tree_include_dirs: tuple[Path, ...] = ()   # the tree's own dirs, after generated/
     cxx_flags: tuple[str, ...] = ()            # the profile's
+    abi_probe: AbiProbe | None = None          # None: torch's ABI defines are in `defines`
 
 
 class UnsafeValueError(ValueError):
@@ -129,9 +145,10 @@ def path(value, nvcc: bool = False) -> str:
 
 
 def _build(out: io.StringIO, outputs: list[str], rule: str, inputs: list[str],
-           variables: dict[str, str] | None = None) -> None:
+           variables: dict[str, str] | None = None, implicit: list[str] | None = None) -> None:
     """One build statement; outputs and inputs are already escaped with path()."""
-    out.write(f"build {' '.join(outputs)}: {' '.join([rule, *inputs])}\n")
+    extra = ["|", *implicit] if implicit else []
+    out.write(f"build {' '.join(outputs)}: {' '.join([rule, *inputs, *extra])}\n")
     for key, value in (variables or {}).items():
         out.write(f"  {key} = {value}\n")
 
@@ -170,7 +187,8 @@ def binding_flags(link: LinkSpec, toolchain: Toolchain, gen_dir: Path) -> list[s
     # Hidden visibility (the built-in profile's cxx flags): an extension exports only its PyInit, so two
     # builds loaded in one process never bind to each other's symbols (inline variables and templates
     # are otherwise unique process-wide: a second build read the first one's variant table).
-    return [*link.cxx_flags, f"-std={link.cxx_std}", "-fPIC", *includes, *link.defines]
+    abi = [f"@{TORCH_ABI_FILE}"] if link.abi_probe else []  # gcc reads the probe's defines from the file
+    return [*link.cxx_flags, f"-std={link.cxx_std}", "-fPIC", *includes, *link.defines, *abi]
 
 
 def link_flags(link: LinkSpec) -> list[str]:
@@ -178,6 +196,38 @@ def link_flags(link: LinkSpec) -> list[str]:
     # aoti_torch_* CUDA shims, which no library the import of torch makes global provides.
     return [f"-L{link.torch_lib}", "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-ltorch_python",
             "-Xlinker", f"-rpath,{link.torch_lib}"]
+
+
+def write_link_rules(w: ninja_syntax.Writer, link: LinkSpec, toolchain: Toolchain, gen_dir: Path) -> None:
+    """The variables and rules of the API sources' and the link's edges (and the ABI probe's)."""
+    launcher = [toolchain.launcher] if toolchain.launcher else []
+    w.variable("cxx", shell([*launcher, link.cxx]))
+    w.variable("cxx_flags", shell(binding_flags(link, toolchain, gen_dir)))
+    w.variable("link_flags", shell(_checked_nvcc(link_flags(link))))  # the link edge is nvcc's
+    w.variable("linker", shell([toolchain.nvcc]))
+    w.rule("cxx", "$cxx $cxx_flags -MD -MF $out.d -c $in -o $out",
+           description="binding", depfile="$out.d", deps="gcc")
+    # Link to a temporary name and rename: a killed build never leaves a loadable half file.
+    w.rule("link", "$linker -shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out",
+           description="link")
+    if link.abi_probe:
+        w.variable("python", shell([link.abi_probe.python]))
+        w.variable("torch_abi_script", shell([link.abi_probe.script]))
+        w.rule("torch_abi", "$python $torch_abi_script $out", description="torch ABI", restat=True)
+
+
+def write_api_edges(out: io.StringIO, link: LinkSpec) -> list[str]:
+    """The ABI probe's edge (first: it gates the API sources) and one compile edge per API source;
+    returns the API objects."""
+    implicit = []
+    if link.abi_probe:
+        _build(out, [path(TORCH_ABI_FILE)], "torch_abi", [], implicit=[path(link.abi_probe.torch_version_file)])
+        implicit = [path(TORCH_ABI_FILE)]
+    objects = []
+    for source in link.api_sources:
+        objects.append(path(api_object(source)))
+        _build(out, [objects[-1]], "cxx", [path(source)], implicit=implicit)
+    return objects
 
 
 def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, flags: CompileFlags,
@@ -208,23 +258,16 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
                          "$nvcc_embed -Xcompiler -fPIC -x c++ -DFLASHBUILD_EMBED_FATBIN -c $in -o $out",
                description="$variant", depfile="$out.d", deps="gcc")
     if link is not None:
-        w.variable("cxx", shell([*launcher, link.cxx]))
-        w.variable("cxx_flags", shell(binding_flags(link, toolchain, gen_dir)))
-        w.variable("link_flags", shell(_checked_nvcc(link_flags(link))))  # the link edge is nvcc's
-        w.variable("linker", shell([toolchain.nvcc]))
-        w.rule("cxx", "$cxx $cxx_flags -MD -MF $out.d -c $in -o $out",
-               description="binding", depfile="$out.d", deps="gcc")
-        # Link to a temporary name and rename: a killed build never leaves a loadable half file.
-        w.rule("link", "$linker -shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out",
-               description="link")
+        write_link_rules(w, link, toolchain, gen_dir)
     w.newline()
+    api_objects = []
     if link is not None:
         # With no .ninja_log to rank edges by (a cold build), ninja starts ready edges in file order.
-        # The API sources' edges first: their cost is the tree's (an upstream tree's API source can
-        # take longer than any kernel TU), so they never wait for a free job; then the kernel TUs,
-        # longest first, so that none of them starts last and holds up the link alone.
-        for source in link.api_sources:
-            _build(out, [path(api_object(source))], "cxx", [path(source)])
+        # The API sources' edges first (after the ABI probe they wait for): their cost is the tree's
+        # (an upstream tree's API source can take longer than any kernel TU), so they never wait for a
+        # free job; then the kernel TUs, longest first, so that none of them starts last and holds up
+        # the link alone.
+        api_objects = write_api_edges(out, link)
     every_arch = sorted({arch for u in units for arch in u.archs})
     edges = [(u.name, u.archs, "fatbin" if is_kernel_part(u.part) else "nvcc") for u in costs.longest_first(units)]
     edges += [(name, tuple(every_arch), "nvcc") for name in extra_units]
@@ -234,6 +277,6 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
                {"gencode": gencode, "variant": name})
     if link is not None:
         objects = [path(object_path(u)) for u in units] + [path(object_path(name)) for name in extra_units]
-        objects += [path(api_object(source)) for source in link.api_sources]
+        objects += api_objects
         _build(out, [path(extension_name(link.module_name))], "link", objects)
     return out.getvalue()

@@ -73,6 +73,8 @@ class NinjaOutput:
             return "binding"
         if path.suffix == ".so":
             return "link"
+        if path.suffix == ".rsp":  # graph.TORCH_ABI_FILE
+            return "torch-abi"
         return path.stem if path.suffix == ".o" else output
 
     def describe(self, target: str) -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import env
 from ..errors import BuildError
 from ..sources import profile as profiles
-from . import cache, graph, render
+from . import cache, graph, render, torch_abi
 from .plan import Plan
 
 TORCH_SPEC_FILE = "torch_spec.json"
@@ -25,7 +26,8 @@ NO_CUDA_CONFIG_HEADER = "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE"
 
 @dataclass(frozen=True)
 class TorchSpec:
-    """torch's headers, defines and libraries, read by importing torch (seconds), kept in the build dir."""
+    """torch's headers, defines and libraries: static_torch_spec reads all but the ABI defines from
+    torch's install; torch_spec imports torch (seconds) for those too and keeps the spec in the build dir."""
 
     include_dirs: tuple[Path, ...]
     defines: tuple[str, ...]        # the C++ ABI and pybind11 ABI torch was built with
@@ -85,14 +87,35 @@ def toolchain(plan: Plan) -> graph.Toolchain:
                            flags=tuple(flags), launcher=plan.options.launcher)
 
 
-def _torch_include_paths(cpp_extension) -> list[str]:
-    """torch's include dirs, across the two signatures of include_paths()."""
-    for kwargs in ({"device_type": "cuda"}, {"cuda": True}, {}):
-        try:
-            return list(cpp_extension.include_paths(**kwargs))
-        except (TypeError, OSError):  # older signature / torch cannot find CUDA_HOME (we add CUDA ourselves)
-            continue
-    return []
+def _torch_include_dirs(root: Path) -> list[Path]:
+    """torch's include dirs as torch.utils.cpp_extension.include_paths() lists them (its CUDA dir
+    aside: the toolchain adds nvcc's), read from the install without importing torch."""
+    include = root / "include"
+    return [d for d in (include, include / "torch" / "csrc" / "api" / "include", include / "TH", include / "THC")
+            if d.is_dir()]
+
+
+def static_torch_spec(plan: Plan) -> TorchSpec:
+    """What the compile and link flags take from torch that its install tells without an import:
+    its include dirs (and Python's, nvcc's, the nvidia wheels'), C++ standard, library dir and
+    whether it has CUDA; not its ABI defines (`defines` is empty: torch_abi.py reads those)."""
+    import sysconfig
+
+    torch = env.torch_info()
+    if torch is None:
+        raise BuildError(f"torch is not installed, and {plan.profile.name}'s build needs its headers: pip install torch")
+    includes = [*_torch_include_dirs(torch.root), Path(sysconfig.get_paths()["include"])]
+    cuda_include = env.cuda_include_dir(plan.nvcc.path) if plan.nvcc else None
+    if cuda_include:
+        includes.append(cuda_include)
+    includes += env.nvidia_wheel_include_dirs()
+    try:
+        major_minor = tuple(int(p) for p in torch.version.split("+")[0].split(".")[:2])
+    except ValueError:
+        major_minor = (0, 0)
+    return TorchSpec(include_dirs=tuple(dict.fromkeys(Path(p) for p in includes)), defines=(),
+                     cxx_std="c++20" if major_minor >= (2, 13) else "c++17",  # torch >= 2.13 headers need C++20
+                     torch_lib=torch.root / "lib", cuda=torch.cuda is not None)
 
 
 def torch_spec(plan: Plan) -> TorchSpec:
@@ -124,25 +147,11 @@ def torch_spec(plan: Plan) -> TorchSpec:
 
 
 def _import_torch_spec(plan: Plan) -> TorchSpec:
-    import sysconfig
-
     import torch
-    from torch.utils import cpp_extension
 
-    includes = _torch_include_paths(cpp_extension) + [sysconfig.get_paths()["include"]]
-    cuda_include = env.cuda_include_dir(plan.nvcc.path) if plan.nvcc else None
-    if cuda_include:
-        includes.append(str(cuda_include))
-    includes += [str(d) for d in env.nvidia_wheel_include_dirs()]
-    defines = [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
-    for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):  # the pybind11 ABI torch was built with
-        value = getattr(torch._C, f"_PYBIND11_{name}", None)
-        if value:
-            defines.append(f'-DPYBIND11_{name}="{value}"')
-    major_minor = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
-    return TorchSpec(include_dirs=tuple(Path(p) for p in dict.fromkeys(includes)), defines=tuple(defines),
-                     cxx_std="c++20" if major_minor >= (2, 13) else "c++17",  # torch >= 2.13 headers need C++20
-                     torch_lib=Path(torch.__file__).parent / "lib", cuda=torch.version.cuda is not None)
+    from . import torch_abi
+
+    return dataclasses.replace(static_torch_spec(plan), defines=tuple(torch_abi.abi_defines(torch._C)))
 
 
 def torch_link_spec(plan: Plan) -> graph.LinkSpec:
@@ -157,11 +166,16 @@ def torch_link_spec(plan: Plan) -> graph.LinkSpec:
         if not source.is_file():
             raise BuildError(f"the API source {source} is missing (profile {profile.name}, key extension.sources); "
                              f"restore it, or build kernel objects only with `{plan.command()} --compile-only`")
-    spec = torch_spec(plan)
+    if profile.kernels_need_torch:  # the kernels' flags imported torch already (toolchain): its ABI inline
+        spec, probe = torch_spec(plan), None
+    else:  # a ninja edge reads the ABI beside the kernel TUs (graph.AbiProbe): no import of torch here
+        spec = static_torch_spec(plan)
+        probe = graph.AbiProbe(python=Path(sys.executable), script=Path(torch_abi.__file__),
+                               torch_version_file=env.torch_info().root / "version.py")
     defines = [f"-DTORCH_EXTENSION_NAME={plan.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *spec.defines,
                *profile.defines, *feature_defines(plan)]
     return graph.LinkSpec(
         module_name=plan.module_name, cxx=cxx, cxx_std=spec.cxx_std, include_dirs=spec.include_dirs,
         defines=tuple(defines), torch_lib=spec.torch_lib, api_sources=sources,
         tree_include_dirs=tuple(root / d for d in profile.include_dirs) + (_cutlass(plan),),
-        cxx_flags=profile.cxx_flags)
+        cxx_flags=profile.cxx_flags, abi_probe=probe)
