@@ -6,8 +6,8 @@ long and odd sequences, GQA and MQA, seqlen_q != seqlen_k and causal rows that s
 must be 0, not NaN); a profile shows the Hopper kernel ran, not an Ampere-path kernel. Deterministic
 mode on the Hopper kernel (kFragment's consumer turns at 192/256, the dQ writer's at 96): three runs give
 identical bits, and the gradients meet the same rule.
-Features on the Hopper kernel (a build of its own, local + softcap, head dims 64-256: both BwdSplits, all
-three dQ orders): local windows, softcap (2.0 saturates tanh on standard-normal inputs, 30.0 barely) and
+Features on the Hopper kernel (a build of its own, local + softcap, head dims 64-256, fp16 and bf16: both
+BwdSplits, all three dQ orders): local windows, softcap (2.0 saturates tanh on standard-normal inputs, 30.0 barely) and
 both, against the same reference with the same window and softcap; rows that see no key get dQ exactly 0
 and keys no row sees dK, dV exactly 0; deterministic mode under a window gives identical bits; a profile
 shows the Hopper kernel ran for a call with both features on.
@@ -130,7 +130,7 @@ def test_deterministic_mode_gives_identical_bits(m, case, head_dim, causal):
 # ---------------------------------------------------------------- local windows and softcap
 
 FEATURE_HDIMS = (64, 128, 192, 256)  # kKeys (kFragmentBulk), kHeadDim with kFragmentBulk (192) and kFragment (256)
-FEATURE_SELECTION = dict(hdim=list(FEATURE_HDIMS), dtype=["fp16"], arch="native", direction="bwd", causal="both",
+FEATURE_SELECTION = dict(hdim=list(FEATURE_HDIMS), dtype=["fp16", "bf16"], arch="native", direction="bwd", causal="both",
                          features=["local", "softcap"])
 
 
@@ -160,16 +160,17 @@ def feature_call_id(call):
 
 @pytest.mark.parametrize("call", [(c, w) for c in (False, True) for w in FEATURE_CALLS[c]],
                          ids=lambda cw: ("causal-" if cw[0] else "") + feature_call_id(cw[1]))
+@pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("head_dim", FEATURE_HDIMS)
 @pytest.mark.parametrize("case", FEATURE_CASES, ids=lambda c: "b{}-sq{}-sk{}-h{}-{}".format(*c))
-def test_feature_gradients_match_the_fp32_reference(mf, case, head_dim, call):
+def test_feature_gradients_match_the_fp32_reference(mf, case, head_dim, dtype, call):
     causal, (window, softcap) = call
     batch, seqlen_q, seqlen_k, nheads, nheads_k = case
-    got, ref, low = backward(mf, *case, head_dim, torch.float16, causal, seed=sum(case) + head_dim + causal,
+    got, ref, low = backward(mf, *case, head_dim, DTYPES[dtype], causal, seed=sum(case) + head_dim + causal,
                              window=window, softcap=softcap)
-    what = f"d{head_dim} causal={causal} window={window} softcap={softcap:g} {case}"
+    what = f"d{head_dim} {dtype} causal={causal} window={window} softcap={softcap:g} {case}"
     for name, g, r, lo in zip(("dq", "dk", "dv"), got, ref, low):
-        assert g.shape == r.shape and g.dtype == torch.float16
+        assert g.shape == r.shape and g.dtype == DTYPES[dtype]
         check(f"{name} {what}", g, r, lo)
     hidden = hidden_keys(seqlen_q, seqlen_k, causal, window, device="cuda")
     if hidden is not None:
