@@ -104,9 +104,10 @@ def test_the_binding_compiles_without_the_broad_headers(tmp_path):
                         context=builder.tree_context(plan))
     link = toolchain.torch_link_spec(plan)
     cpu_torch = [] if toolchain.static_torch_spec(plan).cuda else [toolchain.NO_CUDA_CONFIG_HEADER]
-    # The ABI probe's edge first, as ninja runs it: the compile reads its response file from the build dir.
+    # The ABI probe's edge first, as ninja runs it: the compile force-includes its header from the build dir.
     probe = link.abi_probe
-    subprocess.run([str(probe.python), str(probe.script), graph.TORCH_ABI_FILE], cwd=plan.build_dir, check=True)
+    subprocess.run([str(probe.python), str(probe.script), graph.TORCH_ABI_FILE, str(probe.torch_root),
+                    probe.torch_version], cwd=plan.build_dir, check=True)
     obj, depfile = tmp_path / "flash_api.o", tmp_path / "flash_api.o.d"
     compiled = subprocess.run([str(link.cxx), *graph.binding_flags(link, tools, plan.gen_dir), *cpu_torch,
                                "-MD", "-MF", str(depfile), "-c", str(BINDING), "-o", str(obj)],

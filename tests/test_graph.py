@@ -188,17 +188,19 @@ def test_a_cold_build_starts_the_binding_first(tmp_path):
 
 
 def test_the_abi_probe_gates_the_binding_alone():
-    """Without torch imported by the plan, a probe edge writes torch's ABI defines (restat), first in
-    the file; the API source's compile reads them (@file) and waits for it; no kernel TU does."""
+    """Without torch imported by the plan, a probe edge writes torch's ABI macros (restat), first in
+    the file; the API source's compile force-includes them and waits for it; no kernel TU does."""
     probe = graph.AbiProbe(python=Path("/py/bin/python3"), script=Path("/src/flashbuild/build/torch_abi.py"),
-                           torch_version_file=Path("/torch/version.py"))
+                           torch_root=Path("/torch"), torch_version="2.13.0+cpu")
     link = graph.LinkSpec(**{**LINK.__dict__, "abi_probe": probe})
     _, text = text_for(link=link, hdim=(64,), dtype=("fp16",), arch=("sm90",), direction=("fwd",))
     builds = re.findall(r"^build (\S+): (\w+)(.*)$", text, re.M)
     assert builds[0] == (graph.TORCH_ABI_FILE, "torch_abi", " | /torch/version.py")
     assert builds[1] == (graph.BINDING_OBJECT, "cxx", f" /src/kernels/binding/flash_api.cpp | {graph.TORCH_ABI_FILE}")
     assert all(graph.TORCH_ABI_FILE not in rest for out, rule, rest in builds[2:] if rule in ("nvcc", "fatbin"))
-    assert variable(text, "cxx_flags").endswith(f"@{graph.TORCH_ABI_FILE}")
-    assert re.search(r"^rule torch_abi\n  command = \$python \$torch_abi_script \$out\n(  .*\n)*  restat = 1", text, re.M)
+    assert variable(text, "cxx_flags").endswith(f"-include {graph.TORCH_ABI_FILE}")
+    assert variable(text, "torch") == "/torch 2.13.0+cpu"  # in the command: a moved or new torch reruns it
+    assert re.search(r"^rule torch_abi\n  command = \$python \$torch_abi_script \$out \$torch\n(  .*\n)*  restat = 1",
+                     text, re.M)
     _, plain = text_for(link=LINK, hdim=(64,), dtype=("fp16",), arch=("sm90",), direction=("fwd",))
-    assert "torch_abi" not in plain and "@" not in variable(plain, "cxx_flags")
+    assert "torch_abi" not in plain and "-include" not in variable(plain, "cxx_flags")

@@ -1,12 +1,11 @@
 """What the binding and link edges take from torch. The built-in profile's plan never imports torch
 (3.3 s on the GPU host, before the first compile of a cold build): torch's install tells its include
 dirs, C++ standard and libraries, and a ninja edge beside the kernel TUs (torch_abi.py) writes its ABI
-defines into a response file the binding's compile reads. An upstream tree whose kernels include torch
+macros into a header the binding's compile force-includes. An upstream tree whose kernels include torch
 imports it for their flags; that spec is kept in the build dir and recomputed when its stamp changes."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import subprocess
 import sys
@@ -36,7 +35,9 @@ def test_the_builtin_link_spec_imports_no_torch(tmp_path, monkeypatch):
     link = toolchain.torch_link_spec(plan)
     assert link.abi_probe is not None and link.abi_probe.script == Path(torch_abi.__file__)
     assert not any("ABI" in d or "PYBIND11" in d for d in link.defines)
-    assert graph.binding_flags(link, builder.toolchain(plan), plan.gen_dir)[-1] == f"@{graph.TORCH_ABI_FILE}"
+    assert graph.binding_flags(link, builder.toolchain(plan), plan.gen_dir)[-2:] == ["-include", graph.TORCH_ABI_FILE]
+    info = env.torch_info()
+    assert (link.abi_probe.torch_root, link.abi_probe.torch_version) == (info.root, info.version)
     assert not (plan.build_dir / toolchain.LINK_SPEC_FILE).exists()
 
 
@@ -55,30 +56,64 @@ def test_the_static_spec_is_what_importing_torch_gives(tmp_path):
     assert spec.defines == ()
 
 
+def probe(out, *torch_args):
+    info = env.torch_info()
+    args = torch_args or (str(info.root), info.version)
+    return subprocess.run([sys.executable, torch_abi.__file__, str(out), *args], cwd=out.parent,
+                          capture_output=True, text=True)
+
+
+def macros_of(cxx, header):
+    return subprocess.run([cxx, "-include", str(header), "-dM", "-E", "-x", "c++", "/dev/null"],
+                          capture_output=True, text=True, check=True).stdout
+
+
 def test_the_abi_probe_writes_what_the_import_reads_and_rewrites_only_on_change(tmp_path):
     import torch
 
     out = tmp_path / graph.TORCH_ABI_FILE
-    subprocess.run([sys.executable, torch_abi.__file__, str(out)], check=True, cwd=tmp_path)
-    assert shlex.split(out.read_text()) == torch_abi.abi_defines(torch._C)
+    assert probe(out).returncode == 0
+    assert out.read_text() == torch_abi.header(torch_abi.abi_defines(torch._C))
     before = out.stat().st_mtime_ns
-    subprocess.run([sys.executable, torch_abi.__file__, str(out)], check=True, cwd=tmp_path)
+    assert probe(out).returncode == 0
     assert out.stat().st_mtime_ns == before  # restat: an unchanged ABI leaves the binding alone
-    out.write_text("-DSTALE=1\n")
-    subprocess.run([sys.executable, torch_abi.__file__, str(out)], check=True, cwd=tmp_path)
-    assert shlex.split(out.read_text()) == torch_abi.abi_defines(torch._C)
+    out.write_text("#define STALE 1\n")
+    assert probe(out).returncode == 0
+    assert out.read_text() == torch_abi.header(torch_abi.abi_defines(torch._C))
+
+
+def test_the_abi_probe_refuses_another_torch_than_the_plans(tmp_path):
+    """The header describes the torch whose headers the binding includes, or the build stops saying why."""
+    out = tmp_path / graph.TORCH_ABI_FILE
+    info = env.torch_info()
+    moved = probe(out, str(tmp_path), info.version)
+    assert moved.returncode == 1 and "run flashbuild with one Python and one torch" in moved.stderr
+    other = probe(out, str(info.root), "0.0.1")
+    assert other.returncode == 1 and f"imports torch {info.version}" in other.stderr
+    assert not out.exists()
 
 
 @pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="no host C++ compiler")
-def test_the_host_compiler_reads_the_defines_with_their_quotes(tmp_path):
-    """pybind11's defines are string literals: `"_gcc"` must reach the preprocessor with its quotes."""
-    rsp = tmp_path / graph.TORCH_ABI_FILE
-    rsp.write_text(torch_abi.response_file(['-DPYBIND11_COMPILER_TYPE="_gcc"', "-D_GLIBCXX_USE_CXX11_ABI=1"]))
-    cxx = shutil.which("c++") or shutil.which("g++")
-    macros = subprocess.run([cxx, f"@{rsp.name}", "-dM", "-E", "-x", "c++", "/dev/null"], cwd=tmp_path,
-                            capture_output=True, text=True, check=True).stdout
+def test_the_host_compiler_reads_the_macros_with_their_quotes(tmp_path):
+    """pybind11's macros are string literals: `"_gcc"` must reach the preprocessor with its quotes."""
+    header = tmp_path / graph.TORCH_ABI_FILE
+    header.write_text(torch_abi.header(['-DPYBIND11_COMPILER_TYPE="_gcc"', "-D_GLIBCXX_USE_CXX11_ABI=1"]))
+    macros = macros_of(shutil.which("c++") or shutil.which("g++"), header)
     assert '#define PYBIND11_COMPILER_TYPE "_gcc"' in macros
     assert "#define _GLIBCXX_USE_CXX11_ABI 1" in macros
+
+
+def test_python_and_python3_plan_the_same_probe(tmp_path, monkeypatch):
+    """The interpreter in the probe's command is python3.X beside it when that is the same file: a build
+    planned from `python` and a load() from `python3` see one build.ninja."""
+    versioned = Path(sys.executable).with_name(f"python{sys.version_info.major}.{sys.version_info.minor}")
+    if not versioned.exists():
+        pytest.skip(f"no {versioned.name} beside {sys.executable}")
+    for name in ("python", "python3", versioned.name):
+        alias = Path(sys.executable).with_name(name)
+        if alias.exists() and alias.samefile(versioned):
+            monkeypatch.setattr(sys, "executable", str(alias))
+            assert toolchain._interpreter() == versioned
 
 
 def upstream_plan(tmp_path, monkeypatch):

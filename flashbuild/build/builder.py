@@ -295,8 +295,8 @@ def load(selection: Selection, options: BuildOptions):
        extension's hash recorded at link time must match instead. Any mismatch falls through to 2.
     2. Lock: take the build dir's file lock; while another process builds this key, wait.
     3. Try load again: the process we waited for may have built exactly this.
-    4. Build: render, write build.ninja, run ninja (kernels, binding, link to a temporary name
-       then rename), write the manifest. Raises BuildError on compile errors (naming every
+    4. Build: render, write build.ninja, run ninja (kernels; torch's ABI probe, then the binding;
+       link to a temporary name then rename), write the manifest. Raises BuildError on compile errors (naming every
        failed variant) and when torch has no CUDA (after compiling the kernels).
     5. Load: check the extension (ours, not a link, not writable by others), import it (torch
        first) and return the module (import_build); ImportError propagates, an undefined symbol as
@@ -320,28 +320,5 @@ def load(selection: Selection, options: BuildOptions):
         module = _try_load(plan, tools, link)  # 3
         if module is not None:
             return module
-        with _torch_imported_meanwhile():
-            _build_locked(plan, tools, link)  # 4
+        _build_locked(plan, tools, link)  # 4
     return import_build(plan)  # 5
-
-
-@contextlib.contextmanager
-def _torch_imported_meanwhile():
-    """Import torch in a thread while the block (the build) runs: step 5 needs it, and nothing before
-    it does (the plan reads torch's flags from its install; the ABI probe is a ninja edge). The block's
-    end waits for the import, so no exit (a failed build) meets torch half loaded; a failure of the
-    import is left for step 5's own import to report."""
-    import threading
-
-    def quietly():
-        try:
-            import torch  # noqa: F401
-        except BaseException:  # noqa: BLE001 (step 5 imports again and reports it)
-            pass
-
-    thread = threading.Thread(target=quietly, name="flashbuild-import-torch", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()

@@ -40,19 +40,22 @@ class Toolchain:
     launcher: str | None = None          # e.g. ccache: prefixes every compile command
 
 
-TORCH_ABI_FILE = "torch_abi.rsp"  # the ABI probe's output (a gcc response file), in the build dir
+TORCH_ABI_FILE = "torch_abi.h"  # the ABI probe's output (a header of torch's ABI macros), in the build dir
 
 
 @dataclass(frozen=True)
 class AbiProbe:
-    """Where the binding's torch ABI defines come from when the plan did not import torch: an edge
-    (`python script torch_abi.rsp`, torch_abi.py) imports torch while the kernel TUs compile and writes
-    them as a gcc response file, which the API sources' compile reads (`@torch_abi.rsp`). It reruns
-    when torch's version.py changes, and rewrites the file only when the defines changed (restat)."""
+    """Where the binding's torch ABI macros come from when the plan did not import torch: an edge
+    (`python script torch_abi.h ROOT VERSION`, torch_abi.py) imports torch while the kernel TUs compile
+    and writes them as a header, which the API sources' compile force-includes (`-include torch_abi.h`;
+    compiler caches hash it as they hash any header). It reruns when torch's root or version (in its
+    command) or its version.py (an input) changes, and rewrites the header only when the macros changed
+    (restat)."""
 
     python: Path
     script: Path
-    torch_version_file: Path
+    torch_root: Path
+    torch_version: str
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ def binding_flags(link: LinkSpec, toolchain: Toolchain, gen_dir: Path) -> list[s
     # Hidden visibility (the built-in profile's cxx flags): an extension exports only its PyInit, so two
     # builds loaded in one process never bind to each other's symbols (inline variables and templates
     # are otherwise unique process-wide: a second build read the first one's variant table).
-    abi = [f"@{TORCH_ABI_FILE}"] if link.abi_probe else []  # gcc reads the probe's defines from the file
+    abi = ["-include", TORCH_ABI_FILE] if link.abi_probe else []  # the probe's macros, before any other header
     return [*link.cxx_flags, f"-std={link.cxx_std}", "-fPIC", *includes, *link.defines, *abi]
 
 
@@ -211,9 +214,11 @@ def write_link_rules(w: ninja_syntax.Writer, link: LinkSpec, toolchain: Toolchai
     w.rule("link", "$linker -shared -cudart shared $in $link_flags -o $out.tmp && mv -f $out.tmp $out",
            description="link")
     if link.abi_probe:
-        w.variable("python", shell([link.abi_probe.python]))
-        w.variable("torch_abi_script", shell([link.abi_probe.script]))
-        w.rule("torch_abi", "$python $torch_abi_script $out", description="torch ABI", restat=True)
+        probe = link.abi_probe
+        w.variable("python", shell([probe.python]))
+        w.variable("torch_abi_script", shell([probe.script]))
+        w.variable("torch", shell([probe.torch_root, probe.torch_version]))
+        w.rule("torch_abi", "$python $torch_abi_script $out $torch", description="torch ABI", restat=True)
 
 
 def write_api_edges(out: io.StringIO, link: LinkSpec) -> list[str]:
@@ -221,7 +226,8 @@ def write_api_edges(out: io.StringIO, link: LinkSpec) -> list[str]:
     returns the API objects."""
     implicit = []
     if link.abi_probe:
-        _build(out, [path(TORCH_ABI_FILE)], "torch_abi", [], implicit=[path(link.abi_probe.torch_version_file)])
+        version_file = link.abi_probe.torch_root / "version.py"
+        _build(out, [path(TORCH_ABI_FILE)], "torch_abi", [], implicit=[path(version_file)])
         implicit = [path(TORCH_ABI_FILE)]
     objects = []
     for source in link.api_sources:

@@ -73,7 +73,7 @@ class NinjaOutput:
             return "binding"
         if path.suffix == ".so":
             return "link"
-        if path.suffix == ".rsp":  # graph.TORCH_ABI_FILE
+        if path.name == "torch_abi.h":  # graph.TORCH_ABI_FILE, the ABI probe's output
             return "torch-abi"
         return path.stem if path.suffix == ".o" else output
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from ..sources import profile as profiles
 from . import cache, graph, render, torch_abi
 from .plan import Plan
 
+# torch_spec()'s record in the build dir: written only for a profile whose kernels include torch (the
+# built-in profile's plan reads torch's install and leaves its ABI to a ninja edge, torch_abi.py).
 TORCH_SPEC_FILE = "torch_spec.json"
 LINK_SPEC_FILE = TORCH_SPEC_FILE  # the name earlier tests and tools know it by
 # The CPU wheel of torch ships c10/cuda headers without the one its CUDA build generates
@@ -88,8 +91,9 @@ def toolchain(plan: Plan) -> graph.Toolchain:
 
 
 def _torch_include_dirs(root: Path) -> list[Path]:
-    """torch's include dirs as torch.utils.cpp_extension.include_paths() lists them (its CUDA dir
-    aside: the toolchain adds nvcc's), read from the install without importing torch."""
+    """torch's include dirs as torch.utils.cpp_extension.include_paths() lists them, read from the
+    install without importing torch. Its CUDA dirs aside ($CUDA_HOME or $CUDA_INC_PATH, $CUDNN_HOME's):
+    the toolchain adds nvcc's own include dir, and no API source includes a cuDNN header."""
     include = root / "include"
     return [d for d in (include, include / "torch" / "csrc" / "api" / "include", include / "TH", include / "THC")
             if d.is_dir()]
@@ -154,6 +158,22 @@ def _import_torch_spec(plan: Plan) -> TorchSpec:
     return dataclasses.replace(static_torch_spec(plan), defines=tuple(torch_abi.abi_defines(torch._C)))
 
 
+def _interpreter() -> Path | None:
+    """This Python as the ABI probe runs it: python3.X beside it when that is the same file, so that
+    `python`, `python3` and `python3.X` plan the same build.ninja (a no-op stays one); None when the
+    interpreter has no path (embedded)."""
+    if not sys.executable:
+        return None
+    exe = Path(sys.executable)
+    versioned = exe.with_name(f"python{sys.version_info.major}.{sys.version_info.minor}")
+    try:
+        if versioned != exe and os.path.samefile(versioned, exe):
+            return versioned
+    except OSError:
+        pass
+    return exe
+
+
 def torch_link_spec(plan: Plan) -> graph.LinkSpec:
     """What the API sources and the link edge need: torch's spec, the host compiler, the tree."""
     cxx = env.find_host_cxx()
@@ -166,12 +186,13 @@ def torch_link_spec(plan: Plan) -> graph.LinkSpec:
         if not source.is_file():
             raise BuildError(f"the API source {source} is missing (profile {profile.name}, key extension.sources); "
                              f"restore it, or build kernel objects only with `{plan.command()} --compile-only`")
-    if profile.kernels_need_torch:  # the kernels' flags imported torch already (toolchain): its ABI inline
-        spec, probe = torch_spec(plan), None
+    python = _interpreter()
+    if profile.kernels_need_torch or python is None:  # torch imported for the kernels' flags (or no
+        spec, probe = torch_spec(plan), None             # interpreter path to run a probe): its ABI inline
     else:  # a ninja edge reads the ABI beside the kernel TUs (graph.AbiProbe): no import of torch here
-        spec = static_torch_spec(plan)
-        probe = graph.AbiProbe(python=Path(sys.executable), script=Path(torch_abi.__file__),
-                               torch_version_file=env.torch_info().root / "version.py")
+        spec, torch = static_torch_spec(plan), env.torch_info()
+        probe = graph.AbiProbe(python=python, script=Path(torch_abi.__file__), torch_root=torch.root,
+                               torch_version=torch.version)
     defines = [f"-DTORCH_EXTENSION_NAME={plan.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *spec.defines,
                *profile.defines, *feature_defines(plan)]
     return graph.LinkSpec(
