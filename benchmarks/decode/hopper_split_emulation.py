@@ -7,7 +7,7 @@ G = H / Hk query heads of one K/V head as the rows of its query block (the bindi
 (a view, no copy: the cache is (B, L, Hk, d) contiguous), which this script times beside
 flash_attn_with_kvcache (the Ampere-path split-KV kernel compiled for sm_90a, its splits chosen by the
 binding, its combine included) on the same cache, in turns; both through the extension's own functions
-(mha_fwd, mha_fwd_kvcache: no Python wrapper, whose host time would show in the small calls). The Hopper rows leave out what a split-KV
+(flash_attn_func, mha_fwd_kvcache: no Python wrapper, whose host time would show in the small calls). The Hopper rows leave out what a split-KV
 kernel adds: the combine of the S partial results (S * B * H * d fp32 values: 2 MB at S 16, B 8, H 32,
 d 128, one small kernel) and fp32 partials instead of fp16 ones. So a Hopper row slower than the
 split-KV row says the Hopper kernel as it is would not pay; a faster one bounds what it could give.
@@ -86,7 +86,7 @@ def main() -> None:
                         def call():
                             turn["n"] += 1
                             i = turn["n"] % copies
-                            return ext.mha_fwd(packed[i], *views[i], False)
+                            return ext.flash_attn_func(packed[i], *views[i], False)
                         return call
 
                     usable = [s for s in SPLITS if cache % s == 0 and cache // s >= 128]
