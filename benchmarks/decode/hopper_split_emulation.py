@@ -43,9 +43,12 @@ def main() -> None:
     parser.add_argument("--hdim", type=ints, default=[64, 128])
     parser.add_argument("--heads", default="32/8,32/32", help="query/K-V heads, comma-separated")
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--nvcc-flag", action="append", default=[],
+                        help="extra nvcc flag for the kernels (repeatable), e.g. -DFLASHBUILD_HOPPER_BLOCK_M=128 "
+                             "with _BLOCK_N and _STAGES: another Hopper tile (hopper/traits.h, fwd_tile)")
     args = parser.parse_args()
     ext = flashbuild.load(hdim=args.hdim, dtype="fp16", arch="native", direction="fwd,splitkv", causal="off",
-                          features="none").ext
+                          features="none", nvcc_flags=args.nvcc_flag).ext
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, build {ext.build_key()}")
     print("| hdim | heads | batch | cache | split-KV (us) | GB/s | Hopper, best S (us) | S | GB/s | "
           "Hopper / split-KV time |")
