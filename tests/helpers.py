@@ -152,6 +152,30 @@ const KernelHandle& FwdKernelEntry<Traits, kIsCausal, kMode, kFeatures>::get() {
 }  // namespace flashbuild::ampere
 """
 
+# A stand-in for kernels/hopper/splitkv_launch.h: sm90's split-KV at head dims 32-128 launches the Hopper forward's
+# kernel compiled for decoding (hopper::FwdKernelEntry with kSplitKVKernel in its features), which its kernel TU
+# instantiates from hopper/fwd_kernel.h (FAKE_HOPPER_FWD_KERNEL_H) and the variant's TU specializes to the fatbin.
+FAKE_HOPPER_SPLITKV_LAUNCH_H = """\
+#pragma once
+#include "hopper/fwd_launch.h"
+
+namespace flashbuild {
+namespace hopper {
+constexpr int kSplitKVKernel = 1 << 8;
+template <int kHeadDim, DType kDType> struct FakeSplitKVTraits {
+  static constexpr int kValue = kHeadDim + int(kDType);
+};
+template <int kHeadDim, DType kDType> using SplitKVTraits = FakeSplitKVTraits<kHeadDim, kDType>;
+}  // namespace hopper
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_splitkv(const FwdParams& params, cudaStream_t stream) {
+  using Entry = hopper::FwdKernelEntry<hopper::SplitKVTraits<kHeadDim, kDType>, kIsCausal, kFeatures | hopper::kSplitKVKernel>;
+  Entry::get().launch(dim3(1), dim3(32), 0, stream, params);
+}
+}  // namespace flashbuild
+"""
+
 
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H,
               hopper_fwd_launch_header: str = FAKE_HOPPER_FWD_LAUNCH_H,
@@ -170,6 +194,7 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     (root / "kernels" / "hopper" / "bwd_launch.h").write_text(bwd_launch_header)  # sm90's backward: the same contract
     (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)
     (root / "kernels" / "ampere" / "fwd_kernel.h").write_text(FAKE_SPLITKV_KERNEL_H)
+    (root / "kernels" / "hopper" / "splitkv_launch.h").write_text(FAKE_HOPPER_SPLITKV_LAUNCH_H)
     (root / "kernels" / FAKE_BWD_DETAIL).write_text(
         "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")
     return root

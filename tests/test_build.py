@@ -175,12 +175,12 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
             f"hopper; the deterministic (ordered) kernel of {variant} alone, device-only (nvcc -fatbin; {variant} "
             f"launches it from this TU's object)")
     assert "from templates/bwd_kernel.cu.j2" in out
-    assert families["splitkv_hdim64_fp16_sm90"].startswith("ampere; no Hopper split-KV yet")
+    assert families["splitkv_hdim64_fp16_sm90"].startswith("hopper; the Hopper forward kernel compiled for decoding")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
     assert "compile 28 kernel TUs:" in out  # 12 variants (plain and local+softcap), 16 kernel TUs
     for variant in ("splitkv_hdim64_fp16_sm90", "splitkv_hdim64_fp16_causal_sm90_local_softcap"):  # split-KV's
         # forward kernel (one split or several), device-only in a TU of its own
-        assert families[f"{variant}_kernel"] == f"ampere; the split-KV kernel of {variant} alone, device-only " \
+        assert families[f"{variant}_kernel"] == f"hopper; the split-KV kernel of {variant} alone, device-only " \
                                                 f"(nvcc -fatbin; {variant} launches it from this TU's object)"
     assert "from templates/splitkv_kernel.cu.j2" in out
     # The Hopper backward's plain kernels hold the deterministic mode: no deterministic call of this build

@@ -110,14 +110,23 @@ def test_a_hopper_forward_launch_tu_reaches_no_kernel_code():
 
 
 def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
-    """Split-KV's launch TU keeps the append and combine kernels and reaches the forward kernel's traits, not its
-    code: its two forward kernels compile device-only in the kernel TUs, so an edit to the forward kernel
-    recompiles those alone (on every arch: the split-KV family is the Ampere path's)."""
-    tus = rendered(hdim=128, dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
-    assert set(tus) == {f"splitkv_hdim128_fp16_causal_{arch}{part}" for arch in ("sm80", "sm90")
+    """Split-KV's launch TU keeps the append and combine kernels and reaches its kernel's traits, not its code:
+    the kernel compiles device-only in the kernel TU, so an edit to the kernel recompiles that alone. On sm80 the
+    kernel is the Ampere path's forward in decode mode; on sm90 (head dims 32-128) the Hopper forward's, compiled
+    for decoding (hopper/splitkv_launch.h); at hdim 192/256 sm90 keeps the Ampere path's."""
+    tus = rendered(hdim="128,256", dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
+    assert set(tus) == {f"splitkv_hdim{hdim}_fp16_causal_{arch}{part}" for hdim in (128, 256) for arch in ("sm80", "sm90")
                         for part in ("", "_kernel")}
-    for arch in ("sm80", "sm90"):
-        name = f"splitkv_hdim128_fp16_causal_{arch}"
+    hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
+    for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
+        name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
         assert {"ampere/fwd_entry.h", "ampere/traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/softmax.h" not in tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" in tus[name + "_kernel"] and "ampere/splitkv_launch.h" not in tus[name + "_kernel"]
+        assert not any(h.startswith("hopper/") for h in tus[name] | tus[name + "_kernel"]), (name, sorted(tus[name]))
+    name = "splitkv_hdim128_fp16_causal_sm90"
+    assert {"hopper/splitkv_launch.h", "hopper/fwd_params.h", "ampere/append_kv.h", "ampere/splitkv_combine.h"} <= \
+        tus[name], sorted(tus[name])
+    assert not hopper_code & tus[name] and "ampere/fwd_kernel.h" not in tus[name], sorted(tus[name])
+    assert hopper_code <= tus[name + "_kernel"] and "hopper/splitkv_launch.h" not in tus[name + "_kernel"]
+    assert "ampere/fwd_kernel.h" not in tus[name + "_kernel"]

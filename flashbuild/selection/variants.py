@@ -90,28 +90,37 @@ FAMILIES = {
                                            "split-KV kernel"),)}),
     "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
                                "ping-pong consumers, persistent scheduler); sm_90a",
-                     {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h"},
+                     {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h",
+                      "splitkv": "hopper/splitkv_launch.h"},
                      # The backward's main kernel and its deterministic (ordered) instantiation; its small
-                     # kernels (dsum = rowsum(dO * O), the dQ conversion) stay in the launch TU.
+                     # kernels (dsum = rowsum(dO * O), the dQ conversion) stay in the launch TU. Split-KV:
+                     # the forward kernel compiled for decoding; the append and combine kernels stay in the
+                     # launch TU.
                      {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h"),),
+                      "splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "hopper/fwd_kernel.h",
+                                           "split-KV kernel"),),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"),
                               KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h",
                                        "deterministic (ordered) kernel"))}),
 }
 
-# Which family serves (direction, arch). The Hopper family has a forward and a backward: sm90's
-# split-KV still compiles the Ampere path for sm_90a. A Hopper variant compiles no Ampere-path kernel:
+# Which family serves (direction, arch), and where a head dim differs (HEAD_DIM_FAMILY). The Hopper family
+# has a forward, a backward and a split-KV (the forward kernel compiled for decoding) for sm_90a; sm90's
+# split-KV at head dims 192 and 256 is the Ampere path's (their Hopper key blocks, 96 and 80 rows, divide
+# no page size of 128k rows that the binding accepts). A Hopper variant compiles no Ampere-path kernel:
 # the binding copies tensors TMA cannot address into aligned ones and answers calls without queries or
 # keys itself (kernels/binding/flash_api.cpp). FAMILY_NOTES says who serves what in the plan.
 FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
-} | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper"}
+} | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper", ("splitkv", "sm90"): "hopper"}
+HEAD_DIM_FAMILY = {("splitkv", "sm90", 192): "ampere", ("splitkv", "sm90", 256): "ampere"}
 FAMILY_NOTES = {
     ("bwd", "sm90"): "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
                      "the Hopper kernel",
-    ("splitkv", "sm90"): "no Hopper split-KV yet: the Ampere-path kernel compiled for sm_90a (cache calls of 128 "
-                         "queries or more with nothing to append or rotate, contiguous or paged at head dims 32-128, "
-                         "run on the forward variant's Hopper kernel when the build holds it)",
+    ("splitkv", "sm90"): "the Hopper forward kernel compiled for decoding (64-row tiles, splits, the cache's "
+                         "addressing); cache calls of 128 queries or more with nothing to append or rotate, "
+                         "contiguous or paged at head dims 32-128, run on the forward variant's Hopper kernel when "
+                         "the build holds it",
     ("fwd", "sm90"): "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on "
                      "the Hopper kernel; one-row GQA/MQA calls of more than one wave take one block per K/V head",
 }
@@ -120,6 +129,9 @@ FAMILY_NOTES = {
 HEAD_DIM_NOTES = {
     ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
                            f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
+} | {
+    ("splitkv", "sm90", hdim): f"head dim {hdim}: the Ampere-path split-KV compiled for sm_90a (the Hopper key "
+                               f"block of this head dim divides no page size the binding accepts)" for hdim in (192, 256)
 }
 
 
@@ -130,8 +142,8 @@ def family_note(direction: str, arch: str, hdim: int) -> str | None:
 
 def ampere_path_alone(direction: str, arch: str, hdim: int) -> bool:
     """Whether the variant's TU holds the Ampere path alone though its family is another: a head dim with
-    no tile of the family's (HEAD_DIM_NOTES)."""
-    return (direction, arch, hdim) in HEAD_DIM_NOTES
+    no tile of the family's (HEAD_DIM_NOTES; not one HEAD_DIM_FAMILY gives a family of its own)."""
+    return (direction, arch, hdim) in HEAD_DIM_NOTES and (direction, arch, hdim) not in HEAD_DIM_FAMILY
 
 
 def implemented_directions() -> tuple[str, ...]:
@@ -209,7 +221,8 @@ class Variant:
 
     @property
     def family(self) -> Family:
-        return family_for(self.direction, self.arch)
+        name = HEAD_DIM_FAMILY.get((self.direction, self.arch, self.hdim))
+        return FAMILIES[name] if name else family_for(self.direction, self.arch)
 
     @property
     def family_note(self) -> str | None:

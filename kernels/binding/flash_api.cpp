@@ -738,6 +738,11 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   }
   at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
   at::Tensor out_rows = out, lse;
+  // A cache of no positions holds no keys (nor room to append any): every row's output is 0, its LSE
+  // +inf, with no kernel launched (the Hopper split-KV takes no such call: hopper/splitkv_launch.h).
+  if (g.capacity == 0) {
+    return no_keys_answer(out, at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat)), c);
+  }
   if (pack) {  // (b, 1, h, d) -> (b, group, h_k, d): query head kh * group + j becomes row j of head kh
     q = q.reshape({batch, nheads_k, group, c.hdim}).transpose(1, 2);
     out_rows = out.view({batch, nheads_k, group, c.hdim}).transpose(1, 2);
@@ -749,11 +754,11 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   if (a.cache_seqlens) p.seqused_k = a.cache_seqlens->data_ptr<int>();
   if (a.cache_batch_idx) p.cache_batch_idx = a.cache_batch_idx->data_ptr<int>();
   if (a.cache_leftpad) p.cache_leftpad = a.cache_leftpad->data_ptr<int>();
+  p.num_pages = int(k.size(0));  // the Hopper kernels' views of the cache: its pages or batch rows
   if (g.paged) {
     p.block_table = a.block_table->data_ptr<int>();
     p.block_table_batch_stride = a.block_table->stride(0);
     p.page_size = g.page_size;
-    p.num_pages = int(k.size(0));
   }
   at::Tensor knew, vnew;
   if (a.k) {  // even with no new rows: the append kernel is what rotates q

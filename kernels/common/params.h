@@ -145,9 +145,11 @@ struct FwdParams {
   int rotary_q_seqlen;
   int rotary_q_nheads;
 
-  // A paged cache on the Hopper forward (block_table set, a prefill-sized chunk: the binding's
-  // mha_fwd_kvcache): the cache's page count, the extent of the kernel's TMA views of k and v,
-  // (page_size, head_dim, nheads_k, num_pages). The split-KV kernel does not read it.
+  // A KV cache read through the Hopper kernels' TMA views (mha_fwd_kvcache: its prefill chunks on the
+  // forward, its decoding on the Hopper split-KV): the cache's first extent, pages (block_table set:
+  // the views are (page_size, head_dim, nheads_k, num_pages)) or batch rows (cache_batch_idx picks
+  // among them: (capacity, head_dim, nheads_k, num_pages)); 0 in every other call. The Ampere path
+  // does not read it.
   int num_pages;
 };
 

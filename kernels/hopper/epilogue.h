@@ -190,6 +190,39 @@ struct FwdEpilogue {
     }
   }
 
+  // The split-KV kernel with more than one split (fwd_kernel.h): this split's O, normalised by its own
+  // sum, and its LSE, fp32 straight from the registers into o_accum and lse_accum (common/params.h), which
+  // the combine kernel merges. A split that saw no key weighs nothing there: its LSE is -inf, not the +inf
+  // of a row that sees no key at all. Decoding tiles are a few rows: no shared memory, no TMA.
+  template <class FragO>
+  CUTE_DEVICE static void store_split(FwdParams const& p, TileCoord tile, SeqRange const& seq, int thread_idx,
+                                      FragO const& tOrO, float const (&lse)[2]) {
+    typename Traits::TiledMmaPV mma_pv;
+    Tensor cO = accumulator_coords<kHeadDim, Traits::kNumMmaWarpgroups>(mma_pv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    Tensor cO_rc = make_tensor(cO.data(), acc_rowcol(cO.layout()));
+    Tensor rO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
+    static_assert(decltype(size<0>(rO_rc))::value == 2 && decltype(size<1, 0>(rO_rc))::value == 2,
+                  "a consumer thread holds two rows, in column pairs");
+    const int64_t slice = ((int64_t(tile.split) * p.batch + tile.batch) * p.nheads + tile.head) * p.seqlen_q;
+    const int skip = kBottomAligned ? seq.q_skip : 0;  // the view's rows before the sequence
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int row = tile.m_block * kBlockM + get<0>(cO_rc(r, 0));
+      if (row < seq.seqlen_q && row >= skip) {
+        const int64_t at = slice + row - skip;
+        float* o = p.o_accum + at * kHeadDim;
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(rO_rc); c += 2) {
+          *reinterpret_cast<float2*>(o + get<1>(cO_rc(r, c))) = make_float2(rO_rc(r, c), rO_rc(r, c + 1));
+        }
+        if (thread_idx % 4 == 0) { p.lse_accum[at] = lse[r] == INFINITY ? -INFINITY : lse[r]; }
+      }
+    }
+    if constexpr (Traits::kOAliasesQ) {  // sQ would have been freed by the store
+      barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
+    }
+  }
+
   // Before the CTA exits: its last store must have read sO.
   CUTE_DEVICE static void drain(int thread_idx) {
     if constexpr (Traits::kStoreOTma) {

@@ -19,9 +19,17 @@ struct FwdKernel {
   using Scheduler = typename Params::Scheduler;  // causal and local: longest first (tile_scheduler.h)
   using SharedStorage = typename Traits::SharedStorage;
 
-  // Batch b's rows; causal query blocks end at the last row (SeqRange::bottom_aligned).
+  // Batch b's rows; causal query blocks end at the last row (SeqRange::bottom_aligned). The split-KV
+  // kernel's keys are a KV cache's (common/params.h): cache row cache_batch_idx[b], from its
+  // cache_leftpad[b]-th row, seqused_k[b] + seqlen_knew - cache_leftpad[b] of them (none when negative).
   CUTE_DEVICE static SeqRange sequence(FwdParams const& p, int batch) {
-    const SeqRange seq = SeqRange::of(p, batch);
+    SeqRange seq = SeqRange::of(p, batch);
+    if constexpr (kIsSplitKV<kFeatures>) {
+      const int leftpad = p.cache_leftpad ? p.cache_leftpad[batch] : 0;
+      seq.seqlen_k = (p.seqused_k ? p.seqused_k[batch] : p.seqlen_k) + p.seqlen_knew - leftpad;
+      seq.k_row0 = leftpad;
+      seq.k_batch = p.cache_batch_idx ? p.cache_batch_idx[batch] : batch;
+    }
     if constexpr (kIsCausal) {
       return seq.bottom_aligned(Traits::kBlockM);
     } else {
@@ -124,6 +132,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       float lse[2];
       Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
       softmax.finalize(tOrO_rc, score.scale, lse);
+      if constexpr (kIsSplitKV<kFeatures>) {
+        if (p.num_splits > 1) {  // chosen at run time: one kernel serves one split and several
+          Epilogue::store_split(p, tile, seq, thread_idx, tOrO, lse);
+          continue;
+        }
+      }
       Epilogue::store(params.epilogue, p, storage, tile, seq, thread_idx, tOrO, lse);
     }
     Epilogue::drain(thread_idx);

@@ -61,7 +61,8 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
   const FwdParams tma_params = tma_strides(params);
   KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
-                  KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch})};
+                  KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
+                                                 params.num_splits})};
   const dim3 grid(kp.scheduler.grid_size(ampere::sm_count()));
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 }

@@ -81,11 +81,31 @@ struct FwdStores {
   }
 };
 
+// The forward kernel compiled for split-KV decoding (run_splitkv, hopper/splitkv_launch.h): a bit of
+// kFeatures beside the user features (common/params.h), never set by a forward variant. Its kernel reads
+// the keys of a KV cache (a batch row index, left padding, appended keys: FwdKernel::sequence), covers
+// one of num_splits slices of them per tile (SplitTileScheduler, FwdMainloop::keys) and, with more
+// than one split, writes fp32 partial results for the combine kernel (FwdEpilogue::store_split).
+constexpr int kSplitKVKernel = 1 << 8;
+template <int kFeatures>
+inline constexpr bool kIsSplitKV = (kFeatures & kSplitKVKernel) != 0;
+
+// The split-KV kernel's tile: 64 query rows (one consumer warpgroup: a decoding call fills 1-8 of them
+// with the query heads of one K/V head), 128 keys (the split-KV key block: every page size the binding
+// accepts holds whole boxes), as many stages as shared memory holds (4 up to head dim 96, 3 at 128).
+// With the forward's tiles (192 rows at hdim 64) the same work ran 1.05-1.43x the Ampere-path split-KV
+// kernel's time from batch 64; with this one 0.38-0.86x everywhere measured (benchmarks/decode/README.md,
+// "The tile a Hopper split-KV would take").
+constexpr int splitkv_stages(int head_dim) { return head_dim <= 96 ? 4 : 3; }
+template <int kHeadDim, DType kDType>
+using SplitKVTraits = FwdTraits<kHeadDim, 64, 128, splitkv_stages(kHeadDim), false, typename ElementOf<kDType>::type>;
+
 // The kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
 // Causal query blocks, and local ones, differ in length: the scheduler deals them longest first.
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelParams {
-  using Scheduler = PersistentTileScheduler<kIsCausal || (kFeatures & kLocal) != 0>;
+  using Scheduler = std::conditional_t<kIsSplitKV<kFeatures>, SplitTileScheduler,
+                                       PersistentTileScheduler<kIsCausal || (kFeatures & kLocal) != 0>>;
   FwdParams fwd;
   typename FwdLoads<Traits>::Params mainloop;
   typename FwdStores<Traits>::Params epilogue;

@@ -58,10 +58,16 @@ struct FwdMainloop {
     int n_block_min;
     int n_block_max;
   };
-  CUTE_DEVICE static Keys keys(FwdParams const& p, SeqRange const& seq, int m_block) {
+  // The split-KV kernel (kIsSplitKV) takes slice tile.split of num_splits of them (with one split, all).
+  CUTE_DEVICE static Keys keys(FwdParams const& p, SeqRange const& seq, TileCoord const& tile) {
     Keys keys{make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
-    keys.n_block_min = keys.mask.n_block_min(m_block, kBlockM, kBlockN);
-    keys.n_block_max = keys.mask.n_block_max(m_block, kBlockM, kBlockN);
+    keys.n_block_min = keys.mask.n_block_min(tile.m_block, kBlockM, kBlockN);
+    keys.n_block_max = keys.mask.n_block_max(tile.m_block, kBlockM, kBlockN);
+    if constexpr (kIsSplitKV<kFeatures>) {
+      const int per_split = (keys.n_block_max - keys.n_block_min + p.num_splits - 1) / p.num_splits;
+      keys.n_block_min += tile.split * per_split;
+      keys.n_block_max = min(keys.n_block_max, keys.n_block_min + per_split);
+    }
     return keys;
   }
 
@@ -89,7 +95,7 @@ struct FwdMainloop {
   CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, PipelineState& write, TileCoord tile, SeqRange const& seq,
                                bool first_tile, bool leader) {
-    const Keys k = keys(p, seq, tile.m_block);
+    const Keys k = keys(p, seq, tile);
     const int head_k = tile.head / (p.nheads / p.nheads_k);
 
     // Coordinate tensors: only the coordinates of each box's first element are read (tma_load_box).
@@ -183,11 +189,12 @@ struct FwdMainloop {
     static_assert(decltype(size(tOrP))::value == decltype(size(tSrS))::value, "P and S hold the same values");
     Tensor cS = accumulator_coords<kBlockN, kNumMmaWarpgroups>(thr_vmnk);
 
-    const Keys k = keys(p, seq, tile.m_block);
+    const Keys k = keys(p, seq, tile);
     // Keys of the first (last-in-sequence) block past seqlen_k that the box loads from memory rather
     // than zero-fills (TMA fills only past the end of a view): zero_v_rows clears them.
     const int v_rows_valid = seq.seqlen_k - (k.n_block_max - 1) * kBlockN;
-    const bool zero_v = (p.cu_seqlens_k || p.seqused_k) && v_rows_valid < kBlockN;
+    // The split-KV kernel's boxes read a cache whose rows past the keys (left padding aside) hold anything.
+    const bool zero_v = (kIsSplitKV<kFeatures> || p.cu_seqlens_k || p.seqused_k) && v_rows_valid < kBlockN;
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
     float row_scale[kRows];
 

@@ -23,6 +23,7 @@ struct TileCoord {
   int m_block;
   int head;
   int batch;
+  int split = 0;  // the split-KV kernel's slice of the keys (SplitTileScheduler); 0 elsewhere
 };
 
 // Where batch b's sequences lie in the TMA views of Q/O and K/V (mainloop.h, epilogue.h), and how
@@ -90,7 +91,11 @@ CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   ViewExtents e{p.cu_seqlens_q ? p.total_q : p.seqlen_q, p.cu_seqlens_k ? p.total_k : p.seqlen_k,
                 p.cu_seqlens_q ? 1 : p.batch, p.cu_seqlens_k ? 1 : p.batch};
   if constexpr (std::is_same_v<Params, FwdParams>) {
-    if (p.block_table) { e.rows_k = p.page_size, e.batches_k = p.num_pages; }
+    if (p.block_table) {
+      e.rows_k = p.page_size, e.batches_k = p.num_pages;
+    } else if (p.num_pages > 0) {  // a KV cache call: the cache's own batch rows (cache_batch_idx picks among them)
+      e.batches_k = p.num_pages;
+    }
   }
   return e;
 }
@@ -103,6 +108,7 @@ struct PersistentTileScheduler {
 
   struct Arguments {
     int seqlen_q, block_m, nheads, batch;
+    int num_splits = 1;  // read by SplitTileScheduler alone
   };
   static PersistentTileScheduler make(Arguments const& a) {
     const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
@@ -132,6 +138,35 @@ struct PersistentTileScheduler {
       const int hb = tile / num_m_blocks;
       return {tile % num_m_blocks, hb % nheads, hb / nheads};
     }
+  }
+};
+
+// The split-KV kernel's tiles (run_splitkv, hopper/splitkv_launch.h): one query block of one (batch,
+// head) and one of num_splits slices of its keys, persistent as above. The splits of a query block
+// vary fastest, so the CTAs running at once read one (batch, head)'s K/V side by side; decoding has
+// few query blocks per head, so no longest-first order.
+struct SplitTileScheduler {
+  int num_m_blocks;
+  int nheads;
+  int num_splits;
+  int num_tiles;
+
+  using Arguments = PersistentTileScheduler<false>::Arguments;
+  static SplitTileScheduler make(Arguments const& a) {
+    const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
+    return {m_blocks, a.nheads, a.num_splits, m_blocks * a.nheads * a.batch * a.num_splits};
+  }
+  int grid_size(int sm_count) const { return num_tiles < sm_count ? num_tiles : sm_count; }
+
+  CUTE_DEVICE int first_tile() const { return int(blockIdx.x); }
+  CUTE_DEVICE int next_tile(int tile) const { return tile + int(gridDim.x); }
+  CUTE_DEVICE bool valid(int tile) const { return tile < num_tiles; }
+
+  CUTE_DEVICE TileCoord decode(int tile) const {
+    const int split = tile % num_splits;
+    const int rest = tile / num_splits;
+    const int hb = rest / num_m_blocks;
+    return {rest % num_m_blocks, hb % nheads, hb / nheads, split};
   }
 };
 

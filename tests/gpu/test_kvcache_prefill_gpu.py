@@ -3,8 +3,9 @@ with at least 128 queries runs the forward kernel when the build holds it, with 
 its keys. Held to flashbuild.reference.kvcache_ref in fp32 (product.md's rule) on poisoned memory: every
 cache row past a row's keys holds NaN, which the kernel loads in its last key box and must keep out of P V.
 A paged cache (block_table, shuffled pages, NaN in the pages no row uses) runs there too at head dims 32-128.
-A profile shows which kernel ran: the Hopper forward for a plain call, paged or not, the split-KV kernel when
-num_splits is asked for or new keys are appended. Skipped without an sm90 device.
+A profile shows which kernel ran: the Hopper forward for a plain call, paged or not, the split-KV kernel (on
+sm90 at head dim 128 the Hopper forward compiled for decoding: kSplitKVKernel in its features) when num_splits
+is asked for or the call decodes. Skipped without an sm90 device.
 """
 
 from __future__ import annotations
@@ -96,13 +97,26 @@ def test_a_paged_prefill_chunk_matches_the_reference(m, head_dim, page_size, cau
     assert any("hopper::fwd_kernel" in n for n in kernels), f"a paged chunk did not run the Hopper forward: {kernels}"
 
 
+SPLITKV_KERNEL = 1 << 8  # hopper/fwd_params.h, kSplitKVKernel: the split-KV variant's bit of the kernel's features
+
+
+def hopper_features(kernels) -> set[int]:
+    """The kFeatures argument of every Hopper forward kernel that ran (its last template argument)."""
+    import re
+    return {int(f) for n in kernels for f in re.findall(r"hopper::fwd_kernel<.*, (?:true|false), (\d+)>", n)}
+
+
 def test_which_kernel_serves_a_cache_call(m):
     q = randn(2, 256, 16, 128)
     k_cache, v_cache = randn(2, 1024, 2, 128), randn(2, 1024, 2, 128)
     lens = torch.tensor([1000, 512], device="cuda", dtype=torch.int32)
     plain = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens))
-    assert any("hopper::fwd_kernel" in n for n in plain), f"a plain prefill chunk did not run the Hopper forward: {plain}"
+    assert hopper_features(plain) and all(f < SPLITKV_KERNEL for f in hopper_features(plain)), \
+        f"a plain prefill chunk did not run the Hopper forward variant's kernel: {plain}"
     split = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2))
-    assert not any("hopper" in n for n in split), f"num_splits=2 should run the split-KV kernel: {split}"
+    assert hopper_features(split) and all(f & SPLITKV_KERNEL for f in hopper_features(split)), \
+        f"num_splits=2 should run the split-KV kernel: {split}"
+    assert any("splitkv_combine" in n for n in split), f"two splits and no combine kernel: {split}"
     decode = kernels_of(lambda: m.flash_attn_with_kvcache(q[:, :1], k_cache, v_cache, cache_seqlens=lens))
-    assert not any("hopper" in n for n in decode), f"decode (one query) should run the split-KV kernel: {decode}"
+    assert hopper_features(decode) and all(f & SPLITKV_KERNEL for f in hopper_features(decode)), \
+        f"decode (one query) should run the split-KV kernel: {decode}"

@@ -1,0 +1,55 @@
+// run_splitkv for sm90 TUs at head dims 32-128: decoding over a KV cache on the Hopper forward kernel,
+// compiled for it (kSplitKVKernel, hopper/fwd_params.h: its own 64-row tile, SplitKVTraits; the cache's
+// addressing; a slice of the keys per tile; fp32 partials with more than one split). Around it, as on
+// the Ampere path (ampere/splitkv_launch.h): the append kernel when the call adds keys, the combine
+// kernel when it splits them. Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key
+// blocks, 96 and 80 rows, do not divide the page sizes the binding accepts).
+// Like the forward's launch (hopper/fwd_launch.h), this TU holds host code and the small kernels; the
+// Hopper kernel compiles device-only in <variant>_kernel.cu and the launch reaches it through
+// FwdKernelEntry.
+#pragma once
+
+#include "ampere/append_kv.h"
+#include "ampere/splitkv_combine.h"
+#include "common/splitkv_heuristic.h"  // kMaxSplits
+#include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
+
+namespace flashbuild {
+
+template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void run_splitkv(const FwdParams& params, cudaStream_t stream) {
+  static_assert(kArch >= 90 && hopper::serves_head_dim(kHeadDim) && kHeadDim <= 128,
+                "an sm90 split-KV TU of a head dim whose Hopper split-KV key block divides the page sizes");
+  using Element = typename hopper::ElementOf<kDType>::type;
+  using Traits = hopper::SplitKVTraits<kHeadDim, kDType>;
+
+  ampere::check_head_dim("run_splitkv", kHeadDim, params.head_dim);
+  if (params.num_splits < 1 || params.num_splits > kMaxSplits) {
+    throw std::runtime_error("flashbuild: run_splitkv needs 1.." + std::to_string(kMaxSplits) + " splits, got " +
+                             std::to_string(params.num_splits));
+  }
+  if (params.batch == 0) { return; }
+  // The new keys go into the cache even when no query row attends to them (seqlen_q = 0).
+  if (params.knew != nullptr) { ampere::run_append_kv<Element>(params, stream); }
+  if (params.seqlen_q == 0 || params.nheads == 0) { return; }
+  if (params.block_table && params.page_size % Traits::kBlockN != 0) {
+    throw std::runtime_error("flashbuild: the Hopper split-KV takes a paged KV cache whose page size is a multiple "
+                             "of " + std::to_string(Traits::kBlockN) + " rows (got " + std::to_string(params.page_size) +
+                             "); flash_attn_with_kvcache checks this before");
+  }
+  if (!hopper::can_run(params, kHeadDim, sizeof(Element))) {
+    throw std::runtime_error("flashbuild: the Hopper split-KV cannot take this call: it needs a cache with rows "
+                             "(seqlen_k > 0) and q, k_cache, v_cache, out whose pointers and strides are multiples of "
+                             "16 bytes; the Python API copies misaligned tensors and answers calls on an empty cache "
+                             "itself, so call run_splitkv the way it does (kernels/binding/flash_api.cpp)");
+  }
+  hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+  if (params.num_splits > 1) {
+    const int64_t rows = int64_t(params.batch) * params.nheads * params.seqlen_q;
+    const int blocks = int((rows + ampere::kCombineRowsPerBlock - 1) / ampere::kCombineRowsPerBlock);
+    ampere::launch(&ampere::splitkv_combine_kernel<kHeadDim, Element>, dim3(blocks), 32 * ampere::kCombineRowsPerBlock,
+                   0, stream, params);
+  }
+}
+
+}  // namespace flashbuild
