@@ -6,7 +6,8 @@ Usage (prints a markdown table; writes JSON when given a path):
 
 One query token per sequence (seqlen_q = 1), 32 query heads sharing 8 K/V heads, head dim 128 (--hdim), fp16, the
 whole cache valid (cache_seqlens = cache length). Bytes = K + V of the cache, read once. Median of 50
-CUDA-event timings after 5 warm-ups, the raw extension call (no Python wrapper). A cache smaller than
+CUDA-event timings after 5 warm-ups, the raw extension call (no Python wrapper); with --graph, of CUDA graph
+replays of it (the GPU's time alone: a small call's time is otherwise the host's). A cache smaller than
 256 MB is allocated in as many copies as make 256 MB, and each rep reads the next one, so no rep reads
 the cache from the 50 MB L2 (the JSON's cache_copies). `auto` lets the binding
 choose the number of splits; `1 split` forces none, to show what splitting buys.
@@ -76,6 +77,9 @@ def main() -> None:
     parser.add_argument("--cache", type=ints, default=[4096, 16384, 65536, 131072], help="cache lengths")
     parser.add_argument("--hdim", type=int, default=128, choices=(64, 128, 256),
                         help="head dim (64 and 128 from the split-KV GPU tests' build; 256 from one of its own)")
+    parser.add_argument("--graph", action="store_true",
+                        help="time CUDA graph replays of each call (captured once per cache copy): the GPU's time "
+                             "without the host's, which bounds the small calls otherwise")
     parser.add_argument("--nvcc-flag", action="append", default=[],
                         help="extra nvcc flag for the kernels (repeatable; part of the build key), e.g. a tuning macro")
     args = parser.parse_args()
@@ -108,7 +112,20 @@ def main() -> None:
 
             def rotating(call):
                 turn = iter(range(1 << 30))
-                return lambda: call(*sets[next(turn) % copies])
+                if not args.graph:
+                    return lambda: call(*sets[next(turn) % copies])
+                graphs = []
+                for s in sets:  # warm up on a side stream, then capture one replay per cache copy
+                    side = torch.cuda.Stream()
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        call(*s)
+                    torch.cuda.current_stream().wait_stream(side)
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        call(*s)
+                    graphs.append(graph)
+                return lambda: graphs[next(turn) % copies].replay()
 
             calls = [rotating(lambda q, k, v, _: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 0)),
                      rotating(lambda q, k, v, _: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 1))]
