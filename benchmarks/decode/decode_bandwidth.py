@@ -6,8 +6,8 @@ Usage (prints a markdown table; writes JSON when given a path):
 
 One query token per sequence (seqlen_q = 1), 32 query heads sharing 8 K/V heads, head dim 128 (--hdim), fp16, the
 whole cache valid (cache_seqlens = cache length). Bytes = K + V of the cache, read once. Median of 50
-CUDA-event timings after 5 warm-ups, the raw extension call (no Python wrapper); with --graph, of CUDA graph
-replays of it (the GPU's time alone: a small call's time is otherwise the host's). A cache smaller than
+CUDA-event timings after 5 warm-ups, the raw extension call (no Python wrapper); with --kernel-time, of the
+summed durations of the call's kernels (the GPU's time alone: a small call's time is otherwise the host's). A cache smaller than
 256 MB is allocated in as many copies as make 256 MB, and each rep reads the next one, so no rep reads
 the cache from the 50 MB L2 (the JSON's cache_copies). `auto` lets the binding
 choose the number of splits; `1 split` forces none, to show what splitting buys.
@@ -53,6 +53,25 @@ def median_ms(*fns, reps: int = 50) -> list[float]:
     return [sorted(samples)[len(samples) // 2] for samples in times]
 
 
+def kernel_ms(*fns, reps: int = 50) -> list[float]:
+    """The median, over reps, of the summed durations of the kernels each function ran (CUPTI through
+    torch.profiler): GPU time alone, in turns rep by rep as median_ms."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for fn in fns:
+        for _ in range(5):
+            fn()
+    torch.cuda.synchronize()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, samples in zip(fns, times):
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            samples.append(sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e3)
+    return [sorted(samples)[len(samples) // 2] for samples in times]
+
+
 def to_pages(cache: torch.Tensor, page_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(batch, capacity, heads, dim) -> pages (batch * capacity / page_size, page_size, heads, dim) in
     shuffled order, and the int32 block table (batch, capacity / page_size) that finds them."""
@@ -77,9 +96,10 @@ def main() -> None:
     parser.add_argument("--cache", type=ints, default=[4096, 16384, 65536, 131072], help="cache lengths")
     parser.add_argument("--hdim", type=int, default=128, choices=(64, 128, 256),
                         help="head dim (64 and 128 from the split-KV GPU tests' build; 256 from one of its own)")
-    parser.add_argument("--graph", action="store_true",
-                        help="time CUDA graph replays of each call (captured once per cache copy): the GPU's time "
-                             "without the host's, which bounds the small calls otherwise")
+    parser.add_argument("--kernel-time", action="store_true",
+                        help="time each call by the durations of its kernels (torch.profiler, CUPTI): the GPU's "
+                             "time without the host's, which bounds the small calls otherwise (a CUDA graph cannot "
+                             "hold the call: the binding checks cache_seqlens on the host)")
     parser.add_argument("--nvcc-flag", action="append", default=[],
                         help="extra nvcc flag for the kernels (repeatable; part of the build key), e.g. a tuning macro")
     args = parser.parse_args()
@@ -112,27 +132,13 @@ def main() -> None:
 
             def rotating(call):
                 turn = iter(range(1 << 30))
-                if not args.graph:
-                    return lambda: call(*sets[next(turn) % copies])
-                graphs = []
-                for s in sets:  # warm up on a side stream, then capture one replay per cache copy
-                    side = torch.cuda.Stream()
-                    side.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(side):
-                        call(*s)
-                    torch.cuda.current_stream().wait_stream(side)
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
-                        call(*s)
-                    graphs.append(graph)
-                return lambda: graphs[next(turn) % copies].replay()
-
+                return lambda: call(*sets[next(turn) % copies])
             calls = [rotating(lambda q, k, v, _: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 0)),
                      rotating(lambda q, k, v, _: ext.mha_fwd_kvcache(q, k, v, lens, False, None, 1))]
             if args.paged:
                 calls.append(rotating(lambda q, k, v, p: ext.mha_fwd_kvcache(q, p[0][0], p[1][0], lens, False, None, 0,
                                                                              block_table=p[0][1])))
-            auto, single, *paged = median_ms(*calls)
+            auto, single, *paged = (kernel_ms if args.kernel_time else median_ms)(*calls)
             row = {"batch": batch, "cache": cache, "us": auto * 1e3, "gbps": gb / auto * 1e3,
                    "gbps_one_split": gb / single * 1e3, "cache_copies": copies}
             line = f"| {batch} | {cache} | {row['us']:.1f} | {row['gbps']:.0f} | {row['gbps_one_split']:.0f} |"
