@@ -68,7 +68,7 @@ def kernel_ms(*fns, reps: int = 50) -> list[float]:
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 fn()
                 torch.cuda.synchronize()
-            samples.append(sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e3)
+            samples.append(sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type.name == "CUDA") / 1e3)
     return [sorted(samples)[len(samples) // 2] for samples in times]
 
 
