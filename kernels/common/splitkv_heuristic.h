@@ -22,4 +22,21 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
   return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
 }
 
+// The Hopper split-KV (sm90, head dims 32-128: hopper/splitkv_launch.h) runs one persistent CTA per SM,
+// each walking its tiles one after the other: a second wave of tiles runs behind the first rather than
+// beside it. So split until the tiles fill one wave of the SMs, not two CTAs per SM, keeping four key
+// blocks per split as above. On the H200, kernel time (benchmarks/decode/README.md, "The Hopper split-KV"):
+// batch 1 with 64k keys took 33 splits by the rule above and ran 1.04-1.09x the Ampere-path kernel's
+// time; one wave is 16.
+inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int seqlen_k, int block_m, int block_n,
+                                      int num_sms) {
+  const int m_blocks = (seqlen_q + block_m - 1) / block_m;
+  const int ctas = batch * nheads * m_blocks;
+  if (ctas <= 0 || ctas >= num_sms) return 1;
+  const int n_blocks = (seqlen_k + block_n - 1) / block_n;
+  int splits = num_sms / ctas;
+  splits = splits < n_blocks / 4 ? splits : n_blocks / 4;
+  return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+}
+
 }  // namespace flashbuild
