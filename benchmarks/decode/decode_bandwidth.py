@@ -34,30 +34,29 @@ HEADS, KV_HEADS = 32, 8
 ROTATE_BYTES = 256e6  # each rep reads another copy of the cache until this many bytes: past the 50 MB L2
 
 
-def median_ms(*fns, reps: int = 50) -> list[float]:
-    """The median time of each function; their timings alternate rep by rep, so that a drift of the
-    clocks over the run weighs on all of them alike."""
-    for fn in fns:
-        for _ in range(5):
-            fn()
-    torch.cuda.synchronize()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(reps):
-        for fn, samples in zip(fns, times):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-    return [sorted(samples)[len(samples) // 2] for samples in times]
+def event_ms(fn) -> float:
+    """One call's time between two CUDA events (the host's part included)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
 
 
-def kernel_ms(*fns, reps: int = 50) -> list[float]:
-    """The median, over reps, of the summed durations of the kernels each function ran (CUPTI through
-    torch.profiler): GPU time alone, in turns rep by rep as median_ms."""
+def kernel_ms(fn) -> float:
+    """The summed durations of the kernels one call ran (CUPTI through torch.profiler): the GPU's time alone."""
     from torch.profiler import ProfilerActivity, profile
 
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type.name == "CUDA") / 1e3
+
+
+def median_ms(*fns, reps: int = 50, timer=event_ms) -> list[float]:
+    """The median time of each function (event_ms, or kernel_ms); their timings alternate rep by rep, so
+    that a drift of the clocks over the run weighs on all of them alike."""
     for fn in fns:
         for _ in range(5):
             fn()
@@ -65,10 +64,7 @@ def kernel_ms(*fns, reps: int = 50) -> list[float]:
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
         for fn, samples in zip(fns, times):
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                torch.cuda.synchronize()
-            samples.append(sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type.name == "CUDA") / 1e3)
+            samples.append(timer(fn))
     return [sorted(samples)[len(samples) // 2] for samples in times]
 
 
@@ -138,7 +134,7 @@ def main() -> None:
             if args.paged:
                 calls.append(rotating(lambda q, k, v, p: ext.mha_fwd_kvcache(q, p[0][0], p[1][0], lens, False, None, 0,
                                                                              block_table=p[0][1])))
-            auto, single, *paged = (kernel_ms if args.kernel_time else median_ms)(*calls)
+            auto, single, *paged = median_ms(*calls, timer=kernel_ms if args.kernel_time else event_ms)
             row = {"batch": batch, "cache": cache, "us": auto * 1e3, "gbps": gb / auto * 1e3,
                    "gbps_one_split": gb / single * 1e3, "cache_copies": copies}
             line = f"| {batch} | {cache} | {row['us']:.1f} | {row['gbps']:.0f} | {row['gbps_one_split']:.0f} |"

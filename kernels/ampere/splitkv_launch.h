@@ -8,9 +8,8 @@
 // traits, not its code (ampere/fwd_kernel.h): an edit to the forward kernel recompiles the kernel TUs alone.
 #pragma once
 
-#include "ampere/append_kv.h"
 #include "ampere/fwd_entry.h"
-#include "ampere/splitkv_combine.h"
+#include "ampere/splitkv_steps.h"  // the checks, the append and combine kernels
 #include "ampere/traits.h"  // SplitKVTraits
 
 namespace flashbuild {
@@ -19,29 +18,13 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ampere::ElementOf<kDType>::type;
   using Traits = ampere::SplitKVTraits<kHeadDim, kDType>;
-
-  ampere::check_head_dim("run_splitkv", kHeadDim, params.head_dim);
-  if (params.num_splits < 1 || params.num_splits > kMaxSplits) {
-    throw std::runtime_error("flashbuild: run_splitkv needs 1.." + std::to_string(kMaxSplits) + " splits, got " +
-                             std::to_string(params.num_splits));
-  }
-  if (params.batch == 0) { return; }
-  // The new keys go into the cache even when no query row attends to them (seqlen_q = 0).
-  if (params.knew != nullptr) { ampere::run_append_kv<Element>(params, stream); }
-  if (params.seqlen_q == 0 || params.nheads == 0) { return; }
-
+  if (!ampere::splitkv_begin<Element>(params, kHeadDim, stream)) { return; }
   check_grid_yz("run_splitkv", params.nheads, int64_t(params.batch) * params.num_splits, "batch row and split");
-  const bool split = params.num_splits > 1;
   const KernelHandle& kernel = ampere::FwdKernelEntry<Traits, kIsCausal, ampere::FwdMode::kDecode, kFeatures>::get();
   const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads,
                   params.batch * params.num_splits);
   kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, params);
-  if (split) {
-    const int64_t rows = int64_t(params.batch) * params.nheads * params.seqlen_q;
-    const int blocks = int((rows + ampere::kCombineRowsPerBlock - 1) / ampere::kCombineRowsPerBlock);
-    ampere::launch(&ampere::splitkv_combine_kernel<kHeadDim, Element>, dim3(blocks), 32 * ampere::kCombineRowsPerBlock,
-                   0, stream, params);
-  }
+  ampere::splitkv_end<kHeadDim, Element>(params, stream);
 }
 
 }  // namespace flashbuild

@@ -9,9 +9,7 @@
 // FwdKernelEntry.
 #pragma once
 
-#include "ampere/append_kv.h"
-#include "ampere/splitkv_combine.h"
-#include "common/splitkv_heuristic.h"  // kMaxSplits
+#include "ampere/splitkv_steps.h"  // the checks, the append and combine kernels
 #include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
 
 namespace flashbuild {
@@ -23,15 +21,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Element = typename hopper::ElementOf<kDType>::type;
   using Traits = hopper::SplitKVTraits<kHeadDim, kDType>;
 
-  ampere::check_head_dim("run_splitkv", kHeadDim, params.head_dim);
-  if (params.num_splits < 1 || params.num_splits > kMaxSplits) {
-    throw std::runtime_error("flashbuild: run_splitkv needs 1.." + std::to_string(kMaxSplits) + " splits, got " +
-                             std::to_string(params.num_splits));
-  }
-  if (params.batch == 0) { return; }
-  // The new keys go into the cache even when no query row attends to them (seqlen_q = 0).
-  if (params.knew != nullptr) { ampere::run_append_kv<Element>(params, stream); }
-  if (params.seqlen_q == 0 || params.nheads == 0) { return; }
+  if (!ampere::splitkv_begin<Element>(params, kHeadDim, stream)) { return; }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {
     throw std::runtime_error("flashbuild: the Hopper split-KV takes a paged KV cache whose page size is a multiple "
                              "of " + std::to_string(Traits::kBlockN) + " rows (got " + std::to_string(params.page_size) +
@@ -44,12 +34,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
                              "itself, so call run_splitkv the way it does (kernels/binding/flash_api.cpp)");
   }
   hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
-  if (params.num_splits > 1) {
-    const int64_t rows = int64_t(params.batch) * params.nheads * params.seqlen_q;
-    const int blocks = int((rows + ampere::kCombineRowsPerBlock - 1) / ampere::kCombineRowsPerBlock);
-    ampere::launch(&ampere::splitkv_combine_kernel<kHeadDim, Element>, dim3(blocks), 32 * ampere::kCombineRowsPerBlock,
-                   0, stream, params);
-  }
+  ampere::splitkv_end<kHeadDim, Element>(params, stream);
 }
 
 }  // namespace flashbuild
