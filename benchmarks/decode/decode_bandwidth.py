@@ -96,6 +96,9 @@ def main() -> None:
                         help="time each call by the durations of its kernels (torch.profiler, CUPTI): the GPU's "
                              "time without the host's, which bounds the small calls otherwise (a CUDA graph cannot "
                              "hold the call: the binding checks cache_seqlens on the host)")
+    parser.add_argument("--sdpa", action="store_true",
+                        help="also time PyTorch SDPA's flash and cuDNN backends on the same q, k, v (enable_gqa), in "
+                             "turns with the split-KV calls, and report the largest difference of our output from theirs")
     parser.add_argument("--nvcc-flag", action="append", default=[],
                         help="extra nvcc flag for the kernels (repeatable; part of the build key), e.g. a tuning macro")
     args = parser.parse_args()
@@ -108,6 +111,8 @@ def main() -> None:
     header = "| batch | cache | time (us) | GB/s auto | GB/s 1 split |"
     if args.paged:
         header += f" paged {args.paged}: time (us) | GB/s | paged / contiguous time |"
+    if args.sdpa:
+        header += " sdpa-flash (us) | sdpa-cudnn (us) | auto / fastest SDPA time | max abs diff |"
     print(header)
     print("|" + " --- |" * (header.count("|") - 1))
     for batch in args.batch:
@@ -134,7 +139,27 @@ def main() -> None:
             if args.paged:
                 calls.append(rotating(lambda q, k, v, p: ext.mha_fwd_kvcache(q, p[0][0], p[1][0], lens, False, None, 0,
                                                                              block_table=p[0][1])))
-            auto, single, *paged = median_ms(*calls, timer=kernel_ms if args.kernel_time else event_ms)
+            sdpa_names = []
+            if args.sdpa:
+                from torch.nn.attention import SDPBackend, sdpa_kernel
+
+                for name, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
+                                      ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    def sdpa(q, k, v, _, backend=backend):
+                        with sdpa_kernel(backend):
+                            return torch.nn.functional.scaled_dot_product_attention(
+                                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True).transpose(1, 2)
+                    try:
+                        theirs = sdpa(*sets[0])
+                    except RuntimeError as exc:  # the backend does not take these tensors: a column of n/a
+                        print(f"{name}: n/a ({str(exc).splitlines()[0][:120]})")
+                        continue
+                    calls.append(rotating(sdpa))
+                    sdpa_names.append(name)
+                    ours = ext.mha_fwd_kvcache(*sets[0][:3], lens, False, None, 0)[0]
+                    diff = (ours.float() - theirs.float()).abs().max().item()
+            auto, single, *rest = median_ms(*calls, timer=kernel_ms if args.kernel_time else event_ms)
+            paged, sdpa_ms = rest[:1 if args.paged else 0], dict(zip(sdpa_names, rest[1 if args.paged else 0:]))
             row = {"batch": batch, "cache": cache, "us": auto * 1e3, "gbps": gb / auto * 1e3,
                    "gbps_one_split": gb / single * 1e3, "cache_copies": copies}
             line = f"| {batch} | {cache} | {row['us']:.1f} | {row['gbps']:.0f} | {row['gbps_one_split']:.0f} |"
@@ -142,6 +167,12 @@ def main() -> None:
                 row.update(page_size=args.paged, paged_us=paged[0] * 1e3, paged_gbps=gb / paged[0] * 1e3,
                            paged_over_contiguous=paged[0] / auto)
                 line += f" {row['paged_us']:.1f} | {row['paged_gbps']:.0f} | {row['paged_over_contiguous']:.3f} |"
+            if args.sdpa:
+                row.update({f"{name}_us": t * 1e3 for name, t in sdpa_ms.items()},
+                           max_abs_diff_vs_sdpa=diff if sdpa_ms else None)
+                cells = [f"{sdpa_ms[n] * 1e3:.1f}" if n in sdpa_ms else "n/a" for n in ("sdpa-flash", "sdpa-cudnn")]
+                ratio = f"{auto / min(sdpa_ms.values()):.3f}" if sdpa_ms else "n/a"
+                line += f" {cells[0]} | {cells[1]} | {ratio} | {diff if sdpa_ms else float('nan'):.2e} |"
             rows.append(row)
             print(line, flush=True)
             del sets, k, v, calls

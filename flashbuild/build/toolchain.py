@@ -153,8 +153,6 @@ def torch_spec(plan: Plan) -> TorchSpec:
 def _import_torch_spec(plan: Plan) -> TorchSpec:
     import torch
 
-    from . import torch_abi
-
     return dataclasses.replace(static_torch_spec(plan), defines=tuple(torch_abi.abi_defines(torch._C)))
 
 

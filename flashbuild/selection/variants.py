@@ -106,8 +106,8 @@ FAMILIES = {
 
 # Which family serves (direction, arch), and where a head dim differs (HEAD_DIM_FAMILY). The Hopper family
 # has a forward, a backward and a split-KV (the forward kernel compiled for decoding) for sm_90a; sm90's
-# split-KV at head dims 192 and 256 is the Ampere path's (their Hopper key blocks, 96 and 80 rows, divide
-# no page size of 128k rows that the binding accepts). A Hopper variant compiles no Ampere-path kernel:
+# split-KV at head dims 192 and 256 is the Ampere path's (their Hopper key blocks, 96 and 80 rows, do not
+# divide every page size the binding accepts there: multiples of 64 rows). A Hopper variant compiles no Ampere-path kernel:
 # the binding copies tensors TMA cannot address into aligned ones and answers calls without queries or
 # keys itself (kernels/binding/flash_api.cpp). FAMILY_NOTES says who serves what in the plan.
 FAMILY_TABLE = {
@@ -131,7 +131,7 @@ HEAD_DIM_NOTES = {
                            f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
 } | {
     ("splitkv", "sm90", hdim): f"head dim {hdim}: the Ampere-path split-KV compiled for sm_90a (the Hopper key "
-                               f"block of this head dim divides no page size the binding accepts)" for hdim in (192, 256)
+                               f"block of this head dim does not divide every page size the binding accepts)" for hdim in (192, 256)
 }
 
 

@@ -10,6 +10,10 @@ constexpr int kSplitKVBlockM = 64;
 // Keys per main-loop step of the split-KV kernel (its tile, see ampere/splitkv_launch.h).
 constexpr int splitkv_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64; }
 
+// The head dims whose sm90 split-KV is the Hopper kernel (hopper/splitkv_launch.h: its 128-key boxes divide every
+// page size the binding accepts there); above, the Ampere path's (flashbuild/selection/variants.py, HEAD_DIM_FAMILY).
+constexpr bool hopper_splitkv_head_dim(int head_dim) { return head_dim <= 128; }
+
 // Decoding is bound by reading the cache: split the keys until about two CTAs per SM stream it,
 // but keep at least four key blocks per split so each split amortises its fixed costs.
 inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, int head_dim, int num_sms) {

@@ -16,7 +16,7 @@ namespace flashbuild {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
-  static_assert(kArch >= 90 && hopper::serves_head_dim(kHeadDim) && kHeadDim <= 128,
+  static_assert(kArch >= 90 && hopper::serves_head_dim(kHeadDim) && hopper_splitkv_head_dim(kHeadDim),
                 "an sm90 split-KV TU of a head dim whose Hopper split-KV key block divides the page sizes");
   using Element = typename hopper::ElementOf<kDType>::type;
   using Traits = hopper::SplitKVTraits<kHeadDim, kDType>;
