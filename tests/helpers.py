@@ -177,6 +177,35 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
 """
 
 
+# Stand-ins for kernels/hopper/bwd_small_kernels.h and splitkv_small_kernels.h: the small kernels one launch TU of each head dim
+# and dtype compiles for its group (templates/small_kernels.j2 instantiates these types there).
+FAKE_HOPPER_BWD_SMALL_KERNELS_H = """\
+#pragma once
+#include "common/params.h"
+
+namespace flashbuild::hopper {
+template <int kHeadDim, DType kDType> struct FakeBwdTraits {
+  static constexpr int kValue = kHeadDim + int(kDType);
+};
+template <int kHeadDim, DType kDType, bool kIsCausal> using BwdVariantTraits = FakeBwdTraits<kHeadDim, kDType>;
+template <class Traits> struct BwdSmallKernels {
+  static int value() { return Traits::kValue; }
+};
+}  // namespace flashbuild::hopper
+"""
+FAKE_HOPPER_SPLITKV_SMALL_KERNELS_H = """\
+#pragma once
+#include "common/params.h"
+
+namespace flashbuild::hopper {
+template <DType kDType> struct ElementOf { using type = short; };
+template <int kHeadDim, class Element> struct SplitKVSmallKernels {
+  static int value() { return kHeadDim + int(sizeof(Element)); }
+};
+}  // namespace flashbuild::hopper
+"""
+
+
 def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header: str = FAKE_BWD_LAUNCH_H,
               hopper_fwd_launch_header: str = FAKE_HOPPER_FWD_LAUNCH_H,
               hopper_fwd_kernel_body: str = FAKE_HOPPER_FWD_BODY) -> Path:
@@ -195,6 +224,8 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     (root / "kernels" / "ampere" / "splitkv_launch.h").write_text(FAKE_SPLITKV_LAUNCH_H)
     (root / "kernels" / "ampere" / "fwd_kernel.h").write_text(FAKE_SPLITKV_KERNEL_H)
     (root / "kernels" / "hopper" / "splitkv_launch.h").write_text(FAKE_HOPPER_SPLITKV_LAUNCH_H)
+    (root / "kernels" / "hopper" / "bwd_small_kernels.h").write_text(FAKE_HOPPER_BWD_SMALL_KERNELS_H)
+    (root / "kernels" / "hopper" / "splitkv_small_kernels.h").write_text(FAKE_HOPPER_SPLITKV_SMALL_KERNELS_H)
     (root / "kernels" / FAKE_BWD_DETAIL).write_text(
         "#pragma once\nnamespace flashbuild {\n__device__ inline float bwd_detail_value(int x) { return float(x); }\n}\n")
     return root

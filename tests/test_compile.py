@@ -177,7 +177,7 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
     """Each of the variant's kernel TUs (the forward's one; the backward's main kernel and its ordered twin)
     alone defines the fatbin symbol the variant's object needs, with its one Hopper kernel inside (cuobjdump
     reads it from .nv_fatbin); the variant's object holds no main kernel (the forward's: none at all; the
-    backward's: its dsum and dQ conversion kernels), and its depfile has the descriptors' header and not the
+    backward's: at most its head dim and dtype's small kernels), and its depfile has the descriptors' header and not the
     main loop. No TU of the variant reaches an Ampere-path kernel (the binding answers what the Hopper
     kernel cannot take)."""
     from flashbuild.debug import inspection
@@ -218,8 +218,9 @@ def test_the_hopper_forward_launches_the_kernel_its_kernel_tu_embeds(real_fwd_bu
 
 
 def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path):
-    """The same for the backward (plain hdim 64, causal and not: 6 TUs), which also launches the Ampere
-    path's bwd_dot_do_o_kernel (ampere/bwd_dsum.h) from its launch TU."""
+    """The same for the backward (plain hdim 64, causal and not: 6 TUs). Its small kernels (the Ampere path's
+    dsum kernels, ampere/bwd_dsum.h, and the dQ conversion) compile once, in the first launch TU of the head dim
+    and dtype (the non-causal one): the causal launch is host code alone and calls the launches defined there."""
     cache = tmp_path / "cache"
     started = time.monotonic()
     result = flashbuild("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "both",
@@ -230,4 +231,19 @@ def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path)
                                       for part in ("", "_kernel", "_kernel_ordered")]
     for variant in ("bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90"):
         check_kernel_tus(build_dir, variant, "bwd")
+    from flashbuild.debug import inspection
+
+    def symbols(name: str) -> set[tuple[str, str]]:
+        lines = subprocess.run(["nm", str(build_dir / "obj" / f"{name}.o")], capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+        return {(entry.group(2), entry.group(1)) for entry in map(NM_LINE.match, lines) if entry}
+
+    first, other = symbols("bwd_hdim64_fp16_sm90"), symbols("bwd_hdim64_fp16_causal_sm90")
+    needed = {name for name, kind in other if kind == "U" and "BwdSmallKernels" in name}
+    assert len(needed) == 2 and needed <= {name for name, kind in first if kind in "TW"}, (needed, first)
+    kernels = {name: re.findall(r"Function : (\S+)", inspection.sass_text(build_dir / "obj" / f"{name}.o"))
+               for name in ("bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_causal_sm90")}
+    assert kernels["bwd_hdim64_fp16_causal_sm90"] == [], kernels
+    assert {"dot_do_o", "convert_dq"} <= {word for k in kernels["bwd_hdim64_fp16_sm90"]
+                                          for word in ("dot_do_o", "convert_dq") if word in k}, kernels
     print(f"sm90 backward hdim 64, 2 Hopper launch + 4 kernel TUs (2 jobs): {time.monotonic() - started:.1f}s")

@@ -60,17 +60,16 @@ def test_exactly_one_nvcc_edge_per_selected_tu():
 
 def test_a_cold_build_starts_the_longest_tus_first():
     """ninja starts edges in the file's order when no .ninja_log times rank them: after the binding
-    (test_a_cold_build_starts_the_binding_first), the estimated longest TUs come first (split-KV's forward
-    kernels, the Ampere path's), the short Hopper parts last."""
+    (test_a_cold_build_starts_the_binding_first), the estimated longest TUs come first (the launches that compile
+    their group's small kernels, costs.HOPPER_SECONDS), the launches of host code alone last."""
     tus, text = text_for(link=LINK, hdim=64, dtype="fp16", arch="sm90", causal="off")
     order = [out for out, rule in edges(text).items() if rule in ("nvcc", "fatbin", "cxx")]
     by_name = {u.name: u for u in tus}
     kernel_order = [out[len("obj/"):-len(".o")] for out in order if out[len("obj/"):-len(".o")] in by_name]
     estimates = [costs.estimate(by_name[name]) for name in kernel_order]
     assert estimates == sorted(estimates, reverse=True) and len(set(estimates)) > 2
-    assert kernel_order[0] == "splitkv_hdim64_fp16_sm90_local_softcap_kernel"
-    # the shortest: the Hopper backward's main kernels, each device-only (the ordered twin, listed second, last)
-    assert kernel_order[-2:] == ["bwd_hdim64_fp16_sm90_kernel", "bwd_hdim64_fp16_sm90_kernel_ordered"]
+    assert kernel_order[:2] == ["bwd_hdim64_fp16_sm90", "splitkv_hdim64_fp16_sm90"]
+    assert kernel_order[-1] == "fwd_hdim64_fp16_sm90"
 
 
 def test_each_edge_compiles_for_its_own_arch_with_a_depfile():

@@ -83,15 +83,20 @@ def test_a_backward_feature_tu_is_the_hopper_kernels_with_features():
 
 
 def test_a_hopper_backward_launch_tu_reaches_no_main_kernel_code():
-    """The same for the backward: its launch TU keeps dsum and the dQ conversion (bwd_dq_accum.h: dq_accum's
-    layout, which the conversion reads), and reaches neither the main loop, its epilogue nor the main kernel."""
+    """The same for the backward: its launch TUs reach neither the main loop, its epilogue nor the main kernel; the
+    first of each head dim and dtype also compiles their small kernels, dsum and the dQ conversion (bwd_dq_accum.h:
+    dq_accum's layout, which the conversion reads), and the other reaches neither."""
     tus = rendered(hdim="64,256", dtype="bf16", arch="sm90", direction="bwd", causal="both", features=[])
     launches = [name for name in tus if not name.endswith(("_kernel", "_kernel_ordered"))]
     assert len(launches) == 4
     main_kernel = {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}
+    small_kernels = {"hopper/bwd_small_kernels.h", "hopper/bwd_dq_accum.h", "ampere/bwd_dsum.h"}
     for name in launches:
-        assert {"hopper/bwd_params.h", "hopper/bwd_dq_accum.h"} <= tus[name] and not main_kernel & tus[name], \
-            (name, sorted(tus[name]))
+        assert "hopper/bwd_params.h" in tus[name] and not main_kernel & tus[name], (name, sorted(tus[name]))
+        if "_causal" in name:
+            assert not small_kernels & tus[name], (name, sorted(tus[name]))
+        else:
+            assert small_kernels <= tus[name], (name, sorted(tus[name]))
         for part in ("kernel", "kernel_ordered"):
             assert main_kernel <= tus[f"{name}_{part}"] and "hopper/bwd_launch.h" not in tus[f"{name}_{part}"]
 

@@ -65,18 +65,21 @@ def test_tu_holds_the_explicit_instantiation(tmp_path, kwargs, name, args):
         text = files[f"{name}{suffix}.cu"]
         direction = name.split("_", 1)[0]
         family = "hopper" if direction in ("fwd", "bwd") and name.endswith("_sm90") else "ampere"  # sm90: Hopper
-        assert re.findall(r'#include "([^"]+)"', text) == [f"{family}/{direction}_launch.h"]
+        # The Hopper backward's small kernels compile in its group's first TU (here the plain one).
+        small_kernels = family == "hopper" and direction == "bwd" and not suffix
+        assert re.findall(r'#include "([^"]+)"', text) == [f"{family}/{direction}_launch.h"] + \
+            (["hopper/bwd_small_kernels.h"] if small_kernels else [])
         instantiation = re.sub(r"\s+", " ", text[text.index("template void"):]).strip()
         params = {"fwd": "FwdParams", "bwd": "BwdParams"}[direction]
-        # The Hopper forward's TU is host code alone: all of it hidden from nvcc's device pass; the backward's
-        # keeps its small kernels. Both reach their main kernels through fatbins (the kernel TUs).
-        host_only = family == "hopper" and direction == "fwd"
+        # A Hopper launch TU that compiles no small kernels is host code alone: all of it hidden from nvcc's device
+        # pass. Every Hopper launch reaches its main kernels through fatbins (the kernel TUs).
+        host_only = family == "hopper" and not small_kernels
         split = family == "hopper"
         assert instantiation == (f"template void flashbuild::run_{direction}<{args}, {mask}>( "
                                  f"const flashbuild::{params}&, cudaStream_t);" + (" #endif" if host_only else ""))
         assert ("#if !defined(__CUDA_ARCH__)\n" in text) == host_only
         assert ("KernelHandle::from_fatbin(" in text) == split
-        assert len(text.splitlines()) <= (40 if split else 15)
+        assert len(text.splitlines()) <= (45 if split else 15)
 
 
 def test_a_variant_with_no_hopper_kernel_has_one_tu_on_the_ampere_launch_header(tmp_path):
@@ -272,3 +275,45 @@ def test_a_hopper_backward_entry_carries_its_features_mask(tmp_path):
                  f"flashbuild::DType::kBf16, true>, true, {variant.features_mask}, {ordered}>")
         assert f"template struct {entry};" in re.sub(r"\s+", " ", files[f"{unit}.cu"]), unit
         assert f"const flashbuild::KernelHandle& {entry}::get() {{" in re.sub(r"\s+", " ", files[f"{name}.cu"]), unit
+
+
+def test_one_launch_tu_per_head_dim_and_dtype_compiles_the_shared_small_kernels(tmp_path):
+    # The backward's dsum and dQ conversion and split-KV's append and combine are the same for every variant of a
+    # head dim and dtype: the group's first launch TU includes its family's small-kernel header and instantiates
+    # them, the others include none of their code and name the TU that does.
+    _, files = render_selection(tmp_path, hdim="64,128", dtype="fp16,bf16", arch="sm90", causal="both")
+    hosts = {}
+    for name, text in files.items():
+        if not name.endswith(".cu") or name.endswith(("_kernel.cu", "_kernel_ordered.cu")):
+            continue
+        direction = name.split("_")[0]
+        includes = re.findall(r'#include "([^"]+)"', text)
+        support = {"bwd": "hopper/bwd_small_kernels.h", "splitkv": "hopper/splitkv_small_kernels.h"}.get(direction)
+        if support is None:  # the forward has no small kernels
+            assert not [i for i in includes if i.endswith("_small_kernels.h")] and "small kernels" not in text, name
+            continue
+        group = re.sub(r"_causal|_local_softcap", "", name[:-len(".cu")])
+        if support in includes:
+            assert group not in hosts, f"{name} and {hosts.get(group)} both compile {group}'s small kernels"
+            hosts[group] = name[:-len(".cu")]
+            assert re.search(r"template struct flashbuild::hopper::(Bwd|SplitKV)SmallKernels<", text)
+        else:
+            match = re.search(r"The small kernels this launch uses compile in (\w+)\.cu", text)
+            assert match and match.group(1) == group, name  # the group's first variant: non-causal, plain
+    assert sorted(hosts) == sorted(f"{d}_hdim{h}_{t}_sm90" for d in ("bwd", "splitkv") for h in (64, 128)
+                                   for t in ("fp16", "bf16"))
+    assert all(hosts[g] == g for g in hosts)
+    # With only causal variants selected, the group's first variant is a causal one.
+    _, files = render_selection(tmp_path / "causal", hdim="64", dtype="fp16", arch="sm90", causal="on",
+                                direction="bwd", features=[])
+    assert "hopper/bwd_small_kernels.h" in files["bwd_hdim64_fp16_causal_sm90.cu"]
+
+
+def test_head_dims_on_the_ampere_path_compile_their_own_small_kernels(tmp_path):
+    # sm90's backward at hdim 32 and split-KV at 192/256 run the Ampere path: one TU each, with its small kernels.
+    _, files = render_selection(tmp_path, hdim="32,256", dtype="fp16", arch="sm90", causal="both",
+                                direction="bwd,splitkv", features=[])
+    for name in ("bwd_hdim32_fp16_sm90.cu", "bwd_hdim32_fp16_causal_sm90.cu", "splitkv_hdim256_fp16_sm90.cu",
+                 "splitkv_hdim256_fp16_causal_sm90.cu"):
+        assert "_small_kernels.h" not in files[name] and "compile in" not in files[name], name
+    assert "hopper/bwd_small_kernels.h" in files["bwd_hdim256_fp16_sm90.cu"]

@@ -12,26 +12,29 @@ from ..sources.units import Unit
 # than the machine's noise. Only ratios matter; the seconds are printed as estimates.
 ESTIMATE_SECONDS = {"fwd": 39.4, "splitkv": 40.7, "bwd": 54.5}
 FEATURE_FACTOR = 1.03
-# An sm90 Hopper variant's TUs (Unit.kind '<direction>/launch', '<direction>/<kernel part>'), each as a share of
-# the one TU that held the variant's Hopper kernel with its launch, itself measured as a share of the TU that
-# held the Ampere-path kernel too (fwd 0.54, bwd 0.38: benchmarks/edit_loop/README.md, fwd_hdim64_fp16_causal_sm90
-# and bwd_hdim64_fp16_sm90 on the 2-core machine, nvcc --time totals, mean of 2 runs). The forward's split:
-# fwd_hdim64_fp16_sm90, one compile at a time, mean of 3 rounds: the one TU 16.14 s, the kernel TU (-fatbin)
-# 8.71 s, the launch TU 7.56 s (benchmarks/edit_loop/results/2core-device-only.txt). The backward's: one build of
-# 2 jobs, the launch TU with its small kernels 12.6 s, each main kernel's TU 10.0 s, against ~22 s for the one TU.
-HOPPER_SHARE = {"fwd": 0.54, "bwd": 0.38}
-SPLIT_SHARE = {"fwd/kernel": HOPPER_SHARE["fwd"] * 8.71 / 16.14, "fwd/launch": HOPPER_SHARE["fwd"] * 7.56 / 16.14,
-               "bwd/launch": HOPPER_SHARE["bwd"] * 12.6 / 22.0, "bwd/kernel": HOPPER_SHARE["bwd"] * 10.0 / 22.0,
-               "bwd/kernel_ordered": HOPPER_SHARE["bwd"] * 10.0 / 22.0}
-# A split-KV variant's TUs, as shares of the one TU that held its forward kernels (then two: one split, several)
-# with the launch (2-core machine, splitkv_hdim64_fp16_sm90, one job, one round each, the machine otherwise idle:
-# that TU 32.2 s at 3a15410; now the kernel's TU 21.7 s, the launch TU 9.7 s).
-SPLIT_SHARE |= {"splitkv/kernel": 21.7 / 32.2, "splitkv/launch": 9.7 / 32.2}
+# The Ampere path's split-KV variant: the forward kernel (one split or several) device-only in a TU of its own, the
+# launch with the append and combine kernels in the variant's TU; shares of the one TU that held them all
+# (2-core machine, splitkv_hdim64_fp16_sm90, one job, the machine otherwise idle: that TU 32.2 s at 3a15410; the
+# kernel's TU 21.7 s, the launch TU 9.7 s).
+SPLIT_SHARE = {"splitkv/kernel": 21.7 / 32.2, "splitkv/launch": 9.7 / 32.2}
+# The Hopper family's TUs (Unit.kind), measured in one build: the cold main job at 2 jobs on the 2-core machine
+# (benchmarks/edit_loop/README.md, "The small kernels once per head dim and dtype"), the mean of each kind's plain
+# and feature TUs. The split-KV kernel is the forward's compiled for decoding; a launch TU that compiles its group's
+# small kernels (Unit.compiles_small_kernels: dsum and the dQ conversion, or append and combine) takes 12.5 s, one
+# whose group compiles them elsewhere is host code alone, as the forward's.
+HOPPER_SECONDS = {"fwd/kernel": 8.9, "fwd/launch": 7.9, "splitkv/kernel": 8.9, "bwd/kernel": 10.0,
+                  "bwd/kernel_ordered": 9.8, "small kernels": 12.5, "host code alone": 7.7}
 
 
 def estimate(unit: Unit) -> float:
-    return ESTIMATE_SECONDS.get(unit.direction, max(ESTIMATE_SECONDS.values())) * SPLIT_SHARE.get(unit.kind, 1.0) * \
-        (FEATURE_FACTOR if unit.features else 1.0)
+    kind = unit.kind
+    if unit.variant is not None and unit.variant.family.name == "hopper" and unit.variant.kernel_tu:
+        if unit.small_kernels_host:
+            kind = "small kernels" if unit.compiles_small_kernels else "host code alone"
+        seconds = HOPPER_SECONDS[kind]
+    else:
+        seconds = ESTIMATE_SECONDS.get(unit.direction, max(ESTIMATE_SECONDS.values())) * SPLIT_SHARE.get(kind, 1.0)
+    return seconds * (FEATURE_FACTOR if unit.features else 1.0)
 
 
 def longest_first(units: tuple[Unit, ...]) -> list[Unit]:

@@ -4,8 +4,9 @@ compiled-in table; an upstream tree's narrowed switch overlay) and, for trees wh
 references left-out combinations, one TU of stubs.
 
 Context: an instantiation template gets `unit` (flashbuild/sources/units.py) and, for the built-in
-profile, `variant` (its features_mask is the kernel's feature template argument), `family` and
-`dtype_enum`. A generated header gets the axes (`archs`, `hdims`, `dtypes`, `causal`,
+profile, `variant` (its features_mask is the kernel's feature template argument), `family`,
+`dtype_enum` and `small_kernels` (None, or where the launch TU's shared small kernels compile:
+Unit.small_kernels_host). A generated header gets the axes (`archs`, `hdims`, `dtypes`, `causal`,
 `directions`), the features axis (`features`, `features_mask`, `feature_suffix`), `variants`,
 `units`, `all_directions`, `build_key`, `overlay` (its profile entry) and whatever the caller's
 `context` adds (an upstream slice's error messages). Every template gets `version`, `template` and
@@ -103,10 +104,16 @@ def _render(template: str, target: str, **context) -> str:
         version=__version__, template=template, target=target, **context)
 
 
-def _unit_context(unit: Unit) -> dict:
+def _unit_context(unit: Unit, built: tuple[Unit, ...] = ()) -> dict:
     if unit.variant is None:
         return dict(unit=unit)
     context = dict(unit=unit, variant=unit.variant, family=unit.variant.family, dtype_enum=DTYPE_ENUMS[unit.dtype])
+    # A launch TU whose small kernels its group shares (units.Unit.small_kernels_host): compiled here, or where.
+    host = unit.small_kernels_host
+    context.update(small_kernels=dict(header=unit.variant.small_kernels_header, host=host,
+                                      here=unit.compiles_small_kernels,
+                                      members=[u.name for u in built if u.small_kernels_host == host])
+                   if host else None)
     if unit.variant.kernel_tu:
         # Each kernel TU's object and the variant's TU meet at one symbol: the fatbin the first embeds.
         variant = units_module.variant_name(unit.name)
@@ -123,7 +130,7 @@ def render_texts(selection: Selection, *, build_key: str, profile: Profile | Non
     """File name -> text, for every generated file of the build (where each goes: destination)."""
     profile = _profile(profile)
     built = units_module.units(selection, profile)
-    texts = {f"{u.name}.cu": _render(u.template, u.name, **_unit_context(u)) for u in built}
+    texts = {f"{u.name}.cu": _render(u.template, u.name, **_unit_context(u, built)) for u in built}
     target = f"selection {selection.describe()}"
     missing = units_module.missing(selection, profile)
     if missing:

@@ -72,12 +72,17 @@ class Family:
     names, per direction, the TUs that compile the family's main kernels, each alone and device-only
     (Variant.kernel_tu): the variant's own TU keeps the dispatch and the launch, which reaches them
     through their fatbins, and they all build side by side. A variant its family serves on the Ampere
-    path alone (Variant.ampere_path_alone) has one TU, which includes the Ampere family's launch header."""
+    path alone (Variant.ampere_path_alone) has one TU, which includes the Ampere family's launch header.
+    `small_kernels` names, per direction, the header that defines the launches of the small kernels every
+    variant of one head dim and dtype shares (a backward's dsum and dQ conversion, split-KV's append and
+    combine): one launch TU of each such group of a build compiles them (Variant.small_kernels_header), and
+    the others link to it."""
 
     name: str
     summary: str
     launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
     kernel_tus: dict[str, tuple[KernelTu, ...]] = field(default_factory=dict, hash=False)
+    small_kernels: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
 
 
 FAMILIES = {
@@ -92,16 +97,16 @@ FAMILIES = {
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h",
                       "splitkv": "hopper/splitkv_launch.h"},
-                     # The backward's main kernel and its deterministic (ordered) instantiation; its small
-                     # kernels (dsum = rowsum(dO * O), the dQ conversion) stay in the launch TU. Split-KV:
-                     # the forward kernel compiled for decoding; the append and combine kernels stay in the
-                     # launch TU.
+                     # The backward's main kernel and its deterministic (ordered) instantiation. Split-KV: the
+                     # forward kernel compiled for decoding.
                      {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h"),),
                       "splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "hopper/fwd_kernel.h",
                                            "split-KV kernel"),),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"),
                               KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h",
-                                       "deterministic (ordered) kernel"))}),
+                                       "deterministic (ordered) kernel"))},
+                     # The backward's dsum (rowsum(dO * O)) and dQ conversion; split-KV's append and combine.
+                     {"bwd": "hopper/bwd_small_kernels.h", "splitkv": "hopper/splitkv_small_kernels.h"}),
 }
 
 # Which family serves (direction, arch), and where a head dim differs (HEAD_DIM_FAMILY). The Hopper family
@@ -245,6 +250,17 @@ class Variant:
     @property
     def kernel_tu(self) -> bool:
         return bool(self.kernel_tus)
+
+    @property
+    def small_kernels_header(self) -> str | None:
+        """The header defining the launches of the small kernels this variant shares with every variant of its
+        head dim, dtype and arch (Family.small_kernels), or None where its own TU compiles its small kernels."""
+        return None if self.ampere_path_alone else self.family.small_kernels.get(self.direction)
+
+    @property
+    def small_kernels_group(self) -> tuple[str, int, str, str]:
+        """The variants that share one compile of their small kernels: direction, head dim, dtype, arch."""
+        return (self.direction, self.hdim, self.dtype, self.arch)
 
     @property
     def deterministic_plain(self) -> bool:

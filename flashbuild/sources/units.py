@@ -39,6 +39,9 @@ class Unit:
     source: str | None = None       # a support TU: the tree's file it compiles (profile key support.file)
     hdim_v: int | None = None       # a V head dim other than hdim (profile key axes.hdim_v)
     part: str = ""                  # "" (the variant's TU) or a KernelTu's part
+    # A launch TU whose variant shares its small kernels with the build's other variants of its head dim, dtype and
+    # arch (Variant.small_kernels_header): the TU that compiles them, the group's first (its own name there).
+    small_kernels_host: str | None = None
 
     @property
     def kind(self) -> str:
@@ -51,6 +54,11 @@ class Unit:
         if self.variant is not None and self.variant.kernel_tu:
             return f"{self.direction}/launch"
         return self.direction
+
+    @property
+    def compiles_small_kernels(self) -> bool:
+        """Whether this TU compiles its group's shared small kernels (its family's small_kernels header)."""
+        return self.small_kernels_host == self.name
 
     @property
     def headers(self) -> tuple[str, ...]:
@@ -118,10 +126,12 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
     """The TUs of `selection` in `profile`'s tree, in canonical order."""
     if profile.feature_mode == "variants":
         out = []
+        hosts: dict[tuple, str] = {}  # small-kernel group -> the TU that compiles its small kernels: the first
         for v in selection.variants:
             name = _name(profile, v.direction, v.hdim, v.dtype, v.causal, v.arch, v.features)
+            host = hosts.setdefault(v.small_kernels_group, name) if v.small_kernels_header else None
             out.append(Unit(name, profile.instantiations[v.direction].template, v.direction, v.hdim, v.dtype,
-                            v.causal, (v.arch,), v.features, v))
+                            v.causal, (v.arch,), v.features, v, small_kernels_host=host))
             for k in v.kernel_tus:
                 out.append(Unit(f"{name}_{k.part}", k.template, v.direction, v.hdim, v.dtype, v.causal, (v.arch,),
                                 v.features, v, part=k.part))

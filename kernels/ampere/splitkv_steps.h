@@ -1,14 +1,11 @@
-// The steps of a split-KV launch around its attention kernel, the same in both families' run_splitkv
-// (ampere/splitkv_launch.h, hopper/splitkv_launch.h): the checks and the append kernel before it, the
-// combine kernel after it.
+// The steps of a split-KV launch around its attention kernel: the checks and the append kernel before it,
+// the combine kernel after it. The Ampere path's run_splitkv (ampere/splitkv_launch.h) takes them here; the
+// Hopper one takes the same kernels through hopper/splitkv_small_kernels.h.
 #pragma once
 
-#include <stdexcept>
-#include <string>
-
 #include "ampere/append_kv.h"
+#include "ampere/splitkv_checks.h"
 #include "ampere/splitkv_combine.h"
-#include "common/splitkv_heuristic.h"  // kMaxSplits
 
 namespace flashbuild::ampere {
 
@@ -16,14 +13,9 @@ namespace flashbuild::ampere {
 // row attends to them (seqlen_q = 0). Returns whether the attention kernel has rows to compute.
 template <class Element>
 bool splitkv_begin(const FwdParams& params, int head_dim, cudaStream_t stream) {
-  check_head_dim("run_splitkv", head_dim, params.head_dim);
-  if (params.num_splits < 1 || params.num_splits > kMaxSplits) {
-    throw std::runtime_error("flashbuild: run_splitkv needs 1.." + std::to_string(kMaxSplits) + " splits, got " +
-                             std::to_string(params.num_splits));
-  }
-  if (params.batch == 0) { return false; }
+  if (!splitkv_checks(params, head_dim)) { return false; }
   if (params.knew != nullptr) { run_append_kv<Element>(params, stream); }
-  return params.seqlen_q != 0 && params.nheads != 0;
+  return splitkv_has_rows(params);
 }
 
 // With more than one split, the combine kernel merges the splits' partial results into out and lse.

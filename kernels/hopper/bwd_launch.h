@@ -17,17 +17,26 @@
 // family's dQ conversion (dq_accum's order inside a block is the family's own).
 // The main kernel (and its deterministic instantiation) is reached through BwdKernelEntry (bwd_params.h):
 // a variant's TU specializes it to the fatbins of its kernel TUs (<variant>_kernel.cu,
-// <variant>_kernel_ordered.cu), which compile those kernels device-only, beside it; the small kernels
-// (dsum, the dQ conversion) stay in the variant's TU, which includes none of the main kernel's code.
+// <variant>_kernel_ordered.cu), which compile those kernels device-only, beside it. The small kernels (dsum,
+// the dQ conversion) are the same for every variant of a head dim and dtype: one TU of those compiles them
+// (BwdSmallKernels, below; hopper/bwd_small_kernels.h), and this header includes none of the kernels' code.
 #pragma once
 
-#include "ampere/bwd_dsum.h"  // launch_dot_do_o (and, through it, ampere/utils.h's launch helpers)
-#include "hopper/bwd_dq_accum.h"  // the dQ conversion kernels
+#include "ampere/utils.h"  // check_head_dim, check_grid_yz, FLASHBUILD_CUDA_CHECK
 #include "hopper/bwd_params.h"  // the descriptors and parameters; not the main kernel (bwd_kernel.h)
 #include "hopper/tma_checks.h"
 
 namespace flashbuild {
 namespace hopper {
+
+// dsum before the main kernel and the dQ conversion after it. Declared here, defined in hopper/bwd_small_kernels.h:
+// one TU of the build's variants with these traits instantiates them (that header says why), and the others'
+// launches link to it. A tuning harness that launches other traits includes hopper/bwd_small_kernels.h itself.
+template <class Traits>
+struct BwdSmallKernels {
+  static void dsum(const BwdParams& params, cudaStream_t stream);
+  static void convert_dq(const BwdParams& params, cudaStream_t stream);
+};
 
 constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 64, 96, 128, 192, 256
 
@@ -66,12 +75,11 @@ inline BwdParams bwd_tma_strides(BwdParams p) {
 }
 
 // The three kernels of one Hopper backward call with these traits (tuning sweeps call it directly, with
-// bwd_kernel.h included: BwdKernelEntry, bwd_params.h).
+// bwd_kernel.h and bwd_small_kernels.h included: BwdKernelEntry, BwdSmallKernels).
 template <class Traits, bool kIsCausal, int kFeatures>
 void launch_bwd(const BwdParams& params, cudaStream_t stream) {
-  using Element = typename Traits::Element;
   check_grid_yz("the Hopper backward", params.nheads, params.batch);
-  ampere::launch_dot_do_o<Element>(params, stream);
+  BwdSmallKernels<Traits>::dsum(params, stream);
 
   BwdKernelParams<Traits> kp{params, BwdLoads<Traits>::to_params(bwd_tma_strides(params))};
   const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
@@ -80,14 +88,7 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
                                                    : BwdKernelEntry<Traits, kIsCausal, kFeatures, false>::get();
   kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 
-  if constexpr (Traits::kDqFragmentOrder) {
-    const dim3 convert_grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
-    bwd_convert_dq_fragment_kernel<Traits><<<convert_grid, Traits::kNumMmaThreads, 0, stream>>>(params);
-  } else {
-    const int64_t vecs = int64_t(params.seqlen_q) * Traits::kHeadDim / 4;
-    const dim3 convert_grid(unsigned((vecs + kConvertThreads - 1) / kConvertThreads), params.nheads, params.batch);
-    bwd_convert_dq_kernel<Element, Traits::kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(params);
-  }
+  BwdSmallKernels<Traits>::convert_dq(params, stream);
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,15 +4,27 @@
 // the Ampere path (ampere/splitkv_launch.h): the append kernel when the call adds keys, the combine
 // kernel when it splits them. Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key
 // blocks, 96 and 80 rows, do not divide the page sizes the binding accepts).
-// Like the forward's launch (hopper/fwd_launch.h), this TU holds host code and the small kernels; the
-// Hopper kernel compiles device-only in <variant>_kernel.cu and the launch reaches it through
-// FwdKernelEntry.
+// Like the forward's launch (hopper/fwd_launch.h), this header holds host code alone: the Hopper kernel
+// compiles device-only in <variant>_kernel.cu and the launch reaches it through FwdKernelEntry; the append
+// and combine kernels compile in one TU of the head dim and dtype (SplitKVSmallKernels, below).
 #pragma once
 
-#include "ampere/splitkv_steps.h"  // the checks, the append and combine kernels
+#include "ampere/splitkv_checks.h"
 #include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
 
 namespace flashbuild {
+namespace hopper {
+
+// The append kernel (the call adds keys) and the combine kernel (more than one split), the Ampere path's.
+// Declared here, defined in hopper/splitkv_small_kernels.h: one TU of the build's variants of this head dim and dtype
+// instantiates them (that header says why), and the others' launches link to it.
+template <int kHeadDim, class Element>
+struct SplitKVSmallKernels {
+  static void append(const FwdParams& params, cudaStream_t stream);
+  static void combine(const FwdParams& params, cudaStream_t stream);
+};
+
+}  // namespace hopper
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_splitkv(const FwdParams& params, cudaStream_t stream) {
@@ -20,8 +32,11 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
                 "an sm90 split-KV TU of a head dim whose Hopper split-KV key block divides the page sizes");
   using Element = typename hopper::ElementOf<kDType>::type;
   using Traits = hopper::SplitKVTraits<kHeadDim, kDType>;
+  using SmallKernels = hopper::SplitKVSmallKernels<kHeadDim, Element>;
 
-  if (!ampere::splitkv_begin<Element>(params, kHeadDim, stream)) { return; }
+  if (!ampere::splitkv_checks(params, kHeadDim)) { return; }
+  if (params.knew != nullptr) { SmallKernels::append(params, stream); }
+  if (!ampere::splitkv_has_rows(params)) { return; }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {
     throw std::runtime_error("flashbuild: the Hopper split-KV takes a paged KV cache whose page size is a multiple "
                              "of " + std::to_string(Traits::kBlockN) + " rows (got " + std::to_string(params.page_size) +
@@ -34,7 +49,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
                              "itself, so call run_splitkv the way it does (kernels/binding/flash_api.cpp)");
   }
   hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
-  ampere::splitkv_end<kHeadDim, Element>(params, stream);
+  if (params.num_splits > 1) { SmallKernels::combine(params, stream); }
 }
 
 }  // namespace flashbuild
