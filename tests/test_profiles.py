@@ -53,7 +53,7 @@ def test_the_builtin_profile_names_each_tu_as_its_variant():
     assert [u.name for u in tus if u.part == "kernel_ordered"] == [f"{v.name}_kernel_ordered" for v in selection.variants
                                                                   if v.kernel_tu and v.direction == "bwd"]
     assert {v.name for v in selection.variants if v.kernel_tu} == {  # the Hopper kernels' and split-KV's
-        v.name for v in selection.variants if (v.family.name == "hopper" and not v.ampere_path_alone) or v.direction == "splitkv"}
+        v.name for v in selection.variants if v.family.name == "hopper" or v.direction == "splitkv"}
     assert all(u.archs == (u.variant.arch,) for u in tus)
     profiles.check_tree(builtin, REPO)
 

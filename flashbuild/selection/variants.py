@@ -71,8 +71,7 @@ class Family:
     """A kernel family: one implementation strategy, with a launch header per direction. `kernel_tus`
     names, per direction, the TUs that compile the family's main kernels, each alone and device-only
     (Variant.kernel_tu): the variant's own TU keeps the dispatch and the launch, which reaches them
-    through their fatbins, and they all build side by side. A variant its family serves on the Ampere
-    path alone (Variant.ampere_path_alone) has one TU, which includes the Ampere family's launch header.
+    through their fatbins, and they all build side by side.
     `small_kernels` names, per direction, the header that defines the launches of the small kernels every
     variant of one head dim and dtype shares (a backward's dsum and dQ conversion, split-KV's append and
     combine): one launch TU of each such group of a build compiles them (Variant.small_kernels_header), and
@@ -109,16 +108,14 @@ FAMILIES = {
                      {"bwd": "hopper/bwd_small_kernels.h", "splitkv": "hopper/splitkv_small_kernels.h"}),
 }
 
-# Which family serves (direction, arch), and where a head dim differs (HEAD_DIM_FAMILY). The Hopper family
-# has a forward, a backward and a split-KV (the forward kernel compiled for decoding) for sm_90a; sm90's
-# split-KV at head dims 192 and 256 is the Ampere path's (their Hopper key blocks, 96 and 80 rows, do not
-# divide every page size the binding accepts there: multiples of 64 rows). A Hopper variant compiles no Ampere-path kernel:
-# the binding copies tensors TMA cannot address into aligned ones and answers calls without queries or
-# keys itself (kernels/binding/flash_api.cpp). FAMILY_NOTES says who serves what in the plan.
+# Which family serves (direction, arch), and the head dims another family serves there (HEAD_DIM_FAMILY). The
+# Hopper family has a forward, a backward and a split-KV (the forward kernel compiled for decoding) for sm_90a. A
+# Hopper variant compiles no Ampere-path kernel: the binding copies tensors TMA cannot address into aligned ones and
+# answers calls without queries or keys itself (kernels/binding/flash_api.cpp). FAMILY_NOTES says who serves what in
+# the plan.
 FAMILY_TABLE = {
     (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
 } | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper", ("splitkv", "sm90"): "hopper"}
-HEAD_DIM_FAMILY = {("splitkv", "sm90", 192): "ampere", ("splitkv", "sm90", 256): "ampere"}
 FAMILY_NOTES = {
     ("bwd", "sm90"): "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
                      "the Hopper kernel",
@@ -129,26 +126,22 @@ FAMILY_NOTES = {
     ("fwd", "sm90"): "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on "
                      "the Hopper kernel; one-row GQA/MQA calls of more than one wave take one block per K/V head",
 }
-# Head dims a family serves on the Ampere path alone (no tile of its own): the variant's one TU includes the
-# Ampere family's launch header.
-HEAD_DIM_NOTES = {
-    ("bwd", "sm90", hdim): f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled for "
-                           f"sm_90a (its one TU includes ampere/bwd_launch.h alone)" for hdim in (32,)
+# (direction, arch, head dim) -> (the family that serves it, why), where that is not FAMILY_TABLE's: the variant is
+# then that family's in every respect (its launch header, kernel TUs, small kernels), and the plan says why.
+HEAD_DIM_FAMILY = {
+    ("bwd", "sm90", hdim): ("ampere", f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled "
+                                      f"for sm_90a") for hdim in (32,)
 } | {
-    ("splitkv", "sm90", hdim): f"head dim {hdim}: the Ampere-path split-KV compiled for sm_90a (the Hopper key "
-                               f"block of this head dim does not divide every page size the binding accepts)" for hdim in (192, 256)
+    ("splitkv", "sm90", hdim): ("ampere", f"head dim {hdim}: the Ampere-path split-KV compiled for sm_90a (the Hopper "
+                                          f"key block of this head dim, {block} rows, does not divide every page size the "
+                                          f"binding accepts: multiples of 64 rows)") for hdim, block in ((192, 96), (256, 80))
 }
+HEAD_DIM_NOTES = {key: note for key, (_, note) in HEAD_DIM_FAMILY.items()}
 
 
 def family_note(direction: str, arch: str, hdim: int) -> str | None:
     """What the plan and `list` say about who serves this variant, beyond its family's name."""
     return HEAD_DIM_NOTES.get((direction, arch, hdim)) or FAMILY_NOTES.get((direction, arch))
-
-
-def ampere_path_alone(direction: str, arch: str, hdim: int) -> bool:
-    """Whether the variant's TU holds the Ampere path alone though its family is another: a head dim with
-    no tile of the family's (HEAD_DIM_NOTES; not one HEAD_DIM_FAMILY gives a family of its own)."""
-    return (direction, arch, hdim) in HEAD_DIM_NOTES and (direction, arch, hdim) not in HEAD_DIM_FAMILY
 
 
 def implemented_directions() -> tuple[str, ...]:
@@ -226,7 +219,7 @@ class Variant:
 
     @property
     def family(self) -> Family:
-        name = HEAD_DIM_FAMILY.get((self.direction, self.arch, self.hdim))
+        name, _ = HEAD_DIM_FAMILY.get((self.direction, self.arch, self.hdim), (None, None))
         return FAMILIES[name] if name else family_for(self.direction, self.arch)
 
     @property
@@ -234,18 +227,12 @@ class Variant:
         return family_note(self.direction, self.arch, self.hdim)
 
     @property
-    def ampere_path_alone(self) -> bool:
-        """Whether this variant's family serves it on the Ampere path alone (HEAD_DIM_NOTES): its one TU
-        includes the Ampere family's launch header, and its family's kernels are not compiled."""
-        return ampere_path_alone(self.direction, self.arch, self.hdim)
-
-    @property
     def kernel_tus(self) -> tuple[KernelTu, ...]:
         """The TUs that compile the family's main kernels of this variant device-only, each its own
         (<name>_kernel.cu, ...; nvcc -fatbin), which the variant's TU launches from the fatbins their
         objects embed (kernels/common/kernel_library.h): nvcc's host side (cudafe++, the host compiler)
         and the device sides of the kernels then run in jobs side by side, not one after the other."""
-        return () if self.ampere_path_alone else self.family.kernel_tus.get(self.direction, ())
+        return self.family.kernel_tus.get(self.direction, ())
 
     @property
     def kernel_tu(self) -> bool:
@@ -255,7 +242,7 @@ class Variant:
     def small_kernels_header(self) -> str | None:
         """The header defining the launches of the small kernels this variant shares with every variant of its
         head dim, dtype and arch (Family.small_kernels), or None where its own TU compiles its small kernels."""
-        return None if self.ampere_path_alone else self.family.small_kernels.get(self.direction)
+        return self.family.small_kernels.get(self.direction)
 
     @property
     def small_kernels_group(self) -> tuple[str, int, str, str]:

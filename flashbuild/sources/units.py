@@ -62,17 +62,13 @@ class Unit:
 
     @property
     def headers(self) -> tuple[str, ...]:
-        """The built-in profile's header the TU includes: the kernel's header for a kernel TU; the Ampere
-        family's launch header for a variant its family serves on the Ampere path alone (a head dim with no
-        tile of its own: its family's headers would only be parsed, and an edit to them would recompile it for
-        nothing); else its family's launch header."""
+        """The built-in profile's header the TU includes: the kernel's header for a kernel TU, else its family's
+        launch header (variants.HEAD_DIM_FAMILY: a head dim another family serves includes that family's)."""
         v = self.variant
         if v is None:
             return ()
         if is_kernel_part(self.part):
             return (self.kernel_spec.header,)
-        if v.ampere_path_alone:
-            return (FAMILIES["ampere"].launch_headers[v.direction],)
         return (v.family.launch_headers[v.direction],)
 
     @property
