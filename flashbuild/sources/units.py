@@ -47,8 +47,8 @@ class Unit:
     def kind(self) -> str:
         """What the TU compiles, for cost estimates: the direction; where a variant's kernels compile
         device-only, '<direction>/<part>' for each ('<direction>/kernel', 'bwd/kernel_ordered') and
-        '<direction>/launch' (the variant's own TU: the launch, and the small kernels: the backward's dsum and dQ
-        conversion, split-KV's append and combine)."""
+        '<direction>/launch' (the variant's own TU: the launch, and the small kernels where it compiles them:
+        small_kernels_host)."""
         if self.part:
             return f"{self.direction}/{self.part}"
         if self.variant is not None and self.variant.kernel_tu:
