@@ -72,6 +72,17 @@ def median_ms(*fns, reps: int = 50, timer=event_ms) -> list[float]:
     return [sorted(samples)[len(samples) // 2] for samples in times]
 
 
+def decode_inputs(batch: int, cache: int, heads: int, kv_heads: int, hdim: int) -> tuple[list, int, torch.Tensor]:
+    """Fresh random fp16 (q of one token, k, v) in as many copies as make ROTATE_BYTES, at least two (a caller reads
+    them in turn, every call the copy after the previous call's: none from L2); their count; the cache lengths (full)."""
+    gb = 2 * batch * cache * kv_heads * hdim * 2 / 1e9
+    copies = max(2, int(-(-ROTATE_BYTES // (gb * 1e9))))
+    sets = [(torch.randn(batch, 1, heads, hdim, device="cuda", dtype=torch.float16),
+             torch.randn(batch, cache, kv_heads, hdim, device="cuda", dtype=torch.float16),
+             torch.randn(batch, cache, kv_heads, hdim, device="cuda", dtype=torch.float16)) for _ in range(copies)]
+    return sets, copies, torch.full((batch,), cache, dtype=torch.int32, device="cuda")
+
+
 def to_pages(cache: torch.Tensor, page_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(batch, capacity, heads, dim) -> pages (batch * capacity / page_size, page_size, heads, dim) in
     shuffled order, and the int32 block table (batch, capacity / page_size) that finds them."""

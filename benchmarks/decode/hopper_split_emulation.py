@@ -30,7 +30,7 @@ import torch
 import flashbuild
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from decode_bandwidth import ROTATE_BYTES, ints, median_ms  # noqa: E402
+from decode_bandwidth import decode_inputs, ints, median_ms  # noqa: E402
 
 SPLITS = (1, 2, 4, 8, 16, 32)
 
@@ -63,12 +63,7 @@ def main() -> None:
                     if batch * cache > 64 * 65536:  # K + V under ~9 GB
                         continue
                     gb = 2 * batch * cache * nheads_k * hdim * 2 / 1e9
-                    copies = max(1, int(-(-ROTATE_BYTES // (gb * 1e9))))
-                    sets = [(torch.randn(batch, 1, nheads, hdim, device="cuda", dtype=torch.float16),
-                             torch.randn(batch, cache, nheads_k, hdim, device="cuda", dtype=torch.float16),
-                             torch.randn(batch, cache, nheads_k, hdim, device="cuda", dtype=torch.float16))
-                            for _ in range(copies)]
-                    lens = torch.full((batch,), cache, dtype=torch.int32, device="cuda")
+                    sets, copies, lens = decode_inputs(batch, cache, nheads, nheads_k, hdim)
                     turn = {"n": 0}
 
                     def next_set():

@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flashbuild  # noqa: E402
-from decode_bandwidth import HEADS, KV_HEADS, ROTATE_BYTES, ints, kernel_ms, median_ms  # noqa: E402
+from decode_bandwidth import HEADS, KV_HEADS, decode_inputs, ints, kernel_ms, median_ms  # noqa: E402
 
 
 def kernel_shares(fn) -> dict[str, float]:
@@ -57,13 +57,7 @@ def main() -> None:
     for hdim in args.hdim:
         for batch in args.batch:
             for cache in args.cache:
-                gb = 2 * batch * cache * KV_HEADS * hdim * 2 / 1e9
-                copies = max(2, int(-(-ROTATE_BYTES // (gb * 1e9))))
-                sets = [(torch.randn(batch, 1, HEADS, hdim, device="cuda", dtype=torch.float16),
-                         torch.randn(batch, cache, KV_HEADS, hdim, device="cuda", dtype=torch.float16),
-                         torch.randn(batch, cache, KV_HEADS, hdim, device="cuda", dtype=torch.float16))
-                        for _ in range(copies)]
-                lens = torch.full((batch,), cache, dtype=torch.int32, device="cuda")
+                sets, copies, lens = decode_inputs(batch, cache, HEADS, KV_HEADS, hdim)
                 reference = ext.mha_fwd_kvcache(*sets[0], lens, False, None, 0)[0].float()
 
                 turn = itertools.count()  # every call reads the copy after the previous call's: none from L2
