@@ -100,6 +100,17 @@ def test_a_kernel_tus_object_is_named_after_its_variant(tmp_path):
     assert watch.rebuilt_variants({"fwd_hdim64_fp16_sm90_kernel"}, BUILT) == BUILT[:1]
 
 
+def test_a_rebuilt_launch_tu_tests_every_variant_sharing_its_small_kernels():
+    """The backward's dsum and dQ conversion compile in one launch TU of the head dim and dtype (the first): an edit to
+    ampere/bwd_dsum.h recompiles that TU alone, and every backward variant of the group runs the new kernel. A
+    rebuilt kernel TU concerns its own variant; the forward has no shared small kernels."""
+    assert watch.rebuilt_variants({"bwd_hdim64_fp16_sm90", "link"}, BUILT) == BUILT[2:]
+    assert watch.rebuilt_variants({"bwd_hdim64_fp16_sm90_kernel", "link"}, BUILT) == BUILT[2:3]
+    assert watch.rebuilt_variants({"fwd_hdim64_fp16_sm90", "link"}, BUILT) == BUILT[:1]
+    other = BUILT + [V("bwd_hdim128_fp16_sm90")]  # another head dim: another group
+    assert watch.rebuilt_variants({"bwd_hdim128_fp16_sm90"}, other) == other[4:]
+
+
 # ---------------------------------------------------------------- the warm loop, faked
 
 @dataclass

@@ -106,13 +106,16 @@ def watch(root: Path, command: list[str], *, interval: float = 1.0, log: Callabl
 def rebuilt_variants(rebuilt: Iterable[str], built: list[Variant], *, test_all: bool = False) -> list[Variant]:
     """The variants to test after a build that ran the `rebuilt` targets (ninja_output's names: a
     TU's name for its object, "binding", "link"): those one of whose kernel objects was recompiled
-    (a variant's own, or one of its kernel TUs': units.variant_name);
-    all of them when the binding (it calls every kernel) or an object of no variant was, or test_all."""
-    rebuilt = {variant_name(target) for target in rebuilt}  # a kernel TU's object: its variant's
+    (a variant's own, or one of its kernel TUs': units.variant_name), and with a variant's own TU every variant
+    that shares its small kernels (Variant.small_kernels_group: one of their TUs compiles them for all, so an edit
+    to them recompiles that TU alone); all of them when the binding (it calls every kernel) or an object of no
+    variant was, or test_all."""
+    owners = {variant_name(target) for target in rebuilt}  # a kernel TU's object: its variant's
     names = {v.name for v in built}
-    if test_all or any(target not in names and target != "link" for target in rebuilt):
+    if test_all or any(owner not in names and owner != "link" for owner in owners):
         return list(built)
-    return [v for v in built if v.name in rebuilt]
+    groups = {v.small_kernels_group for v in built if v.name in rebuilt and v.small_kernels_header}
+    return [v for v in built if v.name in owners or (v.small_kernels_header and v.small_kernels_group in groups)]
 
 
 @dataclass
