@@ -288,12 +288,12 @@ def test_one_launch_tu_per_head_dim_and_dtype_compiles_the_shared_small_kernels(
             continue
         direction = name.split("_")[0]
         includes = re.findall(r'#include "([^"]+)"', text)
-        support = {"bwd": "hopper/bwd_small_kernels.h", "splitkv": "hopper/splitkv_small_kernels.h"}.get(direction)
-        if support is None:  # the forward has no small kernels
+        header = {"bwd": "hopper/bwd_small_kernels.h", "splitkv": "hopper/splitkv_small_kernels.h"}.get(direction)
+        if header is None:  # the forward has no small kernels
             assert not [i for i in includes if i.endswith("_small_kernels.h")] and "small kernels" not in text, name
             continue
         group = re.sub(r"_causal|_local_softcap", "", name[:-len(".cu")])
-        if support in includes:
+        if header in includes:
             assert group not in hosts, f"{name} and {hosts.get(group)} both compile {group}'s small kernels"
             hosts[group] = name[:-len(".cu")]
             assert re.search(r"template struct flashbuild::hopper::(Bwd|SplitKV)SmallKernels<", text)
