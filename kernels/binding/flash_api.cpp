@@ -555,7 +555,8 @@ void check_index(const at::Tensor& t, const char* name, const at::Tensor& q, int
 void check_values(const at::Tensor& t, const char* name, int64_t lo, int64_t hi, const char* meaning) {
   if (t.numel() == 0) { return; }
   const auto [low, high] = at::aminmax(t);
-  const int64_t min = low.item<int64_t>(), max = high.item<int64_t>();
+  const at::Tensor both = at::stack({low, high}).cpu().to(at::kLong);  // one copy, not one per .item()
+  const int64_t min = both.data_ptr<int64_t>()[0], max = both.data_ptr<int64_t>()[1];
   TORCH_CHECK(min >= lo && max <= hi, "flashbuild: ", name, " must lie in ", lo, "..", hi, " (", meaning,
               "); got values from ", min, " to ", max);
 }
