@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..selection.variants import Variant
+from .graph import TORCH_ABI_FILE
 
 STATUS = re.compile(r"^@@flashbuild (\d+)/(\d+) ([\d.]+)@@ (.*)$")
 FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.*?)\s*$")
@@ -73,7 +74,7 @@ class NinjaOutput:
             return "binding"
         if path.suffix == ".so":
             return "link"
-        if path.name == "torch_abi.h":  # graph.TORCH_ABI_FILE, the ABI probe's output
+        if path.name == TORCH_ABI_FILE:  # the ABI probe's output
             return "torch-abi"
         return path.stem if path.suffix == ".o" else output
 

@@ -14,6 +14,13 @@ constexpr int splitkv_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64;
 // page size the binding accepts there); above, the Ampere path's (flashbuild/selection/variants.py, HEAD_DIM_FAMILY).
 constexpr bool hopper_splitkv_head_dim(int head_dim) { return head_dim <= 128; }
 
+// The wanted split count held to at least four key blocks per split (so each split amortises its fixed costs)
+// and to 1..kMaxSplits.
+inline int clamp_num_splits(int wanted, int n_blocks) {
+  const int splits = wanted < n_blocks / 4 ? wanted : n_blocks / 4;
+  return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+}
+
 // Decoding is bound by reading the cache: split the keys until about two CTAs per SM stream it,
 // but keep at least four key blocks per split so each split amortises its fixed costs.
 inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, int head_dim, int num_sms) {
@@ -21,9 +28,7 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
   const int ctas = batch * nheads * m_blocks;
   if (ctas <= 0 || ctas >= num_sms) return 1;  // an empty call has nothing to split
   const int n_blocks = (seqlen_k + splitkv_block_n(head_dim) - 1) / splitkv_block_n(head_dim);
-  int splits = (2 * num_sms + ctas - 1) / ctas;
-  splits = splits < n_blocks / 4 ? splits : n_blocks / 4;
-  return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+  return clamp_num_splits((2 * num_sms + ctas - 1) / ctas, n_blocks);
 }
 
 // The Hopper split-KV (sm90, head dims 32-128: hopper/splitkv_launch.h) runs one persistent CTA per SM,
@@ -37,10 +42,7 @@ inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int s
   const int m_blocks = (seqlen_q + block_m - 1) / block_m;
   const int ctas = batch * nheads * m_blocks;
   if (ctas <= 0 || ctas >= num_sms) return 1;
-  const int n_blocks = (seqlen_k + block_n - 1) / block_n;
-  int splits = num_sms / ctas;
-  splits = splits < n_blocks / 4 ? splits : n_blocks / 4;
-  return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
+  return clamp_num_splits(num_sms / ctas, (seqlen_k + block_n - 1) / block_n);
 }
 
 }  // namespace flashbuild
