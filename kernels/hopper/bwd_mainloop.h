@@ -461,16 +461,29 @@ struct BwdMainloop {
       stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
       cutlass::arch::fence_view_async_shared();
 
-      // dK += dS^T Q, dS^T from registers; issued before the barrier, so that the tensor cores
-      // have dV and dK to work on while the warpgroups wait for each other's dS^T.
+      // dK += dS^T Q, dS^T from registers; dQ = dS K over all kBlockN keys (this warpgroup's share of
+      // the (kBlockM, d) tile) once both warpgroups' dS^T rows are in.
       Tensor tdKrdS = make_tensor(rdS.data(), acc_to_a_operand(tdPrdP.layout()));
-      wgmma<-1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);
-      cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
-
-      // dQ = dS K over all kBlockN keys: this warpgroup's share of the (kBlockM, d) tile.
-      wgmma<0, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);  // waits for all three
-      cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);       // Q and dO are read
-      if constexpr (!Traits::kDeferDq) { add_dq(m_block, tdQrdQ); }
+      if constexpr (Traits::kDqFirst) {
+        // dQ issued first, so that its hand-off (the shared-memory writes of kFragmentBulk, or the
+        // reductions) runs under dK's product.
+        cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
+        wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
+        wgmma<1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);  // waits for dV and dQ
+        warpgroup_fence_operand(tdQrdQ);
+        add_dq(m_block, tdQrdQ);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdKrdK);
+        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);  // Q and dO are read
+      } else {
+        // dK issued before the barrier, so that the tensor cores have dV and dK to work on while the
+        // warpgroups wait for each other's dS^T.
+        wgmma<-1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);
+        cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
+        wgmma<0, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);  // waits for all three
+        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);       // Q and dO are read
+        if constexpr (!Traits::kDeferDq) { add_dq(m_block, tdQrdQ); }
+      }
     }
     if constexpr (Traits::kDeferDq) {
       if (qs.m_block_max > qs.m_block_min) { add_dq(qs.m_block_max - 1, tdQrdQ); }
