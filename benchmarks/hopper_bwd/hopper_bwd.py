@@ -98,8 +98,11 @@ SWEEPS_DEFER = [Variant(h, "fp16", c, 0, Sweep(64 if h == 128 else 128, "Fragmen
 # hand-off under dK's product; the default since the first of these runs for hdim 96 and 128, not 64).
 SWEEPS_DQ_ORDER = [Variant(h, "fp16", c, 0, Sweep(64 if h == 128 else 128, "FragmentBulk", dq_first=h == 64))
                    for h in (64, 128) for c in (False, True)]
+# hdim 96 (dQ first by default), with its default variants to time the old order against.
+SWEEPS_DQ_ORDER_96 = [Variant(96, "fp16", c, 0, s) for s in (None, Sweep(64, "FragmentBulk", dq_first=False))
+                      for c in (False, True)]
 GROUPS = {"main": MAIN, "features": FEATURES, "sweeps": SWEEPS, "tile": SWEEPS_TILE, "defer": SWEEPS_DEFER,
-          "dqorder": SWEEPS_DQ_ORDER}
+          "dqorder": SWEEPS_DQ_ORDER, "dqorder96": SWEEPS_DQ_ORDER_96}
 
 
 def tu_text(v: Variant) -> str:
