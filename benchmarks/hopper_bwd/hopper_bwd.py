@@ -54,14 +54,11 @@ class Sweep:
     dq_order: str = "RowMajor"  # hopper::DqOrder: RowMajor, Fragment, FragmentBulk
     defer_dq: bool = False  # BwdTraits::kDeferDq
     dq_first: bool | None = None  # BwdTraits::kDqFirst; None: the head dim's default (bwd_tile)
-    longest_first: bool = True  # BwdTraits::kLongestFirst
-    block_n: int = 128
 
     @property
     def tag(self) -> str:
         order = {"RowMajor": "rows", "Fragment": "frag", "FragmentBulk": "bulk"}[self.dq_order]
-        return f"m{self.block_m}{order}{'defer' if self.defer_dq else ''}{'' if self.dq_first is None else 'first' if self.dq_first else 'last'}" + (
-            f"n{self.block_n}" if self.block_n != 128 else "") + ("" if self.longest_first else "gridorder")
+        return f"m{self.block_m}{order}{'defer' if self.defer_dq else ''}{'' if self.dq_first is None else 'first' if self.dq_first else 'last'}"
 
 
 @dataclass(frozen=True)
@@ -104,14 +101,8 @@ SWEEPS_DQ_ORDER = [Variant(h, "fp16", c, 0, Sweep(64 if h == 128 else 128, "Frag
 # hdim 96 (dQ first by default), with its default variants to time the old order against.
 SWEEPS_DQ_ORDER_96 = [Variant(96, "fp16", c, 0, s) for s in (None, Sweep(64, "FragmentBulk", dq_first=False))
                       for c in (False, True)]
-# Causal grids in their own order (each (batch, head)'s key blocks together) against the default, longest first
-# across heads (BwdTraits::kLongestFirst), with the default variants to time against.
-SWEEPS_LPT = [Variant(h, "fp16", True, 0, s) for h, s in (
-    (64, None), (64, Sweep(128, "FragmentBulk", longest_first=False)),
-    (128, None), (128, Sweep(64, "FragmentBulk", longest_first=False)),
-    (256, None), (256, Sweep(64, "Fragment", longest_first=False, block_n=64)))]
 GROUPS = {"main": MAIN, "features": FEATURES, "sweeps": SWEEPS, "tile": SWEEPS_TILE, "defer": SWEEPS_DEFER,
-          "dqorder": SWEEPS_DQ_ORDER, "dqorder96": SWEEPS_DQ_ORDER_96, "lpt": SWEEPS_LPT}
+          "dqorder": SWEEPS_DQ_ORDER, "dqorder96": SWEEPS_DQ_ORDER_96}
 
 
 def tu_text(v: Variant) -> str:
@@ -125,10 +116,10 @@ def tu_text(v: Variant) -> str:
 #include "hopper/bwd_small_kernels.h"  // the small kernels (BwdSmallKernels), compiled here too
 namespace fbdev {{
 void hopper_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{
-  using Traits = flashbuild::hopper::BwdTraits<{v.hdim}, {v.sweep.block_m}, {v.sweep.block_n}, {elem},
+  using Traits = flashbuild::hopper::BwdTraits<{v.hdim}, {v.sweep.block_m}, 128, {elem},
                                                flashbuild::hopper::DqOrder::k{v.sweep.dq_order},
                                                {'true' if v.sweep.defer_dq else 'false'},
-                                               {dq_first}, {'true' if v.sweep.longest_first else 'false'}>;
+                                               {dq_first}>;
   flashbuild::hopper::launch_bwd<Traits, {'true' if v.causal else 'false'}, {v.features}>(p, s);
 }}
 }}  // namespace fbdev

@@ -4,7 +4,9 @@
 // and two consumer warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every
 // query block that sees their keys, hand each block's dQ on (bwd_epilogue.h, add_dq) and store dK,
 // dV at the end. Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query
-// blocks, and the grid takes the key blocks longest first across heads (bwd_mainloop.h, cta). kFeatures: a local window and softcap
+// blocks, and the grid's first CTAs take it (longest first within each (batch, head); across heads, in
+// L2-sized sections of heads, was 0.97-1.01x this at hdim 64-256 on the H200: benchmarks/hopper_bwd/README.md,
+// "Tried: longest first across heads"). kFeatures: a local window and softcap
 // compiled in (bwd_mainloop.h; each stays off in a call that does not ask for it). kOrdered: the deterministic mode's
 // instantiation (launched when BwdParams::dq_semaphore is set): the CTAs of one query block add its dQ in
 // turn, and a causal or local grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
@@ -43,7 +45,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
   BwdParams const& p = params.bwd;
-  const auto [n_block, head, batch] = Mainloop::template cta<kOrdered>(p);
+  const int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1, 2: consumers

@@ -78,42 +78,17 @@ struct BwdMainloop {
     return {make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k), (seq.seqlen_k + kBlockN - 1) / kBlockN};
   }
 
-  // The (key block, head, batch) this CTA takes. Deterministic mode (kOrdered) under a mask with a right
-  // edge (causal or local): the key blocks that reach each query block first add first (descending,
-  // bwd_dq_order.h, as the Ampere-path kernel takes them), so CTA x takes key block n_ctas - 1 - x of its
-  // (batch, head), and a packed call's shorter sequences leave their first CTAs idle rather than their
-  // last ones (no sequence length needed).
-  // Causal otherwise (Traits::kLongestFirst, no local window): key block 0 sees the most query blocks, so
-  // the grid is walked longest first across heads, not within each (batch, head): the (batch, head) pairs
-  // are cut into sections whose Q, dO and dq_accum fit in L2 together (kL2Bytes), and inside a section
-  // key block 0 of every pair comes first, then key block 1, ...: the short CTAs come last and fill the
-  // gaps of the long ones (greedy longest-processing-time), and the CTAs running at once share their
-  // pairs' Q and dO in L2. (The hardware starts CTAs in the order of their linear index, x fastest.)
-  // Otherwise every key block is the same work, and the grid's own order keeps a pair's CTAs together.
-  struct Cta {
-    int n_block;
-    int head;
-    int batch;
-  };
-  static constexpr int64_t kL2Bytes = 40ll << 20;  // of the H100's and H200's 50 MB
+  // The key block CTA `cta` of a grid of n_ctas takes: its own index, except in deterministic mode
+  // (kOrdered) under a mask with a right edge (causal or local), where the key blocks that reach each
+  // query block first add first (descending, bwd_dq_order.h, as the Ampere-path kernel takes them): CTA x
+  // then takes key block n_ctas - 1 - x, so a packed call's shorter sequences leave their first CTAs
+  // idle rather than their last ones (no sequence length needed).
   template <bool kOrdered>
-  CUTE_DEVICE static Cta cta(BwdParams const& p) {
-    const int n_ctas = int(gridDim.x);
+  CUTE_DEVICE static int n_block_of(int cta, int n_ctas) {
     if constexpr (kOrdered && Mask::kHasRightEdge) {
-      return {n_ctas - 1 - int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
-    } else if constexpr (!kOrdered && Traits::kLongestFirst && kIsCausal && !kHasLocal<kFeatures>) {
-      const int heads = int(gridDim.y);
-      const int pairs = heads * int(gridDim.z);
-      const int linear = int(blockIdx.x) + n_ctas * (int(blockIdx.y) + heads * int(blockIdx.z));
-      const int64_t pair_bytes = int64_t(p.seqlen_q) * kHeadDim * (2 * int(sizeof(Element)) + int(sizeof(float)));
-      const int section = int(cute::max(int64_t(1), cute::min(int64_t(pairs), kL2Bytes / cute::max(pair_bytes, int64_t(1)))));
-      const int first = linear / (section * n_ctas) * section;  // the section's first pair
-      const int in_section = cute::min(section, pairs - first);
-      const int within = linear - first * n_ctas;
-      const int pair = first + within % in_section;
-      return {within / in_section, pair % heads, pair / heads};
+      return n_ctas - 1 - cta;
     } else {
-      return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+      return cta;
     }
   }
 
