@@ -58,7 +58,8 @@ class Sweep:
     @property
     def tag(self) -> str:
         order = {"RowMajor": "rows", "Fragment": "frag", "FragmentBulk": "bulk"}[self.dq_order]
-        return f"m{self.block_m}{order}{'defer' if self.defer_dq else ''}{'' if self.dq_first is None else 'first' if self.dq_first else 'last'}"
+        step = "" if self.dq_first is None else "first" if self.dq_first else "last"
+        return f"m{self.block_m}{order}{'defer' if self.defer_dq else ''}{step}"
 
 
 @dataclass(frozen=True)
