@@ -54,13 +54,12 @@ class Sweep:
     dq_order: str = "RowMajor"  # hopper::DqOrder: RowMajor, Fragment, FragmentBulk
     defer_dq: bool = False  # BwdTraits::kDeferDq
     dq_first: bool | None = None  # BwdTraits::kDqFirst; None: the head dim's default (bwd_tile)
-    ds_first: bool = False  # BwdTraits::kDsFirst
 
     @property
     def tag(self) -> str:
         order = {"RowMajor": "rows", "Fragment": "frag", "FragmentBulk": "bulk"}[self.dq_order]
         step = "" if self.dq_first is None else "first" if self.dq_first else "last"
-        return f"m{self.block_m}{order}{'defer' if self.defer_dq else ''}{step}{'dsfirst' if self.ds_first else ''}"
+        return f"m{self.block_m}{order}{'defer' if self.defer_dq else ''}{step}"
 
 
 @dataclass(frozen=True)
@@ -103,11 +102,8 @@ SWEEPS_DQ_ORDER = [Variant(h, "fp16", c, 0, Sweep(64 if h == 128 else 128, "Frag
 # hdim 96 (dQ first by default), with its default variants to time the old order against.
 SWEEPS_DQ_ORDER_96 = [Variant(96, "fp16", c, 0, s) for s in (None, Sweep(64, "FragmentBulk", dq_first=False))
                       for c in (False, True)]
-# dS^T stored before dV's product is issued (BwdTraits::kDsFirst), each head dim's step order otherwise.
-SWEEPS_DS_FIRST = [Variant(h, "fp16", c, 0, Sweep(64 if h == 128 else 128, "FragmentBulk", ds_first=True))
-                   for h in (64, 128) for c in (False, True)]
 GROUPS = {"main": MAIN, "features": FEATURES, "sweeps": SWEEPS, "tile": SWEEPS_TILE, "defer": SWEEPS_DEFER,
-          "dqorder": SWEEPS_DQ_ORDER, "dqorder96": SWEEPS_DQ_ORDER_96, "dsfirst": SWEEPS_DS_FIRST}
+          "dqorder": SWEEPS_DQ_ORDER, "dqorder96": SWEEPS_DQ_ORDER_96}
 
 
 def tu_text(v: Variant) -> str:
@@ -124,7 +120,7 @@ void hopper_{v.name}(const flashbuild::BwdParams& p, cudaStream_t s) {{
   using Traits = flashbuild::hopper::BwdTraits<{v.hdim}, {v.sweep.block_m}, 128, {elem},
                                                flashbuild::hopper::DqOrder::k{v.sweep.dq_order},
                                                {'true' if v.sweep.defer_dq else 'false'},
-                                               {dq_first}, {'true' if v.sweep.ds_first else 'false'}>;
+                                               {dq_first}>;
   flashbuild::hopper::launch_bwd<Traits, {'true' if v.causal else 'false'}, {v.features}>(p, s);
 }}
 }}  // namespace fbdev

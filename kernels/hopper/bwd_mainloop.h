@@ -450,21 +450,16 @@ struct BwdMainloop {
       Tensor rP = convert_fragment<Element>(tSrS);
       Tensor rdS = convert_fragment<Element>(tdPrdP);
 
-      // dV += P^T dO, P^T from registers; dS^T into this step's buffer (the other one may still be read
-      // by the other warpgroup's previous dQ product; this one was last read two steps ago, before the
-      // barrier below of the previous step), made visible to the tensor cores, before or after dV's
-      // product is issued (kDsFirst). Before dK's product: registers an in-flight wgmma reads as its A
-      // operand must not be accessed until it is waited on.
+      // dV += P^T dO, P^T from registers.
       Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));
-      if constexpr (Traits::kDsFirst) {
-        stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
-        cutlass::arch::fence_view_async_shared();
-        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-      } else {
-        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-        stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
-        cutlass::arch::fence_view_async_shared();
-      }
+      wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
+
+      // dS^T into this step's buffer (the other one may still be read by the other warpgroup's
+      // previous dQ product; this one was last read two steps ago, before the barrier below of
+      // the previous step), made visible to the tensor cores. Before dK's product: registers an
+      // in-flight wgmma reads as its A operand must not be accessed until it is waited on.
+      stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
+      cutlass::arch::fence_view_async_shared();
 
       // dK += dS^T Q, dS^T from registers; dQ = dS K over all kBlockN keys (this warpgroup's share of
       // the (kBlockM, d) tile) once both warpgroups' dS^T rows are in.

@@ -97,15 +97,13 @@ constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads durin
 // kDqFirst (kKeys): after the barrier, dQ's product is issued before dK's, and the step's dQ is handed
 // on (add_dq) while dK's product runs; otherwise dK's is issued before the barrier and dQ's after it,
 // and the hand-off waits for both, with the tensor cores idle until the next step's S^T.
-// kDsFirst (kKeys): dS^T is stored to shared memory before dV's product is issued, not after.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kFragmentBulk,
-          bool kDeferDq_ = false, bool kDqFirst_ = false, bool kDsFirst_ = false>
+          bool kDeferDq_ = false, bool kDqFirst_ = false>
 struct BwdTraits {
   using Element = Element_;
   static constexpr DqOrder kDqOrder = kDqOrder_;
   static constexpr bool kDeferDq = kDeferDq_;
   static constexpr bool kDqFirst = kDqFirst_;
-  static constexpr bool kDsFirst = kDsFirst_;
   static constexpr bool kDqBulk = kDqOrder == DqOrder::kFragmentBulk;
   static constexpr bool kDqFragmentOrder = kDqOrder != DqOrder::kRowMajor;
   static constexpr int kHeadDim = kHeadDim_;
