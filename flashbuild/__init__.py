@@ -7,14 +7,15 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import BuildError, FlashbuildError, SelectionError, VariantNotBuiltError  # noqa: E402
+from .errors import BuildError, FlashbuildError, InvalidIndexError, SelectionError, VariantNotBuiltError  # noqa: E402
 
 # The build stage is the subpackage flashbuild.build. Importing it sets the attribute `build` of this
 # package to the module, so it is imported here (it is empty: cheap), before build() below takes the
 # name back; later imports of flashbuild.build.* then leave flashbuild.build the function.
 from . import build as _build_stage  # noqa: E402,F401
 
-__all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", "BuildError", "VariantNotBuiltError"]
+__all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", "BuildError", "VariantNotBuiltError",
+           "InvalidIndexError"]
 
 
 def build(**kwargs):

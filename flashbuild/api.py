@@ -35,6 +35,11 @@ What the wrapper adds to the raw functions:
   narrowed view for a head dim that runs on a bigger kernel, padded).
 - A raw function a build's binding lacks (an extension built before it existed) is a
   VariantNotBuiltError naming the build and how to rebuild it, at call time.
+- No call synchronizes with the host (docs/serving.md): index values (cache_seqlens, cache_batch_idx,
+  cache_leftpad, block_table, cu_seqlens) are checked on the device, where the kernels clamp a bad one
+  and record it; the next call on that device raises it as InvalidIndexError naming the argument, the
+  row and the value, and check_errors() raises it after synchronizing. So every call can be captured in
+  a CUDA graph (torch.cuda.graph) and replayed with new inputs in the same tensors.
 
 No `from __future__ import annotations` here: torch.library reads the ops' schemas from their
 annotations at runtime, and only typing.Optional/Tuple spell them on every torch since 2.4.
@@ -386,6 +391,15 @@ class AttentionOps:
     def __repr__(self) -> str:
         return f"<flashbuild AttentionOps over {getattr(self.ext, '__name__', self.ext)!r}>"
 
+    def check_errors(self, synchronize: bool = True, device=None) -> None:
+        """Raises InvalidIndexError for a bad index value an earlier call's kernels found on the device
+        (every call also checks at its start, without synchronizing). synchronize=True (the default)
+        waits for the current stream's work first: call it after replaying a CUDA graph, or wherever a
+        synchronisation is already paid for. device: an index or torch.device (default: the current)."""
+        if isinstance(device, torch.device):
+            device = device.index
+        _raw(self.ext, "check_errors", "device-side index check")(device, synchronize)
+
     def flash_attn_func(self, q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                         softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
                         return_lse=False):
@@ -442,7 +456,8 @@ class AttentionOps:
         - k, v (batch, seqlen_new, nheads_k, head_dim): written into k_cache/v_cache in place at rows
           cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1, then attended to (row b sees
           cache_seqlens[b] + seqlen_new keys). cache_seqlens is not changed: advance it yourself. The
-          cache must have room (checked here for an int cache_seqlens only).
+          cache must have room (an int cache_seqlens is checked here; a tensor's values on the device,
+          raised as InvalidIndexError by the next call or check_errors()).
         - rotary_cos, rotary_sin (seqlen_ro >= the cache's positions, rotary_dim / 2), q's dtype: rotate
           the new keys at their positions, and q (not in place) at cache_seqlens[b] + i when causal or
           windowed, else every query at cache_seqlens[b]. rotary_interleaved=True pairs columns
@@ -455,7 +470,11 @@ class AttentionOps:
           a paged cache; position p of row b is row p % page_size of page block_table[b, p // page_size].
           page_size must be a multiple of the split-KV key block (128 for head dims up to 128, else 64;
           flash-attn's 256 always works). Not with cache_batch_idx or cache_leftpad.
-        Index tensors may be any integer dtype and device: they are passed as int32 on q's device."""
+        Index tensors may be any integer dtype and device: they are passed as int32 on q's device (one on
+        another device is a copy, which synchronizes: keep them on q's). num_splits=0 picks the split
+        count from the shapes and the SM count alone (no device memory is read), so a captured call
+        keeps its split count when cache_seqlens changes between replays. Bad index values are found on
+        the device (check_errors)."""
         _check_common(0.0, alibi_slopes)
         window, softcap = _window(window_size), _softcap(softcap)
         _check_kvcache_args(k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,

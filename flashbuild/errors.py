@@ -33,6 +33,14 @@ class VariantNotBuiltError(FlashbuildError, RuntimeError):
     exit_code = 1
 
 
+class InvalidIndexError(FlashbuildError, ValueError):
+    """Raised by a built extension (kernels/binding) for an index value its kernels found out of range on
+    the device (cache_seqlens, cache_batch_idx, cache_leftpad, block_table, cu_seqlens): at the start of the
+    next call on that device, or by check_errors(). The message names the argument, the row and the value."""
+
+    exit_code = 2
+
+
 class NoGpuError(FlashbuildError):
     """A command that runs kernels (test, bench) on a machine where torch sees no CUDA device (exit 2)."""
 

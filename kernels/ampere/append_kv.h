@@ -72,7 +72,9 @@ __global__ void __launch_bounds__(32 * kAppendRowsPerBlock) append_kv_kernel(con
   if (q_row >= int64_t(p.batch) * p.rotary_q_seqlen * p.rotary_q_nheads) return;
   const int query = int(q_row / p.rotary_q_nheads % p.rotary_q_seqlen);
   const int batch = int(q_row / (int64_t(p.rotary_q_nheads) * p.rotary_q_seqlen));
-  const int pos = p.seqused_k[batch] + (p.rotary_q_per_row ? query : 0);
+  // A query past the cache's last position (more queries than new keys) takes the last one's angles: the
+  // binding sizes rotary_cos/sin by the cache (seqlen_k positions), and no row of them lies past it.
+  const int pos = min(p.seqused_k[batch] + (p.rotary_q_per_row ? query : 0), p.seqlen_k - 1);
   write_row(p, static_cast<const Element*>(p.q_unrotated) + q_row * p.head_dim,
             static_cast<Element*>(p.q_rotated) + q_row * p.head_dim, pos, lane);
 }

@@ -4,16 +4,19 @@
 #pragma once
 
 #include "ampere/append_kv.h"
+#include "ampere/cache_index_check.h"
 #include "ampere/splitkv_checks.h"
 #include "ampere/splitkv_combine.h"
 
 namespace flashbuild::ampere {
 
-// The checks, then the append kernel when the call adds keys: they go into the cache even when no query
-// row attends to them (seqlen_q = 0). Returns whether the attention kernel has rows to compute.
+// The checks, the index check (every later kernel reads the checked indices), then the append kernel when
+// the call adds keys: they go into the cache even when no query row attends to them (seqlen_q = 0).
+// Returns whether the attention kernel has rows to compute.
 template <class Element>
 bool splitkv_begin(const FwdParams& params, int head_dim, cudaStream_t stream) {
   if (!splitkv_checks(params, head_dim)) { return false; }
+  run_cache_index_check(params, stream);
   if (params.knew != nullptr) { run_append_kv<Element>(params, stream); }
   return splitkv_has_rows(params);
 }

@@ -12,14 +12,21 @@
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/aminmax.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/clamp_max.h>
 #include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/cumsum.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/remainder.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -28,10 +35,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/index_errors.h"
 #include "common/params.h"
 #include "common/splitkv_heuristic.h"
 #include "flashbuild_dispatch.h"
@@ -48,6 +58,12 @@ inline std::string to_text(const char* v) { return v; }
 
 // Raised as flashbuild.errors.VariantNotBuiltError (a RuntimeError) in Python.
 class VariantNotBuilt : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Raised as flashbuild.errors.InvalidIndexError (a ValueError) in Python: an index value a kernel found
+// outside its range (common/index_errors.h).
+class InvalidIndex : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -152,6 +168,120 @@ int device_arch(const at::Tensor& t) {
     if (a / 10 == cc / 10 && a < cc && a > best) best = a;
   }
   return best >= 0 ? best : cc;
+}
+
+// ---------------------------------------------------------------- bad index values, reported by the device
+// One record per device (common/index_errors.h) in mapped pinned memory: the kernels write it, the host
+// reads it with no synchronisation. Allocated on a device's first call that passes index tensors; with
+// the capture mode relaxed for the allocation, so that a first call inside a CUDA graph capture works.
+struct IndexRecord {
+  int* host = nullptr;
+  int* device = nullptr;
+};
+
+std::mutex index_records_mutex;
+std::vector<IndexRecord> index_records;
+
+IndexRecord index_record(int device, bool allocate) {
+  std::lock_guard<std::mutex> lock(index_records_mutex);
+  if (int(index_records.size()) <= device) index_records.resize(device + 1);
+  IndexRecord& r = index_records[device];
+  if (r.host == nullptr && allocate) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    void* host = nullptr;
+    const cudaError_t err = cudaHostAlloc(&host, kIndexRecordWords * sizeof(int),
+                                          cudaHostAllocMapped | cudaHostAllocPortable);
+    C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    C10_CUDA_CHECK(err);
+    std::memset(host, 0, kIndexRecordWords * sizeof(int));
+    void* mapped = nullptr;
+    C10_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+    r = {static_cast<int*>(host), static_cast<int*>(mapped)};
+  }
+  return r;
+}
+
+// The record as a 4-int CUDA tensor (mapped host memory), for reports made with torch ops.
+at::Tensor index_record_tensor(const at::Tensor& like) {
+  const IndexRecord r = index_record(like.get_device(), true);
+  return at::from_blob(r.device, {kIndexRecordWords}, [](void*) {}, like.options().dtype(at::kInt), like.device());
+}
+
+std::string index_error_message(const int (&w)[kIndexRecordWords], int device) {
+  const auto arg = IndexArg(w[0] & ((1 << kIndexArgBits) - 1));
+  const int column = int(unsigned(w[0]) >> kIndexArgBits);
+  const std::string row = std::to_string(w[1]), value = std::to_string(w[2]), bound = std::to_string(w[3]);
+  std::string what;
+  switch (arg) {
+    case IndexArg::kCacheSeqlens:
+      what = "cache_seqlens[" + row + "] = " + value + ", outside 0.." + bound + " (the keys already in a cache row, "
+             "leaving room for the appended k, if any)";
+      break;
+    case IndexArg::kCacheBatchIdx:
+      what = "cache_batch_idx[" + row + "] = " + value + ", outside 0.." + bound + " (the rows of k_cache)";
+      break;
+    case IndexArg::kCacheLeftpad:
+      what = "cache_leftpad[" + row + "] = " + value + ", outside 0.." + bound + " (the positions of a cache row)";
+      break;
+    case IndexArg::kBlockTable:
+      what = "block_table[" + row + ", " + std::to_string(column) + "] = " + value + ", outside 0.." + bound +
+             " (the pages of k_cache), for a page that row's keys fill";
+      break;
+    case IndexArg::kCuSeqlensQ:
+    case IndexArg::kCuSeqlensK: {
+      const char* name = arg == IndexArg::kCuSeqlensQ ? "cu_seqlens_q" : "cu_seqlens_k";
+      what = std::string(name) + "[" + std::to_string(column) + "] = " + value + ": the offsets must start at 0, never "
+             "decrease, end at most at the packed tensor's " + bound + " rows, and hold no sequence longer than " +
+             (arg == IndexArg::kCuSeqlensQ ? "max_seqlen_q" : "max_seqlen_k") + " (" + row + ")";
+      break;
+    }
+    default:
+      what = "an index value outside its range (record " + std::to_string(w[0]) + ")";
+  }
+  return "flashbuild: an earlier attention call on cuda:" + std::to_string(device) + " passed " + what +
+         ". Its kernels used the value clamped into range (that call's outputs are meaningless) and touched no "
+         "memory outside the tensors. This call did not run; fix the index tensor and call again. (Bad index "
+         "values are found on the device and raised by the next call on it, or by check_errors(), which "
+         "synchronizes first.)";
+}
+
+// Raises the device's recorded bad index value, if any, and clears the record. Reads host memory only.
+void raise_index_error(int device) {
+  const IndexRecord r = index_record(device, false);
+  if (r.host == nullptr) return;
+  volatile int* rec = r.host;
+  if ((rec[0] & ((1 << kIndexArgBits) - 1)) == 0) return;
+  int w[kIndexRecordWords];
+  for (int i = 0; i < kIndexRecordWords; ++i) w[i] = rec[i];
+  for (int i = 0; i < kIndexRecordWords; ++i) rec[i] = 0;
+  throw InvalidIndex(index_error_message(w, device));
+}
+
+// The kernels take sequence lengths as int: a larger max_seqlen would wrap and size the grid too small.
+void check_max_seqlen(int64_t max_seqlen, const char* max_name) {
+  TORCH_CHECK(max_seqlen >= 0 && max_seqlen <= std::numeric_limits<int>::max(), "flashbuild: ", max_name,
+              " must be 0 to ", std::numeric_limits<int>::max(), " (the longest sequence); got ", max_seqlen);
+}
+
+// A varlen call's offsets, checked on the device: the copy the kernels read starts at 0, never
+// decreases, ends inside the packed tensor's `total` rows and holds no sequence longer than max_seqlen
+// (the grid is sized by it: longer rows would go unwritten). An entry that differs from the caller's is
+// reported to the device's record (the first such entry, its value, total and max_seqlen). Torch ops on
+// the device, no copy to the host: a call inside a CUDA graph capture records them too.
+at::Tensor checked_offsets(const at::Tensor& cu, IndexArg arg, int64_t total, int64_t max_seqlen) {
+  const int64_t n = cu.size(0);
+  const at::Tensor cu64 = cu.to(at::kLong);
+  const at::Tensor lengths = at::clamp(cu64.narrow(0, 1, n - 1) - cu64.narrow(0, 0, n - 1), 0, max_seqlen);
+  const at::Tensor checked = at::constant_pad_nd(at::clamp_max(at::cumsum(lengths, 0), total), {1, 0}, 0).to(at::kInt);
+  const at::Tensor bad = checked != cu;
+  const at::Tensor first = at::argmax(bad.to(at::kInt));  // the first differing entry
+  const auto longs = cu64.options();
+  const at::Tensor report = at::stack({first * (1 << kIndexArgBits) + int64_t(arg), at::full({}, max_seqlen, longs),
+                                       cu64.gather(0, first.view({1})).view({}), at::full({}, total, longs)});
+  at::Tensor record = index_record_tensor(cu);
+  record.copy_(at::where(at::any(bad), report.to(at::kInt), record));
+  return checked;
 }
 
 // q, k, v of one call; `k_name`/`v_name` name k and v in the messages (k_cache, v_cache for a KV
@@ -382,25 +512,6 @@ void check_cu_seqlens(const at::Tensor& cu, const char* name, const at::Tensor& 
               cu.scalar_type(), " ", cu.sizes(), " on ", cu.device(), "); convert with .to(torch.int32).to(q.device)");
 }
 
-// A varlen call's offsets describe its packed tensor: they start at 0, never decrease, end inside the
-// tensor's `total` rows, and no sequence is longer than max_seqlen (the grid is sized by it: longer
-// rows would go unwritten). One device-to-host copy of four numbers per tensor, for an error here
-// instead of reads past the tensor or unwritten output rows.
-void check_offsets(const at::Tensor& cu, const char* name, int64_t total, int64_t max_seqlen, const char* max_name) {
-  // The kernels take sequence lengths as int: a larger max_seqlen would wrap and size the grid too small.
-  TORCH_CHECK(max_seqlen >= 0 && max_seqlen <= std::numeric_limits<int>::max(), "flashbuild: ", max_name,
-              " must be 0 to ", std::numeric_limits<int>::max(), " (the longest sequence); got ", max_seqlen);
-  const int64_t n = cu.size(0);
-  const at::Tensor lengths = cu.narrow(0, 1, n - 1) - cu.narrow(0, 0, n - 1);
-  const at::Tensor facts = at::stack({cu[0], lengths.min(), lengths.max(), cu[n - 1]}).to(at::kLong).cpu();
-  const int64_t* f = facts.data_ptr<int64_t>();
-  TORCH_CHECK(f[0] == 0 && f[1] >= 0 && f[3] <= total, "flashbuild: ", name, " must start at 0, never decrease and "
-              "end at most at the packed tensor's ", total, " rows; got first ", f[0], ", last ", f[3],
-              ", shortest sequence ", f[1]);
-  TORCH_CHECK(f[2] <= max_seqlen, "flashbuild: ", max_name, " is ", max_seqlen, " but ", name, " holds a sequence of ",
-              f[2], "; pass ", max_name, "=", f[2], " (the longest sequence) or more");
-}
-
 void check_varlen_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3,
               "flashbuild: varlen q, k, v must be 3-D (total_tokens, nheads, head_dim); got ", q.sizes(), ", ",
@@ -483,6 +594,7 @@ std::optional<std::vector<at::Tensor>> mha_fwd_packed_rows(const at::Tensor& q_i
 std::vector<at::Tensor> mha_fwd(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, bool causal,
                                 std::optional<double> softmax_scale, const FeatureArgs& f) {
   check_qkv(q_in, k_in, v_in);
+  raise_index_error(q_in.get_device());
   if (auto packed = mha_fwd_packed_rows(q_in, k_in, v_in, softmax_scale, f)) return *packed;
   const Call c = resolve("fwd", q_in, causal, softmax_scale, f, q_in.size(1), k_in.size(1));
   c10::cuda::CUDAGuard device_guard(q_in.device());
@@ -508,18 +620,21 @@ std::vector<at::Tensor> mha_varlen_fwd(const at::Tensor& q_in, const at::Tensor&
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q_in);
   TORCH_CHECK(cu_seqlens_q.size(0) == cu_seqlens_k.size(0), "flashbuild: cu_seqlens_q and cu_seqlens_k must have "
               "the same length (batch + 1); got ", cu_seqlens_q.size(0), " and ", cu_seqlens_k.size(0));
-  check_offsets(cu_seqlens_q, "cu_seqlens_q", q_in.size(0), max_seqlen_q, "max_seqlen_q");
-  check_offsets(cu_seqlens_k, "cu_seqlens_k", k_in.size(0), max_seqlen_k, "max_seqlen_k");
+  check_max_seqlen(max_seqlen_q, "max_seqlen_q");
+  check_max_seqlen(max_seqlen_k, "max_seqlen_k");
+  raise_index_error(q_in.get_device());
   const Call c = resolve("fwd", q_in, causal, softmax_scale, f, max_seqlen_q, max_seqlen_k);
   c10::cuda::CUDAGuard device_guard(q_in.device());
+  const at::Tensor cu_q = checked_offsets(cu_seqlens_q, IndexArg::kCuSeqlensQ, q_in.size(0), max_seqlen_q);
+  const at::Tensor cu_k = checked_offsets(cu_seqlens_k, IndexArg::kCuSeqlensK, k_in.size(0), max_seqlen_k);
   const at::Tensor q = pad_head_dim(q_in, c.hdim), k = pad_head_dim(k_in, c.hdim), v = pad_head_dim(v_in, c.hdim);
   at::Tensor out = at::empty({q.size(0), q.size(1), c.hdim}, q.options());
   at::Tensor lse = at::empty({q.size(1), q.size(0)}, q.options().dtype(at::kFloat));
-  // No queries (out is empty) or no keys in any sequence (check_offsets: max_seqlen_k bounds them all).
+  // No queries (out is empty) or no keys in any sequence (checked_offsets: max_seqlen_k bounds them all).
   if (q.size(0) == 0 || k.size(0) == 0 || max_seqlen_k == 0) return no_keys_answer(out, lse, c);
   FwdParams p = fwd_params(c, q, k, v, out, lse, cu_seqlens_q.size(0) - 1, max_seqlen_q, max_seqlen_k);
-  p.cu_seqlens_q = cu_seqlens_q.data_ptr<int>();
-  p.cu_seqlens_k = cu_seqlens_k.data_ptr<int>();
+  p.cu_seqlens_q = cu_q.data_ptr<int>();
+  p.cu_seqlens_k = cu_k.data_ptr<int>();
   p.total_q = q.size(0), p.total_k = k.size(0);
 #if FLASHBUILD_HAS_FWD
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -547,18 +662,6 @@ void check_index(const at::Tensor& t, const char* name, const at::Tensor& q, int
               " with batch = ", q.size(0), " (q's); got ", t.sizes());
   TORCH_CHECK(t.stride(-1) == 1, "flashbuild: ", name, " must be contiguous; call .contiguous() first (got strides ",
               t.strides(), ")");
-}
-
-// The values of an index tensor lie in [lo, hi]: a row index or key count outside its cache would make
-// the kernels read (and an append write) past the cache. One device-to-host copy of two numbers: the
-// price of an error here instead of an illegal address that poisons the process.
-void check_values(const at::Tensor& t, const char* name, int64_t lo, int64_t hi, const char* meaning) {
-  if (t.numel() == 0) { return; }
-  const auto [low, high] = at::aminmax(t);
-  const at::Tensor both = at::stack({low, high}).cpu().to(at::kLong);  // one copy, not one per .item()
-  const int64_t min = both.data_ptr<int64_t>()[0], max = both.data_ptr<int64_t>()[1];
-  TORCH_CHECK(min >= lo && max <= hi, "flashbuild: ", name, " must lie in ", lo, "..", hi, " (", meaning,
-              "); got values from ", min, " to ", max);
 }
 
 // What the checks of a KV-cache call found out about its cache.
@@ -628,13 +731,7 @@ CacheShape check_kvcache_args(const at::Tensor& q, const at::Tensor& k_cache, co
     g.seqlen_new = int(k.size(1));
   }
 
-  if (a.cache_batch_idx) {
-    check_values(*a.cache_batch_idx, "cache_batch_idx", 0, k_cache.size(0) - 1, "rows of k_cache");
-  }
-  if (a.cache_seqlens) {
-    check_values(*a.cache_seqlens, "cache_seqlens", 0, g.capacity - g.seqlen_new,
-                 g.seqlen_new ? "keys already in each row, leaving room for the appended k" : "keys in each cache row");
-  }
+  // Their values (rows, lengths, pages) are checked on the device: ampere/cache_index_check.h.
 
   TORCH_CHECK(a.rotary_cos.has_value() == a.rotary_sin.has_value(), "flashbuild: rotary embedding needs both "
               "rotary_cos and rotary_sin; got only ", (a.rotary_cos ? "rotary_cos" : "rotary_sin"));
@@ -662,18 +759,63 @@ CacheShape check_kvcache_args(const at::Tensor& q, const at::Tensor& k_cache, co
   return g;
 }
 
+// A KV-cache call's index tensors as its kernels read them: views of the check kernel's output
+// (ampere/cache_index_check.h), each value clamped into its range; undefined when not given.
+struct CheckedIndices {
+  at::Tensor all;  // [cache_seqlens | cache_batch_idx | cache_leftpad | block_table (batch, max_pages)]
+  at::Tensor seqlens, batch_idx, leftpad, block_table;
+};
+
+// Room for the checked copies of the call's index tensors, and the params pointing the kernels at them
+// (and the check kernel at the caller's); nothing when the call has none.
+CheckedIndices checked_indices(FwdParams& p, const KVCacheArgs& a, const CacheShape& g, int64_t batch,
+                               int64_t cache_rows, const at::Tensor& q) {
+  CheckedIndices ci;
+  if (!a.cache_seqlens && !a.cache_batch_idx && !a.cache_leftpad && !a.block_table) return ci;
+  const int64_t max_pages = g.paged ? a.block_table->size(1) : 0;
+  ci.all = at::empty({3 * batch + batch * max_pages}, q.options().dtype(at::kInt));
+  CacheIndexCheck& c = p.index_check;
+  c.max_pages = int(max_pages), c.num_cache_rows = int(cache_rows), c.capacity = g.capacity;
+  c.checked = ci.all.data_ptr<int>();
+  c.error = index_record(q.get_device(), true).device;
+  if (a.cache_seqlens) {
+    c.seqlens = a.cache_seqlens->data_ptr<int>();
+    ci.seqlens = ci.all.narrow(0, 0, batch);
+    p.seqused_k = ci.seqlens.data_ptr<int>();
+  }
+  if (a.cache_batch_idx) {
+    c.batch_idx = a.cache_batch_idx->data_ptr<int>();
+    ci.batch_idx = ci.all.narrow(0, batch, batch);
+    p.cache_batch_idx = ci.batch_idx.data_ptr<int>();
+  }
+  if (a.cache_leftpad) {
+    c.leftpad = a.cache_leftpad->data_ptr<int>();
+    ci.leftpad = ci.all.narrow(0, 2 * batch, batch);
+    p.cache_leftpad = ci.leftpad.data_ptr<int>();
+  }
+  if (a.block_table) {
+    c.block_table = a.block_table->data_ptr<int>();
+    c.block_table_batch_stride = a.block_table->stride(0);
+    ci.block_table = ci.all.narrow(0, 3 * batch, batch * max_pages).view({batch, max_pages});
+    p.block_table = ci.block_table.data_ptr<int>();
+    p.block_table_batch_stride = max_pages;
+  }
+  return ci;
+}
+
 // A padded head dim runs on a zero-padded copy of the cache, so the appended rows land in the copy;
-// this writes them back to the caller's cache (torch indexing: the kernels only know the copy).
-void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, const KVCacheArgs& a, const CacheShape& g,
-                         int batch) {
-  const auto longs = a.cache_seqlens->options().dtype(at::kLong);
-  const at::Tensor pos = a.cache_seqlens->to(at::kLong).unsqueeze(1) + at::arange(g.seqlen_new, longs).unsqueeze(0);
+// this writes them back to the caller's cache (torch indexing: the kernels only know the copy), at the
+// checked indices the kernels wrote at (in range, so torch's own index checks never fire).
+void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, const CheckedIndices& ci,
+                         const CacheShape& g, int batch) {
+  const auto longs = ci.seqlens.options().dtype(at::kLong);
+  const at::Tensor pos = ci.seqlens.to(at::kLong).unsqueeze(1) + at::arange(g.seqlen_new, longs).unsqueeze(0);
   at::Tensor block, row;
   if (g.paged) {
-    block = a.block_table->to(at::kLong).gather(1, at::div(pos, g.page_size, "floor"));
+    block = ci.block_table.to(at::kLong).gather(1, at::div(pos, g.page_size, "floor"));
     row = at::remainder(pos, g.page_size);
   } else {
-    const at::Tensor rows = a.cache_batch_idx ? a.cache_batch_idx->to(at::kLong) : at::arange(batch, longs);
+    const at::Tensor rows = ci.batch_idx.defined() ? ci.batch_idx.to(at::kLong) : at::arange(batch, longs);
     block = rows.unsqueeze(1).expand_as(pos);
     row = pos;
   }
@@ -700,6 +842,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
                                         const KVCacheArgs& a, bool causal, std::optional<double> softmax_scale,
                                         int64_t num_splits, const FeatureArgs& f) {
   check_qkv(q_in, k_cache, v_cache, "k_cache", "v_cache", /*same_batch=*/false);
+  raise_index_error(q_in.get_device());
   TORCH_CHECK(num_splits >= 0 && num_splits <= kMaxSplits, "flashbuild: num_splits must be 0 (auto) to ",
               kMaxSplits, ", got ", num_splits);
   const int batch = q_in.size(0), seqlen_q = q_in.size(1), nheads = q_in.size(2), nheads_k = k_cache.size(2);
@@ -752,15 +895,11 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
   }
   FwdParams p = fwd_params(c, q, k, v, out_rows, lse, batch, q.size(1), g.capacity);
-  if (a.cache_seqlens) p.seqused_k = a.cache_seqlens->data_ptr<int>();
-  if (a.cache_batch_idx) p.cache_batch_idx = a.cache_batch_idx->data_ptr<int>();
-  if (a.cache_leftpad) p.cache_leftpad = a.cache_leftpad->data_ptr<int>();
   p.num_pages = int(k.size(0));  // the Hopper kernels' views of the cache: its pages or batch rows
-  if (g.paged) {
-    p.block_table = a.block_table->data_ptr<int>();
-    p.block_table_batch_stride = a.block_table->stride(0);
-    p.page_size = g.page_size;
-  }
+  if (g.paged) p.page_size = g.page_size;
+  // The kernels read the index tensors through their checked copies, which run_splitkv's first kernel
+  // writes (no value is read on the host: the call stays free of synchronisation, and capturable).
+  const CheckedIndices ci = checked_indices(p, a, g, batch, k.size(0), q);
   at::Tensor knew, vnew;
   if (a.k) {  // even with no new rows: the append kernel is what rotates q
     knew = pad_head_dim(*a.k, c.hdim), vnew = pad_head_dim(*a.v, c.hdim);
@@ -796,6 +935,13 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     }
     if (fwd) {
       const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+#if FLASHBUILD_HAS_SPLITKV
+      // The split-KV launch with no query rows runs its first steps alone (ampere/splitkv_checks.h,
+      // splitkv_has_rows): the index check, so the forward kernel reads checked indices too.
+      FwdParams prologue = p;
+      prologue.seqlen_q = 0;
+      FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(prologue, stream));
+#endif
       FLASHBUILD_DISPATCH(*fwd, run_fwd<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
       return {unpad(out, c), lse};
     }
@@ -820,8 +966,8 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   if (g.seqlen_new && c.hdim != c.user_hdim) {
-    write_back_appended(k_cache, k, a, g, batch);
-    write_back_appended(v_cache, v, a, g, batch);
+    write_back_appended(k_cache, k, ci, g, batch);
+    write_back_appended(v_cache, v, ci, g, batch);
   }
   if (pack) lse = lse.view({batch, nheads, 1});
   return {unpad(out, c), lse};
@@ -868,7 +1014,7 @@ std::vector<at::Tensor> bwd_impl(const char* kind, const at::Tensor& dout_in, co
   at::Tensor dq = at::empty(q.sizes(), q.options());
   at::Tensor dk = at::empty(expanded, q.options());
   at::Tensor dv = at::empty(expanded, q.options());
-  // No queries or no keys (for packed calls: in any sequence, check_offsets bounding them by the maxima).
+  // No queries or no keys (for packed calls: in any sequence, checked_offsets bounding them by the maxima).
   const bool empty = varlen ? q.size(0) == 0 || k.size(0) == 0 || max_seqlen_q == 0 || max_seqlen_k == 0
                             : q.size(1) == 0 || k.size(1) == 0;
   if (empty) return empty_call_grads(dq, dk, dv, nheads_k, c);
@@ -929,6 +1075,7 @@ std::vector<at::Tensor> mha_bwd(const at::Tensor& dout, const at::Tensor& q, con
                                 const at::Tensor& out, const at::Tensor& lse, bool causal,
                                 std::optional<double> softmax_scale, const FeatureArgs& f, bool deterministic) {
   check_qkv(q, k, v);
+  raise_index_error(q.get_device());
   return bwd_impl("mha_bwd", dout, q, k, v, out, lse, causal, softmax_scale, nullptr, nullptr, 0, 0, f,
                   deterministic);
 }
@@ -944,10 +1091,30 @@ std::vector<at::Tensor> mha_varlen_bwd(const at::Tensor& dout, const at::Tensor&
   check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k", q);
   TORCH_CHECK(cu_seqlens_q.size(0) == cu_seqlens_k.size(0), "flashbuild: cu_seqlens_q and cu_seqlens_k must have "
               "the same length (batch + 1); got ", cu_seqlens_q.size(0), " and ", cu_seqlens_k.size(0));
-  check_offsets(cu_seqlens_q, "cu_seqlens_q", q.size(0), max_seqlen_q, "max_seqlen_q");
-  check_offsets(cu_seqlens_k, "cu_seqlens_k", k.size(0), max_seqlen_k, "max_seqlen_k");
-  return bwd_impl("mha_varlen_bwd", dout, q, k, v, out, lse, causal, softmax_scale, &cu_seqlens_q, &cu_seqlens_k,
+  check_max_seqlen(max_seqlen_q, "max_seqlen_q");
+  check_max_seqlen(max_seqlen_k, "max_seqlen_k");
+  raise_index_error(q.get_device());
+  c10::cuda::CUDAGuard device_guard(q.device());
+  const at::Tensor cu_q = checked_offsets(cu_seqlens_q, IndexArg::kCuSeqlensQ, q.size(0), max_seqlen_q);
+  const at::Tensor cu_k = checked_offsets(cu_seqlens_k, IndexArg::kCuSeqlensK, k.size(0), max_seqlen_k);
+  return bwd_impl("mha_varlen_bwd", dout, q, k, v, out, lse, causal, softmax_scale, &cu_q, &cu_k,
                   int(max_seqlen_q), int(max_seqlen_k), f, deterministic);
+}
+
+// Raises a bad index value the device recorded (the record says which call's argument), after waiting
+// for the current stream's work when `synchronize` (the one place flashbuild synchronizes on purpose: a
+// caller asks for it, e.g. after replaying a CUDA graph). Without a device, the current one.
+void check_errors(std::optional<int64_t> device, bool synchronize) {
+  int index = 0;
+  if (device) {
+    index = int(*device);
+  } else {
+    C10_CUDA_CHECK(cudaGetDevice(&index));
+  }
+  if (synchronize) {
+    C10_CUDA_CHECK(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(c10::DeviceIndex(index)).stream()));
+  }
+  raise_index_error(index);
 }
 
 std::vector<std::string> variants() { return {std::begin(table::kVariants), std::end(table::kVariants)}; }
@@ -961,6 +1128,7 @@ std::vector<std::string> features() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "flashbuild attention kernels (a selective build; see variants())";
   static py::exception<flashbuild::VariantNotBuilt> fallback(m, "VariantNotBuiltError", PyExc_RuntimeError);
+  static py::exception<flashbuild::InvalidIndex> index_fallback(m, "InvalidIndexError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr e) {
     try {
       if (e) std::rethrow_exception(e);
@@ -972,6 +1140,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       } catch (...) {
         PyErr_Clear();
         cls = fallback.ptr();
+      }
+      PyErr_SetString(cls, err.what());
+    } catch (const flashbuild::InvalidIndex& err) {
+      PyObject* cls = nullptr;
+      try {
+        cls = py::module_::import("flashbuild.errors").attr("InvalidIndexError").ptr();
+      } catch (...) {
+        PyErr_Clear();
+        cls = index_fallback.ptr();
       }
       PyErr_SetString(cls, err.what());
     }
@@ -1066,6 +1243,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("rotary_sin") = py::none(), py::arg("cache_batch_idx") = py::none(),
       py::arg("cache_leftpad") = py::none(), py::arg("block_table") = py::none(),
       py::arg("rotary_interleaved") = true);
+  m.def("check_errors", &flashbuild::check_errors,
+        "Raises InvalidIndexError for a bad index value (cache_seqlens, cache_batch_idx, cache_leftpad, block_table, "
+        "cu_seqlens) that an earlier call's kernels found on the device (clamped: they never touch memory outside "
+        "the tensors). Every call checks at its start without synchronizing; this waits for the current stream "
+        "first when synchronize=True (after a CUDA graph replay, say).",
+        py::arg("device") = py::none(), py::arg("synchronize") = true);
   m.def("variants", &flashbuild::variants, "The variants this build holds, by canonical name.");
   m.def("features", &flashbuild::features, "The features compiled into this build (local, softcap).");
   m.def("build_key", [] { return std::string(flashbuild::build_table::kBuildKey); });

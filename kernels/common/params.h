@@ -49,6 +49,25 @@ inline void check_grid_yz(const char* entry, int64_t nheads, int64_t batch_block
   }
 }
 
+// A KV-cache call's index tensors as the caller gave them (null: not given), read by the check kernel
+// alone (ampere/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
+// cache_batch_idx 0..num_cache_rows - 1, cache_leftpad 0..capacity, block_table 0..num_cache_rows - 1
+// (num_cache_rows: the cache's batch rows, or its pages). `checked` (int32, 3 * batch + batch * max_pages)
+// receives them clamped: [cache_seqlens | cache_batch_idx | cache_leftpad | block_table, max_pages a row];
+// `error` is the device's record of bad values (common/index_errors.h).
+struct CacheIndexCheck {
+  const int* seqlens;
+  const int* batch_idx;
+  const int* leftpad;
+  const int* block_table;
+  int64_t block_table_batch_stride;
+  int max_pages;
+  int num_cache_rows;
+  int capacity;
+  int* checked;
+  int* error;
+};
+
 // Forward attention over (batch, seqlen, nheads, head_dim) tensors whose last dimension is
 // contiguous and whose rows are 16-byte vectors (vector_addressable). Strides are in elements. `head_dim` equals the kernel's head dim: the binding pads
 // smaller head dims up to the kernel size before launching.
@@ -116,6 +135,10 @@ struct FwdParams {
   const int* __restrict__ block_table;
   int64_t block_table_batch_stride;
   int page_size;
+  // The caller's index tensors before their check (ampere/cache_index_check.h, the first kernel of
+  // run_splitkv): the fields above then point into index_check.checked, which that kernel fills with
+  // the values clamped into their ranges, so no kernel after it addresses memory with a bad one.
+  CacheIndexCheck index_check;
 
   // Appending (knew non-null; seqused_k is then set): knew/vnew (batch, seqlen_knew, nheads_k,
   // head_dim) are written into the cache at positions seqused_k[b] .. seqused_k[b] + seqlen_knew - 1

@@ -15,11 +15,13 @@
 namespace flashbuild {
 namespace hopper {
 
-// The append kernel (the call adds keys) and the combine kernel (more than one split), the Ampere path's.
+// The index check (ampere/cache_index_check.h), the append kernel (the call adds keys) and the combine kernel
+// (more than one split), the Ampere path's.
 // Declared here, defined in hopper/splitkv_small_kernels.h: one TU of the build's variants of this head dim and dtype
 // instantiates them (that header says why), and the others' launches link to it.
 template <int kHeadDim, class Element>
 struct SplitKVSmallKernels {
+  static void check_indices(const FwdParams& params, cudaStream_t stream);
   static void append(const FwdParams& params, cudaStream_t stream);
   static void combine(const FwdParams& params, cudaStream_t stream);
 };
@@ -35,6 +37,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using SmallKernels = hopper::SplitKVSmallKernels<kHeadDim, Element>;
 
   if (!ampere::splitkv_checks(params, kHeadDim)) { return; }
+  SmallKernels::check_indices(params, stream);  // first: every later kernel reads the checked indices
   if (params.knew != nullptr) { SmallKernels::append(params, stream); }
   if (!ampere::splitkv_has_rows(params)) { return; }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {

@@ -1,4 +1,4 @@
-// The split-KV's small kernels on the Hopper family: the append and combine kernels (the Ampere path's,
+// The split-KV's small kernels on the Hopper family: the index check, the append and combine kernels (the Ampere path's,
 // ampere/splitkv_steps.h) behind SplitKVSmallKernels (hopper/splitkv_launch.h declares it).
 //
 // Every split-KV variant of one head dim and dtype launches the same two kernels: compiled in each of their
@@ -12,6 +12,11 @@
 #include "hopper/splitkv_launch.h"
 
 namespace flashbuild::hopper {
+
+template <int kHeadDim, class Element>
+void SplitKVSmallKernels<kHeadDim, Element>::check_indices(const FwdParams& params, cudaStream_t stream) {
+  ampere::run_cache_index_check(params, stream);
+}
 
 template <int kHeadDim, class Element>
 void SplitKVSmallKernels<kHeadDim, Element>::append(const FwdParams& params, cudaStream_t stream) {
