@@ -16,7 +16,7 @@ b=$!
 wait $a; ra=$?
 wait $b; rb=$?
 echo "builds: hdim64 rc=$ra hdim192 rc=$rb in $(( $(date +%s) - start ))s"
-tail -3 "$OUT/build-h64.log" "$OUT/build-h192.log"
+tail -n 3 "$OUT/build-h64.log" "$OUT/build-h192.log"
 python3 -m pytest -q -rA -p no:cacheprovider tests/gpu/test_kvcache_index_checks_gpu.py \
   tests/gpu/test_graph_capture_gpu.py > "$OUT/pytest.log" 2>&1
 echo "pytest rc=$? in $(( $(date +%s) - start ))s"

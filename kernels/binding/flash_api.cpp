@@ -278,7 +278,7 @@ at::Tensor checked_offsets(const at::Tensor& cu, IndexArg arg, int64_t total, in
   const at::Tensor first = at::argmax(bad.to(at::kInt));  // the first differing entry
   const auto longs = cu64.options();
   const at::Tensor report = at::stack({first * (1 << kIndexArgBits) + int64_t(arg), at::full({}, max_seqlen, longs),
-                                       cu64.gather(0, first.view({1})).view({}), at::full({}, total, longs)});
+                                       cu64.gather(0, first.view({1})).squeeze(0), at::full({}, total, longs)});
   at::Tensor record = index_record_tensor(cu);
   record.copy_(at::where(at::any(bad), report.to(at::kInt), record));
   return checked;

@@ -230,6 +230,7 @@ def call_paths(m, family):
     k_pages, v_pages, table = paged(k_cache, v_cache)
     cos = torch.randn(CAPACITY, 16, device="cuda").half()
     sin = torch.randn(CAPACITY, 16, device="cuda").half()
+    batch_idx, leftpad = ints([2, 0, 1]), ints([1, 0, 3])  # made here: a list to a tensor is a host copy
     paths = [
         ("kvcache dense", lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)),
         ("kvcache no seqlens", lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache)),
@@ -241,7 +242,7 @@ def call_paths(m, family):
         ("kvcache paged append", lambda: m.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lens,
                                                                    block_table=table, **new)),
         ("kvcache batch_idx leftpad", lambda: m.flash_attn_with_kvcache(
-            q, k_cache, v_cache, cache_seqlens=lens, cache_batch_idx=ints([2, 0, 1]), cache_leftpad=ints([1, 0, 3]))),
+            q, k_cache, v_cache, cache_seqlens=lens, cache_batch_idx=batch_idx, cache_leftpad=leftpad)),
         ("kvcache num_splits=3", lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens,
                                                                    num_splits=3)),
     ]
