@@ -1,0 +1,153 @@
+"""Issue 45's decode table in one command: flash_attn_with_kvcache through the public API, eager and replayed
+from a CUDA graph, beside PyTorch SDPA's flash and cuDNN backends (enable_gqa, eager and replayed), with the
+HBM copy bandwidth measured in the same run.
+
+Usage:
+    python3 benchmarks/decode/decode_table.py [--hdim 128,64] [--batch 1,8,64] [--cache 4096,16384,65536]
+                                              [--reps 20] [--json out.json]
+
+One query token per sequence, 32 query heads on 8 K/V heads, fp16, cache_seqlens = the cache length (an int32
+tensor on the device: ours then runs its index check kernel, docs/serving.md); `ours no-idx` passes
+cache_seqlens=None (the same keys, no index tensor, no check kernel): the check's cost is the difference.
+Every timed call reads another copy of the cache (as many copies as make 256 MB, at least two), so no call
+reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
+back-to-back calls, the host's time included where it is the longer (eager) and not (graph: one replay runs
+the pass). Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
+read + write bytes / time, median of 10.
+FlashInfer is not measured: its decode kernels are compiled on first use (JIT) on the GPU host, and its
+package with its dependencies must be carried there as wheels (no index reachable from it); neither fits the
+device time of this run (benchmarks/decode/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import flashbuild
+
+HEADS, KV_HEADS = 32, 8
+ROTATE_BYTES = 256e6
+
+
+def timed_pass(fn, reps: int) -> float:
+    """Median ms of one call of fn (which runs one pass and returns how many calls it made)."""
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        calls = fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def graphed(step, copies: int):
+    """A graph of one pass over the copies (step(i) is one call on copy i), warmed on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(copies):
+            step(i)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(copies):
+            step(i)
+    return graph
+
+
+def measure(step, copies: int, reps: int) -> tuple[float, float]:
+    """(eager ms, graph ms) per call; nan where the call fails (a backend that refuses the shape)."""
+    def eager():
+        for i in range(copies):
+            step(i)
+        return copies
+    try:
+        eager()
+        eager_ms = timed_pass(eager, reps)
+    except RuntimeError:
+        return math.nan, math.nan
+    try:
+        graph = graphed(step, copies)
+        graph_ms = timed_pass(lambda: (graph.replay(), copies)[1], reps)
+    except RuntimeError:
+        graph_ms = math.nan
+    return eager_ms, graph_ms
+
+
+def hbm_copy_tbs() -> float:
+    src = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    ms = timed_pass(lambda: (dst.copy_(src), 1)[1], 10)
+    return 2 * src.numel() / ms / 1e9
+
+
+def row(m, hdim: int, batch: int, cache: int, reps: int) -> dict:
+    bytes_kv = 2 * batch * cache * KV_HEADS * hdim * 2
+    copies = max(2, math.ceil(ROTATE_BYTES / bytes_kv))
+    torch.manual_seed(0)
+    q = torch.randn(batch, 1, HEADS, hdim, device="cuda", dtype=torch.float16)
+    ks = [torch.randn(batch, cache, KV_HEADS, hdim, device="cuda", dtype=torch.float16) for _ in range(copies)]
+    vs = [torch.randn_like(k) for k in ks]
+    lens = torch.full((batch,), cache, dtype=torch.int32, device="cuda")
+    q_sdpa = q.transpose(1, 2)  # (batch, heads, 1, hdim); the caches as (batch, kv_heads, cache, hdim) views
+    out = {"hdim": hdim, "batch": batch, "cache": cache, "copies": copies, "bytes": bytes_kv}
+    out["ours"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens), copies, reps)
+    out["ours_no_idx"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies, reps)
+    for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+        def sdpa(i, backend=backend):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q_sdpa, ks[i].transpose(1, 2), vs[i].transpose(1, 2),
+                                                      enable_gqa=True)
+        out[name] = measure(sdpa, copies, reps)
+    del ks, vs
+    torch.cuda.empty_cache()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hdim", default="128,64", help="head dims, comma-separated")
+    parser.add_argument("--batch", default="1,8,64", help="batch sizes, comma-separated")
+    parser.add_argument("--cache", default="4096,16384,65536", help="cache lengths, comma-separated")
+    parser.add_argument("--reps", type=int, default=20, help="timed passes per measurement (median)")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args()
+    hdims = [int(x) for x in args.hdim.split(",")]
+    m = flashbuild.load(hdim=",".join(map(str, sorted(hdims))), dtype="fp16", arch="native", direction="splitkv",
+                        causal="off", features=[])
+    copy_tbs = hbm_copy_tbs()
+    rows = [row(m, h, b, c, args.reps) for h in hdims for b in map(int, args.batch.split(","))
+            for c in map(int, args.cache.split(","))]
+    print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print("| hdim | batch | cache | ours µs (graph) | ours no-idx µs (graph) | SDPA flash µs (graph) | "
+          "SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | ours TB/s eager (graph) | of HBM copy (graph) |")
+    print("| --- " * 10 + "|")
+    for r in rows:
+        def us(key):
+            e, g = r[key]
+            return f"{e * 1e3:.1f} ({g * 1e3:.1f})"
+        best_e = min(r["sdpa_flash"][0], r["sdpa_cudnn"][0], key=lambda x: x if x == x else math.inf)
+        best_g = min(r["sdpa_flash"][1], r["sdpa_cudnn"][1], key=lambda x: x if x == x else math.inf)
+        oe, og = r["ours"]
+        tb_e, tb_g = r["bytes"] / oe / 1e9, r["bytes"] / og / 1e9
+        print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {us('ours')} | {us('ours_no_idx')} | "
+              f"{us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | "
+              f"{tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"hbm_copy_tbs": copy_tbs, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
