@@ -259,17 +259,9 @@ def _define(ns: str, ext: Any) -> list:
                     cache_batch_idx: Optional[Tensor], cache_leftpad: Optional[Tensor], block_table: Optional[Tensor],
                     causal: bool, softmax_scale: Optional[float], rotary_interleaved: bool, num_splits: int,
                     window_size_left: int, window_size_right: int, softcap: float) -> Tuple[Tensor, Tensor]:
-        # Only the arguments a call uses, as keywords: a call without them reaches the binding as before.
-        cache_kwargs = {name: t for name, t in (("k", k), ("v", v), ("rotary_cos", rotary_cos),
-                                                ("rotary_sin", rotary_sin), ("cache_batch_idx", cache_batch_idx),
-                                                ("cache_leftpad", cache_leftpad), ("block_table", block_table))
-                        if t is not None}
-        if rotary_cos is not None:
-            cache_kwargs["rotary_interleaved"] = rotary_interleaved
-        out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
-            q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits,
-            **features(window_size_left, window_size_right, softcap), **cache_kwargs)
-        return out.contiguous(), lse.contiguous()
+        return _fwd_kvcache_raw(ext, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                cache_batch_idx, cache_leftpad, block_table, causal, softmax_scale,
+                                rotary_interleaved, num_splits, window_size_left, window_size_right, softcap)
 
     @fwd_kvcache.register_fake
     def _(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
@@ -283,6 +275,46 @@ def _define(ns: str, ext: Any) -> list:
     # turns a backward through the output into a clear UnsupportedFeatureError (_forward_only).
 
     return [fwd, bwd, varlen_fwd, varlen_bwd, fwd_kvcache]
+
+
+def _fwd_kvcache_raw(ext, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                     cache_leftpad, block_table, causal, softmax_scale, rotary_interleaved, num_splits,
+                     window_size_left, window_size_right, softcap) -> Tuple[Tensor, Tensor]:
+    """The fwd_kvcache op's body: the raw binding call, with only the arguments a call uses as keywords (a call
+    without them reaches a binding from before them as before)."""
+    cache_kwargs = {name: t for name, t in (("k", k), ("v", v), ("rotary_cos", rotary_cos),
+                                            ("rotary_sin", rotary_sin), ("cache_batch_idx", cache_batch_idx),
+                                            ("cache_leftpad", cache_leftpad), ("block_table", block_table))
+                    if t is not None}
+    if rotary_cos is not None:
+        cache_kwargs["rotary_interleaved"] = rotary_interleaved
+    out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
+        q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=softmax_scale, num_splits=num_splits,
+        window_size_left=window_size_left, window_size_right=window_size_right, softcap=softcap, **cache_kwargs)
+    return out.contiguous(), lse.contiguous()
+
+
+def _plain_eager(tensors) -> bool:
+    """Whether a decode call may skip its custom op's dispatch and call the binding itself: eager (not traced
+    by torch.compile, no torch function or dispatch mode active, so no FakeTensor), on plain tensors that need
+    no gradient. The op's dispatch costs tens of microseconds a call (more than a small decode kernel), and
+    does nothing more in such a call than the binding does, but bump the mutated caches' version counters,
+    which the caller then does itself."""
+    try:
+        if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
+                torch._C._is_torch_function_mode_enabled() or \
+                any(torch._C._get_dispatch_mode(key) is not None for key in _INFRA_MODE_KEYS):
+            return False
+    except AttributeError:  # a torch without these: the op's path, always right
+        return False
+    return all(t is None or (type(t) is Tensor and not t.requires_grad) for t in tensors)
+
+
+# The dispatch modes torch keeps off the user stack (FakeTensorMode, make_fx's proxy, functionalization).
+_INFRA_MODE_KEYS = tuple(getattr(torch._C._TorchDispatchModeKey, name)
+                         for name in ("FAKE", "PROXY", "FUNCTIONAL")
+                         if hasattr(torch._C, "_TorchDispatchModeKey")
+                         and hasattr(torch._C._TorchDispatchModeKey, name))
 
 
 _registry: dict[str, _Ops] = {}
@@ -490,9 +522,15 @@ class AttentionOps:
             None if t is None else _int32_on(t, q.device)
             for t in (cache_seqlens, cache_batch_idx, cache_leftpad, block_table))
         rotary_cos, rotary_sin = (None if t is None else t.contiguous() for t in (rotary_cos, rotary_sin))
-        out, lse = self.ops.fwd_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
-                                        cache_batch_idx, cache_leftpad, block_table, causal, softmax_scale,
-                                        rotary_interleaved, num_splits, *window, softcap)
+        args = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+                block_table, causal, softmax_scale, rotary_interleaved, num_splits, *window, softcap)
+        if _plain_eager(args[:11]):
+            out, lse = _fwd_kvcache_raw(self.ext, *args)
+            if k is not None:  # what the op's mutates_args does: autograd sees the caches changed
+                torch.autograd.graph.increment_version(k_cache)
+                torch.autograd.graph.increment_version(v_cache)
+            return (out, lse) if return_softmax_lse else out
+        out, lse = self.ops.fwd_kvcache(*args)
         out, lse = _forward_only(out), lse.detach()  # the LSE carries no gradient, as in flash_attn_func
         return (out, lse) if return_softmax_lse else out
 

@@ -8,7 +8,9 @@ Usage:
 
 One query token per sequence, 32 query heads on 8 K/V heads, fp16, cache_seqlens = the cache length (an int32
 tensor on the device: ours then runs its index check kernel, docs/serving.md); `ours no-idx` passes
-cache_seqlens=None (the same keys, no index tensor, no check kernel): the check's cost is the difference.
+cache_seqlens=None (the same keys, no index tensor, no check kernel): the check's cost is the difference;
+`ours via op` calls the torch custom op directly (the wrapper's path before its eager fast path,
+flashbuild/api.py _plain_eager): the dispatch's host cost is the difference to `ours`.
 Every timed call reads another copy of the cache (as many copies as make 256 MB, at least two), so no call
 reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
 back-to-back calls, the host's time included where it is the longer (eager) and not (graph: one replay runs
@@ -102,6 +104,8 @@ def row(m, hdim: int, batch: int, cache: int, reps: int) -> dict:
     q_sdpa = q.transpose(1, 2)  # (batch, heads, 1, hdim); the caches as (batch, kv_heads, cache, hdim) views
     out = {"hdim": hdim, "batch": batch, "cache": cache, "copies": copies, "bytes": bytes_kv}
     out["ours"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens), copies, reps)
+    out["ours_op"] = measure(lambda i: m.ops.fwd_kvcache(q, ks[i], vs[i], None, None, None, None, lens, None, None,
+                                                         None, False, None, True, 0, -1, -1, 0.0), copies, reps)
     out["ours_no_idx"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies, reps)
     for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
         def sdpa(i, backend=backend):
@@ -129,9 +133,10 @@ def main() -> None:
     rows = [row(m, h, b, c, args.reps) for h in hdims for b in map(int, args.batch.split(","))
             for c in map(int, args.cache.split(","))]
     print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| hdim | batch | cache | ours µs (graph) | ours no-idx µs (graph) | SDPA flash µs (graph) | "
-          "SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | ours TB/s eager (graph) | of HBM copy (graph) |")
-    print("| --- " * 10 + "|")
+    print("| hdim | batch | cache | ours µs (graph) | ours no-idx µs (graph) | ours via op µs (graph) | "
+          "SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | ours TB/s eager (graph) | "
+          "of HBM copy (graph) |")
+    print("| --- " * 11 + "|")
     for r in rows:
         def us(key):
             e, g = r[key]
@@ -140,7 +145,7 @@ def main() -> None:
         best_g = min(r["sdpa_flash"][1], r["sdpa_cudnn"][1], key=lambda x: x if x == x else math.inf)
         oe, og = r["ours"]
         tb_e, tb_g = r["bytes"] / oe / 1e9, r["bytes"] / og / 1e9
-        print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {us('ours')} | {us('ours_no_idx')} | "
+        print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {us('ours')} | {us('ours_no_idx')} | {us('ours_op')} | "
               f"{us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | "
               f"{tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
     if args.json:
