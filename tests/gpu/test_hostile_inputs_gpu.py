@@ -123,6 +123,9 @@ CASES = [
 def test_bad_input_is_a_python_error_naming_it(m, plain, call, words):
     with pytest.raises((RuntimeError, ValueError, TypeError, FlashbuildError)) as caught:
         call(m, plain)
+        # index values (offsets, cache lengths and rows) are checked on the device, without a host sync: raised
+        # by the next call or here (docs/serving.md)
+        m.check_errors()
     message = str(caught.value)
     assert "CUDA error" not in message and "illegal" not in message, message
     for word in words:

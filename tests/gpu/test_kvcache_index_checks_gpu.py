@@ -320,3 +320,25 @@ def test_bad_values_touch_no_memory_outside_the_tensors(m, family):
     raised = [line for line in run.stdout.splitlines() if line.startswith("RAISED")]
     n_cases = len(bad_cases(family, *inputs(family)[1:3])[0])
     assert raised == [f"RAISED {n_cases} {n_cases}"], tail
+
+
+def test_a_prefill_chunk_on_the_forward_kernel_reads_checked_indices(m, family):
+    """130 queries against the cache run on the Hopper forward (flash_api.cpp, kPrefillRowsOnFwdKernel) after
+    the split-KV launch's check alone: right answers for contiguous and paged caches, a named error for a bad
+    length or page."""
+    if family != "hopper":
+        pytest.skip("the forward is in the hopper build")
+    m.check_errors()
+    q, k_cache, v_cache, _ = inputs(family, seed=6, seqlen_q=130)
+    lens = ints([140, 300, 200])  # at least the queries: causal or not, every row sees keys
+    check_against_reference(m, q, k_cache, v_cache, cache_seqlens=lens)
+    k_pages, v_pages, table = paged(k_cache, v_cache)
+    check_against_reference(m, q, k_pages, v_pages, cache_seqlens=lens, block_table=table)
+    bad_table = table.clone()
+    bad_table[2, 0] = k_pages.shape[0]
+    m.flash_attn_with_kvcache(q, k_pages, v_pages, cache_seqlens=lens, block_table=bad_table)
+    with pytest.raises(flashbuild.InvalidIndexError, match=rf"block_table\[2, 0\] = {k_pages.shape[0]}, outside"):
+        m.check_errors()
+    m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=ints([140, CAPACITY + 1, 200]))
+    with pytest.raises(flashbuild.InvalidIndexError, match=rf"cache_seqlens\[1\] = {CAPACITY + 1}, outside"):
+        m.check_errors()
