@@ -10,6 +10,8 @@
 
 #include <cuda_runtime.h>
 
+#include "common/variant_space.h"  // the Feature bits and kernel head dims (generated from selection/space.py)
+
 namespace flashbuild {
 
 enum class DType : int { kFp16 = 0, kBf16 = 1 };
@@ -235,9 +237,7 @@ struct BwdParams {
   int total_k;
 };
 
-// Features a kernel is compiled with (kFeatures, a bit set). A kernel with a feature switches it
-// on at runtime only for calls that ask for it; a kernel without it has none of its code.
-enum Feature : int { kNoFeatures = 0, kLocal = 1, kSoftcap = 2 };
+// Features a kernel is compiled with (kFeatures, a bit set): enum Feature, from common/variant_space.h.
 
 // One explicit instantiation per variant lives in a generated translation unit.
 // kArch is the compute capability times ten (80, 86, 89, 90).
