@@ -1,7 +1,7 @@
 """`flashbuild bench`: TFLOPS and ms of the variants a build holds, side by side with PyTorch SDPA's
 flash, cuDNN and efficient backends, measured in the same run.
 
-The standard (docs/product.md): 16k tokens per batch (batch = 16384 / seqlen), model dim 2048
+The standard (benchmarks/README.md, "How numbers are measured"): 16k tokens per batch (batch = 16384 / seqlen), model dim 2048
 (nheads = 2048 / head dim), fwd FLOPs = 4 * b * h * s^2 * d (halved when causal), bwd = 2.5 x fwd.
 A feature variant (*_local, *_softcap) runs only for calls that ask for its features, so it is
 measured with --window L,R and/or --softcap X (and skipped without them). With a window, the
