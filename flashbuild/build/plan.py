@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import __version__, env
+from .. import env
+from ..version import __version__
 from ..errors import SelectionError
 from ..selection import space
 from ..selection.variants import CompileFlags, Selection, select

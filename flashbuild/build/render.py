@@ -23,7 +23,8 @@ from pathlib import Path
 
 import jinja2
 
-from .. import __version__, env
+from .. import env
+from ..version import __version__
 from ..selection import space
 from ..selection.variants import DIRECTIONS, Selection
 from ..sources import profile as profiles, units as units_module
