@@ -5,6 +5,10 @@ by the correctness rule (docs/correctness.md), and the same data through mha_var
 
     python3 benchmarks/bwd_deterministic/smoke.py      # on the GPU machine; prints one line per check
 """
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 import sys
 
 import torch
