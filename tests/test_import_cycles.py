@@ -6,12 +6,14 @@ this checks there is no loop at all, which a lazy import can hide from it."""
 from __future__ import annotations
 
 import ast
+import functools
 
 from helpers import REPO
 
 PACKAGE = REPO / "flashbuild"
 
 
+@functools.lru_cache(maxsize=None)
 def import_graph() -> dict[str, set[str]]:
     """module -> the flashbuild modules it imports (`from .. import env` is the submodule env;
     `from .. import __version__` is the package that defines the name)."""
