@@ -43,11 +43,11 @@ def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
     return kwargs
 
 
-
 @dataclass(frozen=True)
 class Variant:
-    """One kernel instantiation. Its name is the TU file name, the object name, the key in the
-    compiled-in table and the text in errors; the C++ binding rebuilds the same names.
+    """One kernel instantiation. Its name (space.NAME_RULE) is the TU file name, the object name, the
+    key in the compiled-in table and the text in errors; the C++ binding builds the same names with
+    variant_name of kernels/common/variant_space.h, rendered from the same rule.
 
     `features` (canonical order) are the features compiled into this kernel: () is the plain
     kernel, which serves calls that ask for none; a feature variant serves every call that needs
