@@ -69,6 +69,10 @@ def test_the_header_holds_the_space_head_dims_feature_bits_and_names():
     assert [space.FEATURE_BITS[f] for f in space.FEATURES] == [1 << i for i in range(len(space.FEATURES))]
     assert int(cpp_constant(text, "kAllFeatures")) == space.ALL_FEATURES_MASK
     assert unquote([cpp_constant(text, "kArchPrefix")]) == [space.ARCH_PREFIX]
+    dtypes = re.search(r"enum class DType : int \{(.*?)\};", text, re.S).group(1)
+    assert dict(re.findall(r"^\s*(k\w+) = (\d+),$", dtypes, re.M)) == {
+        space.DTYPE_ENUMS[d].rsplit("::", 1)[1]: str(i) for i, d in enumerate(space.DTYPES)}
+    assert unquote(cpp_array(text, "kDTypeNames")) == list(space.DTYPES)
 
 
 def test_the_name_rule_round_trips_and_matches_variant_name():
@@ -159,11 +163,12 @@ def test_the_binding_and_kernel_headers_spell_no_name_head_dim_list_or_feature_b
     binding = BINDING.read_text()
     assert not re.search(r'"_hdim"|"_causal"|"_sm"|"--no-(local|softcap)"', binding), "the binding spells a name"
     assert not re.search(r"\b32, 64, 96\b|\b128, 192, 256\b", binding), "the binding spells the head dims"
+    assert not re.search(r'"(fp16|bf16)"', binding), "the binding spells a dtype name"
     assert not re.search(r"kLocal \| kSoftcap|\{\s*\"local\", \"softcap\"\s*\}", binding), "the binding lists the features"
     # The directions it passes to resolve() are the space's.
     directions = set(re.findall(r'resolve\("(\w+)"', binding))
     assert directions and directions <= set(space.DIRECTIONS), directions
-    assert not re.search(r"enum Feature\s*:", (KERNELS / "common" / "params.h").read_text())
+    assert not re.search(r"enum (Feature\s*:|class DType)", (KERNELS / "common" / "params.h").read_text())
     assert not re.search(r"head_dim == 32 \|\|", (KERNELS / "hopper" / "fwd_launch.h").read_text())
 
 

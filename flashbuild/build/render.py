@@ -182,7 +182,7 @@ def write_if_different(path: Path, text: str) -> bool:
 
 def space_header_text() -> str:
     """kernels/common/variant_space.h as selection/space.py describes it: the kernel head dims, the
-    Feature bits and names, and the name rule as a C++ function (checked in: kernel headers include it
+    DType enum and names, the Feature bits and names, and the name rule as a C++ function (checked in: kernel headers include it
     outside any build; tests/test_variant_space.py compares the two)."""
     rule = space.name_rule_parts()
     unknown = {field for _, field in rule if field} - set(space.NAME_FIELDS)
@@ -191,8 +191,9 @@ def space_header_text() -> str:
                          f"(fields: {', '.join(space.NAME_FIELDS)})")
     features = [dict(name=name, bit=bit, enumerator="k" + name[:1].upper() + name[1:])
                 for name, bit in space.FEATURE_BITS.items()]
+    dtypes = [dict(name=name, enumerator=space.DTYPE_ENUMS[name].rsplit("::", 1)[1]) for name in space.DTYPES]
     return environment().get_template(SPACE_TEMPLATE).render(
-        template=SPACE_TEMPLATE, hdims=list(space.HEAD_DIMS), features=features,
+        template=SPACE_TEMPLATE, hdims=list(space.HEAD_DIMS), features=features, dtypes=dtypes,
         all_features=space.ALL_FEATURES_MASK, arch_prefix=space.ARCH_PREFIX, rule=rule,
         causal_part=space.CAUSAL_PART, feature_prefix=space.FEATURE_PREFIX)
 

@@ -267,7 +267,7 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
   c.arch = device_arch(q);
   c.softmax_scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(c.user_hdim));
   resolve_features(c, f, seqlen_q, seqlen_k);
-  const char* dtype = c.is_fp16 ? "fp16" : "bf16";
+  const char* dtype = dtype_name(c.is_fp16 ? DType::kFp16 : DType::kBf16);
   const std::string features = describe_features(c, f);
   const int missing = c.features & ~table::kFeaturesMask;
   if (missing) {
@@ -303,7 +303,7 @@ bool deterministic_plain(const std::string& name) {
 }
 
 void use_deterministic_kernel(Call& c) {
-  const char* dtype = c.is_fp16 ? "fp16" : "bf16";
+  const char* dtype = dtype_name(c.is_fp16 ? DType::kFp16 : DType::kBf16);
   if (c.features == 0 && deterministic_plain(variant_name(c.direction, c.hdim, dtype, c.causal, c.arch))) return;
   const int all_features = kAllFeatures;
   if (table::kFeaturesMask == 0) {

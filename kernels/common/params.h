@@ -10,11 +10,11 @@
 
 #include <cuda_runtime.h>
 
-#include "common/variant_space.h"  // the Feature bits and kernel head dims (generated from selection/space.py)
+#include "common/variant_space.h"  // DType, the Feature bits, the kernel head dims (generated from selection/space.py)
 
 namespace flashbuild {
 
-enum class DType : int { kFp16 = 0, kBf16 = 1 };
+// DType (kFp16, kBf16) is declared in common/variant_space.h, with the dtype names.
 
 // log2(e): the softmax runs in the exp2 domain (scale_log2 = scale * kLog2e).
 constexpr float kLog2e = 1.4426950408889634f;

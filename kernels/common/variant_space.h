@@ -23,6 +23,14 @@ constexpr bool is_kernel_head_dim(int head_dim) {
   return false;
 }
 
+// The dtypes: a kernel's DType template argument, and its name (dtype i is value i).
+enum class DType : int {
+  kFp16 = 0,
+  kBf16 = 1,
+};
+inline constexpr const char* kDTypeNames[] = {"fp16", "bf16"};
+constexpr const char* dtype_name(DType dtype) { return kDTypeNames[static_cast<int>(dtype)]; }
+
 // Features a kernel is compiled with (kFeatures, a bit set). A kernel with a feature switches it
 // on at runtime only for calls that ask for it; a kernel without it has none of its code.
 enum Feature : int {
