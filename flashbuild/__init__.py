@@ -5,7 +5,7 @@ Importing flashbuild imports no torch: build() and load() pull in their stages w
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__
 
 from .errors import BuildError, FlashbuildError, InvalidIndexError, SelectionError, VariantNotBuiltError  # noqa: E402
 

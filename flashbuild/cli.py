@@ -14,7 +14,8 @@ import sys
 
 import click
 
-from . import __version__, env
+from . import env
+from .version import __version__
 from .selection.variants import DIRECTIONS, implemented_directions
 from .errors import FlashbuildError
 
@@ -547,7 +548,7 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
     import shlex
     from pathlib import Path
 
-    from . import __version__
+    from .version import __version__
     from .debug import bench as benching, runtime
     from .build import builder
     from .errors import BuildError

@@ -1,5 +1,6 @@
 """Fixtures: a temporary cache dir, a machine without GPU, a FLASHBUILD_ROOT with a synthetic kernel, and
-the real forward kernel compiled once per session."""
+the real forward kernel compiled once per session. And the test tiers: the tests listed in slow_tests.txt
+and every GPU test are marked slow, so `pytest -m "not compile and not slow"` is the fast tier."""
 
 from __future__ import annotations
 
@@ -14,6 +15,26 @@ import pytest
 
 from flashbuild import env
 from helpers import REPO, make_root
+
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> set[str]:
+    """The test functions of slow_tests.txt, as `tests/test_x.py::test_y`."""
+    return {line.strip() for line in SLOW_TESTS.read_text().splitlines() if line.strip() and not line.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items):
+    slow = slow_tests()
+    for item in items:
+        path = Path(str(item.fspath))
+        function = f"tests/{path.relative_to(Path(__file__).parent).as_posix()}::{item.originalname}"
+        if path.parent.name == "gpu":
+            item.add_marker(pytest.mark.gpu)   # each builds an extension first, on a device (skipped without one)
+            item.add_marker(pytest.mark.slow)
+        elif function in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`flashbuild bench` without a GPU: problem sizes and FLOPs by product.md's standard, the table,
+"""`flashbuild bench` without a GPU: problem sizes and FLOPs by the benchmark standard (benchmarks/README.md), the table,
 CSV/JSON, --compare (and its errors for a file of the wrong format), the plot, and the command
 reporting an earlier --json file."""
 

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from flashbuild.debug import bench  # noqa: E402
+from flashbuild.debug import bench, bench_problems  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 from flashbuild.selection.variants import Variant  # noqa: E402
 
@@ -55,8 +55,8 @@ class Ours:
 
 @pytest.fixture
 def on_cpu(monkeypatch):
-    monkeypatch.setattr(bench, "TOKENS", 64)
-    monkeypatch.setattr(bench, "MODEL_DIM", 64)
+    monkeypatch.setattr(bench_problems, "TOKENS", 64)
+    monkeypatch.setattr(bench_problems, "MODEL_DIM", 64)
     monkeypatch.setattr(torch.cuda, "Event", HostEvent)
 
 

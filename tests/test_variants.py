@@ -8,6 +8,7 @@ import pytest
 
 from flashbuild import env
 from flashbuild.errors import SelectionError
+from flashbuild.selection import families
 from flashbuild.selection.variants import (FEATURES, CompileFlags, HEAD_DIMS, Variant, implemented_directions, load_config,
                                  select)
 from helpers import REPO, run_cli
@@ -307,9 +308,8 @@ def test_python_api_takes_ints_lists_and_bool_causal():
 
 
 def test_a_direction_no_family_implements_names_the_implemented_ones(monkeypatch):
-    from flashbuild.selection import variants
-    monkeypatch.setattr(variants, "FAMILY_TABLE",
-                        {key: fam for key, fam in variants.FAMILY_TABLE.items() if key[0] != "splitkv"})
+    monkeypatch.setattr(families, "FAMILY_TABLE",
+                        {key: fam for key, fam in families.FAMILY_TABLE.items() if key[0] != "splitkv"})
     result = run_cli("--direction", "splitkv", "--hdim", "64", "--arch", "sm90", "--dry-run")
     assert result.exit_code == 2
     assert "direction splitkv: no kernel family implements it yet (implemented: fwd, bwd)" in result.output

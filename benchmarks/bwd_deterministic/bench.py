@@ -6,7 +6,7 @@ Usage (prints a markdown table; writes JSON when given a path):
                                                   [--json out.json]
 
 16k tokens per batch (batch = 16384 / seqlen), model dim 2048 (nheads = 2048 / hdim), fp16, the forward's
-own out and lse. Bwd FLOPs = 2.5 x 4 b h s^2 d, halved when causal (product.md). Median of --reps
+own out and lse. Bwd FLOPs = 2.5 x 4 b h s^2 d, halved when causal (benchmarks/README.md). Median of --reps
 CUDA-event timings after 5 warm-ups of each call, the calls of a row timed in turns rep by rep, each
 rep on the other of two input sets (each tensor is 64 MB at 16k tokens: past the 50 MB L2 either way).
 

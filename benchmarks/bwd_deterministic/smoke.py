@@ -1,10 +1,14 @@
 """The deterministic backward's routing in one short device call (the feature kernel holds the mode):
 a backward-only build with softcap compiled in (3 kernel TUs), out and lse from the fp32 reference (no forward TU),
 then mha_bwd with deterministic=True three times (bits must be identical), against the fp32 reference
-by product.md's rule, and the same data through mha_varlen_bwd as one sequence (same bits).
+by the correctness rule (docs/correctness.md), and the same data through mha_varlen_bwd as one sequence (same bits).
 
     python3 benchmarks/bwd_deterministic/smoke.py      # on the GPU machine; prints one line per check
 """
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 import sys
 
 import torch

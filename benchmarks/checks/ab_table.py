@@ -3,6 +3,10 @@
 
     python3 benchmarks/checks/ab_table.py OUT RUNS NAME...     # reads /tmp/ab-NAME-R.json, writes OUT/bench-runs.json
 """
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 import json
 import statistics
 import sys

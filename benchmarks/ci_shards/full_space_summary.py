@@ -9,6 +9,10 @@ given wins, so list the calls in order). A part's wall is the sum of its calls' 
 (its .ninja_log, or tu-seconds-PART.json: SAVE=DIR writes those, the form a study commits), and each shard's wall on a JOBS-core machine (default 16) modelled by list-scheduling its TUs' measured
 seconds, the model first checked against each part's measured wall.
 """
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 import heapq
 import json
 import os

@@ -8,6 +8,10 @@ one key (MQA). This prints, per run of FA3's backward on that shape, max |dK| be
 is not degenerate), the fp32 reference's dK and the fp16 PyTorch reference's: if FA3's dK is of the
 size of rounding and changes between identical runs (its GQA dK/dV sum is by fp32 atomics, in no fixed
 order unless deterministic=True), the failure is the tolerance meeting noise, not a wrong kernel."""
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 
 import torch
 

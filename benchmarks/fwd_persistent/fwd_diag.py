@@ -1,9 +1,13 @@
-# Diagnostics for the hdim-256 non-causal forward at b16 s1024 h8 (benchmarks/fwd_persistent/README.md), from
-# the repository root on the nvidia-h200 machine:
-#   timing > tm.txt: four calls of a build with per-CTA clock64/globaltimer prints. Needs timing.diff
-#     applied to kernels/ampere/fwd_kernel.h as of commit d8c335d (before the persistent forward).
-#   parse tm.txt: the prologue and epilogue shares of a CTA, from those prints
-#   clocks: ours and FA2 in 3-s loops, alternating, with nvidia-smi sampling SM clock and power
+"""Diagnostics for the hdim-256 non-causal forward at b16 s1024 h8 (benchmarks/fwd_persistent/README.md), from
+the repository root on the nvidia-h200 machine:
+  timing > tm.txt: four calls of a build with per-CTA clock64/globaltimer prints. Needs benchmarks/archive/tried/fwd_persistent--timing.diff
+    applied to kernels/ampere/fwd_kernel.h as of commit d8c335d (before the persistent forward).
+  parse tm.txt: the prologue and epilogue shares of a CTA, from those prints
+  clocks: ours and FA2 in 3-s loops, alternating, with nvidia-smi sampling SM clock and power"""
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 import sys, time, subprocess, statistics, collections
 mode = sys.argv[1]
 if mode == "parse":

@@ -1,8 +1,12 @@
-# Persistent-forward calls for compute-sanitizer (memcheck and racecheck): hdim 256 fp16 non-causal
-# on sm90, with about three query blocks per CTA (132 SMs), so that each CTA's blocks start their
-# loads during the block before; dense with partial last query and key blocks, and varlen with
-# query blocks that have no rows. Run from the repository root:
-#   compute-sanitizer --tool memcheck python3 benchmarks/fwd_persistent/sanitize_calls.py
+"""Persistent-forward calls for compute-sanitizer (memcheck and racecheck): hdim 256 fp16 non-causal
+on sm90, with about three query blocks per CTA (132 SMs), so that each CTA's blocks start their
+loads during the block before; dense with partial last query and key blocks, and varlen with
+query blocks that have no rows. Run from the repository root:
+  compute-sanitizer --tool memcheck python3 benchmarks/fwd_persistent/sanitize_calls.py"""
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 import itertools
 import torch, flashbuild
 m = flashbuild.load(hdim=[256], dtype="fp16", arch="sm90", direction=["fwd"], causal="off", features=[])

@@ -7,6 +7,10 @@ One row per (direction, dtype, hdim, causal) and seqlen: flashbuild TFLOPS, SDPA
 and the ratio; with --cudnn, also SDPA's cuDNN backend from the same file and ours / cuDNN.
 Later files override earlier ones for the same row.
 """
+import sys  # noqa: E402
+if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)
+    print(__doc__)
+    sys.exit(0)
 
 import json
 import sys

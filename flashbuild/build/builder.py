@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, env
+from .. import env
+from ..version import __version__
 from ..errors import BuildError, ExtensionImportError, SelectionError
 from ..selection.variants import Selection
 from . import cache, compile_profile, graph, launcher, loader, processes, provenance, render

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import __version__, env
+from .. import env
+from ..version import __version__
 from ..errors import SelectionError
+from ..selection import space
 from ..selection.variants import CompileFlags, Selection, select
 from ..sources import profile as profiles, units as units_module
 from ..sources.profile import Profile
@@ -219,10 +221,8 @@ def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     parts = [] if selection.profile == profiles.BUILTIN else [Path(selection.profile).stem]
-    parts += ["+".join(selection.archs), "+".join(selection.dtypes),
-             "h" + "+".join(map(str, selection.hdims)), "+".join(selection.directions),
-             "c" + "".join("1" if c else "0" for c in selection.causal),
-             "f" + ("".join(f[0].upper() for f in selection.features) or "none")]
+    parts += space.key_label(selection.archs, selection.dtypes, selection.hdims, selection.directions,
+                             selection.causal, selection.features)
     if flags.label():
         parts.append(flags.label())
     return "-".join(parts + [digest]), digest

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import jinja2
 
-from .. import __version__, env
+from .. import env
+from ..version import __version__
+from ..selection import space
 from ..selection.variants import DIRECTIONS, Selection
 from ..sources import profile as profiles, units as units_module
 from ..sources.profile import Profile
@@ -31,7 +33,9 @@ from ..sources.units import Unit
 from . import graph
 
 MISSING_TU = "flashbuild_missing"  # the stubs TU's stem
-DTYPE_ENUMS = {"fp16": "flashbuild::DType::kFp16", "bf16": "flashbuild::DType::kBf16"}
+DTYPE_ENUMS = space.DTYPE_ENUMS
+SPACE_HEADER = "common/variant_space.h"  # under kernels/: the variant space as C++ (space_header_text)
+SPACE_TEMPLATE = "variant_space.h.j2"
 _SAFE_STRING = re.compile(r"^[A-Za-z0-9_.+\-]*$")
 
 
@@ -117,7 +121,7 @@ def _unit_context(unit: Unit, built: tuple[Unit, ...] = ()) -> dict:
     if unit.variant.kernel_tu:
         # Each kernel TU's object and the variant's TU meet at one symbol: the fatbin the first embeds.
         variant = units_module.variant_name(unit.name)
-        kernels = [dict(part=k.part, unit=f"{variant}_{k.part}", symbol=f"flashbuild_fatbin_{variant}_{k.part}",
+        kernels = [dict(part=k.part, entry=k.entry, unit=f"{variant}_{k.part}", symbol=f"flashbuild_fatbin_{variant}_{k.part}",
                         path=graph.fatbin_path(f"{variant}_{k.part}")) for k in unit.variant.kernel_tus]
         context.update(kernels=kernels)
         if units_module.is_kernel_part(unit.part):
@@ -176,6 +180,24 @@ def write_if_different(path: Path, text: str) -> bool:
     return True
 
 
+def space_header_text() -> str:
+    """kernels/common/variant_space.h as selection/space.py describes it: the kernel head dims, the
+    DType enum and names, the Feature bits and names, and the name rule as a C++ function (checked in: kernel headers include it
+    outside any build; tests/test_variant_space.py compares the two)."""
+    rule = space.name_rule_parts()
+    unknown = {field for _, field in rule if field} - set(space.NAME_FIELDS)
+    if unknown:
+        raise ValueError(f"space.NAME_RULE has fields {sorted(unknown)} that {SPACE_TEMPLATE} cannot render "
+                         f"(fields: {', '.join(space.NAME_FIELDS)})")
+    features = [dict(name=name, bit=bit, enumerator="k" + name[:1].upper() + name[1:])
+                for name, bit in space.FEATURE_BITS.items()]
+    dtypes = [dict(name=name, enumerator=space.DTYPE_ENUMS[name].rsplit("::", 1)[1]) for name in space.DTYPES]
+    return environment().get_template(SPACE_TEMPLATE).render(
+        template=SPACE_TEMPLATE, hdims=list(space.HEAD_DIMS), features=features, dtypes=dtypes,
+        all_features=space.ALL_FEATURES_MASK, arch_prefix=space.ARCH_PREFIX, rule=rule,
+        causal_part=space.CAUSAL_PART, feature_prefix=space.FEATURE_PREFIX)
+
+
 def render_build(selection: Selection, gen_dir: Path, *, build_key: str, profile: Profile | None = None,
                  context: dict | None = None) -> list[Path]:
     """Render every generated file into gen_dir, or beside the extension in its parent (destination);
@@ -198,3 +220,15 @@ def up_to_date(selection: Selection, gen_dir: Path, *, build_key: str, profile: 
         except (FileNotFoundError, UnicodeDecodeError):
             return False
     return True
+
+
+if __name__ == "__main__":  # python3 -m flashbuild.build.render --write-space-header
+    import sys
+    if sys.argv[1:] != ["--write-space-header"]:
+        sys.exit("usage: python3 -m flashbuild.build.render --write-space-header "
+                 "(rewrites kernels/common/variant_space.h from flashbuild/selection/space.py)")
+    target, text = env.kernels_dir() / SPACE_HEADER, space_header_text()
+    changed = not target.is_file() or target.read_text() != text
+    if changed:
+        target.write_text(text)  # a source file: the checkout's mode, not write_if_different's private 0600
+    print(f"{target}: {'written' if changed else 'unchanged'}")

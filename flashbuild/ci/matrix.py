@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SelectionError
-from ..selection import variants as v
+from ..selection import space, variants as v
 
 try:
     import tomllib
@@ -199,14 +199,9 @@ def _matches(point: Point, rule: dict[str, tuple]) -> bool:
 
 
 def _label(axis: str, value: Any) -> str:
-    """How a cell name spells an axis value: sm90, fp16, h64, fwd, causal/noncausal, fLS/fnone."""
-    if axis == "hdim":
-        return f"h{value}"
-    if axis == "causal":
-        return "causal" if value else "noncausal"
-    if axis == "features":
-        return "f" + ("".join(f[0].upper() for f in value) or "none")
-    return str(value)
+    """How a cell name spells an axis value: sm90, fp16, h64, fwd, causal/noncausal, fLS/fnone (the
+    cache key's words: selection/space.py)."""
+    return space.label(axis, value)
 
 
 def _rank(axis: str, value: Any) -> Any:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import __version__, env
+from .. import env
+from ..version import __version__
 from ..build import builder, cache, graph, render
 from ..build.costs import estimate
 from ..build.provenance import sha256, toolkit, tree_digest

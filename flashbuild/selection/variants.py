@@ -1,44 +1,35 @@
-"""The variant space and the selection: axes, the family table, validation, TOML presets.
+"""Variants and the selection: a Variant is one kernel instantiation with one canonical name; a
+Selection is the validated axis values a build holds, made by select() from a preset and CLI flags.
 
-Listing the space never decides what is built: a Selection does, from a preset and CLI flags,
-and every value is checked here, so only known ints and enum names ever reach generated C++.
+Listing the space never decides what is built: a Selection does, and every value is checked
+(selection/parsing.py), so only known ints and enum names ever reach generated C++. The space itself
+(axes, features, the name rule) is written once, in selection/space.py; the family table is
+selection/families.py; presets are selection/presets.py. Their names are re-exported here, so
+`from flashbuild.selection.variants import ...` keeps working for every caller.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
-import os
-import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .. import env
 from ..errors import SelectionError
+from .families import (FAMILIES, FAMILY_NOTES, FAMILY_TABLE, HEAD_DIM_FAMILY, HEAD_DIM_NOTES,  # noqa: F401
+                       Family, KernelTu, family_for, family_note, implemented_directions)
+from .parsing import (ALIASES, _choices, _items, _said, _shown, _use, _use_features, closest,  # noqa: F401
+                      native_archs, parse_archs, parse_causal, parse_directions, parse_dtypes, parse_features,
+                      parse_hdims)
+from .presets import (CONFIG_KEYS, find_config, is_matrix_config, load_config, matrix_names,  # noqa: F401
+                      preset_names, tomllib)
+from .space import (ARCH_NUMBER, ARCHS, CAUSAL_MODES, DIRECTIONS, DTYPES, FEATURE_BITS, FEATURES,  # noqa: F401
+                    HEAD_DIMS, NATIVE, feature_suffix, features_mask, parse_name, variant_name)
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
-# ---------------------------------------------------------------- axes
-
-HEAD_DIMS = (32, 64, 96, 128, 192, 256)
-DTYPES = ("fp16", "bf16")
-ARCHS = ("sm80", "sm86", "sm89", "sm90")
-NATIVE = "native"
-DIRECTIONS = ("fwd", "bwd", "splitkv")
-CAUSAL_MODES = {"off": (False,), "on": (True,), "both": (False, True)}
-ARCH_NUMBER = {"sm80": 80, "sm86": 86, "sm89": 89, "sm90": 90}
-# Features a build can compile out. Each is a bit of a variant's features_mask (the kernels' template
-# argument); a feature kernel switches each compiled feature on at runtime only when a call asks for it.
-FEATURES = ("local", "softcap")
-FEATURE_BITS = {"local": 1, "softcap": 2}
 BUILTIN_PROFILE = "flashbuild"  # our own kernels (configs/profiles/flashbuild.toml)
-CONFIG_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "features")
 
 
 def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
@@ -52,140 +43,11 @@ def feature_kwargs(window: tuple[int, int], softcap: float) -> dict[str, Any]:
     return kwargs
 
 
-# ---------------------------------------------------------------- families
-
-@dataclass(frozen=True)
-class KernelTu:
-    """One TU of a variant that compiles one of its family's kernels alone, device-only (nvcc -fatbin):
-    <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's). `label` names the
-    kernel in the plan ("the <label> of <variant> alone")."""
-
-    part: str
-    template: str
-    header: str
-    label: str = "kernel"
-
-
-@dataclass(frozen=True)
-class Family:
-    """A kernel family: one implementation strategy, with a launch header per direction. `kernel_tus`
-    names, per direction, the TUs that compile the family's main kernels, each alone and device-only
-    (Variant.kernel_tu): the variant's own TU keeps the dispatch and the launch, which reaches them
-    through their fatbins, and they all build side by side.
-    `small_kernels` names, per direction, the header that defines the launches of the small kernels every
-    variant of one head dim and dtype shares (a backward's dsum and dQ conversion, split-KV's append and
-    combine): one launch TU of each such group of a build compiles them (Variant.small_kernels_header), and
-    the others link to it."""
-
-    name: str
-    summary: str
-    launch_headers: dict[str, str] = field(hash=False)  # direction -> header under kernels/
-    kernel_tus: dict[str, tuple[KernelTu, ...]] = field(default_factory=dict, hash=False)
-    small_kernels: dict[str, str] = field(default_factory=dict, hash=False)  # direction -> header under kernels/
-
-
-FAMILIES = {
-    "ampere": Family("ampere", "mma.sync, ldmatrix, cp.async; runs on sm80 and newer",
-                     {"fwd": "ampere/fwd_launch.h", "bwd": "ampere/bwd_launch.h",
-                      "splitkv": "ampere/splitkv_launch.h"},
-                     # Split-KV's forward kernel (one split or several); the append and combine kernels stay in
-                     # the launch TU.
-                     {"splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "ampere/fwd_kernel.h",
-                                           "split-KV kernel"),)}),
-    "hopper": Family("hopper", "wgmma, TMA, a warp-specialized producer and consumer warpgroups (the forward: "
-                               "ping-pong consumers, persistent scheduler); sm_90a",
-                     {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h",
-                      "splitkv": "hopper/splitkv_launch.h"},
-                     # The backward's main kernel and its deterministic (ordered) instantiation. Split-KV: the
-                     # forward kernel compiled for decoding.
-                     {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h"),),
-                      "splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "hopper/fwd_kernel.h",
-                                           "split-KV kernel"),),
-                      "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h"),
-                              KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h",
-                                       "deterministic (ordered) kernel"))},
-                     # The backward's dsum (rowsum(dO * O)) and dQ conversion; split-KV's append and combine.
-                     {"bwd": "hopper/bwd_small_kernels.h", "splitkv": "hopper/splitkv_small_kernels.h"}),
-}
-
-# Which family serves (direction, arch), and the head dims another family serves there (HEAD_DIM_FAMILY). The
-# Hopper family has a forward, a backward and a split-KV (the forward kernel compiled for decoding) for sm_90a. A
-# Hopper variant compiles no Ampere-path kernel: the binding copies tensors TMA cannot address into aligned ones and
-# answers calls without queries or keys itself (kernels/binding/flash_api.cpp). FAMILY_NOTES says who serves what in
-# the plan.
-FAMILY_TABLE = {
-    (direction, arch): "ampere" for direction in ("fwd", "bwd", "splitkv") for arch in ("sm80", "sm86", "sm89", "sm90")
-} | {("fwd", "sm90"): "hopper", ("bwd", "sm90"): "hopper", ("splitkv", "sm90"): "hopper"}
-FAMILY_NOTES = {
-    ("bwd", "sm90"): "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
-                     "the Hopper kernel",
-    ("splitkv", "sm90"): "the Hopper forward kernel compiled for decoding (64-row tiles, splits, the cache's "
-                         "addressing); cache calls of 128 queries or more with nothing to append or rotate, "
-                         "contiguous or paged at head dims 32-128, run on the forward variant's Hopper kernel when "
-                         "the build holds it",
-    ("fwd", "sm90"): "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on "
-                     "the Hopper kernel; one-row GQA/MQA calls of more than one wave take one block per K/V head",
-}
-# (direction, arch, head dim) -> (the family that serves it, why), where that is not FAMILY_TABLE's: the variant is
-# then that family's in every respect (its launch header, kernel TUs, small kernels), and the plan says why.
-HEAD_DIM_FAMILY = {
-    ("bwd", "sm90", hdim): ("ampere", f"head dim {hdim} has no Hopper backward tile: the Ampere-path kernel compiled "
-                                      f"for sm_90a") for hdim in (32,)
-} | {
-    ("splitkv", "sm90", hdim): ("ampere", f"head dim {hdim}: the Ampere-path split-KV compiled for sm_90a (the Hopper "
-                                          f"key block of this head dim, {block} rows, does not divide every page size the "
-                                          f"binding accepts: multiples of 64 rows)") for hdim, block in ((192, 96), (256, 80))
-}
-HEAD_DIM_NOTES = {key: note for key, (_, note) in HEAD_DIM_FAMILY.items()}
-
-
-def family_note(direction: str, arch: str, hdim: int) -> str | None:
-    """What the plan and `list` say about who serves this variant, beyond its family's name."""
-    return HEAD_DIM_NOTES.get((direction, arch, hdim)) or FAMILY_NOTES.get((direction, arch))
-
-
-def implemented_directions() -> tuple[str, ...]:
-    return tuple(d for d in DIRECTIONS if any(key[0] == d for key in FAMILY_TABLE))
-
-
-def family_for(direction: str, arch: str) -> Family:
-    name = FAMILY_TABLE.get((direction, arch))
-    if name is None:
-        archs = [a for (d, a) in FAMILY_TABLE if d == direction]
-        if not archs:
-            raise SelectionError(
-                f"direction {direction}: no kernel family implements it yet "
-                f"(implemented: {', '.join(implemented_directions())}); use --direction "
-                f"{','.join(implemented_directions())}")
-        raise SelectionError(
-            f"direction {direction} on {arch}: no kernel family implements it "
-            f"(implemented for: {', '.join(archs)}); use --arch {','.join(archs)}")
-    return FAMILIES[name]
-
-
-# ---------------------------------------------------------------- variants
-
-def features_mask(features: Iterable[str]) -> int:
-    """The OR of the features' bits: 0 none, 1 local, 2 softcap, 3 both."""
-    mask = 0
-    for feature in features:
-        mask |= FEATURE_BITS[feature]
-    return mask
-
-
-def feature_suffix(features: Iterable[str]) -> str:
-    """'_local_softcap', '_local', '_softcap' or '': what a feature variant's name ends in."""
-    features = tuple(features)
-    return "_" + "_".join(features) if features else ""
-
-
-_VARIANT_NAME = re.compile(rf"({'|'.join(DIRECTIONS)})_hdim(\d+)_({'|'.join(DTYPES)})(_causal)?_({'|'.join(ARCHS)})"
-                           + "".join(f"(_{feature})?" for feature in FEATURES))
-
 @dataclass(frozen=True)
 class Variant:
-    """One kernel instantiation. Its name is the TU file name, the object name, the key in the
-    compiled-in table and the text in errors; the C++ binding rebuilds the same names.
+    """One kernel instantiation. Its name (space.NAME_RULE) is the TU file name, the object name, the
+    key in the compiled-in table and the text in errors; the C++ binding builds the same names with
+    variant_name of kernels/common/variant_space.h, rendered from the same rule.
 
     `features` (canonical order) are the features compiled into this kernel: () is the plain
     kernel, which serves calls that ask for none; a feature variant serves every call that needs
@@ -206,8 +68,8 @@ class Variant:
 
     @property
     def name(self) -> str:
-        causal = "_causal" if self.causal else ""
-        return f"{self.direction}_hdim{self.hdim}_{self.dtype}{causal}_{self.arch}{feature_suffix(self.features)}"
+        """The name rule (space.NAME_RULE), e.g. fwd_hdim128_bf16_causal_sm90_local_softcap."""
+        return variant_name(self.direction, self.hdim, self.dtype, self.causal, self.arch, self.features)
 
     @property
     def features_mask(self) -> int:
@@ -260,12 +122,11 @@ class Variant:
     @classmethod
     def from_name(cls, name: str) -> "Variant":
         """The variant of a canonical name, e.g. what a built extension's variants() returns."""
-        match = _VARIANT_NAME.fullmatch(name)
-        if match is None:
+        fields = parse_name(name)
+        if fields is None:
             raise ValueError(f"{name!r} is not a variant name (e.g. fwd_hdim64_fp16_causal_sm90, "
                              f"fwd_hdim64_fp16_causal_sm90_local_softcap)")
-        direction, hdim, dtype, causal, arch, *features = match.groups()
-        return cls(direction, int(hdim), dtype, bool(causal), arch, tuple(f[1:] for f in features if f))
+        return cls(**fields)
 
     def describe(self) -> str:
         with_features = f", with {'+'.join(self.features)}" if self.features else ""
@@ -372,307 +233,6 @@ class CompileFlags:
 
     def label(self) -> str:
         return "debug" if self.debug else "lineinfo" if self.lineinfo else ""
-
-
-# ---------------------------------------------------------------- parsing one axis
-
-def _use(source: str, value: Any) -> str:
-    """The fix, phrased for where the value came from: a flag (shell-quoted, so it can be pasted),
-    a load()/build() keyword (a bare name: `hdim`), or a key in a preset file (`FILE: key`)."""
-    if source.startswith("--"):
-        return f"use {source} {shlex.quote(str(value))}"
-    if ": " not in source:
-        return f"pass {source}={value if isinstance(value, int) else repr(str(value))}"
-    file, key = source.split(": ", 1)
-    text = str(value) if str(value).replace(",", "").isdigit() else f'"{value}"'
-    return f"set {key} = {text} in {file}"
-
-
-def _said(source: str, shown: Any) -> str:
-    """What was asked, as the user wrote it: `--hdim 80`, `hdim=80` (a keyword) or `FILE: hdim 80`."""
-    return f"{source}={shown}" if not source.startswith("--") and ": " not in source else f"{source} {shown}"
-
-
-def _shown(value: Any) -> str:
-    """A value as an error shows it: as typed when it is plain printable text, else its repr (so a
-    control character, an undecodable byte of argv or a non-string is unambiguous)."""
-    if isinstance(value, str) and value and value.isprintable() and value.strip() == value:
-        return value
-    return repr(value)
-
-
-def _items(value: Any, source: str, valid: tuple, kind: str = "a name") -> list[str]:
-    """'64,128' / 64 / [64, '128'] -> ['64', '128'], or an error for an empty list or a value of
-    the wrong type (a float, a bool, a table, a list inside the list)."""
-    def scalar(item: Any) -> str:
-        if isinstance(item, bool) or not isinstance(item, (str, int)):
-            raise SelectionError(f"{_said(source, _shown(item))}: expected {kind} or a list of them, not "
-                                 f"{type(item).__name__} (valid: {', '.join(map(str, valid))}); {_use(source, valid[0])}")
-        return str(item)
-
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
-        raw = scalar(value).split(",")
-    elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
-        raw = [scalar(v) for v in value]
-    else:
-        scalar(value)  # raises: a float, a bool, a dict, bytes, None
-        raw = []
-    items = [item.strip().lower() for item in raw if item.strip()]
-    if not items:
-        raise SelectionError(f"{source}: empty list; give one or more of {', '.join(map(str, valid))}: "
-                             f"{_use(source, valid[0])}")
-    return list(dict.fromkeys(items))
-
-
-# Spellings that mean a valid name (suggested, not accepted): what an error's fix proposes.
-ALIASES = {
-    "float16": "fp16", "half": "fp16", "f16": "fp16", "fp16": "fp16", "torch.float16": "fp16",
-    "bfloat16": "bf16", "bf16": "bf16", "torch.bfloat16": "bf16",
-    "forward": "fwd", "backward": "bwd", "decode": "splitkv", "split-kv": "splitkv", "split_kv": "splitkv",
-    "true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off",
-}
-
-
-def closest(item: str, valid: tuple[str, ...]) -> str:
-    """The valid name `item` most likely meant: an alias (float16 -> fp16), an arch spelled another
-    way (sm_90, SM90, 90, sm_90a, compute_90, 9.0 -> sm90; sm87 -> sm86, which runs on it), the
-    nearest spelling, else the first valid name."""
-    item = item.strip().lower()
-    if ALIASES.get(item) in valid:
-        return ALIASES[item]
-    arch = re.fullmatch(r"(?:sm|compute|arch)?[_-]?(\d{1,2})\.?(\d)[a-z]?", item)
-    if arch and any(v in ARCHS for v in valid):
-        major, minor = int(arch.group(1)), int(arch.group(2))
-        same_major = [a for a in ARCHS if ARCH_NUMBER[a] // 10 == major and ARCH_NUMBER[a] % 10 <= minor]
-        if same_major:
-            return same_major[-1]
-    near = difflib.get_close_matches(item, valid, n=1, cutoff=0.6)
-    return near[0] if near else valid[0]
-
-
-def _choices(value: Any, source: str, valid: tuple[str, ...]) -> tuple[str, ...]:
-    items = _items(value, source, valid)
-    for item in items:
-        if item not in valid:
-            raise SelectionError(f"{_said(source, _shown(item))}: not a valid value (valid: {', '.join(valid)}); "
-                                 f"{_use(source, closest(item, valid))}")
-    return tuple(v for v in valid if v in items)
-
-
-def parse_hdims(value: Any, source: str = "--hdim") -> tuple[int, ...]:
-    sizes = ", ".join(map(str, HEAD_DIMS))
-    hdims = []
-    for item in _items(value, source, HEAD_DIMS, kind="a head dim (an integer)"):
-        if not re.fullmatch(r"[+-]?[0-9]+", item):  # ASCII digits only: int() would take '²' or '٦٤'
-            raise SelectionError(f"{_said(source, _shown(item))}: not an integer head dim (kernel sizes: {sizes}); "
-                                 f"{_use(source, 64)}")
-        hdim = int(item)
-        if hdim <= 0:
-            raise SelectionError(f"{_said(source, item)}: a head dim must be a positive integer (kernel sizes: {sizes}; "
-                                 f"head dims 1-{HEAD_DIMS[-1]} run padded on the next size up); {_use(source, 64)}")
-        if hdim not in HEAD_DIMS:
-            bigger = [h for h in HEAD_DIMS if h > hdim]
-            if not bigger:
-                raise SelectionError(f"{_said(source, hdim)}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); "
-                                     f"head dims 1-{HEAD_DIMS[-1]} are supported: {_use(source, HEAD_DIMS[-1])}")
-            raise SelectionError(
-                f"{_said(source, hdim)}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); calls with "
-                f"head dim {hdim} run on the hdim-{bigger[0]} kernel, padded: {_use(source, bigger[0])}")
-        hdims.append(hdim)
-    return tuple(h for h in HEAD_DIMS if h in hdims)
-
-
-def parse_dtypes(value: Any, source: str = "--dtype") -> tuple[str, ...]:
-    return _choices(value, source, DTYPES)
-
-
-def parse_directions(value: Any, source: str = "--direction") -> tuple[str, ...]:
-    directions = _choices(value, source, DIRECTIONS)
-    for direction in directions:
-        if direction not in implemented_directions():
-            family_for(direction, ARCHS[0])  # raises the "no family implements it yet" error
-    return directions
-
-
-def parse_causal(value: Any, source: str = "--causal") -> tuple[bool, ...]:
-    if isinstance(value, bool):
-        return (value,)
-    valid = tuple(CAUSAL_MODES)
-    if not isinstance(value, str):
-        raise SelectionError(f"{_said(source, _shown(value))}: expected on, off or both (or a bool), not "
-                             f"{type(value).__name__}; {_use(source, 'both')}")
-    mode = value.strip().lower()
-    if mode not in CAUSAL_MODES:
-        raise SelectionError(f"{_said(source, _shown(mode) if mode else repr(value))}: not a valid value (valid: on, off, "
-                             f"both); {_use(source, closest(mode, valid) if mode in ALIASES else 'both')}")
-    return CAUSAL_MODES[mode]
-
-
-def parse_archs(value: Any, source: str = "--arch",
-                detect: Callable[[], list[str]] | None = None) -> tuple[str, ...]:
-    """Arch names; `native` becomes the arch of each GPU nvidia-smi reports."""
-    valid = ARCHS + (NATIVE,)
-    archs = list(_choices(value, source, valid))
-    if NATIVE in archs:
-        archs.remove(NATIVE)
-        archs += native_archs(detect or env.gpu_compute_caps, source)
-    return tuple(a for a in ARCHS if a in archs)
-
-
-def _use_features(source: str, names: tuple[str, ...] = FEATURES) -> str:
-    """The fix for a bad features value: a flag, a load()/build() argument, or the key in a preset
-    file; `names`: the tree's features."""
-    every = ", ".join(f'"{f}"' for f in names)
-    if source.startswith("--"):
-        return f"use {source} {','.join(names)} (the default), a subset of them, or {source} none"
-    if ": " not in source:
-        return f"pass {source}=[{every}] (the default), a subset of them, or {source}=[] (none)"
-    file, key = source.split(": ", 1)
-    return f"set {key} = [{every}] (the default), a subset of them, or {key} = [] (none) in {file}"
-
-
-def parse_features(value: Any, source: str = "features", names: tuple[str, ...] = FEATURES) -> tuple[str, ...]:
-    """Feature names in canonical order (that of `names`, the tree's features): a list (empty:
-    none), "local,softcap", or "none"."""
-    valid = f"valid: {', '.join(names)}, or none"
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if not text:
-            raise SelectionError(f"{source}: empty string ({valid}); {_use_features(source, names)}")
-        raw = text.split(",")
-    elif isinstance(value, Iterable) and not isinstance(value, (bytes, dict)):
-        raw = list(value)
-    else:
-        raise SelectionError(f"{_said(source, repr(value))}: expected a list of feature names ({valid}); {_use_features(source, names)}")
-    items = []
-    for item in raw:
-        if not isinstance(item, str):
-            raise SelectionError(f"{_said(source, repr(item))}: not a feature name ({valid}); {_use_features(source, names)}")
-        if item.strip():
-            items.append(item.strip().lower())
-    if items == ["none"]:
-        return ()
-    if "none" in items and "none" not in names:
-        others = ",".join(i for i in items if i != "none")
-        raise SelectionError(f"{_said(source, _shown(value if isinstance(value, str) else ','.join(items)))}: none (no "
-                             f"feature) cannot be combined with {others}; {_use_features(source, names)}")
-    for item in items:
-        if item not in names:
-            raise SelectionError(f"{_said(source, item)}: not a feature ({valid}); {_use_features(source, names)}")
-    return tuple(f for f in names if f in items)
-
-
-def native_archs(detect: Callable[[], list[str]], source: str = "--arch") -> list[str]:
-    pass_arch = f"pass {source} {'|'.join(ARCHS)}" if source.startswith("--") else _use(source, ARCHS[0])
-    caps = detect()
-    if not caps:
-        raise SelectionError(f"{_said(source, 'native')}: no GPU found (nvidia-smi reports none); {pass_arch}")
-    archs = []
-    for cap in caps:
-        arch = "sm" + cap.replace(".", "")
-        if arch not in ARCHS:
-            raise SelectionError(f"{_said(source, 'native')}: this GPU has compute capability {cap} ({arch}), which has "
-                                 f"no kernels (archs: {', '.join(ARCHS)}); {pass_arch}")
-        archs.append(arch)
-    return archs
-
-
-# ---------------------------------------------------------------- presets and the whole selection
-
-def is_matrix_config(path: Path) -> bool:
-    """configs/ also holds CI matrices (a [matrix] or [[cells]] table: docs/ci.md), which are not presets.
-    A file that does not parse counts as a preset, so that loading it reports the TOML error."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    return "matrix" in data or "cells" in data
-
-
-def preset_names() -> list[str]:
-    """The selection presets in configs/, by name (the CI matrices beside them left out)."""
-    return sorted(p.stem for p in env.configs_dir().glob("*.toml") if not is_matrix_config(p))
-
-
-def matrix_names() -> list[str]:
-    """The CI matrices in configs/, by name."""
-    return sorted(p.stem for p in env.configs_dir().glob("*.toml") if is_matrix_config(p))
-
-
-def find_config(name_or_path: str | Path, *, flag: str = "--config", matrices: bool = False) -> Path:
-    """A TOML file path, or a bare preset name that finds configs/<name>.toml. A name that looks
-    like a path (it has a directory part or a suffix) is only ever a path. `flag` is how the user
-    gave it (`--config`, or a command such as `flashbuild matrix`), `matrices` whether a CI matrix is
-    wanted: an error lists those and proposes one, in the user's words."""
-    text = str(name_or_path)
-    shown = shlex.quote(text)
-    names = matrix_names() if matrices else preset_names()
-    what = "CI matrices" if matrices else "presets"
-    listing = f"{what}: {', '.join(names) or 'none'} in {env.configs_dir()}"
-
-    def use(value: str) -> str:
-        return f"use {flag} {value}" if flag.startswith("--") else f"use `{flag} {value}`"
-
-    kind = "a CI matrix name" if matrices else "a preset name"
-    if not text.strip():
-        raise SelectionError(f"{flag} {shown}: empty; give {kind} or a TOML file ({listing}); "
-                             f"{use(names[0] if names else 'FILE.toml')}")
-    path = Path(text).expanduser()
-    if path.is_dir():
-        raise SelectionError(f"{flag} {shown}: {path.absolute()} is a directory, not a TOML file ({listing}); "
-                             f"{use(shlex.quote(str(path / 'FILE.toml')))} or {kind}")
-    if path.is_file():
-        return path
-    if path.exists():
-        raise SelectionError(f"{flag} {shown}: {path.absolute()} is not a regular file; give a TOML file or "
-                             f"{kind} ({listing})")
-    if path.is_symlink():
-        raise SelectionError(f"{flag} {shown}: {path.absolute()} is a broken link (to {os.readlink(path)}); "
-                             f"give an existing TOML file or {kind} ({listing})")
-    looks_like_path = path.name != text or path.suffix != ""
-    guess = difflib.get_close_matches(path.stem, names, n=1, cutoff=0.6) or names[:1]
-    fix = use(shlex.quote(guess[0])) if guess else "give an existing TOML file"
-    if looks_like_path:
-        raise SelectionError(f"{flag} {shown}: no such file {path.absolute()} ({listing}); {fix}")
-    preset = env.configs_dir() / f"{text}.toml"
-    if preset.is_file():
-        return preset
-    raise SelectionError(f"{flag} {shown}: no {'CI matrix' if matrices else 'preset'} {text} and no file ./{text} "
-                         f"({listing}); {fix}")
-
-
-def load_config(name_or_path: str | Path) -> dict[str, Any]:
-    """The [selection] table of a preset, with its keys and their types checked."""
-    path = find_config(name_or_path)
-    where = f"--config {shlex.quote(str(path))}"
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise SelectionError(f"{where}: cannot read it ({exc.strerror or exc}); fix its permissions or "
-                             f"give another file") from None
-    except UnicodeDecodeError:
-        raise SelectionError(f"{where}: not a text file (TOML is UTF-8 text); give a TOML preset such as "
-                             f"{env.configs_dir() / 'ci-compile.toml'}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SelectionError(f"{where}: not valid TOML ({exc}); fix the file") from None
-    extra = sorted(set(data) - {"selection", "description"})
-    if extra:
-        raise SelectionError(f"{where}: unknown table or key {', '.join(extra)} "
-                             f"(valid: [selection], description); remove it")
-    if not isinstance(data.get("description", ""), str):
-        raise SelectionError(f"{where}: description = {data['description']!r} is not a string; "
-                             f'write description = "..." or remove it')
-    table = data.get("selection", {})
-    if not isinstance(table, dict):
-        raise SelectionError(f"{where}: selection = {table!r} is not a table; write the keys under a "
-                             f"[selection] header ({', '.join(CONFIG_KEYS)})")
-    unknown = sorted(set(table) - set(CONFIG_KEYS))
-    if unknown:
-        raise SelectionError(f"{where}: unknown key {', '.join(unknown)} in [selection] "
-                             f"(valid keys: {', '.join(CONFIG_KEYS)}); remove or rename it")
-    return {key: (value, f"{path.name}: {key}") for key, value in table.items()}
 
 
 def _profile_name(profile: Any) -> str:

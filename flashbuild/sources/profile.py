@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import env
 from ..errors import SelectionError
+from ..selection import space as variant_space
 
 try:
     import tomllib
@@ -220,6 +221,19 @@ def read_profile(path: Path) -> Profile:
     top = _Reader(path, data)
     description = top.get("description", str, "a string")
     adapter = top.get("adapter", str, "a string", default=BUILTIN)
+    # space = "flashbuild": the axes, features and TU names are our variant space's (selection/space.py),
+    # written there once; the profile then must not spell them (a second copy would drift).
+    from_space = top.get("space", str, '"flashbuild" (the axes, feature names and TU names of '
+                         'flashbuild/selection/space.py)', None, lambda v: v == BUILTIN) is not None
+
+    def given(reader: "_Reader", key: str, value: Any, read):
+        """`value` (the variant space's) for a profile with space = "flashbuild", else read() from the file."""
+        if not from_space:
+            return read()
+        if key in reader.table:
+            raise reader.error(key, 'no such key: with space = "flashbuild" it comes from '
+                               'flashbuild/selection/space.py (remove it)', reader.table[key])
+        return value
 
     tree = top.sub("tree")
     required = tuple(tree.get("required", list, "a list of paths relative to the tree", [], _is_relative))
@@ -252,10 +266,12 @@ def read_profile(path: Path) -> Profile:
     ext.done()
 
     axes = top.sub("axes")
-    hdims = tuple(axes.get("hdim", list, "a list of positive ints", ..., lambda v: isinstance(v, int) and v > 0))
-    dtypes = tuple(axes.get("dtype", list, 'a list of "fp16" / "bf16"', ..., lambda v: v in CUTLASS_TYPES))
-    directions = tuple(axes.get("direction", list, 'a list of "fwd", "bwd", "splitkv"', ...,
-                                lambda v: v in ("fwd", "bwd", "splitkv")))
+    hdims = tuple(given(axes, "hdim", variant_space.HEAD_DIMS, lambda: axes.get(
+        "hdim", list, "a list of positive ints", ..., lambda v: isinstance(v, int) and v > 0)))
+    dtypes = tuple(given(axes, "dtype", variant_space.DTYPES, lambda: axes.get(
+        "dtype", list, 'a list of "fp16" / "bf16"', ..., lambda v: v in CUTLASS_TYPES)))
+    directions = tuple(given(axes, "direction", variant_space.DIRECTIONS, lambda: axes.get(
+        "direction", list, 'a list of "fwd", "bwd", "splitkv"', ..., lambda v: v in variant_space.DIRECTIONS)))
     gencodes = axes.get("gencode", dict, "a table of arch = \"-gencode ...\"", ...)
     bad = [a for a, g in gencodes.items() if not re.fullmatch(r"sm\d+", a) or not (isinstance(g, str) and
                                                                                    g.startswith("-gencode "))]
@@ -277,7 +293,8 @@ def read_profile(path: Path) -> Profile:
     axes.done()
 
     feats = top.sub("features", required=False)
-    features = tuple(feats.get("names", list, "a list of feature names", [], lambda v: _is_str(v) and v.isidentifier()))
+    features = tuple(given(feats, "names", variant_space.FEATURES, lambda: feats.get(
+        "names", list, "a list of feature names", [], lambda v: _is_str(v) and v.isidentifier())))
     feature_mode = feats.get("mode", str, f"one of {', '.join(FEATURE_MODES)}", "variants",
                              lambda v: v in FEATURE_MODES)
     disable = feats.get("disable", dict, "a table of feature = \"DEFINE\"", {})
@@ -305,7 +322,8 @@ def read_profile(path: Path) -> Profile:
     instantiations = {}
     for direction in directions:
         one = inst.sub(direction)
-        name = one.get("name", str, "a file-name pattern", ..., _is_str)
+        name = given(one, "name", variant_space.NAME_RULE,
+                     lambda: one.get("name", str, "a file-name pattern", ..., _is_str))
         unknown = _pattern_fields(name) - NAME_FIELDS
         if unknown:
             raise one.error("name", f"a pattern over {{{'}, {'.join(sorted(NAME_FIELDS))}}}", name)

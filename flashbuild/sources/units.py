@@ -8,6 +8,7 @@ import itertools
 import shlex
 from dataclasses import dataclass
 
+from ..selection.space import causal_part
 from ..selection.variants import FAMILIES, KernelTu, Selection, Variant, feature_suffix
 from .profile import CUTLASS_TYPES, Profile
 
@@ -114,7 +115,7 @@ def variant_name(tu_name: str) -> str:
 def _name(profile: Profile, direction: str, hdim: int | str, dtype: str, causal: bool | None, arch: str,
           features: tuple[str, ...]) -> str:
     return profile.instantiations[direction].name.format(
-        direction=direction, hdim=hdim, dtype=dtype, causal="_causal" if causal else "", arch=arch,
+        direction=direction, hdim=hdim, dtype=dtype, causal=causal_part(bool(causal)), arch=arch,
         features=feature_suffix(features))
 
 

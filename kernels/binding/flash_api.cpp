@@ -51,7 +51,9 @@ namespace flashbuild {
 
 namespace table = build_table;
 
-constexpr int kKernelHeadDims[] = {32, 64, 96, 128, 192, 256};
+// Names, head dims and feature bits come from the generated tables: variant_name, kKernelHeadDims and
+// Feature (common/variant_space.h, from flashbuild/selection/space.py) and what this build holds
+// (flashbuild_table.h). The binding spells none of them itself.
 
 inline std::string to_text(int v) { return std::to_string(v); }
 inline std::string to_text(const char* v) { return v; }
@@ -77,11 +79,6 @@ class InvalidIndex : public std::runtime_error {
 
 namespace {
 
-std::string variant_name(const char* direction, int hdim, const char* dtype, bool causal, int arch) {
-  return std::string(direction) + "_hdim" + std::to_string(hdim) + "_" + dtype + (causal ? "_causal" : "") + "_sm" +
-         std::to_string(arch);
-}
-
 bool holds(const std::string& name) {
   for (const char* v : table::kVariants) {
     if (name == v) return true;
@@ -101,12 +98,10 @@ std::string axis_with(const T (&values)[N], const T& asked, const char* prefix =
   return s;
 }
 
-constexpr const char* kFeatureNames[] = {"local", "softcap"};  // bit i of kFeatures
-
 // " --no-local --no-softcap" for the features neither the build nor the call has.
 std::string feature_flags(int needed_mask) {
   std::string flags;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kNumFeatureNames; ++i) {
     if (!((table::kFeaturesMask | needed_mask) & (1 << i))) flags += std::string(" --no-") + kFeatureNames[i];
   }
   return flags;
@@ -122,7 +117,7 @@ std::string rebuild_command(const char* direction, int hdim, const char* dtype, 
   }
   const char* causal_flag = any_causal && any_noncausal ? "both" : (any_causal ? "on" : "off");
   return "flashbuild --hdim " + axis_with(table::kHeadDims, hdim) + " --dtype " + axis_with(table::kDTypes, dtype) +
-         " --arch " + axis_with(table::kArchs, arch, "sm") + " --direction " + axis_with(table::kDirections, direction) +
+         " --arch " + axis_with(table::kArchs, arch, kArchPrefix) + " --direction " + axis_with(table::kDirections, direction) +
          " --causal " + causal_flag + feature_flags(needed_features);
 }
 
@@ -146,7 +141,7 @@ int kernel_head_dim(int hdim) {
   for (int k : kKernelHeadDims) {
     if (hdim <= k) return k;
   }
-  TORCH_CHECK(false, "flashbuild: head dim ", hdim, " is larger than the largest kernel head dim, 256");
+  TORCH_CHECK(false, "flashbuild: head dim ", hdim, " is larger than the largest kernel head dim, ", kMaxKernelHeadDim);
 }
 
 // An attribute of the tensor's device: a cheap query, unlike cudaGetDeviceProperties (which
@@ -308,8 +303,8 @@ void check_qkv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
               " and ", k.size(3));
   TORCH_CHECK(k.size(2) > 0 && q.size(2) % k.size(2) == 0, "flashbuild: the number of query heads (", q.size(2),
               ") must be a multiple of the number of key/value heads (", k.size(2), ")");
-  TORCH_CHECK(q.size(3) > 0 && q.size(3) <= 256, "flashbuild: head dim must be in 1..256 (kernel sizes 32, 64, 96, "
-              "128, 192, 256; smaller ones run padded), got ", q.size(3));
+  TORCH_CHECK(q.size(3) > 0 && q.size(3) <= kMaxKernelHeadDim, "flashbuild: head dim must be in 1..", kMaxKernelHeadDim,
+              " (kernel sizes ", kKernelHeadDimsText, "; smaller ones run padded), got ", q.size(3));
   for (const at::Tensor* t : {&q, &k, &v}) {
     TORCH_CHECK(t->stride(-1) == 1, "flashbuild: the last dimension of ", qkv, " must be contiguous; call "
                 ".contiguous() first (got strides ", t->strides(), ")");
@@ -402,13 +397,14 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
   c.arch = device_arch(q);
   c.softmax_scale = softmax_scale ? float(*softmax_scale) : 1.0f / std::sqrt(float(c.user_hdim));
   resolve_features(c, f, seqlen_q, seqlen_k);
-  const char* dtype = c.is_fp16 ? "fp16" : "bf16";
-  const std::string base = variant_name(direction, c.hdim, dtype, c.causal, c.arch);
+  const char* dtype = dtype_name(c.is_fp16 ? DType::kFp16 : DType::kBf16);
   const std::string features = describe_features(c, f);
   const int missing = c.features & ~table::kFeaturesMask;
   if (missing) {
     const char* what = (missing & kLocal) ? "local (sliding-window) attention" : "softcap";
-    const char* flag = (missing & kLocal) ? "--no-local" : "--no-softcap";
+    int first_missing = 0;
+    while (!(missing & (1 << first_missing))) ++first_missing;
+    const std::string flag = std::string("--no-") + kFeatureNames[first_missing];
     std::string built = table::kNumFeatures ? "" : "none";
     for (int i = 0; i < table::kNumFeatures; ++i) built += std::string(i ? ", " : "") + table::kFeatures[i];
     throw VariantNotBuilt(std::string("flashbuild: this build has no ") + what + " (asked: " + features +
@@ -417,7 +413,7 @@ Call resolve(const char* direction, const at::Tensor& q, bool causal, std::optio
                           ", or call without " +
                           ((missing & kLocal) ? "window_size" : "softcap"));
   }
-  const std::string asked = c.features ? base + table::kFeatureSuffix : base;
+  const std::string asked = variant_name(direction, c.hdim, dtype, c.causal, c.arch, c.features ? table::kFeaturesMask : 0);
   if (!holds(asked)) {
     variant_not_built(asked, direction, c.hdim, c.user_hdim, dtype, c.causal, c.arch, c.features, features);
   }
@@ -437,9 +433,9 @@ bool deterministic_plain(const std::string& name) {
 }
 
 void use_deterministic_kernel(Call& c) {
-  const char* dtype = c.is_fp16 ? "fp16" : "bf16";
+  const char* dtype = dtype_name(c.is_fp16 ? DType::kFp16 : DType::kBf16);
   if (c.features == 0 && deterministic_plain(variant_name(c.direction, c.hdim, dtype, c.causal, c.arch))) return;
-  const int all_features = kLocal | kSoftcap;
+  const int all_features = kAllFeatures;
   if (table::kFeaturesMask == 0) {
     throw VariantNotBuilt(std::string("flashbuild: this build has no deterministic backward (asked: deterministic=True): "
                                       "the mode is compiled into the kernel that holds the build's features (local, "
@@ -448,7 +444,7 @@ void use_deterministic_kernel(Call& c) {
                           rebuild_command(c.direction, c.hdim, dtype, c.causal, c.arch, all_features) +
                           ", or call with deterministic=False");
   }
-  const std::string asked = variant_name(c.direction, c.hdim, dtype, c.causal, c.arch) + table::kFeatureSuffix;
+  const std::string asked = variant_name(c.direction, c.hdim, dtype, c.causal, c.arch, table::kFeaturesMask);
   if (!holds(asked)) {
     variant_not_built(asked, c.direction, c.hdim, c.user_hdim, dtype, c.causal, c.arch, c.features | table::kFeaturesMask,
                       "deterministic=True");

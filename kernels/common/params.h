@@ -10,9 +10,11 @@
 
 #include <cuda_runtime.h>
 
+#include "common/variant_space.h"  // DType, the Feature bits, the kernel head dims (generated from selection/space.py)
+
 namespace flashbuild {
 
-enum class DType : int { kFp16 = 0, kBf16 = 1 };
+// DType (kFp16, kBf16) is declared in common/variant_space.h, with the dtype names.
 
 // log2(e): the softmax runs in the exp2 domain (scale_log2 = scale * kLog2e).
 constexpr float kLog2e = 1.4426950408889634f;
@@ -258,9 +260,7 @@ struct BwdParams {
   int total_k;
 };
 
-// Features a kernel is compiled with (kFeatures, a bit set). A kernel with a feature switches it
-// on at runtime only for calls that ask for it; a kernel without it has none of its code.
-enum Feature : int { kNoFeatures = 0, kLocal = 1, kSoftcap = 2 };
+// Features a kernel is compiled with (kFeatures, a bit set): enum Feature, from common/variant_space.h.
 
 // One explicit instantiation per variant lives in a generated translation unit.
 // kArch is the compute capability times ten (80, 86, 89, 90).

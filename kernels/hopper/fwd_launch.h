@@ -24,9 +24,8 @@
 namespace flashbuild {
 namespace hopper {
 
-constexpr bool serves_head_dim(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 192 || head_dim == 256;
-}
+// The Hopper forward has a tile for every kernel head dim (common/variant_space.h).
+constexpr bool serves_head_dim(int head_dim) { return is_kernel_head_dim(head_dim); }
 
 // Whether the Hopper kernel can take this call (see the top of this file).
 inline bool can_run(FwdParams const& p, int head_dim, int64_t elem_bytes) {

@@ -1,6 +1,6 @@
 """The Hopper backward's newer head dims (kernels/hopper/bwd_traits.h): 96 (BwdSplit::kKeys, the dQ halves
 on our m64n48k16 atom and the 32-byte swizzle) and 192, 256 (BwdSplit::kHeadDim: 64 keys per CTA, P^T and
-dS^T through shared memory). Gradients against autograd through the fp32 reference (product.md's rule:
+dS^T through shared memory). Gradients against autograd through the fp32 reference (the correctness rule (docs/correctness.md):
 within twice the error of the same math in the input dtype), on gradient buffers poisoned with NaN, for
 long and odd sequences, GQA and MQA, seqlen_q != seqlen_k and causal rows that see no key (their dQ
 must be 0, not NaN); a profile shows the Hopper kernel ran, not an Ampere-path kernel. Deterministic

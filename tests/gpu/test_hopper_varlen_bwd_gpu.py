@@ -2,7 +2,7 @@
 row clearing of bwd_mainloop.h, dq_accum's per-sequence blocks in bwd_epilogue.h): every head dim the
 family serves, causal and not, GQA 8:1 and MQA, sequence lengths that end inside a tile, key blocks past
 a short sequence's end. Each sequence's dQ, dK, dV are held to autograd through the fp32 reference on
-that sequence alone (product.md's rule), on gradient buffers poisoned with NaN; NaN and inf in the
+that sequence alone (the correctness rule (docs/correctness.md)), on gradient buffers poisoned with NaN; NaN and inf in the
 neighbouring sequence must not reach a sequence's gradients; a profile shows the Hopper kernel ran, not
 an Ampere-path kernel. The backward gets the reference's out and LSE, so the build is the bwd slice
 alone. Skipped without an sm90 device.

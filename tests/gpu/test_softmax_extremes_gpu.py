@@ -14,6 +14,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 import flashbuild  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
+from helpers import check_close  # noqa: E402
 from test_api_gpu import check, poison_allocator  # noqa: E402
 
 
@@ -35,5 +36,7 @@ def test_rows_whose_first_key_blocks_are_masked_stay_finite(hdim, seqlen_q, seql
     ref_out, ref_lse = attention_ref(q, k, v, causal=True)
     low_out, low_lse = attention_ref(q, k, v, causal=True, upcast=False)
     assert torch.isfinite(out).all() and torch.isfinite(lse).all(), "NaN/inf in out or lse"
-    check("out", out, ref_out, low_out, 1e-3)
-    check("lse", lse, ref_lse, low_lse, 1e-2)
+    check("out", out, ref_out, low_out, "out")
+    # |lse| reaches about scale^2 * hdim * softmax_scale (144 at hdim 256, scale 3): an absolute eps of 1e-3
+    # is below the fp32 rounding of a sum at that magnitude, so this one call widens it (docs/correctness.md).
+    check_close("lse", lse, ref_lse, low_lse, "lse", eps=1e-2)
