@@ -132,9 +132,8 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
     problem = env.root_problem()
     if problem:
         raise SelectionError(problem)
-    if source is not None and profile is None:
-        raise SelectionError(f"--source {source}: say which kind of tree it is with --profile "
-                             f"({', '.join(p for p in profiles.available() if p != profiles.BUILTIN)})")
+    from ..sources import detect  # the tree names its profile and release (sources/detect.py)
+    profile = detect.choose(source, profile)
     tree = profiles.load(profile or profiles.BUILTIN)
     root = profiles.resolve_source(tree, source)
     without = tuple(name for name, off in (("local", no_local), ("softcap", no_softcap)) if off)
@@ -218,7 +217,7 @@ def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str
         "versions": versions,
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    parts = [] if selection.profile == profiles.BUILTIN else [Path(selection.profile).stem]
+    parts = [] if selection.profile == profiles.BUILTIN else [profiles.label(selection.profile).replace("@", "-")]
     parts += ["+".join(selection.archs), "+".join(selection.dtypes),
              "h" + "+".join(map(str, selection.hdims)), "+".join(selection.directions),
              "c" + "".join("1" if c else "0" for c in selection.causal),
@@ -309,6 +308,8 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     lines = [
         f"plan: {plan.selection.describe()} ({plural(len(units), 'kernel TU')})",
         f"  tree       {plan.selection.source or env.repo_root()} (profile {profile.name}: {profile.description})",
+        *([f"  release    {profile.release.name} of {profile.family} ({profile.release.range_text}: "
+            f"{profile.release.served}; {profile.release.path})"] if profile.release else []),
         f"  key        {plan.key}",
         f"  build dir  {plan.build_dir}",
         f"  jobs       {plan.jobs}" + ("" if plan.options.jobs else

@@ -321,7 +321,8 @@ class Selection:
         return feature_suffix(f for f in self.features if f in FEATURES)
 
     def describe(self) -> str:
-        tree = "" if self.builtin else f"{Path(self.profile).stem} at {self.source}: "
+        name = Path(self.profile).stem if self.profile.endswith(".toml") else self.profile  # or flash-attn-2@2.6
+        tree = "" if self.builtin else f"{name} at {self.source}: "
         return (f"{tree}{','.join(self.directions)} x hdim {','.join(map(str, self.hdims))} x "
                 f"{','.join(self.dtypes)} x causal {self.causal_mode} x {','.join(self.archs)} x "
                 f"features {','.join(self.features) or 'none'}")
