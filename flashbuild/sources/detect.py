@@ -61,6 +61,7 @@ def candidates(root: Path) -> list[Candidate]:
         looks_like = bool(markers) and all((root / m).is_file() for m in markers)
         for tree, line in zip(family, lines or (None,) * len(family)):
             problems = file_problems(tree, root)
+            problems += [f"has {rel} (a later layout)" for rel in (line.absent if line else ()) if (root / rel).exists()]
             version = profiles.tree_version(tree, root) if tree.version_file else None
             if tree.version_file and version is None:
                 problems.append(f"{tree.version_file}: no version (nothing matches {tree.version_pattern})")
@@ -90,7 +91,21 @@ def choose(source: str | None, profile: str | None) -> str | None:
             raise SelectionError(f"--source {source}: {'not a directory' if root.exists() else 'does not exist'}; "
                                  f"pass the root of a kernel tree (flashbuild profiles lists what is served)")
         return text
-    return detect(root, family=text)
+    try:
+        return detect(root, family=text)
+    except SelectionError:
+        # An explicit --profile whose own layout and version the tree has (a profile whose base
+        # checks no version) is used as it is; anything else is the detection's error.
+        if text is not None and _base_fits(profiles.load(text), root):
+            return text
+        raise
+
+
+def _base_fits(tree: profiles.Profile, root: Path) -> bool:
+    if file_problems(tree, root):
+        return False
+    return tree.version_file is None or profiles.release_matches(profiles.tree_version(tree, root),
+                                                                 tree.version_accepts)
 
 
 def detect(root: Path, family: str | None = None) -> str:
@@ -107,24 +122,36 @@ def detect(root: Path, family: str | None = None) -> str:
     if len(matching) > 1:
         raise SelectionError(f"--source {root}: matches {', '.join(c.name for c in matching)}; pick one with "
                              f"--profile ({hint})")
-    alike = [c for c in found if c.looks_like]
+    # A release that serves the tree's version and lacks only files: profile.check_tree names them
+    # with the profile keys that require them.
+    served = [c for c in found if c.version and _serves(c) and all(p.startswith("no ") for p in c.problems)]
+    if len(served) == 1:
+        return served[0].name
+    alike = [c for c in found if c.looks_like or (c.version and _serves(c))]
     if not alike:
         what = "; ".join(f"{c.family} needs {', '.join(p[3:] for p in c.problems if p.startswith('no '))}"
                          for c in _last_of_each(found)) or "no profiles"
         raise SelectionError(f"--source {root}: is no kernel tree flashbuild has a profile for ({what}); pass the "
                              f"root of a flash-attn sdist or of a flash-attention checkout ({hint})")
     name = alike[0].family
+    alike = [c for c in alike if c.family == name]
     lines = profiles.releases(name)
     version = next((c.version for c in alike if c.version), None)
     near = releases_module.nearest(lines, version)
-    nearest = next((c for c in alike if near and c.name == near.id), alike[-1])
-    served = ", ".join(f"{r.name} ({r.range_text})" for r in lines)
+    nearest = next((c for c in found if near and c.name == near.id), alike[-1])
+    said = profiles.load(nearest.name).version_file
+    listed = ", ".join(f"{r.name} ({r.range_text})" for r in lines)
     raise SelectionError(
-        f"--source {root}: a {name} tree of release {version or '(no version found)'}, which no release of "
-        f"{name} serves (it serves {served or 'its profile only'}); the nearest served release is {nearest.name}"
+        f"--source {root}: a {name} tree ({said} says {version or 'no version'}) that no release of {name} "
+        f"serves (releases: {listed or 'its profile only'}); the nearest served release is {nearest.name}"
         f"{' (' + nearest.served + ')' if nearest.served else ''}, and this tree differs from it: "
         f"{'; '.join(nearest.problems)}. Use a tree of a served release, or add this one "
         f"(docs/releases.md); {hint}")
+
+
+def _serves(candidate: Candidate) -> bool:
+    """Whether the candidate's release serves the tree's version (its problems name no version)."""
+    return not any(p.startswith("version ") or ": no version" in p for p in candidate.problems)
 
 
 def _last_of_each(found: list[Candidate]) -> list[Candidate]:

@@ -8,6 +8,7 @@ is a few lines of data and the differences between releases can be read side by 
     versions = { from = "2.6", below = "2.7" }    # the tree's version string must fall here
     served = "flash-attn 2.6.0 - 2.6.3 sdists"     # what a user knows the release as
     remove = ["features.disable.softcap"]           # keys of the profile this release does not have
+    absent = ["csrc/flash_attn/src/namespace_config.h"]  # files a tree of this release does not have
     [profile]                                       # keys replaced (tables merge, anything else replaces)
     description = "..."
     tree.required = ["...", "..."]
@@ -60,6 +61,7 @@ class Release:
     below: str            # versions.below: the first version not served
     served: str           # what a user knows it as ("flash-attn 2.6.x sdists")
     remove: tuple[str, ...]
+    absent: tuple[str, ...]   # files (relative to the tree) that tell a later layout from this one
     overrides: dict = field(hash=False, compare=False)  # the [profile] table: keys replaced or merged
 
     @property
@@ -100,9 +102,9 @@ def read_release(path: Path, profile: str) -> Release:
         raise bad("release", "a table with versions and served", release)
     if not isinstance(overrides, dict):
         raise bad("profile", "a table of the profile's keys", overrides)
-    unknown = sorted(set(release) - {"versions", "served", "remove"})
+    unknown = sorted(set(release) - {"versions", "served", "remove", "absent"})
     if unknown:
-        raise bad("release." + unknown[0], "one of versions, served, remove", release[unknown[0]])
+        raise bad("release." + unknown[0], "one of versions, served, remove, absent", release[unknown[0]])
     versions = release.get("versions")
     if not (isinstance(versions, dict) and set(versions) == {"from", "below"}
             and all(isinstance(v, str) and parse_version(v) for v in versions.values())
@@ -115,7 +117,12 @@ def read_release(path: Path, profile: str) -> Release:
     if not (isinstance(remove, list) and all(isinstance(k, str) and re.fullmatch(r"[\w-]+(\.[\w-]+)*", k)
                                              for k in remove)):
         raise bad("release.remove", 'a list of dotted keys like "features.disable.softcap"', remove)
-    return Release(profile, path.stem, path, versions["from"], versions["below"], served, tuple(remove), overrides)
+    absent = release.get("absent", [])
+    if not (isinstance(absent, list) and all(isinstance(a, str) and a.strip() and not a.startswith("/")
+                                             and ".." not in Path(a).parts for a in absent)):
+        raise bad("release.absent", "a list of paths relative to the tree", absent)
+    return Release(profile, path.stem, path, versions["from"], versions["below"], served, tuple(remove),
+                   tuple(absent), overrides)
 
 
 def releases(profiles_dir: Path, profile: str) -> tuple[Release, ...]:
