@@ -500,9 +500,22 @@ def check_tree(profile: Profile, root: Path) -> None:
     if problems:
         raise SelectionError(f"--source {root} does not match profile {profile.name} ({profile.path}): "
                              f"{'; '.join(problems)}; check that --source is the tree's root and that its release "
-                             f"has this layout")
+                             f"has this layout{_release_hint(profile, root)}")
     check_version(profile, root)
     check_cutlass(profile, root)
+
+
+def _release_hint(profile: Profile, root: Path) -> str:
+    """For a release line the tree's version is not in: which release the version is, to pass instead."""
+    if profile.release is None or profile.version_file is None:
+        return ""
+    found = tree_version(profile, root)
+    if profile.release.serves(found):
+        return ""
+    near = releases_module.nearest(releases(profile.name), found)
+    return (f" (the tree says release {found or 'nothing'}, which {profile.name} does not serve"
+            + (f"; the nearest served release is {near.id}: pass --profile {near.id}" if near else "")
+            + f", or leave --profile out: flashbuild profiles --source {root})")
 
 
 def release_matches(found: str | None, wanted: str) -> bool:
