@@ -510,12 +510,8 @@ def _release_hint(profile: Profile, root: Path) -> str:
     if profile.release is None or profile.version_file is None:
         return ""
     found = tree_version(profile, root)
-    if profile.release.serves(found):
-        return ""
-    near = releases_module.nearest(releases(profile.name), found)
-    return (f" (the tree says release {found or 'nothing'}, which {profile.name} does not serve"
-            + (f"; the nearest served release is {near.id}: pass --profile {near.id}" if near else "")
-            + f", or leave --profile out: flashbuild profiles --source {root})")
+    return "" if profile.release.serves(found) else \
+        f" ({releases_module.instead(releases(profile.name), profile.release, found, root)})"
 
 
 def release_matches(found: str | None, wanted: str) -> bool:
@@ -547,13 +543,9 @@ def check_version(profile: Profile, root: Path) -> None:
     says = f"{profile.version_file} says " + (f"release {found}" if found else
                                                f"no version (nothing matches {profile.version_pattern})")
     if release is not None:
-        near = releases_module.nearest(releases(profile.name), found)
-        raise SelectionError(
-            f"--source {root}: {says}, and {profile.name} serves {release.range_text} ({release.served}; "
-            f"{release.path}); "
-            + (f"the nearest served release is {near.id} ({near.served}): pass --profile {near.id}, or leave "
-               f"--profile out to have the tree named (flashbuild profiles --source {root})" if near and near != release
-               else f"see flashbuild profiles --source {root}"))
+        raise SelectionError(f"--source {root}: {says}, and {profile.name} serves {release.range_text} "
+                             f"({release.served}; {release.path}); "
+                             f"{releases_module.instead(releases(profile.name), release, found, root)}")
     raise SelectionError(
         f"--source {root}: {says}, and "
         f"profile {profile.name} ({profile.path}) describes release {profile.version_accepts}"

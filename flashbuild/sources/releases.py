@@ -149,6 +149,16 @@ def nearest(found: tuple[Release, ...], version: str | None) -> Release | None:
     return below[-1] if below else found[0]
 
 
+def instead(found: tuple[Release, ...], release: Release, version: str | None, root: Path) -> str:
+    """What to pass for a tree of `version` that `release` does not serve: the nearest served release."""
+    near = nearest(found, version)
+    if near is None or near == release:
+        return f"see flashbuild profiles --source {root}"
+    return (f"the tree says release {version or 'nothing'}; the nearest served release is {near.id} ({near.served}): "
+            f"pass --profile {near.id}, or leave --profile out to have the tree named "
+            f"(flashbuild profiles --source {root})")
+
+
 def apply(base: dict, release: Release) -> dict:
     """The profile's TOML data with the release's keys removed, then its [profile] keys applied: a table
     merges into the table it names, any other value replaces the profile's."""
