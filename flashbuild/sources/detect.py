@@ -168,6 +168,8 @@ def describe(root: Path) -> str:
     found = candidates(root)
     for c in found:
         verdict = "MATCHES" if c.matches else "no: " + "; ".join(c.problems)
+        if not c.looks_like and len(c.problems) > 2:  # another kind of tree: the first file it lacks says so
+            verdict = f"no: not a {c.family} tree ({c.problems[0]} and {len(c.problems) - 1} more)"
         lines.append(f"  {c.name:<22} {verdict}")
     matching = [c for c in found if c.matches]
     if len(matching) == 1:
