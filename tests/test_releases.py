@@ -171,6 +171,18 @@ def test_an_unknown_release_is_refused_naming_the_nearest(tmp_path, layout, vers
     assert "Traceback" not in result.output
 
 
+def test_a_stray_version_file_of_another_kind_of_tree_does_not_name_the_tree(tmp_path):
+    """The flash-attn sdists carry hopper/__init__.py (3.0.0.b1) without the rest of hopper/: an FA2 tree of
+    an unknown release is still an FA2 tree, refused naming FA2's nearest release."""
+    tree = layout_tree(tmp_path, "flash-attn-2@2.8", "2.9.0")
+    (tree / "hopper").mkdir()
+    (tree / "hopper" / "__init__.py").write_text('__version__ = "3.0.0.b1"\n')
+    with pytest.raises(SelectionError, match=r"a flash-attn-2 tree .*nearest served release is flash-attn-2@2\.8 "):
+        detect.detect(tree)
+    (tree / "flash_attn" / "__init__.py").write_text('__version__ = "2.8.1"\n')
+    assert detect.detect(tree) == "flash-attn-2@2.8"
+
+
 def test_a_tree_of_a_later_layout_with_an_older_version_says_what_differs(tmp_path):
     tree = layout_tree(tmp_path, "flash-attn-2@2.8", "2.6.3")   # namespace_config.h, which 2.6 never had
     with pytest.raises(SelectionError, match=r"nearest served release is flash-attn-2@2\.6 .*has "

@@ -28,6 +28,7 @@ class Candidate:
     version: str | None          # the version string the tree has, as this profile reads it
     problems: tuple[str, ...]    # why it does not match; () when it does
     looks_like: bool             # the tree has the files every release of the family requires
+    resemblance: float = 0.0     # the share of those files it has (a tree of another kind: few)
 
     @property
     def matches(self) -> bool:
@@ -58,7 +59,9 @@ def candidates(root: Path) -> list[Candidate]:
         lines = profiles.releases(name)
         family = [profiles.load(r.id) for r in lines] if lines else [profiles.load(name)]
         markers = _markers(family)
-        looks_like = bool(markers) and all((root / m).is_file() for m in markers)
+        present = sum((root / m).is_file() for m in markers)
+        resemblance = present / len(markers) if markers else 0.0
+        looks_like = bool(markers) and present == len(markers)
         for tree, line in zip(family, lines or (None,) * len(family)):
             problems = file_problems(tree, root)
             problems += [f"has {rel} (a later layout)" for rel in (line.absent if line else ()) if (root / rel).exists()]
@@ -69,7 +72,8 @@ def candidates(root: Path) -> list[Candidate]:
                 problems.append(f"version {version} is not {line.range_text}")
             elif line is None and tree.version_accepts and not profiles.release_matches(version, tree.version_accepts):
                 problems.append(f"version {version} is not {tree.version_accepts}.x")
-            out.append(Candidate(tree.name, name, line.served if line else "", version, tuple(problems), looks_like))
+            out.append(Candidate(tree.name, name, line.served if line else "", version, tuple(problems), looks_like,
+                                 resemblance))
     return out
 
 
@@ -124,10 +128,14 @@ def detect(root: Path, family: str | None = None) -> str:
                              f"--profile ({hint})")
     # A release that serves the tree's version and lacks only files: profile.check_tree names them
     # with the profile keys that require them.
-    served = [c for c in found if c.version and _serves(c) and all(p.startswith("no ") for p in c.problems)]
+    # (A tree of another kind may carry a stray version file, e.g. the flash-attn sdist's hopper/__init__.py:
+    # such a release must have most of its family's files too.)
+    served = [c for c in found if c.version and _serves(c) and c.resemblance >= 0.5
+              and all(p.startswith("no ") for p in c.problems)]
     if len(served) == 1:
         return served[0].name
-    alike = [c for c in found if c.looks_like or (c.version and _serves(c))]
+    alike = sorted((c for c in found if c.looks_like or (c.version and _serves(c) and c.resemblance >= 0.5)),
+                   key=lambda c: -c.resemblance)
     if not alike:
         what = "; ".join(f"{c.family} needs {', '.join(p[3:] for p in c.problems if p.startswith('no '))}"
                          for c in _last_of_each(found)) or "no profiles"
