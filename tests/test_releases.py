@@ -451,3 +451,80 @@ def test_each_fa3_release_api_needs_exactly_the_slices_units_and_stubs(tmp_path,
     assert needed - units - stubbed - {"prepare_varlen_num_blocks"} == set()
     assert (units | stubbed) - needed == set() and len(stubbed) == len(plan.missing)
     assert tree_digest(tree / "hopper") == before
+
+
+# ---------------------------------------------------------------- the adapters speak each release's Python API
+
+FA2_25_INTERFACE = '''
+flash_attn_cuda = "flash_attn_2_cuda"
+calls = []
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    calls.append(("flash_attn_func", causal, window_size))
+    return "out", "lse", None
+def _flash_attn_backward(dout, q, k, v, out, softmax_lse, dq, dk, dv, dropout_p, softmax_scale, causal,
+                         window_size, alibi_slopes, deterministic, rng_state=None):
+    raise AssertionError("2.5's backward op takes the window as one tuple: the adapter goes through autograd")
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size=(-1, -1), rotary_interleaved=True, alibi_slopes=None,
+                            num_splits=0):
+    return "out"
+'''
+
+
+def test_the_fa2_adapter_speaks_2_5s_api(tmp_path):
+    """flash-attn 2.5: the extension is flash_attn_cuda, flash_attn_func takes no softcap, the cache call
+    returns no LSE (signatures as in the 2.5.9.post1 sdist's flash_attn_interface.py)."""
+    import types
+
+    from flashbuild.debug import adapters
+
+    interface = types.ModuleType("flash_attn.flash_attn_interface")
+    exec(FA2_25_INTERFACE, interface.__dict__)
+    package = types.ModuleType("flash_attn")
+    package.flash_attn_interface = interface
+    fa2 = adapters.wrap("flash-attn-2", package, {"key": "k", "selection": {"features": []}, "units": []})
+    assert fa2.ext == "flash_attn_2_cuda"
+    assert fa2.flash_attn_func("q", "k", "v", causal=True, return_lse=True, window_size_left=4) == ("out", "lse")
+    assert interface.calls == [("flash_attn_func", True, (4, -1))]
+    with pytest.raises(ValueError, match="no softcap"):
+        fa2.flash_attn_func("q", "k", "v", softcap=30.0)
+    with pytest.raises(ValueError, match="returns no LSE"):
+        fa2.mha_fwd_kvcache("q", "kc", "vc", [3], causal=True, num_splits=3)
+
+
+def test_the_fa3_adapter_speaks_3_0_0b1s_api(tmp_path, monkeypatch):
+    """hopper/ of the 2.8 tags: torch.ops.flash_attn_3 is flash_attn_3_cuda, flash_attn_func returns out
+    alone (the adapter reads out and LSE from _flash_attn_forward), the backward takes one window tuple."""
+    import torch
+
+    from flashbuild.debug import adapters
+
+    (tmp_path / "flash_attn_interface.py").write_text(
+        "import torch\nflash_attn_3_cuda = 'ops'\ncalls = []\n"
+        "def _flash_attn_forward(q, k, v, k_new, v_new, qv, out, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k_new,\n"
+        "        seqused_q, seqused_k, max_seqlen_q, max_seqlen_k, page_table, kv_batch_idx, leftpad_k, rotary_cos,\n"
+        "        rotary_sin, seqlens_rotary, q_descale, k_descale, v_descale, softmax_scale, causal,\n"
+        "        window_size=(-1, -1), attention_chunk=0, softcap=0.0, rotary_interleaved=True,\n"
+        "        scheduler_metadata=None, num_splits=1, pack_gqa=None, sm_margin=0):\n"
+        "    calls.append(('fwd', softmax_scale, causal, window_size, softcap))\n"
+        "    return 'out', torch.tensor([float('-inf')]), None, None\n"
+        "def _flash_attn_backward(dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, sequed_q, sequed_k,\n"
+        "        max_seqlen_q, max_seqlen_k, dq, dk, dv, softmax_scale, causal, window_size=(-1, -1), softcap=0.0,\n"
+        "        deterministic=False, sm_margin=0):\n"
+        "    calls.append(('bwd', softmax_scale, causal, window_size, softcap))\n"
+        "def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,\n"
+        "        v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1, pack_gqa=None,\n"
+        "        deterministic=False, sm_margin=0):\n"
+        "    raise AssertionError('returns out alone: not called for out and LSE')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "flash_attn_interface", raising=False)
+    fa3 = adapters.FlashAttn3Slice(type(sys)("flash_attn_3"), {"selection": {"hdim": [64]}, "units": []})
+    assert fa3.ext == "ops"
+    q = torch.zeros(1, 2, 1, 64)
+    out, lse = fa3.flash_attn_func(q, q, q, causal=True, return_lse=True, softcap=5.0, window_size_left=8)
+    assert out == "out" and lse.tolist() == [float("inf")]
+    fa3.mha_bwd(q, q, q, q, q, lse, causal=True, window_size_left=8, window_size_right=0)
+    calls = sys.modules["flash_attn_interface"].calls
+    assert calls == [("fwd", 0.125, True, (8, -1), 5.0), ("bwd", 0.125, True, (8, 0), 0.0)]
