@@ -28,8 +28,8 @@ from upstream import fa2_tree, fa3_tree_at, tree_digest
 # Releases users pin, each with the release line that serves it (the table).
 FA2_SDISTS = {"2.5.9.post1": "2.5", "2.6.3": "2.6", "2.7.4.post1": "2.7", "2.8.0.post2": "2.8", "2.8.2": "2.8",
               "2.8.3": "2.8"}
-FA3_REFS = {"v2.8.3": "3.0.0b1", "0251105a": "3.0.0"}   # hopper/__init__.py: 3.0.0.b1, 3.0.0
-FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0": "3.0.0"}
+FA3_REFS = {"v2.8.3": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "0251105a": "3.0.0"}  # hopper/__init__.py's
+FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0-nopackage": "3.0.0", "3.0.0": "3.0.0"}
 VERSION_H = "#define CUTLASS_MAJOR {0}\n#define CUTLASS_MINOR {1}\n#define CUTLASS_PATCH {2}\n"
 
 
@@ -65,7 +65,7 @@ def _no_cutlass_override(monkeypatch):
 def test_the_served_release_lines():
     assert [r.id for r in every_release()] == [
         "flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.8",
-        "flash-attn-3@3.0.0b1", "flash-attn-3@3.0.0"]
+        "flash-attn-3@3.0.0b1", "flash-attn-3@3.0.0-nopackage", "flash-attn-3@3.0.0"]
     for release in every_release():
         tree = profiles.load(release.id)
         assert tree.name == release.id and tree.family == release.profile and tree.release == release
@@ -92,13 +92,16 @@ def test_a_bad_release_file_is_an_error_naming_file_and_key(tmp_path, text, key)
     assert str(folder / "2.6.toml") in str(error.value)
 
 
-def test_overlapping_release_lines_are_refused(tmp_path):
+def test_overlapping_release_lines_are_refused_unless_their_layouts_differ(tmp_path):
     folder = tmp_path / "releases" / "p"
     folder.mkdir(parents=True)
     (folder / "2.6.toml").write_text('[release]\nversions = { from = "2.6", below = "2.8" }\nserved = "a"\n')
     (folder / "2.7.toml").write_text('[release]\nversions = { from = "2.7", below = "2.9" }\nserved = "b"\n')
     with pytest.raises(SelectionError, match="overlap"):
         releases_module.releases(tmp_path, "p")
+    (folder / "2.7.toml").write_text('[release]\nversions = { from = "2.7", below = "2.9" }\nserved = "b"\n'
+                                     'absent = ["new.h"]\n')
+    assert [r.name for r in releases_module.releases(tmp_path, "p")] == ["2.6", "2.7"]
 
 
 def test_a_release_applies_its_keys_over_the_profile():
@@ -293,6 +296,12 @@ def test_fa3_before_the_stable_abi_links_flash_api_cpp_into_a_package_of_its_own
     assert plan_head.profile.api_sources == ("hopper/flash_api_stable.cpp",) and "flash_attn_config.py" in texts_head
     # the same kernels either side: the TUs render alike
     assert [u.name for u in plan.units] == [u.name for u in plan_head.units]
+    # between them (e2743ab5 - 002cce0a^): head's API and config, no package of the tree's
+    middle = layout_tree(tmp_path, "flash-attn-3@3.0.0-nopackage", "3.0.0")
+    plan_middle, texts_middle = _texts(middle, direction="fwd", features="none")
+    assert plan_middle.profile.api_sources == ("hopper/flash_api_stable.cpp",) and "flash_attn_config.py" in texts_middle
+    assert "package_namespace.py.j2" in texts_middle["flash_attn_3/__init__.py"]
+    assert plan_middle.profile.cutlass_version == "4.3"
 
 
 # ---------------------------------------------------------------- the real trees

@@ -178,7 +178,7 @@ def describe(root: Path) -> str:
         verdict = "MATCHES" if c.matches else "no: " + "; ".join(c.problems)
         if not c.looks_like and len(c.problems) > 2:  # another kind of tree: the first file it lacks says so
             verdict = f"no: not a {c.family} tree ({c.problems[0]} and {len(c.problems) - 1} more)"
-        lines.append(f"  {c.name:<22} {verdict}")
+        lines.append(f"  {c.name:<30} {verdict}")
     matching = [c for c in found if c.matches]
     if len(matching) == 1:
         lines.append(f"detected: {matching[0].name} ({matching[0].served or 'profile ' + matching[0].family}); "
@@ -200,5 +200,5 @@ def listing() -> str:
         if tree.builtin:
             lines.append("  flashbuild's own kernels (kernels/): no --source")
         for line in profiles.releases(name):
-            lines.append(f"  {line.id:<22} {line.range_text:<22} {line.served}")
+            lines.append(f"  {line.id:<30} {line.range_text:<22} {line.served}")
     return "\n".join(lines)

@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 SEPARATOR = "@"
-RELEASE_NAME = re.compile(r"[0-9][0-9A-Za-z.]*")
+RELEASE_NAME = re.compile(r"[0-9][0-9A-Za-z.]*(-[0-9A-Za-z]+)*")   # 2.6, 3.0.0b1, 3.0.0-nopackage
 # A version as trees write it: "2.5.9.post1", "3.0.0.b1", "2.8.3+cu12torch2.4" (a local part is ignored).
 VERSION = re.compile(r"(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)\.?(\d+))?(?:[.-]?post\.?(\d+))?(?:\+[\w.]+)?")
 _PRE = {"a": 0, "b": 1, "rc": 2, None: 3}  # a pre-release sorts before its release
@@ -93,7 +93,7 @@ def read_release(path: Path, profile: str) -> Release:
     except tomllib.TOMLDecodeError as exc:
         raise SelectionError(f"release file {path}: not valid TOML ({exc}); fix the file") from None
     if not RELEASE_NAME.fullmatch(path.stem):
-        raise bad("(file name)", "a release name like 2.6 or 3.0.0b1", path.stem)
+        raise bad("(file name)", "a release name like 2.6, 3.0.0b1 or 3.0.0-nopackage", path.stem)
     extra = sorted(set(data) - {"release", "profile"})
     if extra:
         raise bad(", ".join(extra), "only the tables [release] and [profile]", extra)
@@ -129,11 +129,14 @@ def releases(profiles_dir: Path, profile: str) -> tuple[Release, ...]:
     """The release lines of `profile`, oldest first; () when it has none (our own kernels)."""
     folder = releases_dir(profiles_dir, profile)
     found = [read_release(p, profile) for p in sorted(folder.glob("*.toml"))] if folder.is_dir() else []
-    found.sort(key=lambda r: parse_version(r.lowest))
+    # of two lines sharing versions the plain one last: the one `nearest` names for a newer version
+    found.sort(key=lambda r: (parse_version(r.lowest), not r.absent))
     for a, b in zip(found, found[1:]):
-        if parse_version(b.lowest) < parse_version(a.below):
+        # Lines may share versions when one names files (`absent`) that tell its layout from the other's.
+        if parse_version(b.lowest) < parse_version(a.below) and not (a.absent or b.absent):
             raise SelectionError(f"release files {a.path} and {b.path}: their versions overlap ({a.range_text} and "
-                                 f"{b.range_text}); a tree must have one release: fix release.versions")
+                                 f"{b.range_text}) and no release.absent tells their layouts apart; a tree must "
+                                 f"have one release: fix release.versions")
     return tuple(found)
 
 
