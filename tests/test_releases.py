@@ -26,8 +26,8 @@ from helpers import requires_nvcc, run_cli
 from upstream import fa2_tree, fa3_tree_at, tree_digest
 
 # Releases users pin, each with the release line that serves it (the issue's table).
-FA2_SDISTS = {"2.5.9.post1": "2.5", "2.6.3": "2.6", "2.7.4.post1": "2.7", "2.8.0.post2": "2.8", "2.8.2": "2.8",
-              "2.8.3": "2.8"}
+FA2_SDISTS = {"2.5.9.post1": "2.5", "2.6.3": "2.6", "2.7.3": "2.7", "2.7.4.post1": "2.7.4", "2.8.0.post2": "2.8",
+              "2.8.2": "2.8", "2.8.3": "2.8"}
 FA3_REFS = {"v2.8.3": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "0251105a": "3.0.0"}  # hopper/__init__.py's
 FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0-nopackage": "3.0.0", "3.0.0": "3.0.0"}
 VERSION_H = "#define CUTLASS_MAJOR {0}\n#define CUTLASS_MINOR {1}\n#define CUTLASS_PATCH {2}\n"
@@ -64,7 +64,7 @@ def _no_cutlass_override(monkeypatch):
 
 def test_the_served_release_lines():
     assert [r.id for r in every_release()] == [
-        "flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.8",
+        "flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.7.4", "flash-attn-2@2.8",
         "flash-attn-3@3.0.0b1", "flash-attn-3@3.0.0-nopackage", "flash-attn-3@3.0.0"]
     for release in every_release():
         tree = profiles.load(release.id)
@@ -235,7 +235,8 @@ def test_flashbuild_profiles_lists_releases_and_says_why_each_does_not_match(tmp
             and "@" in line.split()[0] and ("MATCHES" in line or " no: " in line)}
     assert "MATCHES" in rows["flash-attn-2@2.6"]
     assert "version 2.6.3 is not >= 2.8, < 2.9" in rows["flash-attn-2@2.8"]
-    assert "no csrc/flash_attn/src/namespace_config.h" in rows["flash-attn-2@2.7"]
+    assert "no csrc/flash_attn/src/namespace_config.h" in rows["flash-attn-2@2.7.4"]
+    assert "version 2.6.3 is not >= 2.7, < 2.7.4" in rows["flash-attn-2@2.7"]
     assert "no hopper/flash.h" in rows["flash-attn-3@3.0.0"]
     assert "detected: flash-attn-2@2.6" in result.stdout
     bad = run_cli("profiles", "--source", str(tmp_path / "nowhere"))
@@ -265,8 +266,9 @@ def test_fa2_2_5_decides_causal_inside_each_tu_at_global_scope_and_has_no_softca
         builder.parse_request(source=tree, hdim=64, arch="sm90", features="softcap")
 
 
-def test_fa2_2_6_keeps_causal_tus_at_global_scope(tmp_path):
-    tree = layout_tree(tmp_path, "flash-attn-2@2.6", "2.6.3")
+@pytest.mark.parametrize("release, version", [("2.6", "2.6.3"), ("2.7", "2.7.3")])
+def test_fa2_2_6_to_2_7_3_keep_causal_tus_at_global_scope(tmp_path, release, version):
+    tree = layout_tree(tmp_path, f"flash-attn-2@{release}", version)
     plan, texts = _texts(tree, direction="fwd", causal="on")
     assert [u.name for u in plan.units] == ["flash_fwd_hdim64_fp16_causal_sm80"]
     tu = texts["flash_fwd_hdim64_fp16_causal_sm80.cu"]
@@ -275,9 +277,9 @@ def test_fa2_2_6_keeps_causal_tus_at_global_scope(tmp_path):
     assert "void run_mha_fwd_<cutlass::half_t, 64, false>(" in texts[render.MISSING_TU + ".cu"]
 
 
-@pytest.mark.parametrize("release", ["2.7", "2.8"])
-def test_fa2_2_7_on_is_in_flash_namespace(tmp_path, release):
-    tree = layout_tree(tmp_path, f"flash-attn-2@{release}", f"{release}.1")
+@pytest.mark.parametrize("release, version", [("2.7.4", "2.7.4.post1"), ("2.8", "2.8.1")])
+def test_fa2_2_7_4_on_is_in_flash_namespace(tmp_path, release, version):
+    tree = layout_tree(tmp_path, f"flash-attn-2@{release}", version)
     _, texts = _texts(tree, direction="fwd", causal="on")
     assert "namespace FLASH_NAMESPACE" in texts["flash_fwd_hdim64_fp16_causal_sm80.cu"]
 
@@ -344,8 +346,9 @@ def test_each_fa2_sdist_is_detected_planned_and_rendered_as_its_own_files(tmp_pa
     assert detect.detect(tree) == f"flash-attn-2@{FA2_SDISTS[version]}"
     dry = run_cli("--source", str(tree), "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--dry-run")
     assert dry.exit_code == 0 and f"(profile flash-attn-2@{FA2_SDISTS[version]}: " in dry.stdout
-    plan, texts = _texts(tree, hdim="64,128", dtype="fp16,bf16", direction="fwd,bwd,splitkv", causal="both")
-    assert _same_as_the_trees_own(texts, plan, tree / "csrc" / "flash_attn" / "src") == len(plan.units) >= 8
+    every = ",".join(map(str, profiles.load(f"flash-attn-2@{FA2_SDISTS[version]}").hdims))  # the tree's own sizes
+    plan, texts = _texts(tree, hdim=every, dtype="fp16,bf16", direction="fwd,bwd,splitkv", causal="both")
+    assert _same_as_the_trees_own(texts, plan, tree / "csrc" / "flash_attn" / "src") == len(plan.units) >= 36
     assert tree_digest(tree) == before
 
 
@@ -386,12 +389,13 @@ def _torch_include() -> Path:
 
 @pytest.mark.compile
 @requires_nvcc
-@pytest.mark.parametrize("version", ["2.5.9.post1", "2.6.3", "2.7.4.post1", "2.8.0.post2"])
+@pytest.mark.parametrize("version", ["2.5.9.post1", "2.6.3", "2.7.3", "2.7.4.post1", "2.8.0.post2"])
 def test_one_tu_of_each_fa2_release_line_compiles_and_the_tree_is_untouched(tmp_path, version):
     """The 2.8 line's 2.8.3 is tests/test_fa2_tree.py's; hdim 32 fp16 forward, not causal (2.5: causal
     and not, one TU), with the stubs of the rest of what flash_api.cpp reaches."""
     tree = _real_fa2(version)
-    if FA2_SDISTS[version] in ("2.5", "2.6") and _math_headers_problem():
+    launch = (tree / "csrc/flash_attn/src/flash_fwd_launch_template.h").read_text()
+    if "ATen/cuda/CUDAContext.h" in launch and _math_headers_problem():
         pytest.skip(f"flash-attn {version}: {_math_headers_problem()}")
     before = tree_digest(tree)
     cache = tmp_path / "cache"
@@ -537,3 +541,23 @@ def test_the_fa3_adapter_speaks_3_0_0b1s_api(tmp_path, monkeypatch):
     fa3.mha_bwd(q, q, q, q, q, lse, causal=True, window_size_left=8, window_size_right=0)
     calls = sys.modules["flash_attn_interface"].calls
     assert calls == [("fwd", 0.125, True, (8, -1), 5.0), ("bwd", 0.125, True, (8, 0), 0.0)]
+
+
+@pytest.mark.parametrize("release, version, sizes", [
+    ("2.5", "2.5.9.post1", (32, 64, 96, 128, 160, 192, 224, 256)), ("2.6", "2.6.3", (32, 64, 96, 128, 160, 192, 256)),
+    ("2.7", "2.7.3", (32, 64, 96, 128, 160, 192, 256)), ("2.7.4", "2.7.4.post1", (32, 64, 96, 128, 160, 192, 256)),
+    ("2.8", "2.8.3", (32, 64, 96, 128, 192, 256))])
+def test_each_fa2_release_has_the_kernel_sizes_of_its_headdim_switch(tmp_path, release, version, sizes):
+    """A head dim runs on the tree's next kernel size up, as its HEADDIM_SWITCH and flash_api.cpp's
+    rounding decide (before 2.8, 129-160 on hdim 160): the narrowed switch must use the same sizes, or a
+    call would reach a kernel whose head dim the API did not size its buffers for."""
+    tree = layout_tree(tmp_path, f"flash-attn-2@{release}", version)
+    assert profiles.load(f"flash-attn-2@{release}").hdims == sizes
+    if 160 not in sizes:
+        with pytest.raises(SelectionError, match="hdim-192 kernel"):
+            builder.parse_request(source=tree, hdim=160, arch="sm90")
+        return
+    plan, texts = _texts(tree, hdim="160,192", direction="fwd", causal="off")
+    assert [u.name for u in plan.units] == ["flash_fwd_hdim160_fp16_sm80", "flash_fwd_hdim192_fp16_sm80"]
+    switch = texts["static_switch.h"]
+    assert "(HEADDIM) > 128 && (HEADDIM) <= 160" in switch and "(HEADDIM) > 160 && (HEADDIM) <= 192" in switch
