@@ -261,6 +261,7 @@ def test_fa2_2_5_decides_causal_inside_each_tu_at_global_scope_and_has_no_softca
     stubs = texts[render.MISSING_TU + ".cu"]
     assert "void run_mha_bwd_<cutlass::half_t, 64>(Flash_bwd_params&" in stubs and "NAMESPACE" not in stubs
     assert "run_mha_fwd_splitkv_dispatch<cutlass::half_t, 64>(" in stubs and "run_mha_fwd_<" not in stubs
+    assert "holds no backward kernel for head dim 64, fp16, causal and not (it holds fwd" in stubs
     assert "softcap" not in plan.profile.features and "softcap" not in plan.profile.tests.features
     with pytest.raises(SelectionError, match="softcap"):
         builder.parse_request(source=tree, hdim=64, arch="sm90", features="softcap")

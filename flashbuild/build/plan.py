@@ -424,7 +424,7 @@ def tree_context(plan: Plan) -> dict:
                 "splitkv": "split-KV forward (KV-cache calls, and forwards that split the keys)"}[m.direction]
         messages.append(
             f"this flashbuild slice of {profile.name} holds no {what} kernel for head dim {m.hdim}, {m.dtype}, "
-            f"{'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
+            f"{'causal and not' if m.causal is None else 'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
             f"{selection.causal_mode}); rebuild with: {plan.command(linked=True, direction=directions, causal='both')}")
     return dict(hdim_misses=hdim_misses, built_sizes=built_sizes, dtype_misses=dtype_misses, messages=messages,
                 too_large=f" is above {profile.hdims[-1]}, the largest head dim {profile.name} has kernels for")
