@@ -562,3 +562,13 @@ def test_each_fa2_release_has_the_kernel_sizes_of_its_headdim_switch(tmp_path, r
     assert [u.name for u in plan.units] == ["flash_fwd_hdim160_fp16_sm80", "flash_fwd_hdim192_fp16_sm80"]
     switch = texts["static_switch.h"]
     assert "(HEADDIM) > 128 && (HEADDIM) <= 160" in switch and "(HEADDIM) > 160 && (HEADDIM) <= 192" in switch
+
+
+def test_a_release_whose_keys_break_the_profile_names_both_files(tmp_path):
+    """A release's [profile] keys are checked as the profile's own are; the error names both files."""
+    release = releases_module.Release("flash-attn-2", "9.9", tmp_path / "9.9.toml", "9.9", "9.10", "x", (), (),
+                                      {"axes": {"hdim": [64, "big"]}, "features": {"mode": "sometimes"}})
+    base = profiles.profiles_dir() / "flash-attn-2.toml"
+    with pytest.raises(SelectionError) as error:
+        profiles.read_profile(base, release)
+    assert f"{base} with {tmp_path / '9.9.toml'}" in str(error.value) and "axes.hdim" in str(error.value)
