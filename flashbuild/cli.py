@@ -99,9 +99,11 @@ selection_options = _apply([
                                     "remove one."),
     click.option("--config", help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
     click.option("--source", type=click.Path(file_okay=False), help="An external kernel tree to build a slice of "
-                 "(e.g. an unpacked flash-attn sdist); it is read, never written. Needs --profile."),
+                 "(e.g. an unpacked flash-attn sdist); it is read, never written. Its profile and release are "
+                 "detected (flashbuild profiles --source TREE says how) unless --profile names them."),
     click.option("--profile", help="What kind of tree --source is: a profile in configs/profiles "
-                 "(flash-attn-2, ...) or a .toml path. Default: flashbuild's own kernels."),
+                 "(flash-attn-2, ...), one of its releases (flash-attn-2@2.6) or a .toml path. Default: "
+                 "detected from --source; without --source, flashbuild's own kernels."),
 ])
 
 
@@ -175,11 +177,11 @@ def parse_request(**kwargs):
     narrows a preset's or the default features; load()'s no_local / no_softcap narrow features= too)."""
     from .build import builder
     from .selection import variants
-    from .sources import profile as profiles
+    from .sources import detect, profile as profiles
 
     features = kwargs.get("features")
     if features is not None and not env.root_problem():
-        names = profiles.load(kwargs.get("profile") or profiles.BUILTIN).features
+        names = profiles.load(detect.choose(kwargs.get("source"), kwargs.get("profile")) or profiles.BUILTIN).features
         for name in variants.parse_features(features, "--features", names):
             if kwargs.get(f"no_{name}"):
                 raise click.UsageError(f"--features {features} and --no-{name} contradict: --no-{name} compiles "
@@ -566,7 +568,7 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
         builder.log(f"peer {peer[1]}: features {', '.join(peer_selection.features) or 'none'} compiled in "
                     + ("(ours that it has a switch for: --window/--softcap measure our feature variants)" if asked
                        else "(without --window/--softcap the bench calls plain attention)"))
-        peers[Path(peer_selection.profile).stem] = runtime.load_build(peer_selection, peer_options, rebuild=rebuild)
+        peers[Path(peer[1]).stem] = runtime.load_build(peer_selection, peer_options, rebuild=rebuild)
     built = [Variant.from_name(name) for name in module.variants()]
     here, elsewhere = runtime.runnable(built, gpu)
     if elsewhere:
@@ -758,6 +760,24 @@ def _write(path: str, text: str) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
     click.echo(f"wrote {path}", err=True)
+
+
+@cli.command()
+@click.option("--source", type=click.Path(file_okay=False),
+              help="A kernel tree: say which profile and release it is, and why the others do not match.")
+def profiles(source):
+    """The profiles of external kernel trees and the releases each serves (configs/profiles/)."""
+    from pathlib import Path
+
+    from .sources import detect
+
+    click.echo(detect.listing())
+    if source is not None:
+        root = Path(source).expanduser().resolve()
+        if not root.is_dir():
+            raise click.BadParameter(f"{source}: {'not a directory' if root.exists() else 'does not exist'}; pass "
+                                     f"the root of a kernel tree", param_hint="--source")
+        click.echo(detect.describe(root))
 
 
 @cli.command(name="list")

@@ -105,8 +105,9 @@ def test_an_unknown_profile_lists_the_known_ones():
 # ---------------------------------------------------------------- a tree against its profile
 
 def test_source_and_profile_go_together(fa2_tree):
+    # Without --profile the tree names its profile and release (tests/test_releases.py has the rest).
     no_profile = run_cli("--source", str(fa2_tree), "--hdim", "64", "--arch", "sm90", "--dry-run")
-    assert no_profile.exit_code == 2 and "say which kind of tree it is with --profile (flash-attn-2" in no_profile.stderr
+    assert no_profile.exit_code == 0 and "(profile flash-attn-2@2.8: " in no_profile.stdout
     no_source = run_cli("--profile", "flash-attn-2", "--hdim", "64", "--arch", "sm90", "--dry-run")
     assert no_source.exit_code == 2 and "pass its root with --source PATH" in no_source.stderr
 
@@ -178,9 +179,9 @@ def test_fa2_overlay_narrows_head_dim_and_dtype_and_names_the_fix(fa2_tree):
     assert "cutlass::half_t" in fp16 and "bfloat16" not in fp16 and "dtype_miss(COND)" in fp16
     # a head dim served by the hdim-128 kernel: the message says so and how to add it, pasteable
     miss = re.search(r'if \(head_dim <= 128\) \{ why = "(.*?)"; \}', overlay).group(1)
-    assert "runs on the hdim-128 kernel, which this flashbuild slice of flash-attn-2 does not hold" in miss
+    assert "runs on the hdim-128 kernel, which this flashbuild slice of flash-attn-2@2.8 does not hold" in miss
     assert "(it holds 64 (head dims 33-64), 256 (head dims 193-256))" in miss
-    assert f"rebuild with: flashbuild --source {fa2_tree} --profile flash-attn-2 --hdim 64,128,256 --dtype fp16" in miss
+    assert f"rebuild with: flashbuild --source {fa2_tree} --profile flash-attn-2@2.8 --hdim 64,128,256 --dtype fp16" in miss
 
 
 def test_fa2_stubs_cover_what_the_dispatch_reaches_and_the_build_leaves_out(fa2_tree):
@@ -203,7 +204,7 @@ def test_fa2_feature_switches_become_the_trees_defines(fa2_tree):
                                                "-DFLASHATTENTION_DISABLE_UNEVEN_K"]
     none = plan_for(fa2_tree, hdim=64, dtype="fp16", direction="fwd", causal="off", no_local=True, features="local")
     assert len(toolchain.feature_defines(none)) == 5
-    assert plan.key != none.key and plan.key.startswith("flash-attn-2-sm90-fp16-h64-fwd-c0-fLS-")
+    assert plan.key != none.key and plan.key.startswith("flash-attn-2-2.8-sm90-fp16-h64-fwd-c0-fLS-")
 
 
 def test_fa2_dry_run_shows_the_tree_units_stubs_and_link(fa2_tree):
@@ -229,7 +230,7 @@ def test_the_tree_is_never_written(fa2_tree, cache, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in fa2_tree.rglob("*")} == before
     assert (result.build_dir / "generated" / "static_switch.h").is_file()
     manifest = json.loads((result.build_dir / "manifest.json").read_text())
-    assert manifest["profile"] == "flash-attn-2" and manifest["source"] == str(fa2_tree)
+    assert manifest["profile"] == "flash-attn-2@2.8" and manifest["source"]  # the release the tree is == str(fa2_tree)
     assert manifest["units"][0]["name"] == "flash_fwd_hdim64_fp16_sm80"
 
 

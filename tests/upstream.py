@@ -4,13 +4,18 @@ in a cache outside git, or skipped with the reason.
 - flash-attn 2 (FLASHBUILD_FA2_SOURCE, else the flash-attn 2.8.3 sdist from the package index,
   unpacked into ~/.cache/flashbuild-tests);
 - flash-attn 3 (FLASHBUILD_FA3_SOURCE: the flash-attention repository's hopper/ tree with its csrc,
-  which no package carries; FLASHBUILD_FA3_CUTLASS: the CUTLASS include dir it pins).
+  which no package carries; FLASHBUILD_FA3_CUTLASS: the CUTLASS include dir it pins);
+- flash-attn 3 at a commit (fa3_tree_at): hopper/ archived from a flash-attention git dir
+  (FLASHBUILD_FA_MIRROR) and the CUTLASS its csrc/cutlass pins from a CUTLASS git dir
+  (FLASHBUILD_CUTLASS_MIRROR), kept in the same cache; CI has the package index only, so it skips there.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -22,14 +27,14 @@ FA2_VERSION = "2.8.3"
 TREES = Path(os.environ.get("FLASHBUILD_TEST_TREES", Path.home() / ".cache" / "flashbuild-tests"))
 
 
-def fa2_tree() -> Path:
+def fa2_tree(version: str = FA2_VERSION) -> Path:
     """The root of a flash-attn 2 sdist tree, or pytest.skip saying why none can be had."""
     given = os.environ.get("FLASHBUILD_FA2_SOURCE")
     if given:
         if not (Path(given) / "csrc" / "flash_attn" / "flash_api.cpp").is_file():
             pytest.skip(f"FLASHBUILD_FA2_SOURCE={given} is not a flash-attn 2 tree (no csrc/flash_attn/flash_api.cpp)")
         return Path(given)
-    root = TREES / f"flash_attn-{FA2_VERSION}"
+    root = TREES / f"flash_attn-{version}"
     if (root / "csrc" / "flash_attn" / "flash_api.cpp").is_file():
         return root
     download = TREES / "sdist"
@@ -37,12 +42,12 @@ def fa2_tree() -> Path:
     # pip runs the sdist's setup.py for its metadata: that needs torch, and must not build CUDA code.
     process = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-         "-q", f"flash-attn=={FA2_VERSION}", "-d", str(download)],
+         "-q", f"flash-attn=={version}", "-d", str(download)],
         capture_output=True, text=True, env={**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"}, timeout=600)
-    archives = sorted(download.glob(f"flash_attn-{FA2_VERSION}.tar.gz"))
+    archives = sorted(download.glob(f"flash_attn-{version}.tar.gz"))
     if process.returncode != 0 or not archives:
         last = (process.stderr or process.stdout).strip().splitlines()[-1:] or ["no output"]
-        pytest.skip(f"the flash-attn {FA2_VERSION} sdist could not be fetched from the package index "
+        pytest.skip(f"the flash-attn {version} sdist could not be fetched from the package index "
                     f"(pip download: {last[0]}); set FLASHBUILD_FA2_SOURCE to an unpacked tree")
     with tarfile.open(archives[0]) as archive:
         archive.extractall(TREES, filter="data")
@@ -62,6 +67,44 @@ def fa3_tree() -> tuple[Path, Path]:
         pytest.skip(f"no CUTLASS at {include} (the csrc/cutlass submodule is not checked out): set "
                     f"FLASHBUILD_FA3_CUTLASS to the include/ dir of the CUTLASS the tree pins")
     return Path(source), include
+
+
+def fa3_tree_at(ref: str) -> tuple[Path, Path]:
+    """(hopper/ of flash-attention at `ref`, the include dir of the CUTLASS its csrc/cutlass pins),
+    archived from the git dirs FLASHBUILD_FA_MIRROR and FLASHBUILD_CUTLASS_MIRROR into the test
+    cache, or pytest.skip saying why."""
+    mirror, cutlass_mirror = os.environ.get("FLASHBUILD_FA_MIRROR"), os.environ.get("FLASHBUILD_CUTLASS_MIRROR")
+    if not mirror or not cutlass_mirror:
+        pytest.skip(f"FA3 at {ref}: FLASHBUILD_FA_MIRROR / FLASHBUILD_CUTLASS_MIRROR are not set (git dirs of "
+                    "Dao-AILab/flash-attention and NVIDIA/cutlass; hopper/ is in no package)")
+
+    def git(git_dir: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, timeout=600)
+
+    pin = git(mirror, "ls-tree", ref, "csrc/cutlass")
+    fields = pin.stdout.decode().split()
+    if pin.returncode != 0 or len(fields) < 3 or fields[1] != "commit":
+        pytest.skip(f"FA3 at {ref}: {mirror} has no such commit with a csrc/cutlass submodule "
+                    f"({pin.stderr.decode().strip()[-200:] or 'no csrc/cutlass entry'})")
+    cutlass_commit = fields[2]
+    root, include = TREES / f"fa3-{ref}", TREES / f"cutlass-{cutlass_commit[:12]}" / "include"
+    for target, git_dir, commit, path, marker in ((root, mirror, ref, "hopper", root / "hopper" / "flash.h"),
+                                                  (include.parent, cutlass_mirror, cutlass_commit, "include",
+                                                   include / "cutlass" / "cutlass.h")):
+        if marker.is_file():
+            continue
+        archive = git(git_dir, "archive", "--format=tar", commit, path)
+        if archive.returncode != 0 or not archive.stdout:
+            pytest.skip(f"FA3 at {ref}: git archive {commit} {path} from {git_dir} failed "
+                        f"({archive.stderr.decode().strip()[-200:]})")
+        staging = target.with_name(target.name + ".partial")
+        for stale in (staging, target):  # a killed run's leftovers
+            shutil.rmtree(stale, ignore_errors=True)
+        staging.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(staging, filter="data")
+        staging.rename(target)  # whole or not at all: a killed extraction never looks like a tree
+    return root, include
 
 
 def tree_digest(root: Path) -> str:

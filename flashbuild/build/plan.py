@@ -134,9 +134,8 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
     problem = env.root_problem()
     if problem:
         raise SelectionError(problem)
-    if source is not None and profile is None:
-        raise SelectionError(f"--source {source}: say which kind of tree it is with --profile "
-                             f"({', '.join(p for p in profiles.available() if p != profiles.BUILTIN)})")
+    from ..sources import detect  # the tree names its profile and release (sources/detect.py)
+    profile = detect.choose(source, profile)
     tree = profiles.load(profile or profiles.BUILTIN)
     root = profiles.resolve_source(tree, source)
     without = tuple(name for name, off in (("local", no_local), ("softcap", no_softcap)) if off)
@@ -220,7 +219,7 @@ def cache_key(selection: Selection, flags: CompileFlags, versions: dict[str, str
         "versions": versions,
     }
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    parts = [] if selection.profile == profiles.BUILTIN else [Path(selection.profile).stem]
+    parts = [] if selection.profile == profiles.BUILTIN else [profiles.label(selection.profile).replace("@", "-")]
     parts += space.key_label(selection.archs, selection.dtypes, selection.hdims, selection.directions,
                              selection.causal, selection.features)
     if flags.label():
@@ -309,6 +308,8 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
     lines = [
         f"plan: {plan.selection.describe()} ({plural(len(units), 'kernel TU')})",
         f"  tree       {plan.selection.source or env.repo_root()} (profile {profile.name}: {profile.description})",
+        *([f"  release    {profile.release.name} of {profile.family} ({profile.release.range_text}: "
+            f"{profile.release.served}; {profile.release.path})"] if profile.release else []),
         f"  key        {plan.key}",
         f"  build dir  {plan.build_dir}",
         f"  jobs       {plan.jobs}" + ("" if plan.options.jobs else
@@ -423,7 +424,7 @@ def tree_context(plan: Plan) -> dict:
                 "splitkv": "split-KV forward (KV-cache calls, and forwards that split the keys)"}[m.direction]
         messages.append(
             f"this flashbuild slice of {profile.name} holds no {what} kernel for head dim {m.hdim}, {m.dtype}, "
-            f"{'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
+            f"{'causal and not' if m.causal is None else 'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
             f"{selection.causal_mode}); rebuild with: {plan.command(linked=True, direction=directions, causal='both')}")
     return dict(hdim_misses=hdim_misses, built_sizes=built_sizes, dtype_misses=dtype_misses, messages=messages,
                 too_large=f" is above {profile.hdims[-1]}, the largest head dim {profile.name} has kernels for")

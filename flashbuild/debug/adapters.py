@@ -33,6 +33,20 @@ def slice_variants(manifest: dict) -> list[Variant]:
     return sorted(set(out), key=Variant.sort_key)
 
 
+def _lacks(function, name: str) -> bool:
+    """Whether `function` (of a tree's Python API) has no parameter `name`: false when it takes **kwargs,
+    has no signature or is not there (then the newest release's API is assumed)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters if function is not None else None
+    except (TypeError, ValueError):  # a builtin without a signature
+        parameters = None
+    if parameters is None or any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return False
+    return name not in parameters
+
+
 class FlashAttn2Slice:
     """Our checks' calls, made through flash-attn 2's Python functions."""
 
@@ -40,7 +54,21 @@ class FlashAttn2Slice:
         self.package = package
         self.manifest = manifest
         self.interface = package.flash_attn_interface  # the tree's flash_attn_interface module
-        self.ext = self.interface.flash_attn_gpu        # the slice's flash_attn_2_cuda
+        # the slice's flash_attn_2_cuda (imported as flash_attn_cuda before 2.7)
+        self.ext = getattr(self.interface, "flash_attn_gpu", None) or getattr(self.interface, "flash_attn_cuda", None)
+        # What the release's Python API lacks (configs/profiles/releases/flash-attn-2/): softcap before 2.6,
+        # the backward's window as two ints before 2.7, the KV-cache call's LSE before 2.6.
+        backward = getattr(self.interface, "_flash_attn_backward", None)
+        self._no_softcap = _lacks(self.interface.flash_attn_func, "softcap")
+        self._window_pair = _lacks(backward, "window_size_left") and not _lacks(backward, "window_size")
+        self._no_cache_lse = _lacks(getattr(self.interface, "flash_attn_with_kvcache", None), "return_softmax_lse")
+
+    def _softcap(self, softcap: float) -> dict:
+        if not self._no_softcap:
+            return {"softcap": softcap}
+        if softcap:
+            raise ValueError(f"softcap={softcap}: this release of flash-attn has no softcap (it came with 2.6)")
+        return {}
 
     def variants(self) -> list[str]:
         return [v.name for v in slice_variants(self.manifest)]
@@ -58,7 +86,7 @@ class FlashAttn2Slice:
     def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
                         **window: Any):
         out, lse, _ = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
-                                                     softcap=softcap, return_attn_probs=True)
+                                                     return_attn_probs=True, **self._softcap(softcap))
         return (out, lse) if return_lse else out
 
     def mha_bwd(self, dout, q, k, v, out, lse, causal: bool = False, softcap: float = 0.0, **window: Any):
@@ -68,7 +96,7 @@ class FlashAttn2Slice:
         import torch
 
         left, right = self._window(**window)
-        if q.shape[-1] % 8 == 0:
+        if q.shape[-1] % 8 == 0 and not self._window_pair:  # 2.7 on; before: through autograd
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             self.interface._flash_attn_backward(dout, q, k, v, out, lse, dq, dk, dv, 0.0, q.shape[-1] ** -0.5,
                                                 causal, left, right, softcap, None, False, None)
@@ -76,7 +104,7 @@ class FlashAttn2Slice:
         leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
         with torch.enable_grad():
             result = self.interface.flash_attn_func(*leaves, causal=causal, window_size=self._window(**window),
-                                                    softcap=softcap)
+                                                    **self._softcap(softcap))
             return torch.autograd.grad(result, leaves, dout)
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal: bool = False, num_splits: int = 0,
@@ -85,6 +113,10 @@ class FlashAttn2Slice:
 
         if cache_seqlens is None:  # the whole cache, as our binding reads a call without lengths
             cache_seqlens = torch.full((q.shape[0],), k_cache.shape[1], dtype=torch.int32, device=q.device)
+        if self._no_cache_lse:
+            raise ValueError("this release of flash-attn's flash_attn_with_kvcache returns no LSE (it does from 2.6), "
+                             "which the split-KV checks compare: check its forward and backward slices alone "
+                             "(--direction fwd,bwd)")
         return self.interface.flash_attn_with_kvcache(
             q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=causal, num_splits=num_splits, softcap=softcap,
             window_size=(window_size_left, window_size_right), return_softmax_lse=True, **cache)
@@ -121,15 +153,24 @@ class FlashAttn3Slice(FlashAttn2Slice):
         self.manifest = manifest
         # imports flash_attn_3._C: the slice's, through the package generated into the build dir
         self.interface = importlib.import_module("flash_attn_interface")
-        self.ext = self.interface.flash_attn_3_gpu       # torch.ops.flash_attn_3, registered by the slice's _C
+        # torch.ops.flash_attn_3, registered by the slice's _C (named flash_attn_3_cuda before the stable ABI)
+        self.ext = getattr(self.interface, "flash_attn_3_gpu", None) or getattr(self.interface, "flash_attn_3_cuda", None)
+        # hopper/ of the 2.8 tags (3.0.0b1): flash_attn_func returns out alone, the backward takes one window tuple
+        backward = getattr(self.interface, "_flash_attn_backward", None)
+        self._out_only = _lacks(self.interface.flash_attn_func, "return_attn_probs")
+        self._window_pair = _lacks(backward, "window_size_left") and not _lacks(backward, "window_size")
 
     def variants(self) -> list[str]:
         return [v.name for v in fa3_slice_variants(self.manifest)]
 
     def flash_attn_func(self, q, k, v, causal: bool = False, return_lse: bool = False, softcap: float = 0.0,
                         **window: Any):
-        out, lse = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
-                                                  softcap=softcap, return_attn_probs=True)
+        if not self._out_only:
+            out, lse = self.interface.flash_attn_func(q, k, v, causal=causal, window_size=self._window(**window),
+                                                      softcap=softcap, return_attn_probs=True)
+        else:  # hopper/ of the 2.8 tags (3.0.0b1): flash_attn_func returns out alone; its forward op both
+            out, lse, *_ = self.interface._flash_attn_forward(q, k, v, *[None] * 20, q.shape[-1] ** -0.5, causal,
+                                                              window_size=self._window(**window), softcap=softcap)
         # A row that sees no key: FA3 writes LSE -inf, flashbuild's contract (and FA2) +inf.
         return (out, lse.masked_fill(lse == float("-inf"), float("inf"))) if return_lse else out
 
@@ -139,8 +180,11 @@ class FlashAttn3Slice(FlashAttn2Slice):
 
         left, right = self._window(**window)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        self.interface._flash_attn_backward(dout, q, k, v, out, lse, None, None, None, None, None, None, dq, dk, dv,
-                                            q.shape[-1] ** -0.5, causal, left, right, softcap)
+        args = (dout, q, k, v, out, lse, None, None, None, None, None, None, dq, dk, dv, q.shape[-1] ** -0.5, causal)
+        if self._window_pair:  # 3.0.0b1: the window as one tuple
+            self.interface._flash_attn_backward(*args, (left, right), softcap)
+        else:
+            self.interface._flash_attn_backward(*args, left, right, softcap)
         return dq, dk, dv
 
     def mha_fwd_kvcache(self, q, k_cache, v_cache, cache_seqlens=None, causal: bool = False, num_splits: int = 0,

@@ -98,27 +98,28 @@ def _choices(value: Any, source: str, valid: tuple[str, ...]) -> tuple[str, ...]
     return tuple(v for v in valid if v in items)
 
 
-def parse_hdims(value: Any, source: str = "--hdim") -> tuple[int, ...]:
-    sizes = ", ".join(map(str, HEAD_DIMS))
+def parse_hdims(value: Any, source: str = "--hdim", kernel_sizes: tuple[int, ...] = HEAD_DIMS) -> tuple[int, ...]:
+    """`kernel_sizes`: ours, or with an external tree's own (flash-attn 2.5-2.7's 160 and 224)."""
+    sizes = ", ".join(map(str, kernel_sizes))
     hdims = []
-    for item in _items(value, source, HEAD_DIMS, kind="a head dim (an integer)"):
+    for item in _items(value, source, kernel_sizes, kind="a head dim (an integer)"):
         if not re.fullmatch(r"[+-]?[0-9]+", item):  # ASCII digits only: int() would take '²' or '٦٤'
             raise SelectionError(f"{_said(source, _shown(item))}: not an integer head dim (kernel sizes: {sizes}); "
                                  f"{_use(source, 64)}")
         hdim = int(item)
         if hdim <= 0:
             raise SelectionError(f"{_said(source, item)}: a head dim must be a positive integer (kernel sizes: {sizes}; "
-                                 f"head dims 1-{HEAD_DIMS[-1]} run padded on the next size up); {_use(source, 64)}")
-        if hdim not in HEAD_DIMS:
-            bigger = [h for h in HEAD_DIMS if h > hdim]
+                                 f"head dims 1-{kernel_sizes[-1]} run padded on the next size up); {_use(source, 64)}")
+        if hdim not in kernel_sizes:
+            bigger = [h for h in kernel_sizes if h > hdim]
             if not bigger:
                 raise SelectionError(f"{_said(source, hdim)}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); "
-                                     f"head dims 1-{HEAD_DIMS[-1]} are supported: {_use(source, HEAD_DIMS[-1])}")
+                                     f"head dims 1-{kernel_sizes[-1]} are supported: {_use(source, kernel_sizes[-1])}")
             raise SelectionError(
                 f"{_said(source, hdim)}: {hdim} is not a kernel head dim (kernel sizes: {sizes}); calls with "
                 f"head dim {hdim} run on the hdim-{bigger[0]} kernel, padded: {_use(source, bigger[0])}")
         hdims.append(hdim)
-    return tuple(h for h in HEAD_DIMS if h in hdims)
+    return tuple(h for h in kernel_sizes if h in hdims)
 
 
 def parse_dtypes(value: Any, source: str = "--dtype") -> tuple[str, ...]:

@@ -182,7 +182,8 @@ class Selection:
         return feature_suffix(f for f in self.features if f in FEATURES)
 
     def describe(self) -> str:
-        tree = "" if self.builtin else f"{Path(self.profile).stem} at {self.source}: "
+        name = Path(self.profile).stem if self.profile.endswith(".toml") else self.profile  # or flash-attn-2@2.6
+        tree = "" if self.builtin else f"{name} at {self.source}: "
         return (f"{tree}{','.join(self.directions)} x hdim {','.join(map(str, self.hdims))} x "
                 f"{','.join(self.dtypes)} x causal {self.causal_mode} x {','.join(self.archs)} x "
                 f"features {','.join(self.features) or 'none'}")
@@ -281,7 +282,8 @@ def select(*, hdim: Any = None, dtype: Any = None, arch: Any = None, direction: 
         raise SelectionError(f"--no-{unknown[0]}: no such feature (features: {', '.join(names)}); "
                              f"use {' or '.join(f'--no-{f}' for f in names)}")
     selection = Selection(
-        hdims=parse_hdims(*values["hdim"]),
+        hdims=parse_hdims(*values["hdim"], kernel_sizes=HEAD_DIMS if builtin else
+                          tuple(sorted({*HEAD_DIMS, *profile.hdims}))),
         dtypes=parse_dtypes(*values["dtype"]),
         causal=parse_causal(*values["causal"]),
         directions=parse_directions(*values["direction"]) if builtin else

@@ -24,6 +24,7 @@ from typing import Any
 from .. import env
 from ..errors import SelectionError
 from ..selection import space as variant_space
+from . import releases as releases_module
 
 try:
     import tomllib
@@ -143,10 +144,17 @@ class Profile:
     version_file: str | None = None
     version_pattern: str | None = None
     version_accepts: str | None = None
+    # the release line applied (sources/releases.py): "2.6" of configs/profiles/releases/<profile>/2.6.toml
+    release: releases_module.Release | None = None
 
     @property
     def builtin(self) -> bool:
         return self.name == BUILTIN
+
+    @property
+    def family(self) -> str:
+        """The profile without its release: 'flash-attn-2' of 'flash-attn-2@2.6'."""
+        return releases_module.split_name(self.name)[0]
 
     def kernel_size(self, hdim: int) -> int | None:
         """The kernel head dim a call with head dim `hdim` runs on: the next size up."""
@@ -210,15 +218,28 @@ def _pattern_fields(pattern: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
 
 
-def read_profile(path: Path) -> Profile:
-    """Parse and check one profile file."""
+def _read_toml(path: Path) -> dict:
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         raise SelectionError(f"profile {path}: cannot be read ({exc}); fix the file") from None
     except tomllib.TOMLDecodeError as exc:
         raise SelectionError(f"profile {path}: not valid TOML ({exc}); fix the file") from None
-    top = _Reader(path, data)
+
+
+def read_profile(path: Path, release: releases_module.Release | None = None) -> Profile:
+    """Parse and check one profile file, with a release line's keys applied (its name is then
+    <profile>@<release>, and an error names both files)."""
+    data = _read_toml(path)
+    shown = path
+    if release is not None:
+        data = releases_module.apply(data, release)
+        shown = Path(f"{path} with {release.path}")
+    return _parse(path, shown, data, release)
+
+
+def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release | None) -> Profile:
+    top = _Reader(shown, data)
     description = top.get("description", str, "a string")
     adapter = top.get("adapter", str, "a string", default=BUILTIN)
     # space = "flashbuild": the axes, features and TU names are our variant space's (selection/space.py),
@@ -333,7 +354,7 @@ def read_profile(path: Path) -> Profile:
 
     generated = []
     for i, item in enumerate(top.get("generated", list, "a list of tables", [], lambda v: isinstance(v, dict))):
-        one = _Reader(path, item, f"generated[{i}].")
+        one = _Reader(shown, item, f"generated[{i}].")
         beside = one.get("beside_extension", bool, "true or false", False)
         name = one.get("file", str, "a file name (or package/module.py beside the extension)", ...,
                        lambda v: _is_relative(v) and (beside or "/" not in v))
@@ -344,7 +365,7 @@ def read_profile(path: Path) -> Profile:
         one.done()
     support = []
     for i, item in enumerate(top.get("support", list, "a list of tables", [], lambda v: isinstance(v, dict))):
-        one = _Reader(path, item, f"support[{i}].")
+        one = _Reader(shown, item, f"support[{i}].")
         support.append(Support(one.get("file", str, "a path relative to the tree", ..., _is_relative),
                                one.get("name", str, "a TU name", ..., lambda v: v.isidentifier()),
                                one.get("template", str, "a template", ..., _is_relative),
@@ -383,7 +404,7 @@ def read_profile(path: Path) -> Profile:
         names.done()
     top.done()
     return Profile(
-        name=path.stem, path=path, description=description, required=required, include_dirs=include_dirs,
+        name=release.id if release else path.stem, path=path, release=release, description=description, required=required, include_dirs=include_dirs,
         cutlass=cutlass, cutlass_env=cutlass_env, cutlass_version=cutlass_version, cutlass_pin=cutlass_pin,
         version_file=version_file, version_pattern=version_pattern, version_accepts=version_accepts,
         kernels_need_torch=kernels_need_torch, python_path=python_path,
@@ -396,6 +417,12 @@ def read_profile(path: Path) -> Profile:
         nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
 
 
+def label(name_or_path: str) -> str:
+    """How a build names its profile in keys and text: a name as it is (flash-attn-2@2.6), a path by its stem."""
+    text = str(name_or_path)
+    return Path(text).stem if text.endswith(".toml") or os.sep in text else text
+
+
 def profiles_dir() -> Path:
     return env.configs_dir() / "profiles"
 
@@ -405,22 +432,41 @@ def available() -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _load(path: Path, mtime_ns: int) -> Profile:
-    return read_profile(path)
+def _load(path: Path, mtime_ns: int, release: releases_module.Release | None, release_mtime_ns: int) -> Profile:
+    return read_profile(path, release)
+
+
+def releases(name: str) -> tuple[releases_module.Release, ...]:
+    """The release lines of profile `name` (configs/profiles/releases/<name>/), oldest first."""
+    return releases_module.releases(profiles_dir(), releases_module.split_name(name)[0])
 
 
 def load(name_or_path: str | Path = BUILTIN, flag: str = "--profile") -> Profile:
-    """A profile by name (configs/profiles/<name>.toml) or by path; `flag` is the option that named it."""
+    """A profile by name (configs/profiles/<name>.toml), by name and release (flash-attn-2@2.6: the
+    profile with configs/profiles/releases/flash-attn-2/2.6.toml applied) or by path; `flag` is the
+    option that named it."""
     text = str(name_or_path)
-    path = Path(text)
-    if not (text.endswith(".toml") or os.sep in text):
-        path = profiles_dir() / f"{text}.toml"
+    base, wanted = releases_module.split_name(text)
+    path = Path(base)
+    if not (base.endswith(".toml") or os.sep in base):
+        path = profiles_dir() / f"{base}.toml"
     if not path.is_file():
         names = available()
         raise SelectionError(f"{flag} {text}: no such profile ({path} does not exist; profiles: "
                              f"{', '.join(names) or 'none'}); use {flag} {names[0] if names else BUILTIN} "
                              f"or a path to a profile .toml")
-    return _load(path.resolve(), path.stat().st_mtime_ns)
+    release = None
+    if wanted is not None:
+        found = releases_module.releases(path.resolve().parent, path.stem)
+        release = next((r for r in found if r.name == wanted), None)
+        if release is None:
+            near = releases_module.nearest(found, wanted)
+            raise SelectionError(
+                f"{flag} {text}: profile {path.stem} has no release {wanted} (releases: "
+                f"{', '.join(r.name for r in found) or 'none'})"
+                + (f"; the nearest is {near.id} ({near.served}): use {flag} {near.id}, or see flashbuild profiles"
+                   if near else f"; use {flag} {path.stem}"))
+    return _load(path.resolve(), path.stat().st_mtime_ns, release, release.path.stat().st_mtime_ns if release else 0)
 
 
 # ---------------------------------------------------------------- checking a tree
@@ -472,9 +518,18 @@ def check_tree(profile: Profile, root: Path) -> None:
     if problems:
         raise SelectionError(f"--source {root} does not match profile {profile.name} ({profile.path}): "
                              f"{'; '.join(problems)}; check that --source is the tree's root and that its release "
-                             f"has this layout")
+                             f"has this layout{_release_hint(profile, root)}")
     check_version(profile, root)
     check_cutlass(profile, root)
+
+
+def _release_hint(profile: Profile, root: Path) -> str:
+    """For a release line the tree's version is not in: which release the version is, to pass instead."""
+    if profile.release is None or profile.version_file is None:
+        return ""
+    found = tree_version(profile, root)
+    return "" if profile.release.serves(found) else \
+        f" ({releases_module.instead(releases(profile.name), profile.release, found, root)})"
 
 
 def release_matches(found: str | None, wanted: str) -> bool:
@@ -495,18 +550,25 @@ def tree_version(profile: Profile, root: Path) -> str | None:
 
 def check_version(profile: Profile, root: Path) -> None:
     """A tree of another release than the profile describes is refused before compiling: its layout,
-    templates and switches may differ (profile key tree.version)."""
+    templates and switches may differ (profile key tree.version; a release line's versions)."""
     if profile.version_file is None:
         return
     found = tree_version(profile, root)
-    if release_matches(found, profile.version_accepts):
+    release = profile.release
+    # A release line's versions stand in for the profile's tree.version.accepts.
+    if release.serves(found) if release is not None else release_matches(found, profile.version_accepts):
         return
+    says = f"{profile.version_file} says " + (f"release {found}" if found else
+                                               f"no version (nothing matches {profile.version_pattern})")
+    if release is not None:
+        raise SelectionError(f"--source {root}: {says}, and {profile.name} serves {release.range_text} "
+                             f"({release.served}; {release.path}); "
+                             f"{releases_module.instead(releases(profile.name), release, found, root)}")
     raise SelectionError(
-        f"--source {root}: {profile.version_file} says "
-        f"{'release ' + found if found else 'no version (nothing matches ' + profile.version_pattern + ')'}, and "
+        f"--source {root}: {says}, and "
         f"profile {profile.name} ({profile.path}) describes release {profile.version_accepts}"
         f"{'.x' if profile.version_accepts.count('.') < 2 else ''} (profile key tree.version); pass a tree of that release, or a "
-        f"profile written for this one")
+        f"profile written for this one (flashbuild profiles --source {root} says which)")
 
 
 def cutlass_override(profile: Profile) -> Path | None:
