@@ -33,7 +33,7 @@ def rendered(**selection) -> dict[str, set[str]]:
     return {name[:-3]: closure(text) for name, text in texts.items() if name.endswith(".cu")}
 
 
-HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/mainloop.h", "hopper/epilogue.h"},
+HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/fwd_mainloop.h", "hopper/fwd_epilogue.h"},
                  "bwd": {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}}
 
 
@@ -51,14 +51,14 @@ def test_no_tu_of_a_hopper_variant_reaches_an_ampere_kernel(direction):
 
 def test_what_the_hopper_tus_still_share_with_the_ampere_path():
     """The family-neutral helpers (ampere/utils.h: launch, sm_count, check_head_dim), and for the
-    backward the dsum kernel it launches too (ampere/bwd_dsum.h): an edit there recompiles both halves. The
-    Ampere backward's traits (ampere/bwd_traits.h, ampere/traits.h) are not among them."""
+    backward the dsum kernel it launches too (common/bwd_dsum.h): an edit there recompiles both halves. The
+    Ampere backward's traits (ampere/bwd_traits.h, ampere/fwd_traits.h) are not among them."""
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
     ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
               if name.startswith(("fwd", "bwd"))}
     assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"], "fwd_hdim64_fp16_sm90_kernel": [],
                       "bwd_hdim64_fp16_sm90_kernel": [], "bwd_hdim64_fp16_sm90_kernel_ordered": [],
-                      "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_dsum.h", "ampere/utils.h"]}
+                      "bwd_hdim64_fp16_sm90": ["ampere/utils.h"]}
 
 
 def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu():
@@ -90,7 +90,7 @@ def test_a_hopper_backward_launch_tu_reaches_no_main_kernel_code():
     launches = [name for name in tus if not name.endswith(("_kernel", "_kernel_ordered"))]
     assert len(launches) == 4
     main_kernel = {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}
-    small_kernels = {"hopper/bwd_small_kernels.h", "hopper/bwd_dq_accum.h", "ampere/bwd_dsum.h"}
+    small_kernels = {"hopper/bwd_small_kernels.h", "hopper/bwd_dq_accum.h", "common/bwd_dsum.h"}
     for name in launches:
         assert "hopper/bwd_params.h" in tus[name] and not main_kernel & tus[name], (name, sorted(tus[name]))
         if "_causal" in name:
@@ -125,8 +125,8 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
     for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
         name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
-        assert {"ampere/fwd_entry.h", "ampere/traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
-        assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/softmax.h" not in tus[name], sorted(tus[name])
+        assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
+        assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/fwd_softmax.h" not in tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" in tus[name + "_kernel"] and "ampere/splitkv_launch.h" not in tus[name + "_kernel"]
         assert not any(h.startswith("hopper/") for h in tus[name] | tus[name + "_kernel"]), (name, sorted(tus[name]))
     name = "splitkv_hdim128_fp16_causal_sm90"

@@ -10,9 +10,9 @@
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
 #pragma once
 
-#include "ampere/block_info.h"
-#include "common/bwd_dq_order.h"
 #include "ampere/bwd_traits.h"
+#include "common/block_info.h"
+#include "common/bwd_dq_order.h"
 #include "common/features.h"
 
 namespace flashbuild::ampere {

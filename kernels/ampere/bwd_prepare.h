@@ -3,9 +3,9 @@
 // dtype, in the Ampere path's dq_accum order.
 #pragma once
 
-#include "ampere/block_info.h"
-#include "ampere/bwd_dsum.h"
 #include "ampere/bwd_traits.h"
+#include "common/block_info.h"
+#include "common/bwd_dsum.h"
 
 namespace flashbuild::ampere {
 

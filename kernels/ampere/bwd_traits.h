@@ -1,7 +1,7 @@
 // Tile shapes, shared-memory layouts and MMA/copy types of the Ampere-path backward kernel.
 #pragma once
 
-#include "ampere/traits.h"  // max_smem_bytes
+#include "ampere/fwd_traits.h"  // max_smem_bytes
 
 namespace flashbuild::ampere {
 

@@ -4,11 +4,11 @@
 // the compiled-in features (local window, softcap) in common/features.h.
 #pragma once
 
-#include "ampere/block_info.h"
 #include "ampere/fwd_entry.h"  // FwdMode, FwdKernelEntry
+#include "ampere/fwd_softmax.h"
+#include "ampere/fwd_traits.h"
 #include "ampere/kv_cache.h"
-#include "ampere/softmax.h"
-#include "ampere/traits.h"
+#include "common/block_info.h"
 #include "common/features.h"  // the softcap transform and the masks, shared with the Hopper family
 
 namespace flashbuild::ampere {

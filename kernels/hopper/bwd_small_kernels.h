@@ -10,7 +10,7 @@
 // <<<>>>es its kernel in the TU that compiled it).
 #pragma once
 
-#include "ampere/bwd_dsum.h"
+#include "common/bwd_dsum.h"
 #include "hopper/bwd_dq_accum.h"
 #include "hopper/bwd_launch.h"
 

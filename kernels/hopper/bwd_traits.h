@@ -18,7 +18,7 @@
 //   and dS^T go through shared memory, since each warpgroup's dK and dV need both halves' rows.
 #pragma once
 
-#include "hopper/traits.h"  // ElementOf, k_major_smem_atom, warpgroup constants
+#include "hopper/fwd_traits.h"  // ElementOf, k_major_smem_atom, warpgroup constants
 
 namespace flashbuild::hopper {
 

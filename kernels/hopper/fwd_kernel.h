@@ -4,9 +4,9 @@
 // normalise (softmax.h) and store (epilogue.h). Tiles and registers in traits.h.
 #pragma once
 
-#include "hopper/epilogue.h"
+#include "hopper/fwd_epilogue.h"
+#include "hopper/fwd_mainloop.h"
 #include "hopper/fwd_params.h"
-#include "hopper/mainloop.h"
 #include "hopper/tile_scheduler.h"
 
 namespace flashbuild::hopper {

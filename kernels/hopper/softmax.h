@@ -6,7 +6,7 @@
 
 #include <cutlass/numeric_conversion.h>
 
-#include "hopper/traits.h"
+#include "hopper/fwd_traits.h"
 
 namespace flashbuild::hopper {
 

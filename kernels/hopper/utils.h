@@ -6,7 +6,7 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "hopper/traits.h"
+#include "hopper/fwd_traits.h"
 
 namespace flashbuild::hopper {
 

@@ -20,7 +20,7 @@ import flashbuild  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
 SELECTION = dict(hdim=256, dtype="fp16", arch="native", direction="fwd", causal="off", features=[])
-BLOCK_M = 128  # the query block of the hdim-256 non-causal tile (kernels/hopper/traits.h, fwd_tile)
+BLOCK_M = 128  # the query block of the hdim-256 non-causal tile (kernels/hopper/fwd_traits.h, fwd_tile)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@
 // either family's tiles recompiles only that family's TUs.
 #pragma once
 
-#include "ampere/block_info.h"
+#include "common/block_info.h"
 #include "ampere/utils.h"  // launch, CUTE_UNROLL, vector_addressable (through common/params.h)
 
 namespace flashbuild::ampere {
