@@ -1,4 +1,4 @@
-// The two small kernels around the backward kernel: before it, dsum = rowsum(dO * O) (ampere/bwd_dsum.h,
+// The two small kernels around the backward kernel: before it, dsum = rowsum(dO * O) (common/bwd_dsum.h,
 // which the Hopper backward launches too); after it, dQ = softmax_scale * dq_accum, converted to the input
 // dtype, in the Ampere path's dq_accum order.
 #pragma once

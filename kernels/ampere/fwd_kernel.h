@@ -1,6 +1,6 @@
 // The Ampere-path FlashAttention forward kernel (mma.sync + ldmatrix + cp.async). One CTA owns
 // kBlockM query rows of one (batch, head) and walks the key blocks it may see, keeping O in
-// registers. Composition only: tiles in traits.h, masking in common/mask.h, softmax in softmax.h,
+// registers. Composition only: tiles in fwd_traits.h, masking in common/mask.h, softmax in fwd_softmax.h,
 // the compiled-in features (local window, softcap) in common/features.h.
 #pragma once
 

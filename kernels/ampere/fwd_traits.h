@@ -14,8 +14,6 @@ struct FwdTile {
 
 // Shared memory of one forward CTA: the Q tile, the K and V tiles, of 16-bit elements.
 constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n) { return 2 * head_dim * (block_m + 2 * block_n); }
-// Opt-in shared memory per block: 227 KB on sm90, 163 KB on sm80 (sm86/sm89: 99 KB).
-constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
 
 // The tile heuristic in one place, measured on an H200 (fp16, 16k tokens; sweeps in
 // benchmarks/archive/fwd_tile_sweep/ and benchmarks/fwd_masked_steps/). Since the main loop runs its

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   }
   __syncthreads();
 
-  // dq's rows start on 16-byte boundaries: bwd_can_run took the call only if TMA could address dq.
+  // dq's rows start on 16-byte boundaries: can_run took the call only if TMA could address dq.
   const int rows_left = seq.seqlen_q - m_block * kBlockM;
   Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
                 int64_t(head) * params.dq_out_head_stride + int64_t(seq.q_row0 + m_block * kBlockM) * params.dq_out_row_stride;

@@ -362,13 +362,13 @@ struct BwdMainloop {
       // of the previous step), P^T while dP^T's product may still run (with softcap, once it is done).
       if (capped(score)) {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
-        stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
       } else {
         probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
-        stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
       }
-      stmatrix_accumulator(tdSsdS(_, _, buffer), convert_fragment<Element>(tdPrdP));
+      stmatrix_accumulator(tdSsdS(_, _, buffer), convert_type<Element>(tdPrdP));
       // Made visible to the tensor cores; then both warpgroups' rows are in.
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
@@ -447,8 +447,8 @@ struct BwdMainloop {
         probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
       }
-      Tensor rP = convert_fragment<Element>(tSrS);
-      Tensor rdS = convert_fragment<Element>(tdPrdP);
+      Tensor rP = convert_type<Element>(tSrS);
+      Tensor rdS = convert_type<Element>(tdPrdP);
 
       // dV += P^T dO, P^T from registers.
       Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));

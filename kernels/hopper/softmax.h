@@ -4,18 +4,9 @@
 // quad exchange per step).
 #pragma once
 
-#include <cutlass/numeric_conversion.h>
-
-#include "hopper/fwd_traits.h"
+#include "hopper/sm90.h"
 
 namespace flashbuild::hopper {
-
-// 2^x on the SFU, denormal results flushed to zero: a probability below 2^-126 does not matter.
-CUTE_DEVICE float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // A consumer thread's wgmma accumulator of a (64 x kN) product per warpgroup: ((2 columns, 2 rows 8
 // apart, kN / 8 column groups), MMA_M, MMA_N), one wgmma per warpgroup in M and in N. It is the shape
@@ -65,28 +56,6 @@ CUTE_HOST_DEVICE constexpr auto acc_to_a_operand(Layout const& acc) {
   auto l = logical_divide(get<0>(acc), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
   return make_layout(make_layout(get<0>(l), get<1>(l), get<2, 0>(l)), get<1>(acc),
                      coalesce(make_layout(get<2, 1>(l), get<2>(acc))));
-}
-
-// Element-wise conversion of a register fragment (fp32 accumulators to fp16/bf16), vectorised.
-template <typename To, class Engine, class Layout>
-CUTE_DEVICE auto convert_fragment(Tensor<Engine, Layout> const& src) {
-  using From = typename Engine::value_type;
-  constexpr int kN = decltype(size(src))::value;
-  Tensor dst = make_tensor<To>(src.layout());
-  cutlass::NumericArrayConverter<To, From, kN> convert;
-  *reinterpret_cast<cutlass::Array<To, kN>*>(dst.data()) =
-      convert(*reinterpret_cast<cutlass::Array<From, kN> const*>(src.data()));
-  return dst;
-}
-
-// The four threads of a quad hold the same rows.
-CUTE_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-}
-CUTE_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 2);
-  return x + __shfl_xor_sync(0xffffffff, x, 1);
 }
 
 template <int kRows>
