@@ -5,8 +5,8 @@
 // the conversion, does not include the main kernel's epilogue: an edit there recompiles the kernel TUs alone.
 #pragma once
 
+#include "hopper/accumulator.h"     // accumulator_coords
 #include "hopper/bwd_traits.h"
-#include "hopper/softmax.h"         // accumulator_coords
 #include "hopper/tile_scheduler.h"  // SeqRange
 
 namespace flashbuild::hopper {

@@ -15,9 +15,9 @@
 #pragma once
 
 #include "common/bwd_dq_order.h"  // dq_counter, spin_until_turn, release_turn: deterministic mode's turns
+#include "hopper/accumulator.h"
 #include "hopper/bwd_dq_accum.h"  // DqAccumLayout
 #include "hopper/bwd_traits.h"
-#include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange
 
 namespace flashbuild::hopper {

@@ -22,9 +22,9 @@
 #include "common/bwd_dq_order.h"  // BwdBlocks: deterministic mode's turns (family-neutral: common/mask.h alone)
 #include "common/features.h"      // the masks of a kernel's features, the softcap transform (shared with the forward)
 #include "common/mask.h"
+#include "hopper/accumulator.h"
 #include "hopper/bwd_params.h"
 #include "hopper/bwd_traits.h"
-#include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"
 

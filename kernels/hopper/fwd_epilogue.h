@@ -14,8 +14,8 @@
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
+#include "hopper/accumulator.h"
 #include "hopper/fwd_params.h"
-#include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
 
