@@ -108,7 +108,7 @@ def test_a_hopper_forward_launch_tu_reaches_no_kernel_code():
     tus = rendered(hdim="64,256", dtype="fp16", arch="sm90", direction="fwd", causal="both")
     launches = [name for name in tus if not name.endswith("_kernel")]
     assert len(launches) == 8
-    kernel_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
+    kernel_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for name in launches:
         assert "hopper/fwd_params.h" in tus[name] and not kernel_code & tus[name], (name, sorted(tus[name]))
         assert kernel_code <= tus[f"{name}_kernel"] and "hopper/fwd_launch.h" not in tus[f"{name}_kernel"]
@@ -122,7 +122,7 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     tus = rendered(hdim="128,256", dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
     assert set(tus) == {f"splitkv_hdim{hdim}_fp16_causal_{arch}{part}" for hdim in (128, 256) for arch in ("sm80", "sm90")
                         for part in ("", "_kernel")}
-    hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
+    hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
         name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
         assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])

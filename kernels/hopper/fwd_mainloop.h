@@ -18,7 +18,7 @@
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
 #include "hopper/fwd_params.h"
-#include "hopper/softmax.h"
+#include "hopper/fwd_softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
 
