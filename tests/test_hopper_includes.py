@@ -135,3 +135,12 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     assert not hopper_code & tus[name] and "ampere/fwd_kernel.h" not in tus[name], sorted(tus[name])
     assert hopper_code <= tus[name + "_kernel"] and "hopper/splitkv_launch.h" not in tus[name + "_kernel"]
     assert "ampere/fwd_kernel.h" not in tus[name + "_kernel"]
+
+def test_a_hopper_direction_reaches_none_of_the_others_headers():
+    """What both Hopper directions use is in the family's unprefixed headers (sm90.h, accumulator.h, utils.h,
+    tile_scheduler.h, gmma_extra.h): a backward TU reaches no hopper/fwd_* header and a forward TU no hopper/bwd_*
+    one, so an edit to the forward's tiles or softmax recompiles no backward TU, and the reverse."""
+    tus = rendered(hdim="64,256", dtype="bf16", arch="sm90", direction="fwd,bwd", causal="both", features=[])
+    for name, headers in tus.items():
+        other = "hopper/fwd_" if name.startswith("bwd") else "hopper/bwd_"
+        assert not [h for h in headers if h.startswith(other)], (name, sorted(headers))

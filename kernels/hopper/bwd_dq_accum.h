@@ -16,7 +16,7 @@ struct DqAccumLayout {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
 
-  // The (query row, column) in the block of each value of a consumer thread's dQ (softmax.h,
+  // The (query row, column) in the block of each value of a consumer thread's dQ (accumulator.h,
   // accumulator_coords: the dQ product's warpgroups stack in M and N as bwd_traits.h lays them out).
   CUTE_DEVICE static auto coords(int thread_idx) {
     typename Traits::TiledMmadQ mma_dq;

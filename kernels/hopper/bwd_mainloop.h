@@ -42,7 +42,7 @@ struct BwdMainloop {
   using Score = ScoreScale<kFeatures>;
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  // Each consumer warpgroup's accumulators, one wgmma in M and N (softmax.h): S^T and dP^T (64 keys,
+  // Each consumer warpgroup's accumulators, one wgmma in M and N (accumulator.h): S^T and dP^T (64 keys,
   // kBlockM query rows), its share of dQ.
   using AccumulatorShapeSdP = AccumulatorShape<Traits::kSdPAtomN>;
   using AccumulatorShapedQ = AccumulatorShape<Traits::kDqAtomN>;

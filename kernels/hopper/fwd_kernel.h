@@ -1,7 +1,7 @@
 // The Hopper (sm_90a) FlashAttention forward kernel, composition only: a persistent CTA of one
 // producer warpgroup and kBlockM / 64 consumer warpgroups walks the tiles the scheduler gives it.
 // The producer's first warp loads (fwd_mainloop.h, load); the consumers compute (fwd_mainloop.h, mma),
-// normalise (softmax.h) and store (fwd_epilogue.h). Tiles and registers in fwd_traits.h.
+// normalise (fwd_softmax.h) and store (fwd_epilogue.h). Tiles and registers in fwd_traits.h.
 #pragma once
 
 #include "hopper/fwd_epilogue.h"

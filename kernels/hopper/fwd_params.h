@@ -4,7 +4,7 @@
 // which a launch reaches the kernel.
 //
 // A variant's launch TU (fwd_launch.h) includes this header and not fwd_mainloop.h, fwd_epilogue.h,
-// softmax.h or fwd_kernel.h; its kernel compiles device-only in a TU of its own
+// fwd_softmax.h or fwd_kernel.h; its kernel compiles device-only in a TU of its own
 // (<variant>_kernel.cu), which includes fwd_kernel.h. So an edit to the kernel's code recompiles only
 // the kernel TUs; an edit to the traits or to these types recompiles both.
 #pragma once
