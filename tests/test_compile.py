@@ -205,7 +205,7 @@ def check_kernel_tus(build_dir: Path, variant: str, direction: str) -> None:
     if direction == "fwd":
         assert not launch
     launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")  # the launch: descriptors, no main kernel code
-    mainloop = {"fwd": "hopper/mainloop.h", "bwd": "hopper/bwd_mainloop.h"}[direction]
+    mainloop = {"fwd": "hopper/fwd_mainloop.h", "bwd": "hopper/bwd_mainloop.h"}[direction]
     assert f"hopper/{direction}_params.h" in launch_deps and mainloop not in launch_deps, launch_deps
     assert f"ampere/{direction}_kernel.h" not in launch_deps, launch_deps
 
@@ -219,7 +219,7 @@ def test_the_hopper_forward_launches_the_kernel_its_kernel_tu_embeds(real_fwd_bu
 
 def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path):
     """The same for the backward (plain hdim 64, causal and not: 6 TUs). Its small kernels (the Ampere path's
-    dsum kernels, ampere/bwd_dsum.h, and the dQ conversion) compile once, in the first launch TU of the head dim
+    dsum kernels, common/bwd_dsum.h, and the dQ conversion) compile once, in the first launch TU of the head dim
     and dtype (the non-causal one): the causal launch is host code alone and calls the launches defined there."""
     cache = tmp_path / "cache"
     started = time.monotonic()

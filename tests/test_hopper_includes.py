@@ -33,7 +33,7 @@ def rendered(**selection) -> dict[str, set[str]]:
     return {name[:-3]: closure(text) for name, text in texts.items() if name.endswith(".cu")}
 
 
-HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/mainloop.h", "hopper/epilogue.h"},
+HOPPER_KERNEL = {"fwd": {"hopper/fwd_kernel.h", "hopper/fwd_mainloop.h", "hopper/fwd_epilogue.h"},
                  "bwd": {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}}
 
 
@@ -49,16 +49,16 @@ def test_no_tu_of_a_hopper_variant_reaches_an_ampere_kernel(direction):
         assert not {"ampere/fwd_kernel.h", "ampere/bwd_kernel.h"} & tus[name + part], sorted(tus[name + part])
 
 
-def test_what_the_hopper_tus_still_share_with_the_ampere_path():
-    """The family-neutral helpers (ampere/utils.h: launch, sm_count, check_head_dim), and for the
-    backward the dsum kernel it launches too (ampere/bwd_dsum.h): an edit there recompiles both halves. The
-    Ampere backward's traits (ampere/bwd_traits.h, ampere/traits.h) are not among them."""
+def test_a_hopper_tu_reaches_no_ampere_header():
+    """What both families use (the launch helpers, the element types and fragment numerics, the dsum kernel a
+    backward launches first) is in kernels/common/ (common/launch.h, common/numeric.h, common/bwd_dsum.h): an edit
+    to an ampere/ header recompiles no Hopper TU."""
     tus = rendered(hdim=64, dtype="fp16", arch="sm90", direction="fwd,bwd", causal="off", features=[])
-    ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()
-              if name.startswith(("fwd", "bwd"))}
-    assert ampere == {"fwd_hdim64_fp16_sm90": ["ampere/utils.h"], "fwd_hdim64_fp16_sm90_kernel": [],
-                      "bwd_hdim64_fp16_sm90_kernel": [], "bwd_hdim64_fp16_sm90_kernel_ordered": [],
-                      "bwd_hdim64_fp16_sm90": ["ampere/block_info.h", "ampere/bwd_dsum.h", "ampere/utils.h"]}
+    ampere = {name: sorted(h for h in headers if h.startswith("ampere/")) for name, headers in tus.items()}
+    assert set(ampere) == {"fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel", "bwd_hdim64_fp16_sm90",
+                           "bwd_hdim64_fp16_sm90_kernel", "bwd_hdim64_fp16_sm90_kernel_ordered"}
+    assert all(headers == [] for headers in ampere.values()), ampere
+    assert "common/bwd_dsum.h" in tus["bwd_hdim64_fp16_sm90"] and "common/launch.h" in tus["fwd_hdim64_fp16_sm90"]
 
 
 def test_a_variant_with_no_hopper_kernel_reaches_the_ampere_kernel_in_its_one_tu():
@@ -90,7 +90,7 @@ def test_a_hopper_backward_launch_tu_reaches_no_main_kernel_code():
     launches = [name for name in tus if not name.endswith(("_kernel", "_kernel_ordered"))]
     assert len(launches) == 4
     main_kernel = {"hopper/bwd_kernel.h", "hopper/bwd_mainloop.h", "hopper/bwd_epilogue.h"}
-    small_kernels = {"hopper/bwd_small_kernels.h", "hopper/bwd_dq_accum.h", "ampere/bwd_dsum.h"}
+    small_kernels = {"hopper/bwd_small_kernels.h", "hopper/bwd_dq_accum.h", "common/bwd_dsum.h"}
     for name in launches:
         assert "hopper/bwd_params.h" in tus[name] and not main_kernel & tus[name], (name, sorted(tus[name]))
         if "_causal" in name:
@@ -108,7 +108,7 @@ def test_a_hopper_forward_launch_tu_reaches_no_kernel_code():
     tus = rendered(hdim="64,256", dtype="fp16", arch="sm90", direction="fwd", causal="both")
     launches = [name for name in tus if not name.endswith("_kernel")]
     assert len(launches) == 8
-    kernel_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
+    kernel_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for name in launches:
         assert "hopper/fwd_params.h" in tus[name] and not kernel_code & tus[name], (name, sorted(tus[name]))
         assert kernel_code <= tus[f"{name}_kernel"] and "hopper/fwd_launch.h" not in tus[f"{name}_kernel"]
@@ -122,11 +122,11 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     tus = rendered(hdim="128,256", dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
     assert set(tus) == {f"splitkv_hdim{hdim}_fp16_causal_{arch}{part}" for hdim in (128, 256) for arch in ("sm80", "sm90")
                         for part in ("", "_kernel")}
-    hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/softmax.h", "common/features.h", "common/mask.h"}
+    hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
         name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
-        assert {"ampere/fwd_entry.h", "ampere/traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
-        assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/softmax.h" not in tus[name], sorted(tus[name])
+        assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
+        assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/fwd_softmax.h" not in tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" in tus[name + "_kernel"] and "ampere/splitkv_launch.h" not in tus[name + "_kernel"]
         assert not any(h.startswith("hopper/") for h in tus[name] | tus[name + "_kernel"]), (name, sorted(tus[name]))
     name = "splitkv_hdim128_fp16_causal_sm90"
@@ -135,3 +135,12 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     assert not hopper_code & tus[name] and "ampere/fwd_kernel.h" not in tus[name], sorted(tus[name])
     assert hopper_code <= tus[name + "_kernel"] and "hopper/splitkv_launch.h" not in tus[name + "_kernel"]
     assert "ampere/fwd_kernel.h" not in tus[name + "_kernel"]
+
+def test_a_hopper_direction_reaches_none_of_the_others_headers():
+    """What both Hopper directions use is in the family's unprefixed headers (sm90.h, accumulator.h, utils.h,
+    tile_scheduler.h, gmma_extra.h): a backward TU reaches no hopper/fwd_* header and a forward TU no hopper/bwd_*
+    one, so an edit to the forward's tiles or softmax recompiles no backward TU, and the reverse."""
+    tus = rendered(hdim="64,256", dtype="bf16", arch="sm90", direction="fwd,bwd", causal="both", features=[])
+    for name, headers in tus.items():
+        other = "hopper/fwd_" if name.startswith("bwd") else "hopper/bwd_"
+        assert not [h for h in headers if h.startswith(other)], (name, sorted(headers))

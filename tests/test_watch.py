@@ -102,7 +102,7 @@ def test_a_kernel_tus_object_is_named_after_its_variant(tmp_path):
 
 def test_a_rebuilt_launch_tu_tests_every_variant_sharing_its_small_kernels():
     """The backward's dsum and dQ conversion compile in one launch TU of the head dim and dtype (the first): an edit to
-    ampere/bwd_dsum.h recompiles that TU alone, and every backward variant of the group runs the new kernel. A
+    common/bwd_dsum.h recompiles that TU alone, and every backward variant of the group runs the new kernel. A
     rebuilt kernel TU concerns its own variant; the forward has no shared small kernels."""
     assert watch.rebuilt_variants({"bwd_hdim64_fp16_sm90", "link"}, BUILT) == BUILT[2:]
     assert watch.rebuilt_variants({"bwd_hdim64_fp16_sm90_kernel", "link"}, BUILT) == BUILT[2:3]
@@ -341,7 +341,7 @@ def test_the_wired_loop_checks_the_rebuilt_variants_this_gpu_runs_and_echoes_fai
     assert first.checks == 2 * len(checking.SHAPES_QUICK) and echoed == []
     timings.update({FWD.name: 30.0, "link": 1.0})
     ext.fault = "wrong-row"  # the edit broke the forward
-    done = loop.round(["hopper/mainloop.h"], time.time())
+    done = loop.round(["hopper/fwd_mainloop.h"], time.time())
     assert done.tested == [FWD.name] and done.result == "FAIL" and done.failed == len(checking.SHAPES_QUICK)
     assert len(echoed) == len(checking.SHAPES_QUICK) and all(FWD.name in line and "FAIL" in line for line in echoed)
     assert f"tested 3 checks of {FWD.name} in " in done.line() and ": FAIL (3 failed)" in done.line()

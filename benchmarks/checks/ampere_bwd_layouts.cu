@@ -59,7 +59,7 @@ void check_tile() {
 
 template <int kArch, int kHeadDim, class Element>
 void check_arch() {
-  constexpr BwdTile kTile = bwd_tile(kArch, kHeadDim, false);
+  constexpr BwdTile kTile = bwd_tile(kArch, kHeadDim);
   check_tile<kHeadDim, kTile.block_m, kTile.block_n, kTile.stages, Element>();
 }
 

@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--nvcc-flag", action="append", default=[],
                         help="extra nvcc flag for the kernels (repeatable), e.g. -DFLASHBUILD_HOPPER_BLOCK_M=128 "
-                             "with _BLOCK_N and _STAGES: another Hopper tile (hopper/traits.h, fwd_tile)")
+                             "with _BLOCK_N and _STAGES: another Hopper tile (hopper/fwd_traits.h, fwd_tile)")
     args = parser.parse_args()
     ext = flashbuild.load(hdim=args.hdim, dtype="fp16", arch="native", direction="fwd,splitkv", causal="off",
                           features="none", nvcc_flags=args.nvcc_flag).ext

@@ -5,8 +5,8 @@
 #   3. save -> verdict through `flashbuild watch` (one warm process, started in the background): the
 #      mtime of one header touched per round (content unchanged), the verdict read from the watch's
 #      --json log (one line per round: rebuilt targets, build / load / test seconds, verdict time),
-#      save -> verdict = that verdict's time minus the touch's; forward: kernels/hopper/mainloop.h
-#      (the forward's and the split-KV's kernel TUs) and kernels/hopper/epilogue.h, backward:
+#      save -> verdict = that verdict's time minus the touch's; forward: kernels/hopper/fwd_mainloop.h
+#      (the forward's and the split-KV's kernel TUs) and kernels/hopper/fwd_epilogue.h, backward:
 #      kernels/hopper/bwd_mainloop.h and kernels/hopper/bwd_epilogue.h (FWD_HEADERS, BWD_HEADERS
 #      override them; no sm90 TU of the main job includes an Ampere-path kernel header any more but the
 #      split-KV's at head dims 192/256, not in it);
@@ -26,7 +26,7 @@ export FLASHBUILD_CACHE_DIR=/tmp/edit_loop_cache
 rm -rf "$FLASHBUILD_CACHE_DIR"
 SLICE=(--hdim 64 --dtype fp16 --arch sm90)
 FB=${FB:-python3 -m flashbuild}
-FWD_HEADERS=(${FWD_HEADERS:-kernels/hopper/mainloop.h kernels/hopper/epilogue.h})
+FWD_HEADERS=(${FWD_HEADERS:-kernels/hopper/fwd_mainloop.h kernels/hopper/fwd_epilogue.h})
 BWD_HEADERS=(${BWD_HEADERS:-kernels/hopper/bwd_mainloop.h kernels/hopper/bwd_epilogue.h})
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available())"

@@ -8,7 +8,7 @@ tree (kernels, templates, configs), so that the shared checkout's mtimes are lef
     FLASHBUILD_ROOT=/tmp/el2/root FLASHBUILD_CACHE_DIR=/tmp/el2/cache \
         python3 -m flashbuild --hdim 64 --dtype fp16 --arch sm90 --compile-only      # cold
     FLASHBUILD_ROOT=/tmp/el2/root FLASHBUILD_CACHE_DIR=/tmp/el2/cache PYTHONPATH=$PWD \
-        python3 benchmarks/edit_loop/watch_rounds_compile_only.py rounds.jsonl hopper/mainloop.h ampere/fwd_kernel.h
+        python3 benchmarks/edit_loop/watch_rounds_compile_only.py rounds.jsonl hopper/fwd_mainloop.h ampere/fwd_kernel.h
 """
 import sys  # noqa: E402
 if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests/test_benchmark_scripts.py)

@@ -5,7 +5,8 @@ On a machine with an sm90 GPU, nvcc, ninja and a CUDA build of torch:
     python3 benchmarks/hopper_fwd/hopper_fwd.py all --out DIR [--jobs 16] [--cutlass INCLUDE_DIR]
 
 1. build: one TU per variant (the instantiation flashbuild generates, plus three plain wrappers:
-   run_fwd as the binding calls it, the Hopper kernel alone, the Ampere-path kernel alone), compiled
+   run_fwd as the binding calls it, the Hopper kernel alone, the Ampere-path kernel alone: a baseline
+   only, compiled for sm_90a here though no flashbuild plan builds it for sm90), compiled
    by ninja with flashbuild's nvcc flags for sm_90a; per-TU wall time and peak RSS recorded; a small
    torch extension (binding.cpp, generated) links them.
 2. check: every variant against an fp32 reference on fresh random inputs, outputs poisoned with NaN:

@@ -10,9 +10,9 @@
 // up the derivative of the transform: dS = P * (dP - rowsum(dO * O)) * (1 - T^2).
 #pragma once
 
-#include "ampere/block_info.h"
-#include "common/bwd_dq_order.h"
 #include "ampere/bwd_traits.h"
+#include "common/block_info.h"
+#include "common/bwd_dq_order.h"
 #include "common/features.h"
 
 namespace flashbuild::ampere {
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(const __grid_con
     CUTE_UNROLL
     for (int i = 0; i < size(acc_s); ++i) {
       const int row = get<0>(tScS(i));
-      const float p = fast_exp2(acc_s(i) * score_scale.scale_log2 - s_lse[row] * kLog2e);
+      const float p = exp2_ftz(acc_s(i) * score_scale.scale_log2 - s_lse[row] * kLog2e);
       float ds = p * (acc_dp(i) - s_dsum[row]);
       if constexpr (kHasSoftcap<kFeatures>) {
         // A masked score is -inf here, and its p = 0: keep its dS 0, not 0 * (1 - inf).

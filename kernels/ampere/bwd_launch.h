@@ -9,7 +9,7 @@ namespace flashbuild {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
-  ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
+  check_head_dim("run_bwd", kHeadDim, params.head_dim);
   ampere::run_bwd_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
 }
 

@@ -13,7 +13,7 @@ namespace ampere {
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd_path(const BwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
-  constexpr BwdTile kTile = bwd_tile(kArch, kHeadDim, kIsCausal);
+  constexpr BwdTile kTile = bwd_tile(kArch, kHeadDim);
   using Traits = BwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, kTile.stages, Element>;
   static_assert(Traits::kSmemBytes <= max_smem_bytes(kArch),
                 "this head dim's backward tile does not fit this arch's shared memory (hdim 192/256 on sm86/sm89)");

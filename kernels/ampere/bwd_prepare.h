@@ -1,11 +1,11 @@
-// The two small kernels around the backward kernel: before it, dsum = rowsum(dO * O) (ampere/bwd_dsum.h,
+// The two small kernels around the backward kernel: before it, dsum = rowsum(dO * O) (common/bwd_dsum.h,
 // which the Hopper backward launches too); after it, dQ = softmax_scale * dq_accum, converted to the input
 // dtype, in the Ampere path's dq_accum order.
 #pragma once
 
-#include "ampere/block_info.h"
-#include "ampere/bwd_dsum.h"
 #include "ampere/bwd_traits.h"
+#include "common/block_info.h"
+#include "common/bwd_dsum.h"
 
 namespace flashbuild::ampere {
 

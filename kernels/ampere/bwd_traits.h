@@ -1,7 +1,7 @@
 // Tile shapes, shared-memory layouts and MMA/copy types of the Ampere-path backward kernel.
 #pragma once
 
-#include "ampere/traits.h"  // max_smem_bytes
+#include "ampere/utils.h"  // max_smem_bytes
 
 namespace flashbuild::ampere {
 
@@ -27,8 +27,7 @@ constexpr int bwd_smem_bytes(int head_dim, int block_m, int block_n, int stages)
 // block to 64 rows, then the key block to 64, then each to 32 (hdim 192 there: 32 x 64; hdim 256:
 // 32 x 32). Tuning sweeps and checks can override it for a whole build:
 //   nvcc -DFLASHBUILD_BWD_BLOCK_M=32 -DFLASHBUILD_BWD_BLOCK_N=32 [-DFLASHBUILD_BWD_STAGES=1]
-constexpr BwdTile bwd_tile(int arch, int head_dim, bool causal) {
-  (void)causal;
+constexpr BwdTile bwd_tile(int arch, int head_dim) {
 #if defined(FLASHBUILD_BWD_BLOCK_M) && defined(FLASHBUILD_BWD_BLOCK_N)
   int block_m = FLASHBUILD_BWD_BLOCK_M, block_n = FLASHBUILD_BWD_BLOCK_N;
 #else

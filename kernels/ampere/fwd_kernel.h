@@ -1,14 +1,14 @@
 // The Ampere-path FlashAttention forward kernel (mma.sync + ldmatrix + cp.async). One CTA owns
 // kBlockM query rows of one (batch, head) and walks the key blocks it may see, keeping O in
-// registers. Composition only: tiles in traits.h, masking in common/mask.h, softmax in softmax.h,
+// registers. Composition only: tiles in fwd_traits.h, masking in common/mask.h, softmax in fwd_softmax.h,
 // the compiled-in features (local window, softcap) in common/features.h.
 #pragma once
 
-#include "ampere/block_info.h"
 #include "ampere/fwd_entry.h"  // FwdMode, FwdKernelEntry
+#include "ampere/fwd_softmax.h"
+#include "ampere/fwd_traits.h"
 #include "ampere/kv_cache.h"
-#include "ampere/softmax.h"
-#include "ampere/traits.h"
+#include "common/block_info.h"
 #include "common/features.h"  // the softcap transform and the masks, shared with the Hopper family
 
 namespace flashbuild::ampere {
@@ -72,17 +72,11 @@ struct FwdBlock {
   }
 };
 
-// One query block, start to end. Persistent CTAs (Traits::kPersistent, kFull only) call it once per
-// block they walk: `q_buffer` is this block's Q buffer, and `started` says whether the previous
-// block already issued this block's first loads (its Q and its last key block). When the CTA has a
-// next block (`next_block()` makes it), this block issues that block's first loads into the other
-// Q buffer while its own last key block goes through softmax, P·V and the epilogue, and returns
-// whether it did.
+// One query block of one (batch, head), or of one split of it, start to end.
 // kFeatures: see common/params.h. Only the decode modes pay for the KV cache's addressing (a batch
 // row index, leftpad rows, a block-table lookup per key tile); kFull compiles without it.
-template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures, class Block, class NextBlock>
-CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Block const& block, bool started,
-                           [[maybe_unused]] bool has_next, [[maybe_unused]] NextBlock const& next_block) {
+template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures, class Block>
+CUTE_DEVICE void fwd_block(FwdParams const& params, char* smem, Block const& block) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -95,7 +89,7 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
   const int batch = block.batch;
   [[maybe_unused]] const int split = block.split;
   const SeqInfo& info = block.info;
-  if (!block.has_rows()) { return false; }
+  if (!block.has_rows()) { return; }
   const int head_k = block.head_k(params);
   const auto keys = block.keys(params);
   const auto& mask = keys.mask;
@@ -108,17 +102,11 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
   const int64_t v_offset = block.v_offset(params);
   const int64_t o_offset = block.o_offset(params);
 
-  // Global tiles of this (batch, head). q_matrix and k_matrix also serve the next block's first loads.
-  auto q_matrix = [&](int64_t offset, int seqlen_q) {
-    return make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + offset),
-                       make_shape(seqlen_q, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}));
-  };
-  auto k_matrix = [&](int64_t offset, int seqlen_k) {
-    return make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + offset),
-                       make_shape(seqlen_k, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}));
-  };
-  Tensor mQ = q_matrix(q_offset, info.seqlen_q);
-  Tensor mK = k_matrix(k_offset, info.seqlen_k);
+  // Global tiles of this (batch, head).
+  Tensor mQ = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.q) + q_offset),
+                          make_shape(info.seqlen_q, Int<kHeadDim>{}), make_stride(params.q_row_stride, _1{}));
+  Tensor mK = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.k) + k_offset),
+                          make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.k_row_stride, _1{}));
   Tensor mV = make_tensor(make_gmem_ptr(static_cast<const Element*>(params.v) + v_offset),
                           make_shape(info.seqlen_k, Int<kHeadDim>{}), make_stride(params.v_row_stride, _1{}));
   Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o) + o_offset),
@@ -137,12 +125,10 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
     return make_tensor(make_gmem_ptr(first), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_stride(row_stride, _1{}));
   };
 
-  // Shared tiles: Q (two buffers when persistent: this block's and the next's), then
-  // single-buffered K and V. The output reuses this block's Q buffer at the end.
+  // Shared tiles: Q, then single-buffered K and V. The output reuses Q's buffer at the end.
   Element* smem_q = reinterpret_cast<Element*>(smem);
-  Tensor sQ = make_tensor(make_smem_ptr(smem_q + q_buffer * Traits::kSmemQElems), typename Traits::SmemLayoutQ{});
-  Tensor sK =
-      make_tensor(make_smem_ptr(smem_q + Traits::kQBuffers * Traits::kSmemQElems), typename Traits::SmemLayoutKV{});
+  Tensor sQ = make_tensor(make_smem_ptr(smem_q), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem_q + Traits::kSmemQElems), typename Traits::SmemLayoutKV{});
   Tensor sV = make_tensor(sK.data() + size(sK), typename Traits::SmemLayoutKV{});
   Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
   Tensor sO = make_tensor(sQ.data(), typename Traits::SmemLayoutQ{});
@@ -223,31 +209,6 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
   auto load_k = [&](int n_block, CacheSlot slot, auto whole) { load_kv(k_tile(n_block, slot), tKsK, n_block, whole); };
   auto load_v = [&](int n_block, CacheSlot slot, auto whole) { load_kv(v_tile(n_block, slot), tVsV, n_block, whole); };
 
-  // The next query block's first loads, the same as this block's own start below: its Q (into the
-  // other Q buffer) and its last key block, which may cross seqlen_k.
-  bool started_next = false;
-  [[maybe_unused]] auto start_next = [&]() {
-    if constexpr (Traits::kPersistent) {
-      if (!has_next) { return; }
-      const Block next = next_block();
-      if (!next.has_rows()) { return; }
-      const auto next_keys = next.keys(params);
-      if (next_keys.n_block_max <= next_keys.n_block_min) { return; }
-      const int n_last = next_keys.n_block_max - 1;
-      Tensor sQ_next =
-          make_tensor(make_smem_ptr(smem_q + (q_buffer ^ 1) * Traits::kSmemQElems), typename Traits::SmemLayoutQ{});
-      Tensor tQsQ_next = gmem_thr_copy.partition_D(sQ_next);
-      Tensor gQ_next = local_tile(q_matrix(next.q_offset(params), next.info.seqlen_q),
-                                  Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(next.m_block, 0));
-      Tensor gK_next = local_tile(k_matrix(next.k_offset(params), next.info.seqlen_k),
-                                  Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(n_last, 0));
-      copy_rows(gmem_copy, gmem_thr_copy.partition_S(gQ_next), tQsQ_next, tQcQ, next.q_rows());
-      copy_rows(gmem_copy, gmem_thr_copy.partition_S(gK_next), tKsK, tKVcKV, next.k_rows(n_last));
-      cp_async_fence();
-      started_next = true;
-    }
-  };
-
   // One step of the main loop: key block n_block, masked element-wise or not. Decoding: `slot` is
   // where the cache keeps key block n_block; the next block's lookup goes out at the start of the
   // step, long before its K is loaded.
@@ -270,13 +231,10 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
 
     cp_async_wait<0>();
     __syncthreads();  // V[n_block] landed; every warp is done with K[n_block]
-    // The next K streams in while we do the softmax and P·V; after the last key block, the next
-    // query block's first loads.
+    // The next K streams in while we do the softmax and P·V.
     if (n_block > n_block_min) {
       load_k(n_block - 1, next_slot, std::true_type{});
       cp_async_fence();
-    } else if constexpr (Traits::kPersistent) {
-      start_next();
     }
     slot = next_slot;
 
@@ -289,11 +247,9 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
   if (n_block_max > n_block_min) {
     int n_block = n_block_max - 1;
     slot = slot_of(n_block);
-    if (!started) {
-      copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
-      load_k(n_block, slot, std::false_type{});
-      cp_async_fence();
-    }
+    copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_rows);
+    load_k(n_block, slot, std::false_type{});
+    cp_async_fence();
     // Key blocks run from the last to the first, so only the first steps can need masking (and,
     // with a local window, the last ones). Masked and unmasked steps are separate code: with one
     // loop body that branched around the masking, the hdim-64 forward ran 8-17% slower (H200,
@@ -340,7 +296,7 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
           params.lse_accum[slice + m_block * kBlockM + row] = lse[r] == INFINITY ? -INFINITY : lse[r];
         }
       }
-      return started_next;
+      return;
     }
   }
 
@@ -363,37 +319,17 @@ CUTE_DEVICE bool fwd_block(FwdParams const& params, char* smem, int q_buffer, Bl
   __syncthreads();
 
   store_tile(typename Traits::GmemTiledCopyO{}, tidx, sO, gO, q_rows);
-  return started_next;
 }
 
 template <class Traits, bool kIsCausal, FwdMode kMode, int kFeatures>
 __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(const __grid_constant__ FwdParams params) {
   using Block = FwdBlock<Traits::kBlockM, Traits::kBlockN, kIsCausal, kMode, kFeatures>;
   extern __shared__ char smem[];
-  if constexpr (Traits::kPersistent) {
-    static_assert(kMode == FwdMode::kFull, "only the plain forward runs persistent");
-    // Block t: query block t % m_blocks (the last first, as below), head, then batch.
-    const int m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-    const int blocks = m_blocks * params.nheads * params.batch;
-    auto block_at = [&](int t) {
-      const int m_block = m_blocks - 1 - t % m_blocks;
-      return Block(params, m_block, (t / m_blocks) % params.nheads, t / (m_blocks * params.nheads), 0);
-    };
-    bool started = false;
-    int q_buffer = 0;
-    for (int t = blockIdx.x; t < blocks; t += gridDim.x, q_buffer ^= 1) {
-      const int t_next = t + gridDim.x;
-      started = fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, q_buffer, block_at(t), started,
-                                                               t_next < blocks, [&] { return block_at(t_next); });
-    }
-  } else {
-    // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
-    const int m_block = gridDim.x - 1 - blockIdx.x;
-    const int batch = kMode == FwdMode::kDecode ? blockIdx.z / params.num_splits : blockIdx.z;
-    const int split = kMode == FwdMode::kDecode ? blockIdx.z % params.num_splits : 0;
-    const Block block(params, m_block, blockIdx.y, batch, split);
-    fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, 0, block, false, false, [] {});
-  }
+  // Causal query blocks near the end see the most keys: launch them first to shorten the tail.
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int batch = kMode == FwdMode::kDecode ? blockIdx.z / params.num_splits : blockIdx.z;
+  const int split = kMode == FwdMode::kDecode ? blockIdx.z % params.num_splits : 0;
+  fwd_block<Traits, kIsCausal, kMode, kFeatures>(params, smem, Block(params, m_block, blockIdx.y, batch, split));
 }
 
 // A launch reaches the kernel by its own symbol when its TU compiles it (fwd_entry.h).

@@ -8,7 +8,7 @@ namespace flashbuild {
 
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {
-  ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
+  check_head_dim("run_fwd", kHeadDim, params.head_dim);
   ampere::run_fwd_path<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(params, stream);
 }
 

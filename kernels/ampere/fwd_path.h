@@ -4,8 +4,6 @@
 // ampere/bwd_path.h does for the backward.
 #pragma once
 
-#include <algorithm>
-#include <cstdint>
 #include <stdexcept>
 
 #include "ampere/fwd_kernel.h"
@@ -17,7 +15,7 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd_path(const FwdParams& params, cudaStream_t stream) {
   using Element = typename ElementOf<kDType>::type;
   constexpr FwdTile kTile = fwd_tile(kArch, kHeadDim, kIsCausal);
-  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element, kTile.persistent>;
+  using Traits = FwdTraits<kHeadDim, kTile.block_m, kTile.block_n, kTile.warps, Element>;
   static_assert(Traits::kSmemBytes <= max_smem_bytes(kArch), "forward tile exceeds the arch's shared memory");
 
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
@@ -26,12 +24,8 @@ void run_fwd_path(const FwdParams& params, cudaStream_t stream) {
                              "which does not page (the binding sends such calls to the split-KV kernel or the "
                              "Hopper forward); please report it");
   }
-  dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
-  if constexpr (Traits::kPersistent) {  // one CTA per SM, each walking query blocks (fwd_kernel)
-    grid = dim3(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, sm_count()));
-  } else {
-    check_grid_yz("the Ampere-path forward", params.nheads, params.batch);
-  }
+  const dim3 grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch);
+  check_grid_yz("the Ampere-path forward", params.nheads, params.batch);
   launch(&fwd_kernel<Traits, kIsCausal, FwdMode::kFull, kFeatures>, grid, Traits::kNThreads, Traits::kSmemBytes,
          stream, params);
 }

@@ -10,7 +10,7 @@
 
 #include "ampere/fwd_entry.h"
 #include "ampere/splitkv_steps.h"  // the checks, the append and combine kernels
-#include "ampere/traits.h"  // SplitKVTraits
+#include "ampere/fwd_traits.h"  // SplitKVTraits
 
 namespace flashbuild {
 

@@ -1,42 +1,22 @@
-// Small device helpers shared by the Ampere-path kernels: element types, fragment layout views,
-// quad reductions, register-level GEMM loops and predicated tile copies.
+// Small device helpers shared by the Ampere-path kernels: fragment layout views, register-level GEMM
+// loops, predicated tile copies, the arch's shared memory. What the Hopper family uses too (element types,
+// exp2, fragment conversion, quad reductions, launches) is in common/numeric.h and common/launch.h.
 #pragma once
 
 #include <cute/tensor.hpp>
-#include <cutlass/array.h>
-#include <cutlass/numeric_conversion.h>
-#include <cutlass/numeric_types.h>
 
-#include <stdexcept>
-#include <string>
-
-#include "common/params.h"
+#include "common/launch.h"
+#include "common/numeric.h"
 
 namespace flashbuild::ampere {
 
 using namespace cute;
 
-template <DType> struct ElementOf;
-template <> struct ElementOf<DType::kFp16> { using type = cutlass::half_t; };
-template <> struct ElementOf<DType::kBf16> { using type = cutlass::bfloat16_t; };
+// Spelled ampere::ElementOf by the launch headers and the generated TUs.
+using flashbuild::ElementOf;
 
-// 2^x on the SFU, denormal results flushed to zero: one MUFU.EX2. exp2f without --use_fast_math
-// adds a range test and two multiplies per call to keep denormals, which a probability below
-// 2^-126 does not need (and which costs the backward ~100 instructions per warp and step).
-CUTE_DEVICE float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-#define FLASHBUILD_CUDA_CHECK(expr)                                                         \
-  do {                                                                                      \
-    cudaError_t status_ = (expr);                                                           \
-    if (status_ != cudaSuccess) {                                                           \
-      throw std::runtime_error(std::string("flashbuild: CUDA error in ") + #expr + ": " +  \
-                               cudaGetErrorString(status_));                                \
-    }                                                                                       \
-  } while (0)
+// Opt-in shared memory per block: 227 KB on sm90, 163 KB on sm80 (sm86/sm89: 99 KB).
+constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
 
 // An SM80 16x8 accumulator fragment has layout ((2 cols, 2 rows 8 apart), MMA_M, MMA_N).
 // Softmax works on rows, so view it as (rows = (2, MMA_M), cols = (2, MMA_N)).
@@ -57,28 +37,6 @@ CUTE_HOST_DEVICE constexpr auto acc_to_a_operand(Layout const& acc) {
   static_assert(decltype(size<2>(acc))::value % 2 == 0, "P·V needs an even number of 8-wide tiles");
   auto l = logical_divide(acc, Shape<Underscore, Underscore, _2>{});
   return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
-}
-
-// Element-wise conversion of a register fragment (e.g. fp32 accumulators to fp16), vectorised.
-template <typename To, class Engine, class Layout>
-CUTE_DEVICE auto convert_type(Tensor<Engine, Layout> const& src) {
-  using From = typename Engine::value_type;
-  constexpr int kN = decltype(size(src))::value;
-  Tensor dst = make_tensor<To>(src.layout());
-  cutlass::NumericArrayConverter<To, From, kN> convert;
-  *reinterpret_cast<cutlass::Array<To, kN>*>(dst.data()) =
-      convert(*reinterpret_cast<cutlass::Array<From, kN> const*>(src.data()));
-  return dst;
-}
-
-// The four threads of an MMA quad hold the same accumulator rows.
-CUTE_DEVICE float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
-  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
-}
-CUTE_DEVICE float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffff, x, 2);
-  return x + __shfl_xor_sync(0xffffffff, x, 1);
 }
 
 // acc += A·B^T with both operands in shared memory. The next k-slice is loaded into registers
@@ -182,34 +140,6 @@ struct GmemRowCopies {
 CUTE_DEVICE void cp_async_float(float* dst, const float* src, bool valid) {
   const uint32_t dst_addr = cast_smem_ptr_to_uint(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst_addr), "l"(src), "r"(valid ? 4 : 0));
-}
-
-// Launches with smem_bytes of dynamic shared memory (raising the kernel's limit past the default
-// 48 KB first) and turns a launch error into an exception.
-template <class Kernel, class Params>
-void launch(Kernel kernel, dim3 grid, int threads, int smem_bytes, cudaStream_t stream, const Params& params) {
-  if (smem_bytes > 48 * 1024) {
-    FLASHBUILD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
-  }
-  kernel<<<grid, threads, smem_bytes, stream>>>(params);
-  FLASHBUILD_CUDA_CHECK(cudaGetLastError());
-}
-
-// The SM count of the current device.
-inline int sm_count() {
-  int device = 0;
-  int count = 0;
-  FLASHBUILD_CUDA_CHECK(cudaGetDevice(&device));
-  FLASHBUILD_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
-}
-
-// A launcher is instantiated for one kernel head dim; the binding pads calls to it.
-inline void check_head_dim(const char* entry, int kernel_head_dim, int head_dim) {
-  if (head_dim != kernel_head_dim) {
-    throw std::runtime_error(std::string("flashbuild: ") + entry + " for head dim " + std::to_string(kernel_head_dim) +
-                             " was called with head_dim " + std::to_string(head_dim));
-  }
 }
 
 // The same for stores to global memory: rows past the limit are skipped.

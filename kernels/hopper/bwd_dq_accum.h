@@ -5,8 +5,8 @@
 // the conversion, does not include the main kernel's epilogue: an edit there recompiles the kernel TUs alone.
 #pragma once
 
+#include "hopper/accumulator.h"     // accumulator_coords
 #include "hopper/bwd_traits.h"
-#include "hopper/softmax.h"         // accumulator_coords
 #include "hopper/tile_scheduler.h"  // SeqRange
 
 namespace flashbuild::hopper {
@@ -16,7 +16,7 @@ struct DqAccumLayout {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kHeadDim = Traits::kHeadDim;
 
-  // The (query row, column) in the block of each value of a consumer thread's dQ (softmax.h,
+  // The (query row, column) in the block of each value of a consumer thread's dQ (accumulator.h,
   // accumulator_coords: the dQ product's warpgroups stack in M and N as bwd_traits.h lays them out).
   CUTE_DEVICE static auto coords(int thread_idx) {
     typename Traits::TiledMmadQ mma_dq;
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   }
   __syncthreads();
 
-  // dq's rows start on 16-byte boundaries: bwd_can_run took the call only if TMA could address dq.
+  // dq's rows start on 16-byte boundaries: can_run took the call only if TMA could address dq.
   const int rows_left = seq.seqlen_q - m_block * kBlockM;
   Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
                 int64_t(head) * params.dq_out_head_stride + int64_t(seq.q_row0 + m_block * kBlockM) * params.dq_out_row_stride;

@@ -15,9 +15,9 @@
 #pragma once
 
 #include "common/bwd_dq_order.h"  // dq_counter, spin_until_turn, release_turn: deterministic mode's turns
+#include "hopper/accumulator.h"
 #include "hopper/bwd_dq_accum.h"  // DqAccumLayout
 #include "hopper/bwd_traits.h"
-#include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange
 
 namespace flashbuild::hopper {
@@ -154,8 +154,8 @@ struct BwdEpilogue {
                                     int thread_idx, FragKV& tdKrdK, FragKV const& tdVrdV) {
     CUTE_UNROLL
     for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= p.softmax_scale; }
-    Tensor rdK = convert_fragment<Element>(tdKrdK);
-    Tensor rdV = convert_fragment<Element>(tdVrdV);
+    Tensor rdK = convert_type<Element>(tdKrdK);
+    Tensor rdV = convert_type<Element>(tdVrdV);
     typename Traits::TiledMmadKV mma_dkv;
     Tensor c = accumulator_coords<Traits::kDkvAtomN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(
         mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     const int thread_idx = int(threadIdx.x) - kWarpgroupThreads;
-    // dK and dV: one (64 keys, d or d / 2) wgmma accumulator per warpgroup (softmax.h, AccumulatorShape).
+    // dK and dV: one (64 keys, d or d / 2) wgmma accumulator per warpgroup (accumulator.h, AccumulatorShape).
     Tensor tdKrdK = make_tensor<float>(AccumulatorShape<Traits::kDkvAtomN>{});
     Tensor tdVrdV = make_tensor<float>(AccumulatorShape<Traits::kDkvAtomN>{});
     clear(tdKrdK);

@@ -22,7 +22,7 @@
 // (BwdSmallKernels, below; hopper/bwd_small_kernels.h), and this header includes none of the kernels' code.
 #pragma once
 
-#include "ampere/utils.h"  // check_head_dim, check_grid_yz, FLASHBUILD_CUDA_CHECK
+#include "common/launch.h"  // check_head_dim, FLASHBUILD_CUDA_CHECK
 #include "hopper/bwd_params.h"  // the descriptors and parameters; not the main kernel (bwd_kernel.h)
 #include "hopper/tma_checks.h"
 
@@ -42,14 +42,14 @@ constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 
 
 // Whether the Hopper backward can take this call (see the top of this file). Its 16-byte
 // vector paths (dq_accum, the gradients) need the alignment TMA needs, so tma_addressable covers them.
-inline bool bwd_can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
+inline bool can_run(BwdParams const& p, int head_dim, int64_t elem_bytes) {
   if (p.head_dim != head_dim || p.seqlen_q <= 0 || p.seqlen_k <= 0 || p.nheads_k <= 0 || p.nheads % p.nheads_k != 0) {
     return false;
   }
   // Packed calls: both sides packed, with their totals; dQ in the fragment order (the default; the
   // row-major order's conversion is dense only).
   if (!p.cu_seqlens_q != !p.cu_seqlens_k || (p.cu_seqlens_q && (p.total_q <= 0 || p.total_k <= 0))) { return false; }
-  if (p.cu_seqlens_q && bwd_tile(head_dim, false).dq_order == DqOrder::kRowMajor) { return false; }
+  if (p.cu_seqlens_q && bwd_tile(head_dim).dq_order == DqOrder::kRowMajor) { return false; }
   const ViewExtents e = view_extents(p);
   return tma_addressable(p.q, elem_bytes, {{p.q_row_stride, e.rows_q}, {p.q_head_stride, p.nheads}, {p.q_batch_stride, e.batches_q}}) &&
          tma_addressable(p.dout, elem_bytes, {{p.do_row_stride, e.rows_q}, {p.do_head_stride, p.nheads}, {p.do_batch_stride, e.batches_q}}) &&
@@ -103,10 +103,10 @@ template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_bwd(const BwdParams& params, cudaStream_t stream) {
   static_assert(kArch >= 90 && hopper::bwd_serves_head_dim(kHeadDim),
                 "an sm90 backward TU with a Hopper kernel (the others include ampere/bwd_launch.h)");
-  ampere::check_head_dim("run_bwd", kHeadDim, params.head_dim);
+  check_head_dim("run_bwd", kHeadDim, params.head_dim);
   if (params.batch == 0 || params.nheads == 0) { return; }
   using Element = typename hopper::ElementOf<kDType>::type;
-  if (!hopper::bwd_can_run(params, kHeadDim, sizeof(Element))) {
+  if (!hopper::can_run(params, kHeadDim, sizeof(Element))) {
     throw std::runtime_error("flashbuild: the Hopper backward cannot take this call: it needs queries and keys "
                              "(seqlen_q, seqlen_k > 0) and q, k, v, dout, dq, dk, dv, dq_accum whose pointers and strides "
                              "are multiples of 16 bytes; the Python API copies misaligned tensors and answers calls "

@@ -22,9 +22,9 @@
 #include "common/bwd_dq_order.h"  // BwdBlocks: deterministic mode's turns (family-neutral: common/mask.h alone)
 #include "common/features.h"      // the masks of a kernel's features, the softcap transform (shared with the forward)
 #include "common/mask.h"
+#include "hopper/accumulator.h"
 #include "hopper/bwd_params.h"
 #include "hopper/bwd_traits.h"
-#include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"
 
@@ -42,7 +42,7 @@ struct BwdMainloop {
   using Score = ScoreScale<kFeatures>;
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
-  // Each consumer warpgroup's accumulators, one wgmma in M and N (softmax.h): S^T and dP^T (64 keys,
+  // Each consumer warpgroup's accumulators, one wgmma in M and N (accumulator.h): S^T and dP^T (64 keys,
   // kBlockM query rows), its share of dQ.
   using AccumulatorShapeSdP = AccumulatorShape<Traits::kSdPAtomN>;
   using AccumulatorShapedQ = AccumulatorShape<Traits::kDqAtomN>;
@@ -362,13 +362,13 @@ struct BwdMainloop {
       // of the previous step), P^T while dP^T's product may still run (with softcap, once it is done).
       if (capped(score)) {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
-        stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
       } else {
         probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
-        stmatrix_accumulator(tPsP(_, _, buffer), convert_fragment<Element>(tSrS));
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
       }
-      stmatrix_accumulator(tdSsdS(_, _, buffer), convert_fragment<Element>(tdPrdP));
+      stmatrix_accumulator(tdSsdS(_, _, buffer), convert_type<Element>(tdPrdP));
       // Made visible to the tensor cores; then both warpgroups' rows are in.
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
@@ -447,8 +447,8 @@ struct BwdMainloop {
         probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
       }
-      Tensor rP = convert_fragment<Element>(tSrS);
-      Tensor rdS = convert_fragment<Element>(tdPrdP);
+      Tensor rP = convert_type<Element>(tSrS);
+      Tensor rdS = convert_type<Element>(tdPrdP);
 
       // dV += P^T dO, P^T from registers.
       Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));

@@ -69,9 +69,9 @@ struct BwdKernelParams {
 
 // The traits a variant's backward is built with (its head dim's tile, bwd_traits.h).
 template <int kHeadDim, DType kDType, bool kIsCausal>
-using BwdVariantTraits = BwdTraits<kHeadDim, bwd_tile(kHeadDim, kIsCausal).block_m, bwd_tile(kHeadDim, kIsCausal).block_n,
-                                   typename ElementOf<kDType>::type, bwd_tile(kHeadDim, kIsCausal).dq_order,
-                                   false, bwd_tile(kHeadDim, kIsCausal).dq_first>;
+using BwdVariantTraits = BwdTraits<kHeadDim, bwd_tile(kHeadDim).block_m, bwd_tile(kHeadDim).block_n,
+                                   typename ElementOf<kDType>::type, bwd_tile(kHeadDim).dq_order, false,
+                                   bwd_tile(kHeadDim).dq_first>;
 
 // Where a launch finds the main kernel of these features (kFeatures, common/params.h; kOrdered: the
 // deterministic instantiation). bwd_kernel.h defines

@@ -1,5 +1,5 @@
 // The Hopper backward's small kernels behind BwdSmallKernels (hopper/bwd_launch.h declares it): dsum (the
-// Ampere path's launch_dot_do_o, ampere/bwd_dsum.h) and the dQ conversion of the traits' order
+// family-neutral launch_dot_do_o, common/bwd_dsum.h) and the dQ conversion of the traits' order
 // (hopper/bwd_dq_accum.h).
 //
 // Every backward variant of one head dim and dtype (causal or not, with features or not) launches the same
@@ -10,7 +10,7 @@
 // <<<>>>es its kernel in the TU that compiled it).
 #pragma once
 
-#include "ampere/bwd_dsum.h"
+#include "common/bwd_dsum.h"
 #include "hopper/bwd_dq_accum.h"
 #include "hopper/bwd_launch.h"
 
@@ -18,7 +18,7 @@ namespace flashbuild::hopper {
 
 template <class Traits>
 void BwdSmallKernels<Traits>::dsum(const BwdParams& params, cudaStream_t stream) {
-  ampere::launch_dot_do_o<typename Traits::Element>(params, stream);
+  launch_dot_do_o<typename Traits::Element>(params, stream);
 }
 
 template <class Traits>

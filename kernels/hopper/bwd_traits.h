@@ -18,7 +18,8 @@
 //   and dS^T go through shared memory, since each warpgroup's dK and dV need both halves' rows.
 #pragma once
 
-#include "hopper/traits.h"  // ElementOf, k_major_smem_atom, warpgroup constants
+#include "hopper/gmma_extra.h"  // ss_mma_op
+#include "hopper/sm90.h"  // k_major_smem_atom, warpgroup constants
 
 namespace flashbuild::hopper {
 
@@ -62,8 +63,7 @@ struct BwdTile {
 // keeps the other order. hdim 96: the old order ran at 0.94-0.98x the new one (1k-16k, causal or not).
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
-constexpr BwdTile bwd_tile(int head_dim, bool causal) {
-  (void)causal;
+constexpr BwdTile bwd_tile(int head_dim) {
   constexpr DqOrder kBySplit[2] = {DqOrder::kFragmentBulk, DqOrder::kFragment};
   const bool dq_first = head_dim > 64 && head_dim <= 128;
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)

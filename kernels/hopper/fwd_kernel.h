@@ -1,12 +1,12 @@
 // The Hopper (sm_90a) FlashAttention forward kernel, composition only: a persistent CTA of one
 // producer warpgroup and kBlockM / 64 consumer warpgroups walks the tiles the scheduler gives it.
-// The producer's first warp loads (mainloop.h, load); the consumers compute (mainloop.h, mma),
-// normalise (softmax.h) and store (epilogue.h). Tiles and registers in traits.h.
+// The producer's first warp loads (fwd_mainloop.h, load); the consumers compute (fwd_mainloop.h, mma),
+// normalise (fwd_softmax.h) and store (fwd_epilogue.h). Tiles and registers in fwd_traits.h.
 #pragma once
 
-#include "hopper/epilogue.h"
+#include "hopper/fwd_epilogue.h"
+#include "hopper/fwd_mainloop.h"
 #include "hopper/fwd_params.h"
-#include "hopper/mainloop.h"
 #include "hopper/tile_scheduler.h"
 
 namespace flashbuild::hopper {

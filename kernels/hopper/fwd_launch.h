@@ -3,7 +3,7 @@
 // binding makes: dense or packed (cu_seqlens: the TMA views are the whole packed tensors, bounded by
 // total_q / total_k, and each sequence is an offset in them: SeqRange in tile_scheduler.h). A TMA box of
 // keys may run past its sequence's last key: into rows the mask cuts (seqused_k), or into the next packed
-// sequence's first rows; the consumers zero those V rows before P V reads them (mainloop.h,
+// sequence's first rows; the consumers zero those V rows before P V reads them (fwd_mainloop.h,
 // zero_v_rows), so whatever they hold (NaN, inf) stays out of the result.
 // A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 32-128) runs here
 // too: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of the key block.
@@ -17,7 +17,7 @@
 // kernel through FwdKernelEntry, which <variant>_kernel.cu compiles device-only.
 #pragma once
 
-#include "ampere/utils.h"  // check_head_dim, sm_count, FLASHBUILD_CUDA_CHECK: family-neutral launch helpers
+#include "common/launch.h"  // check_head_dim, sm_count
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
 #include "hopper/tma_checks.h"
 
@@ -62,7 +62,7 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits})};
-  const dim3 grid(kp.scheduler.grid_size(ampere::sm_count()));
+  const dim3 grid(kp.scheduler.grid_size(sm_count()));
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 }
 
@@ -76,13 +76,13 @@ void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
 template <int kArch, int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd(const FwdParams& params, cudaStream_t stream) {
   static_assert(kArch >= 90 && hopper::serves_head_dim(kHeadDim), "an sm90 forward TU of a head dim with a Hopper tile");
-  ampere::check_head_dim("run_fwd", kHeadDim, params.head_dim);
+  check_head_dim("run_fwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
   using Element = typename hopper::ElementOf<kDType>::type;
   // A paged cache (the binding's prefill chunks, head dims 32-128): a key box must not straddle two pages.
-  if (params.block_table && params.page_size % hopper::fwd_tile(kHeadDim, kIsCausal).block_n != 0) {
+  if (params.block_table && params.page_size % hopper::fwd_tile(kHeadDim).block_n != 0) {
     throw std::runtime_error("flashbuild: the Hopper forward takes a paged KV cache whose page size is a multiple of " +
-                             std::to_string(hopper::fwd_tile(kHeadDim, kIsCausal).block_n) + " rows (got " +
+                             std::to_string(hopper::fwd_tile(kHeadDim).block_n) + " rows (got " +
                              std::to_string(params.page_size) + "); flash_attn_with_kvcache checks this before");
   }
   if (!hopper::can_run(params, kHeadDim, sizeof(Element))) {

@@ -3,14 +3,15 @@
 // from its parameters; those parameters; the traits a variant is built with; and the entry through
 // which a launch reaches the kernel.
 //
-// A variant's launch TU (fwd_launch.h) includes this header and not mainloop.h, epilogue.h,
-// softmax.h or fwd_kernel.h; its kernel compiles device-only in a TU of its own
+// A variant's launch TU (fwd_launch.h) includes this header and not fwd_mainloop.h, fwd_epilogue.h,
+// fwd_softmax.h or fwd_kernel.h; its kernel compiles device-only in a TU of its own
 // (<variant>_kernel.cu), which includes fwd_kernel.h. So an edit to the kernel's code recompiles only
 // the kernel TUs; an edit to the traits or to these types recompiles both.
 #pragma once
 
 #include "common/kernel_library.h"
 #include "common/params.h"
+#include "hopper/fwd_traits.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
 
@@ -112,11 +113,11 @@ struct FwdKernelParams {
   Scheduler scheduler;
 };
 
-// The traits a variant's kernel is built with (its head dim's tile, traits.h).
+// The traits a variant's kernel is built with: its head dim's tile (fwd_traits.h). The generated TUs name them
+// by the variant's causal flag too, which the tile does not depend on: both flags give one type.
 template <int kHeadDim, DType kDType, bool kIsCausal>
-using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim, kIsCausal).block_m, fwd_tile(kHeadDim, kIsCausal).block_n,
-                                fwd_tile(kHeadDim, kIsCausal).stages, fwd_tile(kHeadDim, kIsCausal).pingpong,
-                                typename ElementOf<kDType>::type>;
+using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim).block_m, fwd_tile(kHeadDim).block_n,
+                                fwd_tile(kHeadDim).stages, fwd_tile(kHeadDim).pingpong, typename ElementOf<kDType>::type>;
 
 // Where a launch finds the kernel of these traits. fwd_kernel.h defines `get` as the kernel's own
 // symbol, for a TU that compiles the kernel with its launch (a tuning harness: include fwd_kernel.h

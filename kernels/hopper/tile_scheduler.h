@@ -26,12 +26,12 @@ struct TileCoord {
   int split = 0;  // the split-KV kernel's slice of the keys (SplitTileScheduler); 0 elsewhere
 };
 
-// Where batch b's sequences lie in the TMA views of Q/O and K/V (mainloop.h, epilogue.h), and how
+// Where batch b's sequences lie in the TMA views of Q/O and K/V (fwd_mainloop.h, fwd_epilogue.h), and how
 // long they are. Dense: the views are (seqlen, head_dim, heads, batch) and sequence b starts at row 0
 // of batch coordinate b. Packed (cu_seqlens): a view is the whole (total, head_dim, heads) tensor as
 // batch 0, and sequence b starts at row cu_seqlens[b]; the scheduler's tiles cover the longest
 // sequence, so a tile may start past a shorter one's end (it has no rows: has_rows()).
-// Lengths as the Ampere path takes them (ampere/block_info.h): with cu_seqlens_k, seqused_k is not read
+// Lengths as the Ampere path takes them (common/block_info.h): with cu_seqlens_k, seqused_k is not read
 // (the backward has no seqused_k).
 struct SeqRange {
   int seqlen_q;

@@ -1,12 +1,12 @@
 // Small device helpers of the Hopper kernels, forward and backward: TMA loads of a box, wgmma's
-// operands and issuing its products, storing an accumulator with stmatrix, named barriers by role.
+// operands and issuing its products, storing an accumulator with stmatrix, clearing rows.
 #pragma once
 
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "hopper/traits.h"
+#include "hopper/sm90.h"
 
 namespace flashbuild::hopper {
 
@@ -219,16 +219,6 @@ CUTE_DEVICE void clear_rows(SmemTensor s, int first_row, int thread_idx, Rest...
     const int row = first_row + i / kVecsPerRow, col = (i % kVecsPerRow) * kVec;
     *reinterpret_cast<uint128_t*>(&s(row, col, rest...)) = uint128_t{0, 0};
   }
-}
-
-CUTE_DEVICE void barrier_sync(FwdBarrier id, int threads) {
-  cutlass::arch::NamedBarrier::sync(threads, static_cast<int>(id));
-}
-CUTE_DEVICE void barrier_arrive(FwdBarrier id, int threads) {
-  cutlass::arch::NamedBarrier::arrive(threads, static_cast<int>(id));
-}
-CUTE_DEVICE FwdBarrier warpgroup_turn(int warpgroup) {
-  return static_cast<FwdBarrier>(static_cast<int>(FwdBarrier::kWarpgroupTurn0) + warpgroup);
 }
 
 }  // namespace flashbuild::hopper

@@ -74,7 +74,7 @@ def test_a_prefill_chunk_matches_the_reference(m, head_dim, seqlen_q, causal):
 @pytest.mark.parametrize("page_size", [128, 256])
 @pytest.mark.parametrize("head_dim", [32, 64, 128])
 def test_a_paged_prefill_chunk_matches_the_reference(m, head_dim, page_size, causal):
-    """Each key box is one page's rows (hopper/mainloop.h, key_box): pages in shuffled order, rows past
+    """Each key box is one page's rows (hopper/fwd_mainloop.h, key_box): pages in shuffled order, rows past
     a row's keys and the spare pages hold NaN; cache_seqlens end inside a page."""
     torch.manual_seed(head_dim + page_size + causal)
     lens = [700, 300, 1023]

@@ -1,9 +1,10 @@
-"""The persistent forward (kernels/ampere/fwd_kernel.h; on sm90, hdim 192/256 non-causal), where one
-CTA per SM walks query blocks and issues the next block's first loads while it finishes the one
-before. The shapes have several times more query blocks than the GPU has SMs, so every CTA walks
-many: dense with odd seqlens and GQA, and varlen, whose short sequences leave query blocks with no
-rows between ones that have them. Held to the fp32 reference as test_fwd_gpu.py is (skipped
-without a CUDA device; on a GPU below sm90 the same build runs one block per CTA).
+"""The persistent forward: on sm90 the Hopper kernel (kernels/hopper/fwd_kernel.h, PersistentTileScheduler
+in tile_scheduler.h), where one CTA per SM walks the tiles the scheduler deals it, longest first when
+causal; hdim 256 non-causal, 128-row tiles. The shapes have several times more query blocks than the GPU
+has SMs, so every CTA walks many: dense with odd seqlens and GQA, and varlen, whose short sequences leave
+query blocks with no rows between ones that have them. Held to the fp32 reference as test_fwd_gpu.py is
+(skipped without a CUDA device; on a GPU below sm90 the same calls run on the Ampere path, one block per
+CTA, whose hdim-256 non-causal tile has 128 rows too).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import flashbuild  # noqa: E402
 from flashbuild.reference import attention_ref  # noqa: E402
 
 SELECTION = dict(hdim=256, dtype="fp16", arch="native", direction="fwd", causal="off", features=[])
-BLOCK_M = 128  # the query block of the hdim-256 non-causal tile (kernels/ampere/traits.h)
+BLOCK_M = 128  # the query block of the hdim-256 non-causal tile (kernels/hopper/fwd_traits.h, fwd_tile)
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ struct OnlineSoftmax {
       // A row that has seen only masked keys keeps max -inf; exponentiate against 0 instead so
       // that no -inf - -inf = NaN appears. Its probabilities are exp2(-inf) = 0.
       const float m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
-      const float correction = fast_exp2(row_max[r] * scale_log2 - m_scaled);
+      const float correction = exp2_ftz(row_max[r] * scale_log2 - m_scaled);
       row_max[r] = m;
       row_sum[r] *= correction;
       CUTE_UNROLL
@@ -43,7 +43,7 @@ struct OnlineSoftmax {
       float sum = 0.f;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
-        s(r, c) = fast_exp2(s(r, c) * scale_log2 - m_scaled);
+        s(r, c) = exp2_ftz(s(r, c) * scale_log2 - m_scaled);
         sum += s(r, c);
       }
       row_sum[r] += sum;

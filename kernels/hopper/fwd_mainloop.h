@@ -18,7 +18,7 @@
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
 #include "hopper/fwd_params.h"
-#include "hopper/softmax.h"
+#include "hopper/fwd_softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
 
@@ -204,12 +204,7 @@ struct FwdMainloop {
         k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
       }
     };
-    auto to_p = [&]() {  // probabilities to the element type, into P's registers
-      constexpr int kN = decltype(size(tSrS))::value;
-      cutlass::NumericArrayConverter<Element, float, kN> convert;
-      *reinterpret_cast<cutlass::Array<Element, kN>*>(tOrP.data()) =
-          convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(tSrS.data()));
-    };
+    auto to_p = [&]() { convert_into(tSrS, tOrP); };  // probabilities to the element type, into P's registers
     auto wait_turn = [&]() {
       if constexpr (Traits::kPingpong) { barrier_sync(warpgroup_turn(warpgroup), 2 * kWarpgroupThreads); }
     };

@@ -2,31 +2,10 @@
 // forward kernel: one producer warpgroup (TMA loads) and kBlockM / 64 consumer warpgroups (wgmma).
 #pragma once
 
-#include <cute/tensor.hpp>
-#include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
-#include <cutlass/numeric_types.h>
-#include <cutlass/pipeline/sm90_pipeline.hpp>
-
-#include "common/params.h"
 #include "hopper/gmma_extra.h"
+#include "hopper/sm90.h"
 
 namespace flashbuild::hopper {
-
-using namespace cute;
-
-template <DType> struct ElementOf;
-template <> struct ElementOf<DType::kFp16> { using type = cutlass::half_t; };
-template <> struct ElementOf<DType::kBf16> { using type = cutlass::bfloat16_t; };
-
-// Threads of one warpgroup: the unit that issues a wgmma, and the unit setmaxnreg acts on.
-constexpr int kWarpgroupThreads = 128;
-// Query rows one consumer warpgroup owns: the M of one wgmma.
-constexpr int kRowsPerWarpgroup = 64;
-// Registers in the whole SM register file, shared by the CTA (one CTA per SM).
-constexpr int kRegisterFile = 64 * 1024;
-// Opt-in dynamic shared memory per block on sm90 (228 KB less the 1 KB the system keeps).
-constexpr int kMaxSmemBytes = 227 * 1024;
 
 struct FwdTile {
   int block_m;  // query rows per tile: 64 per consumer warpgroup
@@ -61,8 +40,7 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
 //   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
-constexpr FwdTile fwd_tile(int head_dim, bool causal) {
-  (void)causal;
+constexpr FwdTile fwd_tile(int head_dim) {
 #if defined(FLASHBUILD_HOPPER_BLOCK_M) && defined(FLASHBUILD_HOPPER_BLOCK_N) && defined(FLASHBUILD_HOPPER_STAGES)
   FwdTile tile{FLASHBUILD_HOPPER_BLOCK_M, FLASHBUILD_HOPPER_BLOCK_N, FLASHBUILD_HOPPER_STAGES, true};
 #else
@@ -76,19 +54,6 @@ constexpr FwdTile fwd_tile(int head_dim, bool causal) {
   tile.pingpong = FLASHBUILD_HOPPER_PINGPONG != 0;
 #endif
   return tile;
-}
-
-// Shared-memory rows of head_dim 16-bit elements, in the widest GMMA swizzle atom that tiles them.
-template <class Element, int kRowElems>
-CUTE_HOST_DEVICE constexpr auto k_major_smem_atom() {
-  if constexpr (kRowElems % 64 == 0) {
-    return GMMA::Layout_K_SW128_Atom<Element>{};
-  } else if constexpr (kRowElems % 32 == 0) {
-    return GMMA::Layout_K_SW64_Atom<Element>{};
-  } else {
-    static_assert(kRowElems % 16 == 0, "head dim must be a multiple of 16 (one wgmma K step)");
-    return GMMA::Layout_K_SW32_Atom<Element>{};
-  }
 }
 
 // How O leaves the CTA. kTma: through its own shared-memory buffer (stmatrix, one TMA store that
@@ -107,6 +72,16 @@ enum class FwdBarrier : int {
   kOutputFull = 6,      // sO is written: the TMA store may read it
 };
 constexpr int kMaxConsumerWarpgroups = 3;
+
+CUTE_DEVICE void barrier_sync(FwdBarrier id, int threads) {
+  cutlass::arch::NamedBarrier::sync(threads, static_cast<int>(id));
+}
+CUTE_DEVICE void barrier_arrive(FwdBarrier id, int threads) {
+  cutlass::arch::NamedBarrier::arrive(threads, static_cast<int>(id));
+}
+CUTE_DEVICE FwdBarrier warpgroup_turn(int warpgroup) {
+  return static_cast<FwdBarrier>(static_cast<int>(FwdBarrier::kWarpgroupTurn0) + warpgroup);
+}
 
 // The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256) takes
 // our own m64n80k16 atom (hopper/gmma_extra.h: CuTe's needs a define that doubles the TU's compile

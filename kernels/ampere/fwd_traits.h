@@ -10,17 +10,10 @@ struct FwdTile {
   int block_m;  // query rows per CTA
   int block_n;  // key rows per main-loop step
   int warps;
-  // One CTA per SM walks the query blocks (see fwd_kernel.h): while it finishes one block, the
-  // next block's Q (into a second Q buffer) and first K tile are already loading.
-  bool persistent = false;
 };
 
-// Shared memory of one forward CTA: Q tiles (one, or two when persistent), K and V tiles of 16-bit elements.
-constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n, bool persistent = false) {
-  return 2 * head_dim * ((persistent ? 2 : 1) * block_m + 2 * block_n);
-}
-// Opt-in shared memory per block: 227 KB on sm90, 163 KB on sm80 (sm86/sm89: 99 KB).
-constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch == 80 ? 163 * 1024 : 99 * 1024); }
+// Shared memory of one forward CTA: the Q tile, the K and V tiles, of 16-bit elements.
+constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n) { return 2 * head_dim * (block_m + 2 * block_n); }
 
 // The tile heuristic in one place, measured on an H200 (fp16, 16k tokens; sweeps in
 // benchmarks/archive/fwd_tile_sweep/ and benchmarks/fwd_masked_steps/). Since the main loop runs its
@@ -30,13 +23,14 @@ constexpr int max_smem_bytes(int arch) { return arch >= 90 ? 227 * 1024 : (arch 
 // 128x64/8 non-causal; causal 64x64/4, two CTAs per SM, which evens out the short and long query
 // blocks (hdim 256 causal against 128x64/8: +8% at 1k, +2% at 4k, -7% at 16k; hdim 192 +8% / +2% /
 // -3%). Where a tile does not fit the arch's shared memory (hdim 256 on sm86/sm89), the query
-// block halves. 128x64/8 leaves one CTA per SM, whose first loads nothing overlaps: on sm90 it runs
-// persistent (benchmarks/fwd_persistent/); on sm8x, where that is unmeasured, it does not.
+// block halves. (These sweeps ran on the H200, where the Hopper family now serves every forward: no
+// plan builds this kernel for sm90, and the persistent variant measured there, benchmarks/fwd_persistent/,
+// is gone with it.)
 // Tuning sweeps can override it for a whole build:
 //   nvcc -DFLASHBUILD_FWD_BLOCK_M=128 -DFLASHBUILD_FWD_BLOCK_N=64 -DFLASHBUILD_FWD_WARPS=8
-//   nvcc -DFLASHBUILD_FWD_PERSISTENT=0   (or 1: persistent wherever the second Q buffer fits)
 constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
 #if defined(FLASHBUILD_FWD_BLOCK_M) && defined(FLASHBUILD_FWD_BLOCK_N) && defined(FLASHBUILD_FWD_WARPS)
+  (void)arch;
   (void)head_dim;
   (void)causal;
   FwdTile tile{FLASHBUILD_FWD_BLOCK_M, FLASHBUILD_FWD_BLOCK_N, FLASHBUILD_FWD_WARPS};
@@ -44,17 +38,10 @@ constexpr FwdTile fwd_tile(int arch, int head_dim, bool causal) {
   FwdTile tile = head_dim <= 128 ? FwdTile{128, 64, 4} : causal ? FwdTile{64, 64, 4} : FwdTile{128, 64, 8};
   if (fwd_smem_bytes(head_dim, tile.block_m, tile.block_n) > max_smem_bytes(arch)) { tile = {64, 64, 4}; }
 #endif
-#ifdef FLASHBUILD_FWD_PERSISTENT
-  tile.persistent = FLASHBUILD_FWD_PERSISTENT != 0;
-#else
-  tile.persistent = arch >= 90 && tile.warps == 8;
-#endif
-  tile.persistent =
-      tile.persistent && fwd_smem_bytes(head_dim, tile.block_m, tile.block_n, true) <= max_smem_bytes(arch);
   return tile;
 }
 
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, class Element_, bool kPersistent_ = false>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, class Element_>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -62,8 +49,6 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = kNWarps * 32;
-  static constexpr bool kPersistent = kPersistent_;
-  static constexpr int kQBuffers = kPersistent ? 2 : 1;
 
   static_assert(kHeadDim % 32 == 0, "head dim must be a multiple of 32 (the binding pads to a kernel size)");
   static_assert(kBlockM % (16 * kNWarps) == 0, "each warp owns whole 16-row MMA tiles of the query block");
@@ -86,8 +71,8 @@ struct FwdTraits {
   static constexpr int kSmemQElems = int(size(SmemLayoutQ{}));
   static constexpr int kSmemQBytes = kSmemQElems * int(sizeof(Element));
   static constexpr int kSmemKVBytes = int(size(SmemLayoutKV{})) * int(sizeof(Element));
-  static constexpr int kSmemBytes = kQBuffers * kSmemQBytes + 2 * kSmemKVBytes;
-  static_assert(kSmemBytes == fwd_smem_bytes(kHeadDim, kBlockM, kBlockN, kPersistent),
+  static constexpr int kSmemBytes = kSmemQBytes + 2 * kSmemKVBytes;
+  static_assert(kSmemBytes == fwd_smem_bytes(kHeadDim, kBlockM, kBlockN),
                 "smem accounting (fwd_tile's heuristic)");
 
   using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;

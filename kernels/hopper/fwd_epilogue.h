@@ -1,5 +1,5 @@
 // The forward epilogue of one tile: O (normalised, in registers) leaves the CTA one of two ways
-// (OStore in traits.h):
+// (OStore in fwd_traits.h):
 //   TMA: stmatrix into sO, then one TMA store, which drops the rows past seqlen_q by itself. sO is
 //   reused by every tile: before writing it, the thread that issued the last store waits until
 //   that store has read it (kOutputEmpty). When sO is sQ's buffer (Traits::kOAliasesQ), the
@@ -14,8 +14,8 @@
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
+#include "hopper/accumulator.h"
 #include "hopper/fwd_params.h"
-#include "hopper/softmax.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
 
@@ -44,13 +44,7 @@ struct FwdEpilogue {
   template <class Storage, class FragO>
   CUTE_DEVICE static void store(Params const& ep, FwdParams const& p, Storage& storage, TileCoord tile,
                                 SeqRange const& seq, int thread_idx, FragO const& tOrO, float const (&lse)[2]) {
-    Tensor rO = make_tensor<Element>(tOrO.layout());  // O in the element type
-    {
-      constexpr int kN = decltype(size(tOrO))::value;
-      cutlass::NumericArrayConverter<Element, float, kN> convert;
-      *reinterpret_cast<cutlass::Array<Element, kN>*>(rO.data()) =
-          convert(*reinterpret_cast<cutlass::Array<float, kN> const*>(tOrO.data()));
-    }
+    Tensor rO = convert_type<Element>(tOrO);  // O in the element type
     if constexpr (Traits::kStoreOTma) {
       store_tma(ep, p, storage, tile, seq, thread_idx, rO);
     } else {

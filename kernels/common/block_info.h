@@ -4,7 +4,7 @@
 
 #include "common/params.h"
 
-namespace flashbuild::ampere {
+namespace flashbuild {
 
 struct SeqInfo {
   int batch;
@@ -39,4 +39,4 @@ struct SeqInfo {
   }
 };
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

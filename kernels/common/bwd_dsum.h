@@ -4,10 +4,14 @@
 // either family's tiles recompiles only that family's TUs.
 #pragma once
 
-#include "ampere/block_info.h"
-#include "ampere/utils.h"  // launch, CUTE_UNROLL, vector_addressable (through common/params.h)
+#include <cute/config.hpp>  // CUTE_UNROLL
+#include <cutlass/array.h>
 
-namespace flashbuild::ampere {
+#include "common/block_info.h"
+#include "common/launch.h"
+#include "common/params.h"  // vector_addressable
+
+namespace flashbuild {
 
 constexpr int kDotRowsPerBlock = 8;  // one warp per query row
 
@@ -96,4 +100,4 @@ void launch_dot_do_o(const BwdParams& params, cudaStream_t stream) {
   }
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild
