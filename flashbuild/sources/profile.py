@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import env
 from ..errors import SelectionError
+from . import switches as switch_tables
 
 try:
     import tomllib
@@ -142,6 +143,8 @@ class Profile:
     version_file: str | None = None
     version_pattern: str | None = None
     version_accepts: str | None = None
+    # switch macros narrowed inside each TU ([switches]: sources/switches.py); their features are in `features`
+    switches: switch_tables.Switches | None = field(default=None, hash=False, compare=False)
 
     @property
     def builtin(self) -> bool:
@@ -363,6 +366,12 @@ def read_profile(path: Path) -> Profile:
                           names.get("uneven", str, "a feature in features.names", None, lambda v: v in features),
                           parsed, dict(env_names))
         names.done()
+    switches = switch_tables.parse(path, top.get("switches", dict, "a table", None), features)
+    if switches is not None:
+        # Switch features join the selection's; nothing in the tree reads their define (it only names the
+        # choice in build.ninja and the plan): the overlay narrows the kernels, the API keeps its checks.
+        features += switches.features
+        disable.update({f: f"FLASHBUILD_NO_SWITCH_{f.upper()}" for f in switches.features})
     top.done()
     return Profile(
         name=path.stem, path=path, description=description, required=required, include_dirs=include_dirs,
@@ -375,7 +384,7 @@ def read_profile(path: Path) -> Profile:
         feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support), hdim_v=hdim_v,
         hdim_v_feature=hdim_v_feature, hdim_v_bwd=hdim_v_bwd,
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
-        nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
+        nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests, switches=switches)
 
 
 def profiles_dir() -> Path:
