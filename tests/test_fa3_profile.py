@@ -17,6 +17,7 @@ import pytest
 
 from flashbuild.build import builder, render, toolchain
 from flashbuild.errors import SelectionError
+from flashbuild.selection.variants import Variant
 from flashbuild.sources import profile as profiles, pytest_slice, units
 from helpers import run_cli
 from upstream import tree_digest
@@ -415,7 +416,7 @@ def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
     kernels with paged / split on), not the hdim-256 backward that only V head dim 256 calls run on."""
     from flashbuild.debug import adapters
 
-    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap,hdimv")
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap,hdimv,local")
     manifest = {"selection": {"hdim": [64], "features": list(plan.selection.features)},
                 "units": [{"direction": u.direction, "hdim": u.hdim, "dtype": u.dtype, "features": list(u.features),
                            "archs": list(u.archs)} for u in plan.units]}
@@ -423,6 +424,11 @@ def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
         "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_local_softcap", "fwd_hdim64_fp16_causal_sm90",
         "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90_local_softcap",
         "bwd_hdim64_fp16_causal_sm90", "bwd_hdim64_fp16_causal_sm90_local_softcap"]
+    # local windows only where the switch overlay keeps them; causal values as the selection narrows them
+    narrowed = {**manifest, "selection": {"hdim": [64], "features": ["softcap"], "causal": "on"}}
+    assert [v.name for v in adapters.fa3_slice_variants(narrowed)] == [
+        "fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_causal_sm90_softcap", "bwd_hdim64_fp16_causal_sm90",
+        "bwd_hdim64_fp16_causal_sm90_softcap"]
     assert adapters.ADAPTERS[FA3.adapter] is adapters.FlashAttn3Slice
 
 
@@ -637,3 +643,37 @@ def test_the_narrowed_macros_run_the_kept_branches_and_name_the_fix_for_the_othe
     assert lines[5].startswith("error: a call with qv") and "--features qv" in lines[5]
     nm = subprocess.run(["nm", "-C", str(exe)], capture_output=True, text=True).stdout
     assert len(re.findall(r"kernel<", nm)) == 1  # one kernel instantiated: the others are compiled out
+
+
+# ---------------------------------------------------------------- watch on a tree's slice
+
+def test_watch_tests_the_variants_of_the_units_it_recompiled(fa3_tree):
+    """A tree's watch round checks the variants of the TUs ninja ran (in a child process); an object of
+    no kernel unit (the API, the stubs, the scheduler) means every variant."""
+    from flashbuild.debug import watch
+
+    plan = plan_for(fa3_tree, hdim="64,128", dtype="fp16", causal="on", features="none")
+    manifest = {"profile": "flash-attn-3", "selection": {"hdim": [64, 128], "features": [], "causal": "on"},
+                "units": [{"name": u.name, "direction": u.direction, "hdim": u.hdim, "dtype": u.dtype,
+                           "causal": u.causal, "features": list(u.features), "archs": list(u.archs)}
+                          for u in plan.units]}
+    built = [Variant.from_name(n) for n in watch.TreeBuild(manifest).variants()]
+    assert [v.name for v in built] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim128_fp16_causal_sm90",
+                                       "bwd_hdim64_fp16_causal_sm90", "bwd_hdim128_fp16_causal_sm90"]
+    select = watch.tree_rebuilt_variants(manifest)
+    assert [v.name for v in select(["flash_fwd_hdim128_fp16_sm90", "link"], built)] == ["fwd_hdim128_fp16_causal_sm90"]
+    assert select(["flashbuild_prepare_scheduler"], built) == built
+    assert select(["flash_fwd_hdim64_fp16_sm90"], built, test_all=True) == built
+
+    rounds = iter([["flash_bwd_hdim64_fp16_sm90", "link"]])
+    tested = []
+    loop = watch.WarmLoop(build=lambda: type("R", (), {"timings": next(rounds, [])})(),
+                          load=lambda result: watch.TreeBuild(manifest),
+                          test=lambda module, variants: tested.append([v.name for v in variants]) or
+                          [watch.checking_row({"variant": v.name, "status": "pass"}) for v in variants],
+                          select=select)
+    loop.module = watch.TreeBuild(manifest)
+    loop.tested_objects = {"x": 1}
+    done = loop.round(["hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp"], saved=0.0)
+    assert tested == [["bwd_hdim64_fp16_causal_sm90"]] and done.result == "pass" and done.checks == 1
+    assert "save->verdict" in done.line()

@@ -319,6 +319,8 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
         else "  nvcc       MISSING: install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (see flashbuild doctor)",
         f"  features   {features_line(plan.selection, profile)}",
     ]
+    if profile.switches is not None:  # what the switch overlay keeps inside each TU (sources/switches.py)
+        lines.append(f"  switches   {switches.summary(profile.switches, plan.selection.causal, plan.selection.features)}")
     if profile.builtin:
         lines.append("variants (family):")
         for u in units:

@@ -92,19 +92,22 @@ class FlashAttn2Slice:
 
 def fa3_slice_variants(manifest: dict) -> list[Variant]:
     """The variants a flash-attn 3 build serves, for the checks: each kernel unit decides causal at
-    runtime, so it serves both causal values; local windows are always compiled in (the profile has no
-    switch for them), softcap when the build holds it: the feature variants call the same kernels with
+    runtime, and serves the causal values the selection keeps (its switch overlay narrows the rest out);
+    local windows and softcap when the build holds them: the feature variants call the same kernels with
     windows (and softcap). Support units (scheduler, combine) are no variant."""
-    features = ("local", "softcap") if "softcap" in manifest["selection"]["features"] else ("local",)
+    selection = manifest["selection"]
+    features = tuple(f for f in ("local", "softcap") if f in selection["features"])
+    causal_values = {"on": (True,), "off": (False,)}.get(selection.get("causal"), (False, True))
     out = set()
     for unit in manifest["units"]:
         if unit["direction"] not in ("fwd", "bwd") or unit["features"] or unit["hdim"] not in manifest["selection"]["hdim"]:
             continue  # a support TU; the same kernel with paged / split / softcap / packgqa on; a backward
             # of another head dim that only calls with a larger V head dim run on (feature hdimv)
         for arch in unit["archs"]:
-            for causal in (False, True):
+            for causal in causal_values:
                 plain = Variant(unit["direction"], unit["hdim"], unit["dtype"], causal, arch)
-                out.update({plain, Variant(plain.direction, plain.hdim, plain.dtype, causal, arch, features)})
+                out.update({plain, Variant(plain.direction, plain.hdim, plain.dtype, causal, arch, features)}
+                           if features else {plain})
     return sorted(out, key=Variant.sort_key)
 
 

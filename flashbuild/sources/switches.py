@@ -294,6 +294,22 @@ def kept(switches: Switches, causal: tuple[bool, ...], features: tuple[str, ...]
     return out
 
 
+def summary(switches: Switches, causal: tuple[bool, ...], features: tuple[str, ...]) -> str:
+    """One line for the plan: each narrowed macro's branches, kept or out ('as the tree' when none is)."""
+    parts = []
+    for switch in switches.macros:
+        narrowed = narrow(switch, causal, features, lambda **_: "", "")
+        if all(n.binds is not None and not n.folded for n in narrowed):
+            continue
+        labels = [b.needs or ("false" if len(switch.branches) == 2 and b.when is None else "else")
+                  for b in switch.branches]
+        labels = ["true" if switch.params == ("COND", "CONST_NAME") and b.when else label
+                  for b, label in zip(switch.branches, labels)]
+        shown = ", ".join(f"{label} {n.state}" for label, n in zip(labels, narrowed))
+        parts.append(f"{switch.macro}{'(' + switch.site + ')' if switch.site else ''}: {shown}")
+    return "; ".join(parts) or "every branch compiled, as the tree builds it"
+
+
 # ---------------------------------------------------------------- the tree's tests
 
 def case_needs(switches: Switches, function: str, params: dict) -> list[str]:
