@@ -677,3 +677,20 @@ def test_watch_tests_the_variants_of_the_units_it_recompiled(fa3_tree):
     done = loop.round(["hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp"], saved=0.0)
     assert tested == [["bwd_hdim64_fp16_causal_sm90"]] and done.result == "pass" and done.checks == 1
     assert "save->verdict" in done.line()
+
+
+def test_checks_a_causal_only_slice_cannot_serve_are_skips_naming_why():
+    """flash-attn 3's API runs a causal call with one query row not causal: on a --causal on slice the
+    checks skip (and count) that shape instead of failing on the slice's error."""
+    from flashbuild.debug import adapters, checking
+
+    class Fake(adapters.FlashAttn3Slice):
+        def __init__(self, causal):
+            self.manifest = {"selection": {"causal": causal}}
+
+    one_query = checking.Shape(3, 1, 1023, 8, 1)
+    variant = Variant.from_name("fwd_hdim128_fp16_causal_sm90")
+    row = checking.check(Fake("on"), variant, one_query, seed=0)
+    assert row.status == "skip" and "runs this causal call not causal" in row.skipped
+    assert Fake("both").outside(variant, one_query) is None
+    assert Fake("on").outside(variant, checking.Shape(2, 17, 17, 4, 4)) is None

@@ -36,11 +36,25 @@ timed fa3-fwd-narrowed   $FB build "${FA3[@]}" --direction fwd --causal on --fea
 timed fa3-fwd-unnarrowed $FB build "${FA3[@]}" --direction fwd --causal both --features $ALL3 --compile-only --profile-compile --jobs 2
 timed fa2-fwd-narrowed   $FB build "${FA2[@]}" --direction fwd --causal on --features none --compile-only --profile-compile --jobs 1
 timed fa2-fwd-unnarrowed $FB build "${FA2[@]}" --direction fwd --causal on --compile-only --profile-compile --jobs 1
+timed fa3-fwd-narrowed-templates $FB build "${FA3[@]}" --direction fwd --causal on --features none --compile-only --profile-templates --jobs 2
 timed fa3-slice-unnarrowed $FB build "${FA3[@]}" --direction fwd,bwd --causal both --features $ALL3 --jobs 5
 SLICE=("${FA3[@]}" --direction fwd,bwd --causal on --features none)
 s=$(date +%s.%N); timeout "$(left)" $FB build "${SLICE[@]}" --jobs 5 > "$OUT/fa3-slice-narrowed.txt" 2>&1
 echo "$(python3 -c "print(round($(date +%s.%N) - $s, 1))") rc $?" > "$OUT/fa3-slice-narrowed.wall"
 echo "== narrowed slice built: $(cat $OUT/fa3-slice-narrowed.wall) at $(( $(date +%s) - t0 )) s"
+
+# where the narrowed TU's time goes, one flag at a time: its compile command from the slice's build.ninja
+# without -lineinfo (the tree's setup.py passes it), to a scratch object
+probe() {
+  local dir; dir=$(ls -d "$FLASHBUILD_CACHE_DIR"/flash-attn-3-sm90-fp16-h128-fwd+bwd-c1-fnone-* | head -1)
+  local ninja; ninja=$(python3 -c "from flashbuild import env; print(env.find_ninja())")
+  local cmd; cmd=$(cd "$dir" && "$ninja" -t commands obj/flash_fwd_hdim128_fp16_sm90.o | tail -1)
+  cmd=${cmd// -lineinfo/}; cmd=${cmd//obj\/flash_fwd_hdim128_fp16_sm90.o/\/tmp\/probe-nolineinfo.o}
+  echo "$cmd" > "$OUT/probe-nolineinfo.cmd"
+  (cd "$dir" && s=$(date +%s.%N) && timeout "$(left)" bash -c "$cmd" > "$OUT/probe-nolineinfo.txt" 2>&1;
+   echo "$(python3 -c "print(round($(date +%s.%N) - $s, 1))") rc $?" > "$OUT/probe-nolineinfo.wall")
+}
+probe &
 
 # 4. upstream tests on the narrowed slice, for a bounded time (SIGINT: pytest still prints its counts)
 xdist=(); python3 -c "import xdist" 2>/dev/null && xdist=(-n 4)

@@ -126,6 +126,15 @@ class FlashAttn3Slice(FlashAttn2Slice):
         self.interface = importlib.import_module("flash_attn_interface")
         self.ext = self.interface.flash_attn_3_gpu       # torch.ops.flash_attn_3, registered by the slice's _C
 
+    def outside(self, variant: Variant, shape) -> str | None:
+        """Why a check's call takes a switch branch the slice compiled out, or None: flash-attn 3's API
+        runs a causal call with one query row (and no window) not causal."""
+        causal = self.manifest["selection"].get("causal", "both")
+        if variant.causal and causal == "on" and shape.seqlen_q == 1 and shape.window == (-1, -1):
+            return ("one query row: flash-attn 3's API runs this causal call not causal, a branch this slice "
+                    "(--causal on) compiles out")
+        return None
+
     def variants(self) -> list[str]:
         return [v.name for v in fa3_slice_variants(self.manifest)]
 
