@@ -74,9 +74,9 @@ kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
 echo "== watch done at $(( $(date +%s) - t0 )) s"
 wait   # the background builds (each bounded by the budget)
 
-# kernels per object: distinct host launch stubs (one per __global__ instantiation)
+# kernels per object: distinct host launch stubs (nvcc's guard variable of each __global__ instantiation's stub)
 for f in "$FLASHBUILD_CACHE_DIR"/*/obj/*.o; do
-  n=$(nm "$f" 2>/dev/null | grep -E " [Tt] .*__device_stub__" | awk '{print $3}' | sort -u | wc -l)
+  n=$(nm "$f" 2>/dev/null | grep -oE '_ZGVZL[0-9]+__device_stub__[A-Za-z0-9_]+' | sort -u | wc -l)
   echo "$(basename "$(dirname "$(dirname "$f")")")/$(basename "$f") $n"
 done > "$OUT/kernels.txt"
 for d in "$FLASHBUILD_CACHE_DIR"/*/; do [ -f "$d/.ninja_log" ] && cp "$d/.ninja_log" "$OUT/ninja_log-$(basename "$d")"; done
