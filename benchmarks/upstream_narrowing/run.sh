@@ -14,7 +14,7 @@
 # Each compile's kernels are counted from its object (host launch stubs, one per kernel instantiated).
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-OUT=${OUT:-/tmp/narrow_out}; DATA=${DATA:-.device/wup-data}; BUDGET=${BUDGET:-390}
+RESULTS=${OUT:-/tmp/narrow_results}; OUT=/tmp/narrow_out; DATA=${DATA:-.device/wup-data}; BUDGET=${BUDGET:-390}
 t0=$(date +%s); deadline=$((t0 + BUDGET)); left() { echo $((deadline - $(date +%s))); }
 mkdir -p "$OUT" /tmp/trees/fa3
 [ -d /tmp/trees/fa3/hopper ] || tar -C /tmp/trees/fa3 -xzf "$DATA/fa3-0251105a-cutlass-7127592.tar.gz" || exit 1
@@ -43,22 +43,9 @@ s=$(date +%s.%N); timeout "$(left)" $FB build "${SLICE[@]}" --jobs 5 > "$OUT/fa3
 echo "$(python3 -c "print(round($(date +%s.%N) - $s, 1))") rc $?" > "$OUT/fa3-slice-narrowed.wall"
 echo "== narrowed slice built: $(cat $OUT/fa3-slice-narrowed.wall) at $(( $(date +%s) - t0 )) s"
 
-# where the narrowed TU's time goes, one flag at a time: its compile command from the slice's build.ninja
-# without -lineinfo (the tree's setup.py passes it), to a scratch object
-probe() {
-  local dir; dir=$(ls -d "$FLASHBUILD_CACHE_DIR"/flash-attn-3-sm90-fp16-h128-fwd+bwd-c1-fnone-* | head -1)
-  local ninja; ninja=$(python3 -c "from flashbuild import env; print(env.find_ninja())")
-  local cmd; cmd=$(cd "$dir" && "$ninja" -t commands obj/flash_fwd_hdim128_fp16_sm90.o | tail -1)
-  cmd=${cmd// -lineinfo/}; cmd=${cmd//obj\/flash_fwd_hdim128_fp16_sm90.o/\/tmp\/probe-nolineinfo.o}
-  echo "$cmd" > "$OUT/probe-nolineinfo.cmd"
-  (cd "$dir" && s=$(date +%s.%N) && timeout "$(left)" bash -c "$cmd" > "$OUT/probe-nolineinfo.txt" 2>&1;
-   echo "$(python3 -c "print(round($(date +%s.%N) - $s, 1))") rc $?" > "$OUT/probe-nolineinfo.wall")
-}
-probe &
-
 # 4. upstream tests on the narrowed slice, for a bounded time (SIGINT: pytest still prints its counts)
 xdist=(); python3 -c "import xdist" 2>/dev/null && xdist=(-n 4)
-(cd /tmp && timeout -s INT -k 15 "${TEST_SECS:-100}" $FB run "${SLICE[@]}" -- python3 -m pytest \
+(cd /tmp && timeout -s INT -k 15 "${TEST_SECS:-40}" $FB run "${SLICE[@]}" -- python3 -m pytest \
   /tmp/trees/fa3/hopper/test_flash_attn.py -p flashbuild.sources.pytest_slice -p no:cacheprovider --import-mode=append \
   -q "${xdist[@]}") > "$OUT/fa3-tests.txt" 2>&1
 echo "== tests rc $? at $(( $(date +%s) - t0 )) s"
@@ -85,3 +72,4 @@ echo "== kernels per object"; cat "$OUT/kernels.txt"
 echo "== tests"; grep -E "flashbuild slice|collected|passed|failed|deselected" "$OUT/fa3-tests.txt" | tail -4
 grep -E "^FAILED|^ERROR" "$OUT/fa3-tests.txt" | head -5 | cut -c1-300
 echo "== watch"; grep -E "^\[" "$OUT/watch.txt" | cut -c1-400
+mkdir -p "$RESULTS"; tar -czf "$RESULTS/logs.tgz" -C "$OUT" .
