@@ -36,8 +36,10 @@ timed fa3-fwd-narrowed   $FB build "${FA3[@]}" --direction fwd --causal on --fea
 timed fa3-fwd-unnarrowed $FB build "${FA3[@]}" --direction fwd --causal both --features $ALL3 --compile-only --profile-compile --jobs 2
 timed fa2-fwd-narrowed   $FB build "${FA2[@]}" --direction fwd --causal on --features none --compile-only --profile-compile --jobs 1
 timed fa2-fwd-unnarrowed $FB build "${FA2[@]}" --direction fwd --causal on --compile-only --profile-compile --jobs 1
-timed fa3-fwd-narrowed-templates $FB build "${FA3[@]}" --direction fwd --causal on --features none --compile-only --profile-templates --jobs 2
-timed fa3-slice-unnarrowed $FB build "${FA3[@]}" --direction fwd,bwd --causal both --features $ALL3 --jobs 5
+if [ -n "$EXTRA" ]; then  # more CPU than a short run has: the template trace (2x cicc) and the un-narrowed slice
+  timed fa3-fwd-narrowed-templates $FB build "${FA3[@]}" --direction fwd --causal on --features none --compile-only --profile-templates --jobs 2
+  timed fa3-slice-unnarrowed $FB build "${FA3[@]}" --direction fwd,bwd --causal both --features $ALL3 --jobs 5
+fi
 SLICE=("${FA3[@]}" --direction fwd,bwd --causal on --features none)
 s=$(date +%s.%N); timeout "$(left)" $FB build "${SLICE[@]}" --jobs 5 > "$OUT/fa3-slice-narrowed.txt" 2>&1
 echo "$(python3 -c "print(round($(date +%s.%N) - $s, 1))") rc $?" > "$OUT/fa3-slice-narrowed.wall"
