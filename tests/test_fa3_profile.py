@@ -408,6 +408,14 @@ def test_the_plugin_runs_a_tree_module_on_the_slice_only(tmp_path):
                              env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
     assert process.returncode == 0, process.stdout[-2000:]
     assert "1 passed, 3 deselected" in process.stdout  # d=64 only; bf16 and softcap=15 deselected
+    # a build's manifest names its tree: the plugin's cache-dir redirect must not need the cacheprovider
+    manifest.write_text(json.dumps({"key": "k", "profile": "flash-attn-3", "source": str(tmp_path),
+                                    "selection": {"hdim": [64], "dtype": ["fp16"], "features": ["hdimv"]}}))
+    process = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "flashbuild.sources.pytest_slice",
+                              "-p", "no:cacheprovider", str(tmp_path / "test_fake_fa3.py")],
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert process.returncode == 0 and "1 passed, 3 deselected" in process.stdout, process.stdout[-2000:]
 
 
 def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):

@@ -108,7 +108,11 @@ def cache_dir_outside_tree(config, manifest: dict) -> None:
     if not source:
         return
     tree = Path(source).resolve()
-    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(config.getini("cache_dir"))))).resolve()
+    try:
+        configured = config.getini("cache_dir")
+    except ValueError:  # no cache_dir option: pytest runs without its cacheprovider (-p no:cacheprovider)
+        return
+    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(configured)))).resolve()
     if wanted == tree or tree in wanted.parents:
         # getini's cache, read by the cacheprovider's pytest_configure, which runs after this one
         config._inicache["cache_dir"] = str(Path(os.environ["FLASHBUILD_SLICE"]).resolve().parent / "pytest_cache")
