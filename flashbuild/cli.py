@@ -744,7 +744,8 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
         builder.log(f"an external tree's checks run in a fresh process each round: {watching.TREE_RELOAD}")
         loop = watching.tree_loop(selection, options, shapes=shapes, seed=seed, test_all=test_all, echo=click.echo)
         record = watching.append_json(Path(json_path)) if json_path else (lambda done: None)
-        watching.watch_warm(root, loop, interval=interval, log=builder.log, echo=click.echo, record=record)
+        watching.watch_warm(root, loop, interval=interval, log=builder.log, echo=click.echo, record=record,
+                            checks_in_child=True)
         return
     loop = watching.warm_loop(selection, options, gpu, shapes=shapes, seed=seed, test_all=test_all, echo=click.echo)
     record = watching.append_json(Path(json_path)) if json_path else (lambda done: None)

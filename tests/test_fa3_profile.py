@@ -203,6 +203,12 @@ def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
     assert "flash_attn_config.py" in beside and "../" not in out
     assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 146 combinations" in out
     assert "compile 37 kernel TUs:" in out  # 34 instantiations, scheduler, combine, stubs
+    assert "switches   every branch compiled, as the tree builds it" in out  # the default: the tree's own build
+    narrowed = run_cli("--source", str(fa3_tree), "--profile", "flash-attn-3", "--hdim", "64", "--dtype", "fp16",
+                       "--arch", "sm90", "--causal", "on", "--features", "none", "--dry-run").stdout
+    assert ("switches   CAUSAL_LOCAL_SWITCH: causal kept, local left out, not_causal left out; VARLEN_SWITCH: true "
+            "left out, false kept;") in narrowed
+    assert "CLUSTER_SWITCH: true runs the general branch, false kept" in narrowed
 
 
 # ---------------------------------------------------------------- CUTLASS: found, and the version the tree pins

@@ -253,12 +253,14 @@ class WarmLoop:
 def watch_warm(root: Path, loop: WarmLoop, *, interval: float, log: Callable[[str], None],
                echo: Callable[[str], None], record: Callable[[Round], None] = lambda r: None,
                restart: Callable[[], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-               max_cycles: int | None = None) -> int:
+               max_cycles: int | None = None, checks_in_child: bool = False) -> int:
     """The warm loop: a first round (build, load, test every variant), then one round per change
     under root; each ends with its verdict line (echo, timestamped) and record(round). Returns the
     number of rounds."""
-    log(f"watching {root} (every {interval:g}s; Ctrl-C stops): one process; each save rebuilds, loads the "
-        f"new build and tests {'every variant' if loop.test_all else 'the variants it rebuilt'}")
+    how = ("each save rebuilds here and checks the new build in a fresh process" if checks_in_child else
+           "one process; each save rebuilds, loads the new build and tests")
+    log(f"watching {root} (every {interval:g}s; Ctrl-C stops): {how} "
+        f"{'every variant' if loop.test_all else 'the variants it rebuilt'}")
 
     def handle(changed: list[str], saved: float) -> None:
         if changed:
