@@ -335,11 +335,27 @@ def test_the_plugin_deselects_fa2_cases_that_need_a_compiled_out_branch(function
      '{ set = { A = false }, call = "d" }]', "switches.macro[0].branches[0].when"),
     ('[[switches.macro]]\nname = "BOOL_SWITCH"\nsite = "X"\nfeature = "f"\ncall = "a\\nb"', "switches.macro[0].call"),
     ('bogus = 1', "unknown key switches.bogus"),
+    ('[[switches.macro]]\nname = "X_SWITCH"\nfeature = "f"\ncall = "c"\ngeneral = 3', "switches.macro[0].general"),
+    ('[[switches.macro]]\nname = "X_SWITCH"\nparams = ["A"]\nbranches = [{ when = "A", set = { A = 1 }, call = "c" }, '
+     '{ set = { A = false }, call = "d" }]', "switches.macro[0].branches[0].set"),
 ])
 def test_a_broken_switches_table_is_an_error_naming_the_key(tmp_path, table, message):
-    text = FA2.path.read_text().split("\n[switches]\n")[0]
+    text = FA2.path.read_text().split("\n[switches]\n")[0] + '\n[[generated]]\nfile = "o.h"\ntemplate = "t.j2"\n'
     path = tmp_path / "p.toml"
     path.write_text(text + '\n[switches]\nfeatures = ["f"]\nheader = "static_switch.h"\noverlay = "o.h"\n'
                     + (table if table.startswith("bogus") else "") + "\n" + ("" if table.startswith("bogus") else table))
+    with pytest.raises(SelectionError, match=re.escape(message)):
+        profiles.read_profile(path)
+
+
+@pytest.mark.parametrize("header, overlay, message", [
+    ('"../../etc/x.h"', '"o.h"', "switches.header"),
+    ('"static_switch.h"', '"sub/o.h"', "switches.overlay"),
+    ('"static_switch.h"', '"p.h"', "switches.overlay p.h is not rendered"),
+])
+def test_the_switch_headers_stay_inside_their_roots_and_the_overlay_is_rendered(tmp_path, header, overlay, message):
+    text = FA2.path.read_text().split("\n[switches]\n")[0] + '\n[[generated]]\nfile = "o.h"\ntemplate = "t.j2"\n'
+    path = tmp_path / "p.toml"
+    path.write_text(text + f'\n[switches]\nfeatures = ["f"]\nheader = {header}\noverlay = {overlay}\n')
     with pytest.raises(SelectionError, match=re.escape(message)):
         profiles.read_profile(path)

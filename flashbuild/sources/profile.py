@@ -367,6 +367,9 @@ def read_profile(path: Path) -> Profile:
                           parsed, dict(env_names))
         names.done()
     switches = switch_tables.parse(path, top.get("switches", dict, "a table", None), features)
+    if switches is not None and switches.overlay not in {g.file for g in generated}:
+        raise SelectionError(f"profile {path}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
+                             f"entry with file = \"{switches.overlay}\" (template = \"profiles/switches.h.j2\")")
     if switches is not None:
         # Switch features join the selection's; nothing in the tree reads their define (it only names the
         # choice in build.ninja and the plan): the overlay narrows the kernels, the API keeps its checks.
