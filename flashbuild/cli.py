@@ -536,9 +536,13 @@ def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ..
     if not both:
         raise click.UsageError(f"--peer-source measures the directions both builds have (fwd, bwd); --direction "
                                f"{','.join(directions)} has neither: use --direction fwd,bwd")
-    known = profiles.load(peer[1], flag="--peer-profile").features
+    from .sources import switches
+
+    tree = profiles.load(peer[1], flag="--peer-profile")
+    # and the switch features that only make it faster (FA3's cluster, FA2's even_mn): as fast as its own build
+    speed = switches.speed_features(tree.switches) if tree.switches is not None else ()
     return {**kwargs, "source": peer[0], "profile": peer[1],
-            "features": ",".join(f for f in features if f in known) or "none", "no_local": False,
+            "features": ",".join(f for f in tree.features if f in features or f in speed) or "none", "no_local": False,
             "no_softcap": False, "config": None, "build_dir": None, "direction": ",".join(both)}
 
 

@@ -215,6 +215,16 @@ def parse(path: Path, raw: Any, profile_features: tuple[str, ...]) -> Switches |
                     dict(about))
 
 
+def speed_features(switches: Switches) -> tuple[str, ...]:
+    """The features of switches with a general branch: leaving them out changes no result, only speed
+    (a benchmark's peer keeps them, to run as fast as the tree's own build)."""
+    out = []
+    for switch in switches.macros:
+        if switch.general is not None:
+            out += [b.needs for b in switch.branches if b.needs and b.needs not in out]
+    return tuple(out)
+
+
 # ---------------------------------------------------------------- what a selection keeps
 
 def holds(needs: str | None, causal: tuple[bool, ...], features: tuple[str, ...]) -> bool:
