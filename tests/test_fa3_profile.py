@@ -708,3 +708,14 @@ def test_checks_a_causal_only_slice_cannot_serve_are_skips_naming_why():
     assert row.status == "skip" and "runs this causal call not causal" in row.skipped
     assert Fake("both").outside(variant, one_query) is None
     assert Fake("on").outside(variant, checking.Shape(2, 17, 17, 4, 4)) is None
+
+    class Fa2(adapters.FlashAttn2Slice):  # flash-attn 2's split-KV checks split the keys, some append to the cache
+        def __init__(self, features):
+            self.manifest = {"profile": "flash-attn-2", "selection": {"causal": "both", "features": features}}
+
+    splitkv = Variant.from_name("splitkv_hdim128_fp16_sm90")
+    append = checking.Shape(2, 5, 700, 8, 2, cache=checking.CacheCase(5, "interleaved"))
+    assert "needs feature split" in Fa2([]).outside(splitkv, checking.Shape(2, 17, 17, 4, 4))
+    assert "needs feature appendkv" in Fa2(["split"]).outside(splitkv, append)
+    assert Fa2(["split", "appendkv"]).outside(splitkv, append) is None
+    assert Fa2([]).outside(Variant.from_name("fwd_hdim128_fp16_sm90"), append) is None

@@ -16,6 +16,14 @@ from typing import Any
 from ..selection.variants import FEATURES, Variant
 
 
+def _switch_features(manifest: dict) -> tuple[str, ...]:
+    """The switch features of the build's profile (sources/switches.py)."""
+    from ..sources import profile as profiles
+
+    tree = profiles.load(manifest["profile"])
+    return tree.switches.features if tree.switches is not None else ()
+
+
 def slice_variants(manifest: dict) -> list[Variant]:
     """The variants a tree's build serves, for the checks: each unit on each of its archs, plus, when
     the build compiled in local and/or softcap, the same kernel again as the feature variant whose
@@ -44,6 +52,20 @@ class FlashAttn2Slice:
 
     def variants(self) -> list[str]:
         return [v.name for v in slice_variants(self.manifest)]
+
+    def outside(self, variant: Variant, shape) -> str | None:
+        """Why a check's call takes a switch branch the slice compiled out (docs/switches.md), or None:
+        the tree's API runs a causal call with one query row (and no window) not causal; a split-KV check
+        splits the keys (feature split) and may append to the cache (feature appendkv)."""
+        selection = self.manifest["selection"]
+        if variant.causal and selection.get("causal") == "on" and shape.seqlen_q == 1 and shape.window == (-1, -1):
+            return ("one query row: the tree's API runs this causal call not causal, a branch this slice (--causal on) "
+                    "compiles out")
+        if variant.direction == "splitkv":
+            for feature, needed in (("split", True), ("appendkv", shape.cache is not None and shape.cache.seqlen_new)):
+                if needed and feature not in selection["features"] and feature in _switch_features(self.manifest):
+                    return f"the call needs feature {feature}, which this slice compiles out"
+        return None
 
     def features(self) -> list[str]:
         return list(self.manifest["selection"]["features"])
@@ -125,15 +147,6 @@ class FlashAttn3Slice(FlashAttn2Slice):
         # imports flash_attn_3._C: the slice's, through the package generated into the build dir
         self.interface = importlib.import_module("flash_attn_interface")
         self.ext = self.interface.flash_attn_3_gpu       # torch.ops.flash_attn_3, registered by the slice's _C
-
-    def outside(self, variant: Variant, shape) -> str | None:
-        """Why a check's call takes a switch branch the slice compiled out, or None: flash-attn 3's API
-        runs a causal call with one query row (and no window) not causal."""
-        causal = self.manifest["selection"].get("causal", "both")
-        if variant.causal and causal == "on" and shape.seqlen_q == 1 and shape.window == (-1, -1):
-            return ("one query row: flash-attn 3's API runs this causal call not causal, a branch this slice "
-                    "(--causal on) compiles out")
-        return None
 
     def variants(self) -> list[str]:
         return [v.name for v in fa3_slice_variants(self.manifest)]
