@@ -539,9 +539,13 @@ def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ..
     if not both:
         raise click.UsageError(f"--peer-source measures the directions both builds have (fwd, bwd); --direction "
                                f"{','.join(directions)} has neither: use --direction fwd,bwd")
-    known = profiles.load(peer[1], flag="--peer-profile").features
+    from .sources import switches
+
+    tree = profiles.load(peer[1], flag="--peer-profile")
+    # and the switch features that only make it faster (FA3's cluster, FA2's even_mn): as fast as its own build
+    speed = switches.speed_features(tree.switches) if tree.switches is not None else ()
     return {**kwargs, "source": peer[0], "profile": peer[1],
-            "features": ",".join(f for f in features if f in known) or "none", "no_local": False,
+            "features": ",".join(f for f in tree.features if f in features or f in speed) or "none", "no_local": False,
             "no_softcap": False, "config": None, "build_dir": None, "direction": ",".join(both)}
 
 
@@ -731,11 +735,10 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
     plan = builder.make_plan(selection, options)
     root = env.kernels_dir() if selection.builtin else \
         builder.tree_root(plan) / (plan.profile.include_dirs[0] if plan.profile.include_dirs else "")
-    if fresh_process or not selection.builtin:
+    if fresh_process:
         if json_path:
-            raise click.UsageError("--json records the rounds of the warm loop; an external tree's build (--source) "
-                                   "and --fresh-process run each round as `flashbuild test` in a new process: drop "
-                                   "--json (or --fresh-process)")
+            raise click.UsageError("--json records the rounds of the warm loop; --fresh-process runs each round as "
+                                   "`flashbuild test` in a new process: drop --json (or --fresh-process)")
         runtime.require_gpu("watch")  # else every round's `flashbuild test` refuses, and the watch polls on
         command = [sys.executable, "-m", "flashbuild", "test", *build_args(selection, options), "--shapes", shapes,
                    "--seed", str(seed)]
@@ -744,6 +747,13 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
     check_output(json_path, "--json")
     gpu = runtime.require_gpu("watch")
     runtime.check_selection_runs_here(selection, gpu, "watch")
+    if not selection.builtin:  # builds here; checks each round in a child (watch.TREE_RELOAD says why)
+        builder.log(f"an external tree's checks run in a fresh process each round: {watching.TREE_RELOAD}")
+        loop = watching.tree_loop(selection, options, shapes=shapes, seed=seed, test_all=test_all, echo=click.echo)
+        record = watching.append_json(Path(json_path)) if json_path else (lambda done: None)
+        watching.watch_warm(root, loop, interval=interval, log=builder.log, echo=click.echo, record=record,
+                            checks_in_child=True)
+        return
     loop = watching.warm_loop(selection, options, gpu, shapes=shapes, seed=seed, test_all=test_all, echo=click.echo)
     record = watching.append_json(Path(json_path)) if json_path else (lambda done: None)
     watching.watch_warm(root, loop, interval=interval, log=builder.log, echo=click.echo, record=record,

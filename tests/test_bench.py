@@ -346,26 +346,28 @@ def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
                                 (str(tmp_path), "flash-attn-3"), ("fwd", "bwd", "splitkv"))
     assert request["source"] == str(tmp_path) and request["profile"] == "flash-attn-3"
     assert (request["direction"], request["features"], request["build_dir"], request["hdim"]) == (
-        "fwd,bwd", "none", None, "64")
+        "fwd,bwd", "cluster", None, "64")  # FA3's speed-only switch feature (docs/switches.md)
     with pytest.raises(click.UsageError, match="--direction splitkv has neither: use --direction fwd,bwd"):
         cli._peer_request({}, (str(tmp_path), "flash-attn-3"), ("splitkv",))
 
 
 def test_a_peer_is_built_with_the_features_the_bench_calls_it_with(tmp_path):
     """Without --window/--softcap the bench calls plain attention: the peer has its features compiled
-    out. With them, it has our selection's features that its profile names (FA3 has no switch for
-    local: always in), so its feature variants carry our feature variants' names."""
+    out, but for its speed-only switch features. With them, it has our selection's features that its
+    profile names, so its feature variants carry our feature variants' names."""
     from flashbuild import cli
 
     kwargs = {"hdim": "64", "dtype": "fp16", "direction": None}
+    # the peer keeps its speed-only switch features (FA3 cluster, FA2 even_mn: docs/switches.md)
     plain = cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",))
-    assert plain["features"] == "none"
+    assert plain["features"] == "cluster"
     ours = ("local", "softcap")
-    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=ours)["features"] == "softcap"
+    assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=ours)["features"] == \
+        "softcap,local,cluster"
     assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-2"), ("fwd",), features=ours)["features"] == \
-        "local,softcap"
+        "local,softcap,even_mn"
     assert cli._peer_request(kwargs, (str(tmp_path), "flash-attn-3"), ("fwd",), features=("local",))["features"] == \
-        "none"
+        "local,cluster"
 
 
 def test_a_bad_peer_profile_is_named_as_peer_profile(tmp_path):

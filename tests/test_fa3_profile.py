@@ -17,6 +17,7 @@ import pytest
 
 from flashbuild.build import builder, render, toolchain
 from flashbuild.errors import SelectionError
+from flashbuild.selection.variants import Variant
 from flashbuild.sources import profile as profiles, pytest_slice, units
 from helpers import run_cli
 from upstream import tree_digest
@@ -98,7 +99,11 @@ def test_features_left_out_leave_out_their_tus_and_become_the_trees_defines(fa3_
                                             "flashbuild_prepare_scheduler"]  # no combine kernel without split
     assert toolchain.feature_defines(plan) == ["-DFLASHATTENTION_DISABLE_PAGEDKV", "-DFLASHATTENTION_DISABLE_SPLIT",
                                                "-DFLASHATTENTION_DISABLE_SOFTCAP", "-DFLASHATTENTION_DISABLE_PACKGQA",
-                                               "-DFLASHBUILD_FA3_NO_HDIMV"]  # a marker: the API keeps those kernels
+                                               "-DFLASHBUILD_FA3_NO_HDIMV",  # a marker: the API keeps those kernels
+                                               # markers too: the overlay narrows these switches (sources/switches.py)
+                                               "-DFLASHBUILD_NO_SWITCH_LOCAL", "-DFLASHBUILD_NO_SWITCH_VARLEN",
+                                               "-DFLASHBUILD_NO_SWITCH_APPENDKV", "-DFLASHBUILD_NO_SWITCH_QV",
+                                               "-DFLASHBUILD_NO_SWITCH_DETERMINISTIC", "-DFLASHBUILD_NO_SWITCH_CLUSTER"]
     softcap = plan_for(fa3_tree, hdim=64, dtype="fp16", features="softcap", direction="fwd,bwd")
     assert [u.name for u in softcap.units if u.source is None] == [
         "flash_fwd_hdim64_fp16_sm90", "flash_fwd_hdim64_fp16_softcap_sm90",
@@ -198,6 +203,12 @@ def test_dry_run_lists_the_tus_stubs_and_the_module(fa3_tree):
     assert "flash_attn_config.py" in beside and "../" not in out
     assert "-gencode arch=compute_90a,code=sm_90a" in out and "stubs for 146 combinations" in out
     assert "compile 37 kernel TUs:" in out  # 34 instantiations, scheduler, combine, stubs
+    assert "switches   every branch compiled, as the tree builds it" in out  # the default: the tree's own build
+    narrowed = run_cli("--source", str(fa3_tree), "--profile", "flash-attn-3", "--hdim", "64", "--dtype", "fp16",
+                       "--arch", "sm90", "--causal", "on", "--features", "none", "--dry-run").stdout
+    assert ("switches   CAUSAL_LOCAL_SWITCH: causal kept, local left out, not_causal left out; VARLEN_SWITCH: true "
+            "left out, false kept;") in narrowed
+    assert "CLUSTER_SWITCH: true runs the general branch, false kept" in narrowed
 
 
 # ---------------------------------------------------------------- CUTLASS: found, and the version the tree pins
@@ -308,7 +319,7 @@ def test_python_files_beside_the_extension_are_plain_names_rendered_into_the_bui
     """flash_attn_config.py and flash_attn_3/ are imported from the build dir (first on the import path),
     so they are rendered there, not into generated/ (the include path), and named without a '../'."""
     assert [(g.file, g.beside_extension) for g in FA3.generated] == [
-        ("flash_attn_config.py", True), ("flash_attn_3/__init__.py", True)]
+        ("flash_attn_config.py", True), ("flash_attn_3/__init__.py", True), ("flashbuild_switches.h", False)]
     plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="none")
     paths = render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
                                 context=builder.tree_context(plan))
@@ -368,7 +379,9 @@ def test_the_plugin_sets_the_test_modules_switches_for_what_the_slice_leaves_out
         "FLASH_ATTENTION_DISABLE_FP8": "TRUE", "FLASH_ATTENTION_DISABLE_PAGEDKV": "TRUE",
         "FLASH_ATTENTION_DISABLE_SPLIT": "TRUE", "FLASH_ATTENTION_DISABLE_PACKGQA": "TRUE",
         "FLASH_ATTENTION_DISABLE_HDIM96": "TRUE", "FLASH_ATTENTION_DISABLE_HDIM192": "TRUE",
-        "FLASH_ATTENTION_DISABLE_HDIM256": "TRUE"}
+        "FLASH_ATTENTION_DISABLE_HDIM256": "TRUE",
+        # the switch features left out (local, appendkv) that the module reads (profile key switches.tests.env)
+        "FLASH_ATTENTION_DISABLE_LOCAL": "TRUE", "FLASH_ATTENTION_DISABLE_APPENDKV": "TRUE"}
     fa2 = profiles.load("flash-attn-2")
     assert pytest_slice.test_environment({"selection": {"hdim": [64], "dtype": ["fp16"], "features": []}}, fa2) == {}
 
@@ -401,6 +414,14 @@ def test_the_plugin_runs_a_tree_module_on_the_slice_only(tmp_path):
                              env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
     assert process.returncode == 0, process.stdout[-2000:]
     assert "1 passed, 3 deselected" in process.stdout  # d=64 only; bf16 and softcap=15 deselected
+    # a build's manifest names its tree: the plugin's cache-dir redirect must not need the cacheprovider
+    manifest.write_text(json.dumps({"key": "k", "profile": "flash-attn-3", "source": str(tmp_path),
+                                    "selection": {"hdim": [64], "dtype": ["fp16"], "features": ["hdimv"]}}))
+    process = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "flashbuild.sources.pytest_slice",
+                              "-p", "no:cacheprovider", str(tmp_path / "test_fake_fa3.py")],
+                             capture_output=True, text=True, cwd=tmp_path,
+                             env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert process.returncode == 0 and "1 passed, 3 deselected" in process.stdout, process.stdout[-2000:]
 
 
 def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
@@ -409,7 +430,7 @@ def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
     kernels with paged / split on), not the hdim-256 backward that only V head dim 256 calls run on."""
     from flashbuild.debug import adapters
 
-    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap,hdimv")
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", features="split,softcap,hdimv,local")
     manifest = {"selection": {"hdim": [64], "features": list(plan.selection.features)},
                 "units": [{"direction": u.direction, "hdim": u.hdim, "dtype": u.dtype, "features": list(u.features),
                            "archs": list(u.archs)} for u in plan.units]}
@@ -417,6 +438,11 @@ def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):
         "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_local_softcap", "fwd_hdim64_fp16_causal_sm90",
         "fwd_hdim64_fp16_causal_sm90_local_softcap", "bwd_hdim64_fp16_sm90", "bwd_hdim64_fp16_sm90_local_softcap",
         "bwd_hdim64_fp16_causal_sm90", "bwd_hdim64_fp16_causal_sm90_local_softcap"]
+    # local windows only where the switch overlay keeps them; causal values as the selection narrows them
+    narrowed = {**manifest, "selection": {"hdim": [64], "features": ["softcap"], "causal": "on"}}
+    assert [v.name for v in adapters.fa3_slice_variants(narrowed)] == [
+        "fwd_hdim64_fp16_causal_sm90", "fwd_hdim64_fp16_causal_sm90_softcap", "bwd_hdim64_fp16_causal_sm90",
+        "bwd_hdim64_fp16_causal_sm90_softcap"]
     assert adapters.ADAPTERS[FA3.adapter] is adapters.FlashAttn3Slice
 
 
@@ -464,3 +490,232 @@ def test_a_shard_outside_0_to_n_minus_1_is_refused(shard):
     with pytest.raises(pytest.UsageError, match=r"0 <= i < n"):
         pytest_slice.shard_of(shard)
     assert pytest_slice.shard_of("4/5") == (4, 5) and pytest_slice.shard_of(None) is None
+
+
+# ---------------------------------------------------------------- switches narrowed inside each TU
+
+def overlay_branches(text: str) -> dict[str, list]:
+    """From the rendered overlay alone: each macro -> its branches in order, each the constants it binds
+    ({name: value}) or "miss" (a throw); each BOOL_SWITCH site -> (true branch, false branch) likewise."""
+    out = {}
+    for name, body in re.findall(r"#define (\w+)\([^)]*\) \[&\] \{ \\\n(.*?)\n\}\(\)", text, re.S):
+        if name == "BOOL_SWITCH":
+            continue
+        branches = []
+        for branch in re.split(r"\n  (?:if|else if|else)\b", "\n" + body)[1:]:
+            binds = dict(re.findall(r"constexpr static bool (\w+) = (true|false);", branch))
+            branches.append("miss" if "flashbuild_switch::miss(" in branch else
+                            {k: v == "true" for k, v in binds.items()})
+        out[name] = branches
+    for site, args in re.findall(r'if \(same\(name, "(\w+)"\)\) \{\s*return Site\{(.*?)\};', text, re.S):
+        keep_t, value_t, keep_f, value_f = (a.strip() == "true" for a in args.split(",")[:4])
+        out[f"BOOL_SWITCH:{site}"] = [{"CONST_NAME": value_t} if keep_t else "miss",
+                                      {"CONST_NAME": value_f} if keep_f else "miss"]
+    return out
+
+
+CAUSAL, LOCAL, PLAIN = ({"CAUSAL_CONST_NAME": True, "LOCAL_CONST_NAME": False},
+                        {"CAUSAL_CONST_NAME": False, "LOCAL_CONST_NAME": True},
+                        {"CAUSAL_CONST_NAME": False, "LOCAL_CONST_NAME": False})
+ON, OFF = {"CONST_NAME": True}, {"CONST_NAME": False}
+
+
+@pytest.mark.parametrize("causal, features, expected", [
+    # --causal on, nothing else: Is_causal=true, Is_local=false and nothing else (the issue's acceptance slice)
+    ("on", "none", {"CAUSAL_LOCAL_SWITCH": [CAUSAL, "miss", "miss"], "VARLEN_SWITCH": ["miss", OFF],
+                    "APPENDKV_SWITCH": ["miss", OFF], "CLUSTER_SWITCH": [OFF, OFF],
+                    "BOOL_SWITCH:HasQV_": ["miss", OFF], "BOOL_SWITCH:Deterministic_": ["miss", OFF]}),
+    ("off", "none", {"CAUSAL_LOCAL_SWITCH": ["miss", "miss", PLAIN], "CLUSTER_SWITCH": [OFF, OFF]}),
+    ("both", "local,varlen", {"CAUSAL_LOCAL_SWITCH": [CAUSAL, LOCAL, PLAIN], "VARLEN_SWITCH": [ON, OFF],
+                              "APPENDKV_SWITCH": ["miss", OFF]}),
+    ("off", "local,cluster,qv", {"CAUSAL_LOCAL_SWITCH": ["miss", LOCAL, PLAIN], "CLUSTER_SWITCH": [ON, OFF],
+                                 "BOOL_SWITCH:HasQV_": [ON, OFF], "VARLEN_SWITCH": ["miss", OFF]}),
+    # the default (every feature, causal both) is the tree's own build: every branch kept
+    ("both", None, {"CAUSAL_LOCAL_SWITCH": [CAUSAL, LOCAL, PLAIN], "VARLEN_SWITCH": [ON, OFF],
+                    "APPENDKV_SWITCH": [ON, OFF], "CLUSTER_SWITCH": [ON, OFF], "BOOL_SWITCH:HasQV_": [ON, OFF],
+                    "BOOL_SWITCH:Deterministic_": [ON, OFF]}),
+])
+def test_the_overlay_holds_exactly_the_selected_branches(fa3_tree, causal, features, expected):
+    kwargs = {} if features is None else {"features": features}
+    plan = plan_for(fa3_tree, hdim=128, dtype="fp16", direction="fwd", causal=causal, **kwargs)
+    branches = overlay_branches(texts_of(plan)["flashbuild_switches.h"])
+    assert set(branches) == {"CAUSAL_LOCAL_SWITCH", "VARLEN_SWITCH", "APPENDKV_SWITCH", "CLUSTER_SWITCH",
+                             "BOOL_SWITCH:HasQV_", "BOOL_SWITCH:Deterministic_"}
+    for macro, wanted in expected.items():
+        assert branches[macro] == wanted, macro
+
+
+def test_each_left_out_branch_names_the_call_and_the_command_that_adds_it(fa3_tree):
+    plan = plan_for(fa3_tree, hdim=128, dtype="fp16", direction="fwd", causal="on", features="none")
+    text = flat(texts_of(plan)["flashbuild_switches.h"])
+    assert ("a call that is neither causal nor local (the API also runs causal calls with one query row this way): "
+            "this flashbuild slice of flash-attn-3 compiles that branch out (causal on only); rebuild with: flashbuild "
+            f"--source {fa3_tree} --profile flash-attn-3 --hdim 128 --dtype fp16 --arch sm90 --direction fwd "
+            "--causal both --features none") in text
+    assert "(feature local left out); rebuild with: " in text and "--causal on --features local\"" in text
+    assert "(feature varlen left out)" in text and "--features varlen\"" in text
+
+
+def test_every_instantiation_tu_includes_the_overlay_before_the_launch_template(fa3_tree):
+    plan = plan_for(fa3_tree, hdim=64, dtype="fp16", causal="on", features="softcap")
+    texts = texts_of(plan)
+    for unit in plan.units:
+        if unit.source is None:
+            text = texts[f"{unit.name}.cu"]
+            launch = f'#include "flash_{unit.direction}_launch_template.h"'
+            assert text.index('#include "flashbuild_switches.h"') < text.index(launch), unit.name
+    config = texts["flash_attn_config.py"]
+    assert '"FLASHATTENTION_DISABLE_LOCAL": True' in config and '"FLASHATTENTION_DISABLE_VARLEN": True' in config
+
+
+@pytest.mark.parametrize("function, params, causal, features, why", [
+    ("test_flash_attn_output", {"causal": True, "local": False, "seqlen_q": 128}, "on", [], None),
+    ("test_flash_attn_output", {"causal": False, "local": False, "seqlen_q": 128}, "on", [],
+     "compiled-out switch branch: not causal"),
+    # one query row: the API drops causal, so the case needs the not-causal branch
+    ("test_flash_attn_output", {"causal": True, "local": False, "seqlen_q": 1}, "on", [],
+     "compiled-out switch branch: not causal"),
+    ("test_flash_attn_output", {"causal": True, "local": True, "seqlen_q": 128}, "on", [],
+     "compiled-out switch branch: local"),
+    ("test_flash_attn_output", {"causal": True, "local": True, "seqlen_q": 128}, "on", ["local"], None),
+    ("test_flash_attn_varlen_output", {"causal": True, "local": False, "seqlen_q": 128}, "on", [],
+     "compiled-out switch branch: varlen"),
+    ("test_flash_attn_varlen_output", {"causal": False, "local": False, "seqlen_q": 128}, "both", ["varlen"], None),
+    ("test_flash_attn_output", {"causal": False, "has_qv": True, "seqlen_q": 128}, "both", [],
+     "compiled-out switch branch: qv"),
+])
+def test_the_plugin_deselects_cases_that_need_a_compiled_out_branch(function, params, causal, features, why):
+    manifest = {"key": "k", "profile": "flash-attn-3",
+                "selection": {"hdim": [128], "dtype": ["fp16"], "causal": causal, "features": features}}
+    assert pytest_slice.serves({"d": 128, "dtype": "torch.float16", **params}, manifest, FA3, function) == why
+
+
+FAKE_SWITCH_TREE = {
+    "static_switch.h": """#pragma once
+#define BOOL_SWITCH(COND, CONST_NAME, ...) [&] { if (COND) { constexpr static bool CONST_NAME = true; return __VA_ARGS__(); } \\
+  else { constexpr static bool CONST_NAME = false; return __VA_ARGS__(); } }()
+#define VARLEN_SWITCH BOOL_SWITCH
+#define APPENDKV_SWITCH BOOL_SWITCH
+#define CLUSTER_SWITCH BOOL_SWITCH
+#define CAUSAL_LOCAL_SWITCH(CAUSAL_COND, LOCAL_COND, CAUSAL_CONST_NAME, LOCAL_CONST_NAME, ...) [&] { \\
+  if (CAUSAL_COND) { constexpr static bool CAUSAL_CONST_NAME = true; constexpr static bool LOCAL_CONST_NAME = false; return __VA_ARGS__(); } \\
+  else if (LOCAL_COND) { constexpr static bool CAUSAL_CONST_NAME = false; constexpr static bool LOCAL_CONST_NAME = true; return __VA_ARGS__(); } \\
+  else { constexpr static bool CAUSAL_CONST_NAME = false; constexpr static bool LOCAL_CONST_NAME = false; return __VA_ARGS__(); } }()
+""",
+    "launch.h": """#pragma once
+#include "static_switch.h"
+#include <string>
+template <bool C, bool L, bool V, bool Q, bool U> std::string kernel() {
+  return std::to_string(C) + std::to_string(L) + std::to_string(V) + std::to_string(Q) + std::to_string(U);
+}
+template <int N> std::string launch(bool causal, bool local, bool varlen, bool qv, bool cluster) {
+  std::string out;
+  CAUSAL_LOCAL_SWITCH(causal, local, Is_causal, Is_local, [&] {
+    VARLEN_SWITCH(varlen, Varlen, [&] {
+      BOOL_SWITCH(qv, HasQV_, [&] {
+        CLUSTER_SWITCH(cluster, Use_cluster, [&] { out = kernel<Is_causal, Is_local, Varlen, HasQV_, Use_cluster>(); });
+      });
+    });
+  });
+  return out;
+}
+""",
+    "main.cpp": """#include "flashbuild_switches.h"
+#include "launch.h"
+#include <cstdio>
+#include <stdexcept>
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    try {
+      std::printf("%s\\n", launch<0>(a[0] == '1', a[1] == '1', a[2] == '1', a[3] == '1', a[4] == '1').c_str());
+    } catch (const std::runtime_error& e) {
+      std::printf("error: %s\\n", e.what());
+    }
+  }
+}
+""",
+}
+
+
+@pytest.mark.skipif(not __import__("shutil").which("g++"), reason="no g++ to compile the overlay's host code")
+def test_the_narrowed_macros_run_the_kept_branches_and_name_the_fix_for_the_others(fa3_tree, tmp_path):
+    """The overlay with a switch header shaped like the tree's (host code only, g++): a causal-only slice
+    runs its kernel for causal calls, and any other call raises the slice's error instead of a kernel."""
+    plan = plan_for(fa3_tree, hdim=128, dtype="fp16", direction="fwd", causal="on", features="none")
+    for name, text in {**FAKE_SWITCH_TREE, "flashbuild_switches.h": texts_of(plan)["flashbuild_switches.h"]}.items():
+        (tmp_path / name).write_text(text)
+    exe = tmp_path / "a.out"
+    subprocess.run(["g++", "-std=c++17", "-o", str(exe), str(tmp_path / "main.cpp")], check=True)
+    # calls: causal; causal+cluster flag (runs the 1-CTA kernel); local; neither; causal varlen; causal qv
+    lines = subprocess.run([str(exe), "10000", "10001", "01000", "00000", "10100", "10010"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert lines[:2] == ["10000", "10000"]
+    assert lines[2].startswith("error: a call with a local window") and "--features local" in lines[2]
+    assert lines[3].startswith("error: a call that is neither causal nor local") and "--causal both" in lines[3]
+    assert lines[4].startswith("error: a varlen call") and "--features varlen" in lines[4]
+    assert lines[5].startswith("error: a call with qv") and "--features qv" in lines[5]
+    nm = subprocess.run(["nm", "-C", str(exe)], capture_output=True, text=True).stdout
+    assert len(re.findall(r"kernel<", nm)) == 1  # one kernel instantiated: the others are compiled out
+
+
+# ---------------------------------------------------------------- watch on a tree's slice
+
+def test_watch_tests_the_variants_of_the_units_it_recompiled(fa3_tree):
+    """A tree's watch round checks the variants of the TUs ninja ran (in a child process); an object of
+    no kernel unit (the API, the stubs, the scheduler) means every variant."""
+    from flashbuild.debug import watch
+
+    plan = plan_for(fa3_tree, hdim="64,128", dtype="fp16", causal="on", features="none")
+    manifest = {"profile": "flash-attn-3", "selection": {"hdim": [64, 128], "features": [], "causal": "on"},
+                "units": [{"name": u.name, "direction": u.direction, "hdim": u.hdim, "dtype": u.dtype,
+                           "causal": u.causal, "features": list(u.features), "archs": list(u.archs)}
+                          for u in plan.units]}
+    built = [Variant.from_name(n) for n in watch.TreeBuild(manifest).variants()]
+    assert [v.name for v in built] == ["fwd_hdim64_fp16_causal_sm90", "fwd_hdim128_fp16_causal_sm90",
+                                       "bwd_hdim64_fp16_causal_sm90", "bwd_hdim128_fp16_causal_sm90"]
+    select = watch.tree_rebuilt_variants(manifest)
+    assert [v.name for v in select(["flash_fwd_hdim128_fp16_sm90", "link"], built)] == ["fwd_hdim128_fp16_causal_sm90"]
+    assert select(["flashbuild_prepare_scheduler"], built) == built
+    assert select(["flash_fwd_hdim64_fp16_sm90"], built, test_all=True) == built
+
+    rounds = iter([["flash_bwd_hdim64_fp16_sm90", "link"]])
+    tested = []
+    loop = watch.WarmLoop(build=lambda: type("R", (), {"timings": next(rounds, [])})(),
+                          load=lambda result: watch.TreeBuild(manifest),
+                          test=lambda module, variants: tested.append([v.name for v in variants]) or
+                          [watch.checking_row({"variant": v.name, "status": "pass"}) for v in variants],
+                          select=select)
+    loop.module = watch.TreeBuild(manifest)
+    loop.tested_objects = {"x": 1}
+    done = loop.round(["hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp"], saved=0.0)
+    assert tested == [["bwd_hdim64_fp16_causal_sm90"]] and done.result == "pass" and done.checks == 1
+    assert "save->verdict" in done.line()
+
+
+def test_checks_a_causal_only_slice_cannot_serve_are_skips_naming_why():
+    """flash-attn 3's API runs a causal call with one query row not causal: on a --causal on slice the
+    checks skip (and count) that shape instead of failing on the slice's error."""
+    from flashbuild.debug import adapters, checking
+
+    class Fake(adapters.FlashAttn3Slice):
+        def __init__(self, causal):
+            self.manifest = {"selection": {"causal": causal}}
+
+    one_query = checking.Shape(3, 1, 1023, 8, 1)
+    variant = Variant.from_name("fwd_hdim128_fp16_causal_sm90")
+    row = checking.check(Fake("on"), variant, one_query, seed=0)
+    assert row.status == "skip" and "runs this causal call not causal" in row.skipped
+    assert Fake("both").outside(variant, one_query) is None
+    assert Fake("on").outside(variant, checking.Shape(2, 17, 17, 4, 4)) is None
+
+    class Fa2(adapters.FlashAttn2Slice):  # flash-attn 2's split-KV checks split the keys, some append to the cache
+        def __init__(self, features):
+            self.manifest = {"profile": "flash-attn-2", "selection": {"causal": "both", "features": features}}
+
+    splitkv = Variant.from_name("splitkv_hdim128_fp16_sm90")
+    append = checking.Shape(2, 5, 700, 8, 2, cache=checking.CacheCase(5, "interleaved"))
+    assert "needs feature split" in Fa2([]).outside(splitkv, checking.Shape(2, 17, 17, 4, 4))
+    assert "needs feature appendkv" in Fa2(["split"]).outside(splitkv, append)
+    assert Fa2(["split", "appendkv"]).outside(splitkv, append) is None
+    assert Fa2([]).outside(Variant.from_name("fwd_hdim128_fp16_sm90"), append) is None

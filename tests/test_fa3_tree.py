@@ -9,6 +9,7 @@ csrc/cutlass is not checked out; skipped with the reason otherwise, so never in 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -101,3 +102,48 @@ def test_every_kernel_the_api_needs_is_a_unit_or_a_stub(tmp_path, monkeypatch, f
     assert needed - units - stubbed - support == set()
     assert (units | stubbed) - needed == set() and units & stubbed == set()
     assert len(stubbed) == len(plan.missing)
+
+
+def preprocessed(tmp_path, unit_name: str, **request) -> str:
+    """The TU `unit_name` of a slice, through its real compile command with -E instead of -c: what the
+    tree's launch template expands to with the slice's overlay (a few seconds, no compile)."""
+    import shlex
+
+    from flashbuild.build import builder, render, toolchain
+    from flashbuild import env
+
+    plan = builder.make_plan(*builder.parse_request(build_dir=tmp_path / "build", compile_only=True, **request))
+    builder.prepare(plan)
+    text = builder.ninja_text(plan, toolchain.toolchain(plan), None)
+    render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
+                        context=builder.tree_context(plan))
+    (plan.build_dir / "obj").mkdir(exist_ok=True)
+    (plan.build_dir / "build.ninja").write_text(text)
+    command = subprocess.run([str(env.find_ninja()), "-C", str(plan.build_dir), "-t", "commands",
+                              f"obj/{unit_name}.o"], capture_output=True, text=True, check=True).stdout.splitlines()[-1]
+    args = shlex.split(command)
+    depfile = args.index("-MD")
+    del args[depfile:depfile + 3]                       # -MD -MF obj/NAME.o.d
+    args[args.index("-c")] = "-E"
+    args[args.index("-o") + 1] = str(tmp_path / "out.ii")
+    subprocess.run(args, cwd=plan.build_dir, capture_output=True, text=True, check=True, timeout=600)
+    return (tmp_path / "out.ii").read_text(errors="replace")
+
+
+def test_the_overlay_reaches_the_trees_launch_template(tmp_path, monkeypatch):
+    """The tree's flash_fwd_launch_template.h, preprocessed with the slice's flags: its switch sites expand
+    the overlay's macros, so a causal-only slice binds Is_causal = true and nothing else (no local, no
+    varlen, no append-KV, no cluster), and each other branch is the slice's error."""
+    tree, cutlass = fa3_tree()
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(cutlass))
+    text = preprocessed(tmp_path, "flash_fwd_hdim128_fp16_sm90", source=tree, profile="flash-attn-3", hdim=128,
+                        dtype="fp16", arch="sm90", direction="fwd", causal="on", features="none")
+    bound = set(re.findall(r"constexpr static bool (Is_causal|Is_local|Varlen|AppendKV|Use_cluster) = (true|false)", text))
+    assert bound == {("Is_causal", "true"), ("Is_local", "false"), ("Varlen", "false"), ("AppendKV", "false"),
+                     ("Use_cluster", "false")}
+    assert "compiles that branch out (causal on only); rebuild with: flashbuild" in text
+    everything = preprocessed(tmp_path / "all", "flash_fwd_hdim128_fp16_sm90", source=tree, profile="flash-attn-3",
+                              hdim=128, dtype="fp16", arch="sm90", direction="fwd")
+    bound = set(re.findall(r"constexpr static bool (Is_causal|Is_local|Varlen) = (true|false)", everything))
+    assert bound == {(n, v) for n in ("Is_causal", "Is_local", "Varlen") for v in ("true", "false")}
+    assert "flashbuild_switch::miss(\"" not in everything  # the default is the tree's own build

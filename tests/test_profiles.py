@@ -201,9 +201,12 @@ def test_fa2_feature_switches_become_the_trees_defines(fa2_tree):
     plan = plan_for(fa2_tree, hdim=64, dtype="fp16", direction="fwd", causal="off", features="local,softcap")
     from flashbuild.build import toolchain
     assert toolchain.feature_defines(plan) == ["-DFLASHATTENTION_DISABLE_DROPOUT", "-DFLASHATTENTION_DISABLE_ALIBI",
-                                               "-DFLASHATTENTION_DISABLE_UNEVEN_K"]
+                                               "-DFLASHATTENTION_DISABLE_UNEVEN_K",
+                                               # markers of the switch features (the overlay narrows them)
+                                               "-DFLASHBUILD_NO_SWITCH_EVEN_MN", "-DFLASHBUILD_NO_SWITCH_SPLIT",
+                                               "-DFLASHBUILD_NO_SWITCH_APPENDKV"]
     none = plan_for(fa2_tree, hdim=64, dtype="fp16", direction="fwd", causal="off", no_local=True, features="local")
-    assert len(toolchain.feature_defines(none)) == 5
+    assert len(toolchain.feature_defines(none)) == 8
     assert plan.key != none.key and plan.key.startswith("flash-attn-2-2.8-sm90-fp16-h64-fwd-c0-fLS-")
 
 
@@ -266,3 +269,94 @@ def manifest_for(hdims, dtypes, features):
 ])
 def test_the_plugin_keeps_exactly_the_cases_the_slice_serves(params, features, why):
     assert pytest_slice.serves(params, manifest_for([64], ["fp16"], features), FA2) == why
+
+
+# ---------------------------------------------------------------- switches narrowed inside each TU (flash-attn 2)
+
+def fa2_overlay(plan) -> dict[str, list]:
+    from test_fa3_profile import overlay_branches  # the same overlay template and reader
+    texts = render.render_texts(plan.selection, build_key=plan.key, profile=plan.profile,
+                                context=builder.tree_context(plan))
+    return overlay_branches(texts["flashbuild_switches.h"])
+
+
+ON, OFF = {"CONST_NAME": True}, {"CONST_NAME": False}
+
+
+def test_fa2_overlay_holds_exactly_the_selected_branches(fa2_tree):
+    plan = plan_for(fa2_tree, hdim=128, dtype="fp16", direction="fwd", causal="on", features="none")
+    assert fa2_overlay(plan) == {
+        "LOCAL_SWITCH": ["miss", OFF], "SOFTCAP_SWITCH": ["miss", OFF], "DROPOUT_SWITCH": ["miss", OFF],
+        "ALIBI_SWITCH": ["miss", OFF], "EVENK_SWITCH": [ON, "miss"],
+        # is_even_MN: the bounds-checked kernel (false) serves every call when even_mn is left out
+        "BOOL_SWITCH:IsEvenMNConst": [OFF, OFF], "BOOL_SWITCH:ReturnSoftmaxConst": ["miss", OFF],
+        "BOOL_SWITCH:Split": ["miss", OFF], "BOOL_SWITCH:Append_KV": ["miss", OFF]}
+    assert [u.name for u in plan.units] == ["flash_fwd_hdim128_fp16_causal_sm80"]  # causal is a TU axis
+    default = plan_for(fa2_tree, hdim=128, dtype="fp16", direction="fwd")  # every feature: the tree's own build
+    assert all(branches == [ON, OFF] or branches == [OFF, ON] for branches in fa2_overlay(default).values())
+    some = plan_for(fa2_tree, hdim=128, dtype="fp16", direction="splitkv", features="uneven_k,split")
+    branches = fa2_overlay(some)
+    assert branches["EVENK_SWITCH"] == [ON, OFF] and branches["BOOL_SWITCH:Split"] == [ON, OFF]
+    assert branches["BOOL_SWITCH:Append_KV"] == ["miss", OFF] and branches["BOOL_SWITCH:IsEvenMNConst"] == [OFF, OFF]
+
+
+def test_fa2_tus_include_the_overlay_first_and_its_errors_name_the_fix(fa2_tree):
+    plan = plan_for(fa2_tree, hdim=128, dtype="fp16", causal="on", features="none")
+    texts = render.render_texts(plan.selection, build_key=plan.key, profile=plan.profile,
+                                context=builder.tree_context(plan))
+    for unit in plan.units:
+        text = texts[f"{unit.name}.cu"]
+        assert text.index('#include "flashbuild_switches.h"') < text.index("_launch_template.h")
+    overlay = texts["flashbuild_switches.h"]
+    assert '#include "src/static_switch.h"' in overlay  # the very file the launch templates include (#pragma once)
+    assert ("a split-KV call with num_splits > 1: this flashbuild slice of flash-attn-2 compiles that branch out "
+            "(feature split left out); rebuild with: flashbuild") in overlay and "--features split\"" in overlay
+
+
+@pytest.mark.parametrize("function, params, causal, features, why", [
+    ("test_flash_attn_output", {"causal": True, "seqlen_q": 128}, "on", [], None),
+    ("test_flash_attn_output", {"causal": False, "seqlen_q": 128}, "on", [], "compiled-out switch branch: not causal"),
+    ("test_flash_attn_output", {"causal": True, "seqlen_q": 1}, "on", [], "compiled-out switch branch: not causal"),
+    ("test_flash_attn_kvcache", {"causal": True, "seqlen_q": 128, "num_splits": 0, "new_kv": False}, "on", [],
+     "compiled-out switch branch: split"),
+    ("test_flash_attn_kvcache", {"causal": True, "seqlen_q": 128, "num_splits": 1, "new_kv": True}, "on", ["split"],
+     "compiled-out switch branch: appendkv"),
+    ("test_flash_attn_kvcache", {"causal": True, "seqlen_q": 128, "num_splits": 1, "new_kv": True}, "both",
+     ["appendkv"], None),
+])
+def test_the_plugin_deselects_fa2_cases_that_need_a_compiled_out_branch(function, params, causal, features, why):
+    manifest = {"key": "k", "profile": "flash-attn-2",
+                "selection": {"hdim": [128], "dtype": ["fp16"], "causal": causal, "features": features}}
+    assert pytest_slice.serves({"d": 128, "dtype": "torch.float16", **params}, manifest, FA2, function) == why
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[[switches.macro]]\nname = "X_SWITCH"\nfeature = "nope"\ncall = "c"', "switches.macro[0].feature"),
+    ('[[switches.macro]]\nname = "X_SWITCH"\nparams = ["A"]\nbranches = [{ when = "B", set = { A = true }, call = "c" }, '
+     '{ set = { A = false }, call = "d" }]', "switches.macro[0].branches[0].when"),
+    ('[[switches.macro]]\nname = "BOOL_SWITCH"\nsite = "X"\nfeature = "f"\ncall = "a\\nb"', "switches.macro[0].call"),
+    ('bogus = 1', "unknown key switches.bogus"),
+    ('[[switches.macro]]\nname = "X_SWITCH"\nfeature = "f"\ncall = "c"\ngeneral = 3', "switches.macro[0].general"),
+    ('[[switches.macro]]\nname = "X_SWITCH"\nparams = ["A"]\nbranches = [{ when = "A", set = { A = 1 }, call = "c" }, '
+     '{ set = { A = false }, call = "d" }]', "switches.macro[0].branches[0].set"),
+])
+def test_a_broken_switches_table_is_an_error_naming_the_key(tmp_path, table, message):
+    text = FA2.path.read_text().split("\n[switches]\n")[0] + '\n[[generated]]\nfile = "o.h"\ntemplate = "t.j2"\n'
+    path = tmp_path / "p.toml"
+    path.write_text(text + '\n[switches]\nfeatures = ["f"]\nheader = "static_switch.h"\noverlay = "o.h"\n'
+                    + (table if table.startswith("bogus") else "") + "\n" + ("" if table.startswith("bogus") else table))
+    with pytest.raises(SelectionError, match=re.escape(message)):
+        profiles.read_profile(path)
+
+
+@pytest.mark.parametrize("header, overlay, message", [
+    ('"../../etc/x.h"', '"o.h"', "switches.header"),
+    ('"static_switch.h"', '"sub/o.h"', "switches.overlay"),
+    ('"static_switch.h"', '"p.h"', "switches.overlay p.h is not rendered"),
+])
+def test_the_switch_headers_stay_inside_their_roots_and_the_overlay_is_rendered(tmp_path, header, overlay, message):
+    text = FA2.path.read_text().split("\n[switches]\n")[0] + '\n[[generated]]\nfile = "o.h"\ntemplate = "t.j2"\n'
+    path = tmp_path / "p.toml"
+    path.write_text(text + f'\n[switches]\nfeatures = ["f"]\nheader = {header}\noverlay = {overlay}\n')
+    with pytest.raises(SelectionError, match=re.escape(message)):
+        profiles.read_profile(path)

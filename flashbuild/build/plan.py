@@ -25,7 +25,7 @@ from ..version import __version__
 from ..errors import SelectionError
 from ..selection import space
 from ..selection.variants import CompileFlags, Selection, select
-from ..sources import profile as profiles, units as units_module
+from ..sources import profile as profiles, switches, units as units_module
 from ..sources.profile import Profile
 from ..sources.units import Unit
 from . import cache, graph, render
@@ -320,6 +320,8 @@ def describe_plan(plan: Plan, *, linking: bool, why_no_link: str = "") -> str:
         else "  nvcc       MISSING: install the CUDA toolkit or `pip install nvidia-cuda-nvcc` (see flashbuild doctor)",
         f"  features   {features_line(plan.selection, profile)}",
     ]
+    if profile.switches is not None:  # what the switch overlay keeps inside each TU (sources/switches.py)
+        lines.append(f"  switches   {switches.summary(profile.switches, plan.selection.causal, plan.selection.features)}")
     if profile.builtin:
         lines.append("variants (family):")
         for u in units:
@@ -426,5 +428,9 @@ def tree_context(plan: Plan) -> dict:
             f"this flashbuild slice of {profile.name} holds no {what} kernel for head dim {m.hdim}, {m.dtype}, "
             f"{'causal and not' if m.causal is None else 'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
             f"{selection.causal_mode}); rebuild with: {plan.command(linked=True, direction=directions, causal='both')}")
-    return dict(hdim_misses=hdim_misses, built_sizes=built_sizes, dtype_misses=dtype_misses, messages=messages,
-                too_large=f" is above {profile.hdims[-1]}, the largest head dim {profile.name} has kernels for")
+    context = dict(hdim_misses=hdim_misses, built_sizes=built_sizes, dtype_misses=dtype_misses, messages=messages,
+                   too_large=f" is above {profile.hdims[-1]}, the largest head dim {profile.name} has kernels for")
+    if profile.switches is not None:  # the narrowed switch overlay's branches and errors (sources/switches.py)
+        context.update(switches.overlay_context(profile.switches, selection, profile,
+                                                lambda **changes: plan.command(linked=True, **changes)))
+    return context

@@ -16,6 +16,14 @@ from typing import Any
 from ..selection.variants import FEATURES, Variant
 
 
+def _switch_features(manifest: dict) -> tuple[str, ...]:
+    """The switch features of the build's profile (sources/switches.py)."""
+    from ..sources import profile as profiles
+
+    tree = profiles.load(manifest["profile"])
+    return tree.switches.features if tree.switches is not None else ()
+
+
 def slice_variants(manifest: dict) -> list[Variant]:
     """The variants a tree's build serves, for the checks: each unit on each of its archs, plus, when
     the build compiled in local and/or softcap, the same kernel again as the feature variant whose
@@ -73,6 +81,20 @@ class FlashAttn2Slice:
     def variants(self) -> list[str]:
         return [v.name for v in slice_variants(self.manifest)]
 
+    def outside(self, variant: Variant, shape) -> str | None:
+        """Why a check's call takes a switch branch the slice compiled out (docs/switches.md), or None:
+        the tree's API runs a causal call with one query row (and no window) not causal; a split-KV check
+        splits the keys (feature split) and may append to the cache (feature appendkv)."""
+        selection = self.manifest["selection"]
+        if variant.causal and selection.get("causal") == "on" and shape.seqlen_q == 1 and shape.window == (-1, -1):
+            return ("one query row: the tree's API runs this causal call not causal, a branch this slice (--causal on) "
+                    "compiles out")
+        if variant.direction == "splitkv":
+            for feature, needed in (("split", True), ("appendkv", shape.cache is not None and shape.cache.seqlen_new)):
+                if needed and feature not in selection["features"] and feature in _switch_features(self.manifest):
+                    return f"the call needs feature {feature}, which this slice compiles out"
+        return None
+
     def features(self) -> list[str]:
         return list(self.manifest["selection"]["features"])
 
@@ -124,19 +146,22 @@ class FlashAttn2Slice:
 
 def fa3_slice_variants(manifest: dict) -> list[Variant]:
     """The variants a flash-attn 3 build serves, for the checks: each kernel unit decides causal at
-    runtime, so it serves both causal values; local windows are always compiled in (the profile has no
-    switch for them), softcap when the build holds it: the feature variants call the same kernels with
+    runtime, and serves the causal values the selection keeps (its switch overlay narrows the rest out);
+    local windows and softcap when the build holds them: the feature variants call the same kernels with
     windows (and softcap). Support units (scheduler, combine) are no variant."""
-    features = ("local", "softcap") if "softcap" in manifest["selection"]["features"] else ("local",)
+    selection = manifest["selection"]
+    features = tuple(f for f in ("local", "softcap") if f in selection["features"])
+    causal_values = {"on": (True,), "off": (False,)}.get(selection.get("causal"), (False, True))
     out = set()
     for unit in manifest["units"]:
         if unit["direction"] not in ("fwd", "bwd") or unit["features"] or unit["hdim"] not in manifest["selection"]["hdim"]:
             continue  # a support TU; the same kernel with paged / split / softcap / packgqa on; a backward
             # of another head dim that only calls with a larger V head dim run on (feature hdimv)
         for arch in unit["archs"]:
-            for causal in (False, True):
+            for causal in causal_values:
                 plain = Variant(unit["direction"], unit["hdim"], unit["dtype"], causal, arch)
-                out.update({plain, Variant(plain.direction, plain.hdim, plain.dtype, causal, arch, features)})
+                out.update({plain, Variant(plain.direction, plain.hdim, plain.dtype, causal, arch, features)}
+                           if features else {plain})
     return sorted(out, key=Variant.sort_key)
 
 

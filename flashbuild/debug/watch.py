@@ -9,9 +9,13 @@ ninja recompiled (every variant when the binding was, or with test_all), then pr
     [HH:MM:SS] rebuilt 4 TUs + link in B s; tested 36 checks of fwd_hdim64_fp16_sm90, ... in T s: pass; save->verdict S s
 
 After a check that lost the CUDA context (an illegal address, say) the process cannot run kernels
-again, so the loop restarts itself in a new process. An external tree's build runs each round as
-`flashbuild test` in a new process instead (fresh_process): its Python package imports its extension
-by name, once per process.
+again, so the loop restarts itself in a new process.
+
+An external tree's slice (tree_loop) keeps the same rounds with one difference: the build runs in the
+warm watching process, and the checks run in a fresh child process (`python -m flashbuild.debug.watch`),
+told which variants to check: those of the units whose objects were recompiled. The tree's module
+cannot be reloaded in-process (TREE_RELOAD). `--fresh-process` keeps the older loop: each round is
+a whole `flashbuild test` in a new process.
 """
 
 from __future__ import annotations
@@ -191,6 +195,8 @@ class WarmLoop:
     test: Callable[[Any, list[Variant]], list]
     objects: Callable[[Any], dict[str, int]] = lambda result: {}
     test_all: bool = False
+    # which built variants to test after the targets ninja ran (an external tree's: tree_rebuilt_variants)
+    select: Callable[..., list[Variant]] = rebuilt_variants
     clock: Callable[[], float] = time.time
     module: Any = None
     tested_objects: dict[str, int] = field(default_factory=dict)
@@ -226,7 +232,7 @@ class WarmLoop:
         out.load_s = testing - loading
         built = [Variant.from_name(name) for name in self.module.variants()]
         first = not self.tested_objects and not changed
-        variants = rebuilt_variants(pending, built, test_all=self.test_all or first)
+        variants = self.select(pending, built, test_all=self.test_all or first)
         rows = self.test(self.module, variants) if variants else []
         self.tested_objects = objects
         out.test_s = self.clock() - testing
@@ -247,12 +253,14 @@ class WarmLoop:
 def watch_warm(root: Path, loop: WarmLoop, *, interval: float, log: Callable[[str], None],
                echo: Callable[[str], None], record: Callable[[Round], None] = lambda r: None,
                restart: Callable[[], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-               max_cycles: int | None = None) -> int:
+               max_cycles: int | None = None, checks_in_child: bool = False) -> int:
     """The warm loop: a first round (build, load, test every variant), then one round per change
     under root; each ends with its verdict line (echo, timestamped) and record(round). Returns the
     number of rounds."""
-    log(f"watching {root} (every {interval:g}s; Ctrl-C stops): one process; each save rebuilds, loads the "
-        f"new build and tests {'every variant' if loop.test_all else 'the variants it rebuilt'}")
+    how = ("each save rebuilds here and checks the new build in a fresh process" if checks_in_child else
+           "one process; each save rebuilds, loads the new build and tests")
+    log(f"watching {root} (every {interval:g}s; Ctrl-C stops): {how} "
+        f"{'every variant' if loop.test_all else 'the variants it rebuilt'}")
 
     def handle(changed: list[str], saved: float) -> None:
         if changed:
@@ -326,3 +334,142 @@ def warm_loop(selection, options, gpu, *, shapes: str, seed: int = 0, test_all: 
 
     return WarmLoop(build=lambda: builder.build(selection, options), load=load, test=test,
                     objects=lambda result: build_objects(result.build_dir), test_all=test_all)
+
+
+# ---------------------------------------------------------------- an external tree's slice
+
+# Why a tree's rounds check in a child process: a relinked module cannot replace the first in this one.
+TREE_RELOAD = ("the tree's Python package imports its extension by name, once per process, and registers its torch "
+               "ops then (flash-attn 3's _C the torch.ops.flash_attn_3 library, which torch refuses to register "
+               "twice; flash-attn 2's interface its flash_attn:: custom ops over the flash_attn_2_cuda it imported)")
+
+
+def tree_rebuilt_variants(manifest: dict) -> Callable[..., list[Variant]]:
+    """WarmLoop.select for a tree's slice: the variants of the units whose objects ninja recompiled (a unit
+    serves the variants of its direction, head dim and dtype, and of its causal value where it has one);
+    every variant when another object (the API, the stubs, a support TU) was, or test_all."""
+    units = {u["name"]: u for u in manifest["units"]}
+
+    def select(rebuilt: Iterable[str], built: list[Variant], *, test_all: bool = False) -> list[Variant]:
+        rebuilt = [t for t in rebuilt if t != "link"]
+        if test_all or any(t not in units or units[t]["direction"] not in ("fwd", "bwd", "splitkv") for t in rebuilt):
+            return list(built)
+        out = []
+        for v in built:
+            for name in rebuilt:
+                u = units[name]
+                if (u["direction"], u["hdim"], u["dtype"]) == (v.direction, v.hdim, v.dtype) and \
+                        u.get("causal") in (None, v.causal):
+                    out.append(v)
+                    break
+        return out
+    return select
+
+
+@dataclass(frozen=True)
+class TreeBuild:
+    """A linked tree build as the watching process sees it: its variants (from its manifest, as its
+    adapter lists them), never imported here."""
+
+    manifest: dict
+
+    def variants(self) -> list[str]:
+        from . import adapters
+
+        listed = adapters.fa3_slice_variants if self.manifest["profile"] == "flash-attn-3" else adapters.slice_variants
+        return [v.name for v in listed(self.manifest)]
+
+
+def _request(selection, options) -> dict:
+    """parse_request's keywords that give this selection and build back in the child."""
+    flags = options.flags
+    return {**selection.as_kwargs(), "debug": flags.debug, "lineinfo": flags.lineinfo,
+            "nvcc_flags": list(flags.nvcc_flags), "build_dir": str(options.build_dir) if options.build_dir else None,
+            "jobs": options.jobs, "launcher": options.launcher}
+
+
+def tree_loop(selection, options, *, shapes: str, seed: int = 0, test_all: bool = False,
+              echo: Callable[[str], None],
+              run: Callable[[list[str]], int] = lambda cmd: subprocess.run(cmd, check=False).returncode) -> WarmLoop:
+    """A WarmLoop for an external tree's slice: builder.build in this process; each round's checks in a
+    child (`python -m flashbuild.debug.watch REQUEST.json`) that imports the relinked build once, checks the
+    named variants, echoes its failed rows and writes its counts back (TREE_RELOAD says why a child)."""
+    import json as json_module
+    import sys
+    import tempfile
+
+    from ..build import builder
+
+    plan = builder.make_plan(selection, options)
+
+    def load(result):
+        if result.extension is None:
+            raise FlashbuildError(f"{plan.key} was built with --compile-only, which links no extension to test; "
+                                  f"drop --compile-only")
+        return TreeBuild(json_module.loads(plan.manifest_path.read_text()))
+
+    def test(build: TreeBuild, variants: list[Variant]):
+        with tempfile.TemporaryDirectory(prefix="flashbuild-watch-") as tmp:
+            request = Path(tmp) / "request.json"
+            request.write_text(json_module.dumps({"request": _request(selection, options), "seed": seed,
+                                                  "shapes": shapes, "variants": [v.name for v in variants],
+                                                  "out": str(Path(tmp) / "rows.json")}))
+            code = run([sys.executable, "-m", "flashbuild.debug.watch", str(request)])
+            try:
+                rows = json_module.loads((Path(tmp) / "rows.json").read_text())
+            except (OSError, ValueError):
+                rows = [{"variant": v.name, "status": "FAIL", "error": f"the check process exited {code}"}
+                        for v in variants]
+        return [checking_row(row) for row in rows]
+
+    loop = WarmLoop(build=lambda: builder.build(selection, options), load=load, test=test,
+                    objects=lambda result: build_objects(result.build_dir), test_all=test_all)
+    loop.select = lambda rebuilt, built, test_all=False: tree_rebuilt_variants(
+        json_module.loads(plan.manifest_path.read_text()))(rebuilt, built, test_all=test_all)
+    return loop
+
+
+@dataclass(frozen=True)
+class _ChildRow:
+    """What the parent needs of a child's check row (WarmLoop.round reads variant and status)."""
+
+    variant: str
+    status: str
+    error: str = ""
+
+
+def checking_row(row: dict) -> _ChildRow:
+    return _ChildRow(row["variant"], row["status"], row.get("error", ""))
+
+
+def child(request_path: str) -> int:
+    """The check process of tree_loop: import the build, check the requested variants, write the rows."""
+    import json as json_module
+
+    from ..build import builder
+    from . import runtime
+
+    job = json_module.loads(Path(request_path).read_text())
+    selection, options = builder.parse_request(**job["request"])
+    gpu = runtime.require_gpu("watch")
+    module = runtime.open_tree_build(builder.make_plan(selection, options))
+    wanted = set(job["variants"])
+    variants = [Variant.from_name(n) for n in module.variants() if n in wanted]
+    here, _ = runtime.runnable(variants, gpu)
+    shape_sets = (checking.SHAPE_SETS[job["shapes"]], checking.FEATURE_SHAPE_SETS[job["shapes"]])
+    width, shape_width = max([30] + [len(v.name) for v in here]), checking.shape_width(here, *shape_sets)
+
+    def on_row(row):
+        if row.status == "FAIL":
+            print(checking.format_row(row, width, shape_width), flush=True)
+
+    rows = checking.run_checks(module, here, shape_sets[0], feature_shapes=shape_sets[1], seed=job["seed"],
+                               device=gpu.device, on_row=on_row)
+    Path(job["out"]).write_text(json_module.dumps([{"variant": r.variant, "status": r.status} for r in rows]))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(child(sys.argv[1]))

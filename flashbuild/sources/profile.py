@@ -25,6 +25,7 @@ from .. import env
 from ..errors import SelectionError
 from ..selection import space as variant_space
 from . import releases as releases_module
+from . import switches as switch_tables
 
 try:
     import tomllib
@@ -146,6 +147,8 @@ class Profile:
     version_accepts: str | None = None
     # the release line applied (sources/releases.py): "2.6" of configs/profiles/releases/<profile>/2.6.toml
     release: releases_module.Release | None = None
+    # switch macros narrowed inside each TU ([switches]: sources/switches.py); their features are in `features`
+    switches: switch_tables.Switches | None = field(default=None, hash=False, compare=False)
 
     @property
     def builtin(self) -> bool:
@@ -402,6 +405,15 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
                           names.get("uneven", str, "a feature in features.names", None, lambda v: v in features),
                           parsed, dict(env_names))
         names.done()
+    switches = switch_tables.parse(path, top.get("switches", dict, "a table", None), features)
+    if switches is not None and switches.overlay not in {g.file for g in generated}:
+        raise SelectionError(f"profile {path}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
+                             f"entry with file = \"{switches.overlay}\" (template = \"profiles/switches.h.j2\")")
+    if switches is not None:
+        # Switch features join the selection's; nothing in the tree reads their define (it only names the
+        # choice in build.ninja and the plan): the overlay narrows the kernels, the API keeps its checks.
+        features += switches.features
+        disable.update({f: f"FLASHBUILD_NO_SWITCH_{f.upper()}" for f in switches.features})
     top.done()
     return Profile(
         name=release.id if release else path.stem, path=path, release=release, description=description, required=required, include_dirs=include_dirs,
@@ -414,7 +426,7 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
         feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support), hdim_v=hdim_v,
         hdim_v_feature=hdim_v_feature, hdim_v_bwd=hdim_v_bwd,
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
-        nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
+        nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests, switches=switches)
 
 
 def label(name_or_path: str) -> str:

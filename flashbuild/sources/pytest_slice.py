@@ -21,6 +21,8 @@ import json
 import os
 from pathlib import Path
 
+from . import switches
+
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -39,8 +41,8 @@ def _slice():
     return manifest, tree
 
 
-def serves(params: dict, manifest: dict, tree) -> str | None:
-    """None when the slice serves a case with these parameters, else why not."""
+def serves(params: dict, manifest: dict, tree, function: str = "") -> str | None:
+    """None when the slice serves a case with these parameters (of test `function`), else why not."""
     names = tree.tests
     selection = manifest["selection"]
     dtype = params.get(names.dtype)
@@ -59,6 +61,11 @@ def serves(params: dict, manifest: dict, tree) -> str | None:
     for feature, (param, off) in names.features.items():
         if param in params and params[param] != off and feature not in selection["features"]:
             return f"{feature} ({param}={params[param]!r})"
+    if tree.switches is not None:  # a switch branch the slice compiled out (sources/switches.py): never run
+        causal = {"on": (True,), "off": (False,)}.get(selection.get("causal"), (False, True))
+        lacks = switches.case_outside(tree.switches, function, params, causal, tuple(selection["features"]))
+        if lacks:
+            return f"compiled-out switch branch: {lacks}"
     return None
 
 
@@ -70,6 +77,9 @@ def test_environment(manifest: dict, tree) -> dict[str, str]:
     for key, variable in tree.tests.env.items():
         if key == "always" or (key in tree.features and key not in selection["features"]) or (
                 key.startswith("hdim") and int(key[4:]) not in selection["hdim"]):
+            out[variable] = "TRUE"
+    for key, variable in (tree.switches.tests.env.items() if tree.switches is not None else ()):
+        if key not in selection["features"]:
             out[variable] = "TRUE"
     return out
 
@@ -98,7 +108,11 @@ def cache_dir_outside_tree(config, manifest: dict) -> None:
     if not source:
         return
     tree = Path(source).resolve()
-    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(config.getini("cache_dir"))))).resolve()
+    try:
+        configured = config.getini("cache_dir")
+    except ValueError:  # no cache_dir option: pytest runs without its cacheprovider (-p no:cacheprovider)
+        return
+    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(configured)))).resolve()
     if wanted == tree or tree in wanted.parents:
         # getini's cache, read by the cacheprovider's pytest_configure, which runs after this one
         config._inicache["cache_dir"] = str(Path(os.environ["FLASHBUILD_SLICE"]).resolve().parent / "pytest_cache")
@@ -130,7 +144,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         params = item.callspec.params if hasattr(item, "callspec") else {}
         hdim = params.get(tree.tests.hdim)
-        outside = serves(params, manifest, tree) or (only and hdim is not None and int(hdim) not in only)
+        function = getattr(getattr(item, "function", None), "__name__", "") or item.name.split("[")[0]
+        outside = serves(params, manifest, tree, function) or (only and hdim is not None and int(hdim) not in only)
         (drop if outside else keep).append(item)
     if shard:
         index, count = shard

@@ -222,11 +222,13 @@ def _combination_units(selection: Selection, profile: Profile) -> tuple[Unit, ..
 def _units_of(selection: Selection, profile: Profile, direction: str, hdim: int, dtype: str, arch: str) -> list[Unit]:
     """The TUs of one direction, head dim, dtype and arch: each V head dim x feature combination."""
     out = []
+    # one causal value selected: the switch overlay (sources/switches.py) narrows the TU to it
+    causal = selection.causal[0] if len(selection.causal) == 1 and profile.switches is not None else None
     for hdim_v, combination in itertools.product(head_dims_v(profile, direction, hdim, selection.features),
                                                  feature_combinations(profile, direction, selection.features)):
         out.append(Unit(_name(profile, direction, f"{hdim}_{hdim_v}" if hdim_v else hdim, dtype, None, arch,
                               combination),
-                        profile.instantiations[direction].template, direction, hdim, dtype, None, (arch,),
+                        profile.instantiations[direction].template, direction, hdim, dtype, causal, (arch,),
                         combination, hdim_v=hdim_v))
     return out
 
