@@ -125,12 +125,12 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
         name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
-        assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
+        assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "common/append_kv.h"} <= tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/fwd_softmax.h" not in tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" in tus[name + "_kernel"] and "ampere/splitkv_launch.h" not in tus[name + "_kernel"]
         assert not any(h.startswith("hopper/") for h in tus[name] | tus[name + "_kernel"]), (name, sorted(tus[name]))
     name = "splitkv_hdim128_fp16_causal_sm90"
-    assert {"hopper/splitkv_launch.h", "hopper/fwd_params.h", "ampere/append_kv.h", "ampere/splitkv_combine.h"} <= \
+    assert {"hopper/splitkv_launch.h", "hopper/fwd_params.h", "common/append_kv.h", "common/splitkv_combine.h"} <= \
         tus[name], sorted(tus[name])
     assert not hopper_code & tus[name] and "ampere/fwd_kernel.h" not in tus[name], sorted(tus[name])
     assert hopper_code <= tus[name + "_kernel"] and "hopper/splitkv_launch.h" not in tus[name + "_kernel"]

@@ -1,5 +1,5 @@
 // Runtime flags -> template arguments for split-KV decoding: the append kernel when the call adds
-// new keys (ampere/append_kv.h), the forward kernel over one slice of the keys per split, then the
+// new keys (common/append_kv.h), the forward kernel over one slice of the keys per split, then the
 // combine kernel. With one split the forward kernel writes O directly.
 // The forward kernel (FwdMode::kDecode: one split or several, chosen at run time), the costly part of a TU that
 // held it, compiles device-only in a TU of its own (<variant>_kernel.cu), beside this one, and the launch reaches
@@ -9,7 +9,7 @@
 #pragma once
 
 #include "ampere/fwd_entry.h"
-#include "ampere/splitkv_steps.h"  // the checks, the append and combine kernels
+#include "common/splitkv_steps.h"  // the checks, the append and combine kernels
 #include "ampere/fwd_traits.h"  // SplitKVTraits
 
 namespace flashbuild {

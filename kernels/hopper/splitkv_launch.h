@@ -9,13 +9,13 @@
 // and combine kernels compile in one TU of the head dim and dtype (SplitKVSmallKernels, below).
 #pragma once
 
-#include "ampere/splitkv_checks.h"
+#include "common/splitkv_checks.h"
 #include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
 
 namespace flashbuild {
 namespace hopper {
 
-// The index check (ampere/cache_index_check.h), the append kernel (the call adds keys) and the combine kernel
+// The index check (common/cache_index_check.h), the append kernel (the call adds keys) and the combine kernel
 // (more than one split), the Ampere path's.
 // Declared here, defined in hopper/splitkv_small_kernels.h: one TU of the build's variants of this head dim and dtype
 // instantiates them (that header says why), and the others' launches link to it.

@@ -1,5 +1,5 @@
 // The split-KV's small kernels on the Hopper family: the index check, the append and combine kernels (the Ampere path's,
-// ampere/splitkv_steps.h) behind SplitKVSmallKernels (hopper/splitkv_launch.h declares it).
+// common/splitkv_steps.h) behind SplitKVSmallKernels (hopper/splitkv_launch.h declares it).
 //
 // Every split-KV variant of one head dim and dtype launches the same two kernels: compiled in each of their
 // TUs, they were compiled up to four times over (device code, and the headers parsed again for it). So one TU
@@ -8,7 +8,7 @@
 // alone, and link to that TU's launches (each launch <<<>>>es its kernel in the TU that compiled it).
 #pragma once
 
-#include "ampere/splitkv_steps.h"
+#include "common/splitkv_steps.h"
 #include "hopper/splitkv_launch.h"
 
 namespace flashbuild::hopper {

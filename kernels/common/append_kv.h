@@ -5,7 +5,7 @@
 // every head dim. A few KB of new tokens: this kernel is latency, not bandwidth.
 #pragma once
 
-#include "ampere/kv_cache.h"
+#include "common/kv_cache.h"
 
 namespace flashbuild::ampere {
 

@@ -1,5 +1,5 @@
 // The host-side checks of a split-KV call, without its kernels: both families' launches take them
-// (ampere/splitkv_steps.h around the append and combine kernels; hopper/splitkv_launch.h, whose TUs reach
+// (common/splitkv_steps.h around the append and combine kernels; hopper/splitkv_launch.h, whose TUs reach
 // those kernels through hopper/splitkv_small_kernels.h).
 #pragma once
 

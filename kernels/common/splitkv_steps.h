@@ -3,10 +3,10 @@
 // Hopper one takes the same kernels through hopper/splitkv_small_kernels.h.
 #pragma once
 
-#include "ampere/append_kv.h"
-#include "ampere/cache_index_check.h"
-#include "ampere/splitkv_checks.h"
-#include "ampere/splitkv_combine.h"
+#include "common/append_kv.h"
+#include "common/cache_index_check.h"
+#include "common/splitkv_checks.h"
+#include "common/splitkv_combine.h"
 
 namespace flashbuild::ampere {
 
