@@ -36,10 +36,10 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Traits = hopper::SplitKVTraits<kHeadDim, kDType>;
   using SmallKernels = hopper::SplitKVSmallKernels<kHeadDim, Element>;
 
-  if (!ampere::splitkv_checks(params, kHeadDim)) { return; }
+  if (!splitkv_checks(params, kHeadDim)) { return; }
   SmallKernels::check_indices(params, stream);  // first: every later kernel reads the checked indices
   if (params.knew != nullptr) { SmallKernels::append(params, stream); }
-  if (!ampere::splitkv_has_rows(params)) { return; }
+  if (!splitkv_has_rows(params)) { return; }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {
     throw std::runtime_error("flashbuild: the Hopper split-KV takes a paged KV cache whose page size is a multiple "
                              "of " + std::to_string(Traits::kBlockN) + " rows (got " + std::to_string(params.page_size) +

@@ -15,17 +15,17 @@ namespace flashbuild::hopper {
 
 template <int kHeadDim, class Element>
 void SplitKVSmallKernels<kHeadDim, Element>::check_indices(const FwdParams& params, cudaStream_t stream) {
-  ampere::run_cache_index_check(params, stream);
+  run_cache_index_check(params, stream);
 }
 
 template <int kHeadDim, class Element>
 void SplitKVSmallKernels<kHeadDim, Element>::append(const FwdParams& params, cudaStream_t stream) {
-  ampere::run_append_kv<Element>(params, stream);
+  run_append_kv<Element>(params, stream);
 }
 
 template <int kHeadDim, class Element>
 void SplitKVSmallKernels<kHeadDim, Element>::combine(const FwdParams& params, cudaStream_t stream) {
-  ampere::splitkv_end<kHeadDim, Element>(params, stream);
+  splitkv_end<kHeadDim, Element>(params, stream);
 }
 
 }  // namespace flashbuild::hopper
