@@ -825,7 +825,7 @@ void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, cons
 // the build has it (mha_fwd_kvcache).
 constexpr int kPrefillRowsOnFwdKernel = 128;
 
-// A paged cache goes to the Hopper forward at the head dims whose key block (128: hopper/traits.h,
+// A paged cache goes to the Hopper forward at the head dims whose key block (128: hopper/fwd_traits.h,
 // fwd_tile) is the split-KV kernel's (splitkv_block_n), so every page size check_kvcache_args
 // accepts holds whole key boxes. hdim 192/256 (96- and 80-key boxes) stay on the split-KV kernel;
 // hopper/fwd_launch.h refuses a page size that does not fit rather than read past a page.
