@@ -16,7 +16,7 @@ namespace flashbuild {
 namespace hopper {
 
 // The index check (common/cache_index_check.h), the append kernel (the call adds keys) and the combine kernel
-// (more than one split), the Ampere path's.
+// (more than one split), the same as the Ampere path's (common/).
 // Declared here, defined in hopper/splitkv_small_kernels.h: one TU of the build's variants of this head dim and dtype
 // instantiates them (that header says why), and the others' launches link to it.
 template <int kHeadDim, class Element>

@@ -1,4 +1,4 @@
-// The split-KV's small kernels on the Hopper family: the index check, the append and combine kernels (the Ampere path's,
+// The split-KV's small kernels on the Hopper family: the index check, the append and combine kernels (both families',
 // common/splitkv_steps.h) behind SplitKVSmallKernels (hopper/splitkv_launch.h declares it).
 //
 // Every split-KV variant of one head dim and dtype launches the same two kernels: compiled in each of their
