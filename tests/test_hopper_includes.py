@@ -118,23 +118,26 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     """Split-KV's launch TU keeps the append and combine kernels and reaches its kernel's traits, not its code:
     the kernel compiles device-only in the kernel TU, so an edit to the kernel recompiles that alone. On sm80 the
     kernel is the Ampere path's forward in decode mode; on sm90 (head dims 32-128) the Hopper forward's, compiled
-    for decoding (hopper/splitkv_launch.h); at hdim 192/256 sm90 keeps the Ampere path's."""
+    for decoding (hopper/splitkv_launch.h), its steps around the kernel from common/ and no ampere/ header; at
+    hdim 192/256 sm90 keeps the Ampere path's."""
     tus = rendered(hdim="128,256", dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
     assert set(tus) == {f"splitkv_hdim{hdim}_fp16_causal_{arch}{part}" for hdim in (128, 256) for arch in ("sm80", "sm90")
                         for part in ("", "_kernel")}
     hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
         name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
-        assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "ampere/append_kv.h"} <= tus[name], sorted(tus[name])
+        assert {"ampere/fwd_entry.h", "ampere/fwd_traits.h", "common/append_kv.h"} <= tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" not in tus[name] and "ampere/fwd_softmax.h" not in tus[name], sorted(tus[name])
         assert "ampere/fwd_kernel.h" in tus[name + "_kernel"] and "ampere/splitkv_launch.h" not in tus[name + "_kernel"]
         assert not any(h.startswith("hopper/") for h in tus[name] | tus[name + "_kernel"]), (name, sorted(tus[name]))
     name = "splitkv_hdim128_fp16_causal_sm90"
-    assert {"hopper/splitkv_launch.h", "hopper/fwd_params.h", "ampere/append_kv.h", "ampere/splitkv_combine.h"} <= \
+    assert {"hopper/splitkv_launch.h", "hopper/fwd_params.h", "common/append_kv.h", "common/splitkv_combine.h"} <= \
         tus[name], sorted(tus[name])
     assert not hopper_code & tus[name] and "ampere/fwd_kernel.h" not in tus[name], sorted(tus[name])
     assert hopper_code <= tus[name + "_kernel"] and "hopper/splitkv_launch.h" not in tus[name + "_kernel"]
     assert "ampere/fwd_kernel.h" not in tus[name + "_kernel"]
+    # Its steps around the kernel (checks, index check, append, combine) are common/'s: no Ampere header at all.
+    assert not any(h.startswith("ampere/") for h in tus[name] | tus[name + "_kernel"]), sorted(tus[name])
 
 def test_a_hopper_direction_reaches_none_of_the_others_headers():
     """What both Hopper directions use is in the family's unprefixed headers (sm90.h, accumulator.h, utils.h,

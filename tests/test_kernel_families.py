@@ -16,13 +16,6 @@ from test_binding_includes import KERNELS, QUOTED_INCLUDE
 FAMILIES = ("ampere", "hopper")
 HEADERS = sorted(p.relative_to(KERNELS).as_posix() for d in (*FAMILIES, "common") for p in (KERNELS / d).glob("*.h"))
 
-# Split-KV's append and combine kernels and its host checks (ampere/splitkv_{steps,checks}.h) are both families':
-# the Hopper split-KV launches them. They are to move to kernels/common/ with the split-KV work that owns those
-# files (issue 45); until then these two includes, and no other, cross. test_the_known_crossings_are_still_there
-# fails once they are gone, so that this list shrinks with them.
-KNOWN_CROSSINGS = {("hopper/splitkv_launch.h", "ampere/splitkv_checks.h"),
-                   ("hopper/splitkv_small_kernels.h", "ampere/splitkv_steps.h")}
-
 
 def includes(header: str) -> list[str]:
     return QUOTED_INCLUDE.findall((KERNELS / header).read_text())
@@ -38,14 +31,24 @@ def crossings() -> set[tuple[str, str]]:
 
 
 def test_no_family_includes_another_familys_headers():
-    unexpected = sorted(crossings() - KNOWN_CROSSINGS)
-    assert unexpected == [], (
-        f"{unexpected}: a header includes another family's (or common/ includes a family's); move what both use to "
+    found = sorted(crossings())
+    assert found == [], (
+        f"{found}: a header includes another family's (or common/ includes a family's); move what both use to "
         "kernels/common/")
 
 
-def test_the_known_crossings_are_still_there():
-    assert crossings() >= KNOWN_CROSSINGS, f"{sorted(KNOWN_CROSSINGS - crossings())} no longer cross: drop them from KNOWN_CROSSINGS"
+def namespaces_named(header: str) -> set[str]:
+    """The families whose namespace a header's code opens or names (`namespace hopper`, `flashbuild::ampere`,
+    `ampere::x`), comments aside."""
+    code = strip_comments((KERNELS / header).read_text())
+    return {f for f in FAMILIES if re.search(rf"\bnamespace\s+(flashbuild::)?{f}\b|\b{f}::", code)}
+
+
+def test_no_header_names_another_familys_namespace():
+    """The same rule by name: what a common/ header declares is in namespace flashbuild, and a family's header
+    calls nothing of another family's namespace (which only a transitive include could have brought)."""
+    found = sorted((h, f) for h in HEADERS for f in namespaces_named(h) if f != h.split("/")[0])
+    assert found == [], f"{found}: a header names another family's namespace; what both use is flashbuild:: in common/"
 
 
 def test_every_quoted_include_is_a_kernel_header():

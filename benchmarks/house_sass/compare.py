@@ -9,7 +9,8 @@ demangled name; with --namespace-moves, `flashbuild::ampere::` and `flashbuild::
 `flashbuild::`, so that a helper that only moved to kernels/common/ (and so into namespace flashbuild)
 matches its old self; when a TU has exactly one function on each side left unmatched (a kernel whose template
 arguments changed), the two are compared as one, renamed. Prints one line per function: same, DIFFERS (with
-the count of changed lines), or only on one side; exits 1 if any differs.
+the count of changed lines), or only on one side; exits 1 if any differs or a TU was not built after, 2 if
+BEFORE holds no dump.
 """
 
 from __future__ import annotations
@@ -46,11 +47,16 @@ def functions(text: str, namespace_moves: bool) -> dict[str, list[str]]:
 
 
 def main(before: Path, after: Path, namespace_moves: bool) -> int:
+    dumps = sorted(before.glob("*.sass"))
+    if not dumps:  # a wrong dir would otherwise compare nothing and exit 0, "unchanged"
+        print(f"no <tu>.sass in {before}: give the dirs sass_tree.py built (their sass/ is read)", file=sys.stderr)
+        return 2
     differs = 0
-    for sass in sorted(before.glob("*.sass")):
+    for sass in dumps:
         other = after / sass.name
         if not other.is_file():
             print(f"{sass.stem}: not built after")
+            differs += 1  # nothing to compare is not "the same"
             continue
         old, new = functions(sass.read_text(), namespace_moves), functions(other.read_text(), namespace_moves)
         print(f"{sass.stem}: {len(old)} functions before, {len(new)} after")

@@ -12,7 +12,7 @@ namespace flashbuild::ampere {
 // What one launch of the forward kernel reads and writes.
 enum class FwdMode {
   kFull,         // flash_attn_func / varlen: contiguous K/V, O and the LSE written directly
-  kDecode,       // split-KV: K/V from a KV cache (ampere/kv_cache.h); with one split O written directly, with
+  kDecode,       // split-KV: K/V from a KV cache (common/kv_cache.h); with one split O written directly, with
                  // several the key blocks of split blockIdx.z % num_splits only and an fp32 partial result for
                  // the combine kernel (a runtime choice: one kernel serves both)
 };

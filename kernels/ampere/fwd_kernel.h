@@ -7,9 +7,9 @@
 #include "ampere/fwd_entry.h"  // FwdMode, FwdKernelEntry
 #include "ampere/fwd_softmax.h"
 #include "ampere/fwd_traits.h"
-#include "ampere/kv_cache.h"
 #include "common/block_info.h"
 #include "common/features.h"  // the softcap transform and the masks, shared with the Hopper family
+#include "common/kv_cache.h"
 
 namespace flashbuild::ampere {
 

@@ -727,7 +727,7 @@ CacheShape check_kvcache_args(const at::Tensor& q, const at::Tensor& k_cache, co
     g.seqlen_new = int(k.size(1));
   }
 
-  // Their values (rows, lengths, pages) are checked on the device: ampere/cache_index_check.h.
+  // Their values (rows, lengths, pages) are checked on the device: common/cache_index_check.h.
 
   TORCH_CHECK(a.rotary_cos.has_value() == a.rotary_sin.has_value(), "flashbuild: rotary embedding needs both "
               "rotary_cos and rotary_sin; got only ", (a.rotary_cos ? "rotary_cos" : "rotary_sin"));
@@ -756,7 +756,7 @@ CacheShape check_kvcache_args(const at::Tensor& q, const at::Tensor& k_cache, co
 }
 
 // A KV-cache call's index tensors as its kernels read them: views of the check kernel's output
-// (ampere/cache_index_check.h), each value clamped into its range; undefined when not given.
+// (common/cache_index_check.h), each value clamped into its range; undefined when not given.
 struct CheckedIndices {
   at::Tensor all;  // [cache_seqlens | cache_batch_idx | cache_leftpad | block_table (batch, max_pages)]
   at::Tensor seqlens, batch_idx, leftpad, block_table;
@@ -825,7 +825,7 @@ void write_back_appended(const at::Tensor& cache, const at::Tensor& padded, cons
 // the build has it (mha_fwd_kvcache).
 constexpr int kPrefillRowsOnFwdKernel = 128;
 
-// A paged cache goes to the Hopper forward at the head dims whose key block (128: hopper/traits.h,
+// A paged cache goes to the Hopper forward at the head dims whose key block (128: hopper/fwd_traits.h,
 // fwd_tile) is the split-KV kernel's (splitkv_block_n), so every page size check_kvcache_args
 // accepts holds whole key boxes. hdim 192/256 (96- and 80-key boxes) stay on the split-KV kernel;
 // hopper/fwd_launch.h refuses a page size that does not fit rather than read past a page.
@@ -932,7 +932,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     if (fwd) {
       const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
 #if FLASHBUILD_HAS_SPLITKV
-      // The split-KV launch with no query rows runs its first steps alone (ampere/splitkv_checks.h,
+      // The split-KV launch with no query rows runs its first steps alone (common/splitkv_checks.h,
       // splitkv_has_rows): the index check, so the forward kernel reads checked indices too.
       FwdParams prologue = p;
       prologue.seqlen_q = 0;

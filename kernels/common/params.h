@@ -52,7 +52,7 @@ inline void check_grid_yz(const char* entry, int64_t nheads, int64_t batch_block
 }
 
 // A KV-cache call's index tensors as the caller gave them (null: not given), read by the check kernel
-// alone (ampere/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
+// alone (common/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
 // cache_batch_idx 0..num_cache_rows - 1, cache_leftpad 0..capacity, block_table 0..num_cache_rows - 1
 // (num_cache_rows: the cache's batch rows, or its pages). `checked` (int32, 3 * batch + batch * max_pages)
 // receives them clamped: [cache_seqlens | cache_batch_idx | cache_leftpad | block_table, max_pages a row];
@@ -137,7 +137,7 @@ struct FwdParams {
   const int* __restrict__ block_table;
   int64_t block_table_batch_stride;
   int page_size;
-  // The caller's index tensors before their check (ampere/cache_index_check.h, the first kernel of
+  // The caller's index tensors before their check (common/cache_index_check.h, the first kernel of
   // run_splitkv): the fields above then point into index_check.checked, which that kernel fills with
   // the values clamped into their ranges, so no kernel after it addresses memory with a bad one.
   CacheIndexCheck index_check;

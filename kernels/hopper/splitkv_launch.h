@@ -9,14 +9,14 @@
 // and combine kernels compile in one TU of the head dim and dtype (SplitKVSmallKernels, below).
 #pragma once
 
-#include "ampere/splitkv_checks.h"
+#include "common/splitkv_checks.h"
 #include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
 
 namespace flashbuild {
 namespace hopper {
 
-// The index check (ampere/cache_index_check.h), the append kernel (the call adds keys) and the combine kernel
-// (more than one split), the Ampere path's.
+// The index check (common/cache_index_check.h), the append kernel (the call adds keys) and the combine kernel
+// (more than one split), the same as the Ampere path's (common/).
 // Declared here, defined in hopper/splitkv_small_kernels.h: one TU of the build's variants of this head dim and dtype
 // instantiates them (that header says why), and the others' launches link to it.
 template <int kHeadDim, class Element>
@@ -36,10 +36,10 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using Traits = hopper::SplitKVTraits<kHeadDim, kDType>;
   using SmallKernels = hopper::SplitKVSmallKernels<kHeadDim, Element>;
 
-  if (!ampere::splitkv_checks(params, kHeadDim)) { return; }
+  if (!splitkv_checks(params, kHeadDim)) { return; }
   SmallKernels::check_indices(params, stream);  // first: every later kernel reads the checked indices
   if (params.knew != nullptr) { SmallKernels::append(params, stream); }
-  if (!ampere::splitkv_has_rows(params)) { return; }
+  if (!splitkv_has_rows(params)) { return; }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {
     throw std::runtime_error("flashbuild: the Hopper split-KV takes a paged KV cache whose page size is a multiple "
                              "of " + std::to_string(Traits::kBlockN) + " rows (got " + std::to_string(params.page_size) +

@@ -5,9 +5,15 @@
 // every head dim. A few KB of new tokens: this kernel is latency, not bandwidth.
 #pragma once
 
-#include "ampere/kv_cache.h"
+#include <cstdint>
 
-namespace flashbuild::ampere {
+#include <cute/config.hpp>  // CUTE_DEVICE
+
+#include "common/kv_cache.h"
+#include "common/launch.h"
+#include "common/params.h"
+
+namespace flashbuild {
 
 constexpr int kAppendRowsPerBlock = 4;  // one warp per row
 
@@ -90,4 +96,4 @@ void run_append_kv(const FwdParams& params, cudaStream_t stream) {
   launch(&append_kv_kernel<Element>, dim3(unsigned(blocks)), 32 * kAppendRowsPerBlock, 0, stream, params);
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

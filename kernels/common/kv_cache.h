@@ -4,9 +4,11 @@
 // kernel reads K/V tiles through it, the append kernel writes new keys and values through it.
 #pragma once
 
-#include "ampere/utils.h"
+#include <cstdint>
 
-namespace flashbuild::ampere {
+#include <cute/config.hpp>  // CUTE_DEVICE
+
+namespace flashbuild {
 
 // A cache position resolved to memory: the page (or, contiguous, the cache's batch row) and the row in it.
 struct CacheSlot {
@@ -51,4 +53,4 @@ CUTE_DEVICE int decode_seqlen_k(Params const& p, int batch) {
   return cached + p.seqlen_knew - (p.cache_leftpad ? p.cache_leftpad[batch] : 0);
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

@@ -2,9 +2,15 @@
 // its own sum), the full LSE is l = log(sum_s exp(l_s)) and O = sum_s exp(l_s - l) * O_s.
 #pragma once
 
-#include "ampere/utils.h"
+#include <cmath>  // INFINITY
+#include <cstdint>
 
-namespace flashbuild::ampere {
+#include <cute/config.hpp>  // CUTE_UNROLL
+
+#include "common/launch.h"
+#include "common/params.h"
+
+namespace flashbuild {
 
 constexpr int kCombineRowsPerBlock = 4;  // one warp per output row
 
@@ -43,4 +49,4 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock) splitkv_combine_ker
   if (lane == 0) { p.lse[batch * p.lse_batch_stride + head * p.lse_head_stride + row] = lse; }
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

@@ -1,15 +1,16 @@
 // The host-side checks of a split-KV call, without its kernels: both families' launches take them
-// (ampere/splitkv_steps.h around the append and combine kernels; hopper/splitkv_launch.h, whose TUs reach
+// (common/splitkv_steps.h around the append and combine kernels; hopper/splitkv_launch.h, whose TUs reach
 // those kernels through hopper/splitkv_small_kernels.h).
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-#include "ampere/utils.h"  // check_head_dim
+#include "common/launch.h"  // check_head_dim
+#include "common/params.h"
 #include "common/splitkv_heuristic.h"  // kMaxSplits
 
-namespace flashbuild::ampere {
+namespace flashbuild {
 
 // The checks; returns whether the call has batch rows (to append to, or to attend).
 inline bool splitkv_checks(const FwdParams& params, int head_dim) {
@@ -25,4 +26,4 @@ inline bool splitkv_checks(const FwdParams& params, int head_dim) {
 // even when no query row attends to them (seqlen_q = 0).
 inline bool splitkv_has_rows(const FwdParams& params) { return params.seqlen_q != 0 && params.nheads != 0; }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

@@ -7,10 +7,11 @@
 // One CTA per batch row; a few hundred bytes per row: this kernel is a launch, not a cost.
 #pragma once
 
-#include "ampere/utils.h"
 #include "common/index_errors.h"
+#include "common/launch.h"
+#include "common/params.h"  // CacheIndexCheck
 
-namespace flashbuild::ampere {
+namespace flashbuild {
 
 constexpr int kIndexCheckThreads = 128;
 
@@ -61,4 +62,4 @@ void run_cache_index_check(const Params& params, cudaStream_t stream) {
   launch(&cache_index_check_kernel<Params>, dim3(unsigned(params.batch)), kIndexCheckThreads, 0, stream, params);
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild

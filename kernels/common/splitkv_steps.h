@@ -3,12 +3,13 @@
 // Hopper one takes the same kernels through hopper/splitkv_small_kernels.h.
 #pragma once
 
-#include "ampere/append_kv.h"
-#include "ampere/cache_index_check.h"
-#include "ampere/splitkv_checks.h"
-#include "ampere/splitkv_combine.h"
+#include "common/append_kv.h"
+#include "common/cache_index_check.h"
+#include "common/launch.h"
+#include "common/splitkv_checks.h"
+#include "common/splitkv_combine.h"
 
-namespace flashbuild::ampere {
+namespace flashbuild {
 
 // The checks, the index check (every later kernel reads the checked indices), then the append kernel when
 // the call adds keys: they go into the cache even when no query row attends to them (seqlen_q = 0).
@@ -30,4 +31,4 @@ void splitkv_end(const FwdParams& params, cudaStream_t stream) {
   launch(&splitkv_combine_kernel<kHeadDim, Element>, dim3(blocks), 32 * kCombineRowsPerBlock, 0, stream, params);
 }
 
-}  // namespace flashbuild::ampere
+}  // namespace flashbuild
