@@ -99,7 +99,9 @@ def test_a_rerun_stops_a_compiler_left_in_its_build_dir_before_building(fake_env
                            capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
     build_dir = next(p for p in (tmp_path / "cache").iterdir() if p.is_dir())
-    leftover = subprocess.Popen(["sleep", "60"], cwd=build_dir, start_new_session=True)
+    # as a killed build's compiler: started in the build dir with the mark ninja's environment carries
+    leftover = subprocess.Popen(["sleep", "60"], cwd=build_dir, start_new_session=True,
+                                env={**os.environ, processes.MARK: os.path.realpath(build_dir)})
     (build_dir / "obj" / "fwd_hdim64_fp16_sm90.o").unlink()  # so the rerun has work to do
     rerun = subprocess.run([sys.executable, "-m", "flashbuild", *SLICE], env={**fake_env, "FAKE_NVCC_SLEEP": ""},
                            capture_output=True, text=True, timeout=60)
@@ -112,8 +114,9 @@ def test_processes_in_finds_only_processes_working_in_that_dir(tmp_path):
     inside, outside = tmp_path / "in", tmp_path / "out"
     inside.mkdir()
     outside.mkdir()
-    a = subprocess.Popen(["sleep", "30"], cwd=inside)
-    b = subprocess.Popen(["sleep", "30"], cwd=outside)
+    marked = {**os.environ, processes.MARK: os.path.realpath(inside)}
+    a = subprocess.Popen(["sleep", "30"], cwd=inside, env=marked)
+    b = subprocess.Popen(["sleep", "30"], cwd=outside, env={**os.environ, processes.MARK: os.path.realpath(outside)})
     try:
         assert processes.processes_in(inside) == [a.pid]
         assert processes.stop_leftovers(inside, grace=2) == [a.pid]
@@ -122,3 +125,27 @@ def test_processes_in_finds_only_processes_working_in_that_dir(tmp_path):
         for p in (a, b):
             p.kill()
             p.wait()
+
+
+def test_a_users_own_process_in_the_build_dir_is_never_signalled(tmp_path):
+    """A shell that cd'd into a build dir (no mark: flashbuild did not start it), and its whole
+    process group, survive the leftover sweep of the next build there."""
+    build_dir = tmp_path / "key"
+    build_dir.mkdir()
+    shell = subprocess.Popen(["sleep", "30"], cwd=build_dir, start_new_session=True,
+                             env={k: v for k, v in os.environ.items() if k != processes.MARK})
+    try:
+        assert processes.processes_in(build_dir) == []
+        assert processes.stop_leftovers(build_dir, grace=1) == []
+        assert shell.poll() is None
+    finally:
+        shell.kill()
+        shell.wait()
+
+
+def test_start_marks_ninja_and_what_it_starts_with_its_dir(tmp_path):
+    with processes.running(["sh", "-c", "sleep 30"], cwd=tmp_path) as process:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and process.pid not in processes.processes_in(tmp_path):
+            time.sleep(0.05)
+        assert process.pid in processes.processes_in(tmp_path)

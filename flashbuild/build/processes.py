@@ -9,8 +9,10 @@ ninja, wait, and kill what is left. Three ways a build ends early are covered:
 - SIGTERM / SIGHUP to flashbuild: `signals_raise()` turns them into `Terminated`, which does the same;
 - SIGKILL to flashbuild (nothing runs): ninja was started with PR_SET_PDEATHSIG, so the kernel sends it
   SIGTERM when flashbuild dies; and the next build of the same dir first stops any compiler still
-  running there (`stop_leftovers`: processes whose working directory is the build dir), so a rerun
-  never races a leftover compiler on one object.
+  running there (`stop_leftovers`: processes whose working directory is the build dir and whose
+  environment carries the mark `start` gives ninja, and so every compiler under it), so a rerun never
+  races a leftover compiler on one object. A process the user started there (a shell that cd'd into
+  the build dir, an editor) has no mark and is never signalled.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from typing import Iterator
 
 GRACE_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
+# Set in ninja's environment (the compilers inherit it) to the build dir it runs in: the leftover sweep
+# signals only processes that carry it, never another program that merely works in that dir.
+MARK = "FLASHBUILD_COMPILING_IN"
 
 
 class Terminated(KeyboardInterrupt):
@@ -47,7 +52,10 @@ def _child_setup() -> None:  # runs in the child between fork and exec
 
 
 def start(command: list[str], **kwargs) -> subprocess.Popen:
-    """Start `command` (ninja) in a new session, under umask 077, dying with its parent."""
+    """Start `command` (ninja) in a new session, under umask 077, dying with its parent, marked (MARK)
+    with the dir it runs in."""
+    directory = os.path.realpath(kwargs.get("cwd") or os.getcwd())
+    kwargs["env"] = {**(kwargs.get("env") or os.environ), MARK: directory}
     return subprocess.Popen(command, start_new_session=True, preexec_fn=_child_setup, **kwargs)
 
 
@@ -97,9 +105,17 @@ def signals_raise() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def _marked(pid: int, target: str) -> bool:
+    """Whether process `pid` carries MARK for `target` (a ninja that `start` began there, or a compiler under it)."""
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{MARK}={target}".encode() in f.read(1 << 20).split(b"\0")
+    return False
+
+
 def processes_in(directory: Path) -> list[int]:
-    """PIDs (other than ours) whose working directory is `directory`: ninja runs every compile in
-    the build dir, so these are compilers of an earlier build there."""
+    """PIDs (other than ours) working in `directory` that an earlier build's ninja started there (they
+    carry MARK): its compilers. Another program working in that dir is not one of them."""
     target = os.path.realpath(directory)
     found = []
     with contextlib.suppress(OSError):
@@ -107,7 +123,7 @@ def processes_in(directory: Path) -> list[int]:
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry.name}/cwd") == target:
+                if os.readlink(f"/proc/{entry.name}/cwd") == target and _marked(int(entry.name), target):
                     found.append(int(entry.name))
     return found
 
@@ -121,9 +137,12 @@ def stop_leftovers(directory: Path, log=lambda message: None, grace: float = GRA
     log(f"stopping {len(pids)} compiler process{'es' if len(pids) > 1 else ''} left running in {directory} "
         f"by an earlier build (pids {', '.join(map(str, pids))})")
     groups = set()
+    target = os.path.realpath(directory)
     for pid in pids:
         with contextlib.suppress(OSError):
-            groups.add(os.getpgid(pid))
+            group = os.getpgid(pid)
+            if group == pid or _marked(group, target):  # a group a marked process leads: a compile's own
+                groups.add(group)
     own = os.getpgrp()
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
