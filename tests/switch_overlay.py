@@ -74,7 +74,8 @@ def tree_arity(header: Path) -> dict[str, set[int]]:
 MACRO = re.compile(r"^#define ([A-Z][A-Z0-9_]*)\(([^)]*)\) \[&\] \{ \\\n(.*?)^\}\(\)", re.MULTILINE | re.S)
 BRANCH = re.compile(r"^  (?:if|else if|else) .*?\{ \\\n(.*?)^  \} \\\n", re.MULTILINE | re.S)
 BIND = re.compile(r"constexpr static bool (\w+) = (true|false);")
-SITE = re.compile(r'if \(same\(name, "(\w+)"\)\) \{\s*return Site\{(true|false), (true|false), (true|false), (true|false),')
+SITE = re.compile(r'if \(same\(name, "(\w+)"\)\) \{\s*return Site\{'
+                  r'(true|false), (true|false), (true|false), (true|false),')
 
 
 def overlay_macros(text: str) -> dict[str, tuple]:
@@ -97,5 +98,6 @@ def overlay_sites(text: str) -> dict[str, tuple]:
     """Each BOOL_SWITCH site the overlay narrows -> (the flag set: value or "miss", the flag unset: ...)."""
     out = {}
     for name, keep_t, value_t, keep_f, value_f in SITE.findall(text):
-        out[name] = (value_t == "true" if keep_t == "true" else "miss", value_f == "true" if keep_f == "true" else "miss")
+        out[name] = (value_t == "true" if keep_t == "true" else "miss",
+                     value_f == "true" if keep_f == "true" else "miss")
     return out

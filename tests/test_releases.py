@@ -119,8 +119,8 @@ def test_a_release_applies_its_keys_over_the_profile():
 def test_keyed_lists_merge_by_key_and_remove_drops_one_entry():
     """[[switches.macro]] merges by name (and site), [[generated]] by file; key[NAME] removes one entry
     (or one string of a list); every other list replaces."""
-    base = {"switches": {"features": ["a", "b"], "macro": [{"name": "X", "feature": "a"}, {"name": "BOOL_SWITCH",
-                                                                                           "site": "S", "feature": "b"}]},
+    macros = [{"name": "X", "feature": "a"}, {"name": "BOOL_SWITCH", "site": "S", "feature": "b"}]
+    base = {"switches": {"features": ["a", "b"], "macro": macros},
             "generated": [{"file": "one.h", "template": "1"}, {"file": "two.py", "template": "2"}], "names": [1, 2]}
     release = releases_module.Release(
         "p", "1.0", Path("1.0.toml"), "1.0", "1.1", "x",
@@ -146,8 +146,17 @@ def test_a_release_switch_site_of_another_shape_is_refused(tmp_path):
         {"set": {"CONST_NAME": True}, "needs": "causal", "call": "y"}]}
     release = releases_module.Release("flash-attn-2", "9.9", tmp_path / "9.9.toml", "9.9", "9.10", "x", (), (),
                                       {"switches": {"macro": [site]}})
-    with pytest.raises(SelectionError, match=r"switches\.macro\[\d+\]\.branches: expected at a BOOL_SWITCH site"):
-        profiles.read_profile(profiles.profiles_dir() / "flash-attn-2.toml", release)
+    base = profiles.profiles_dir() / "flash-attn-2.toml"
+    shape = r"switches\.macro\[\d+\]\.branches: expected at a BOOL_SWITCH site"
+    with pytest.raises(SelectionError, match=shape) as error:
+        profiles.read_profile(base, release)
+    assert f"{base} with {tmp_path / '9.9.toml'}" in str(error.value)
+    # a removed feature a switch still needs: the error names both files too
+    removed = releases_module.Release("flash-attn-2", "9.9", tmp_path / "9.9.toml", "9.9", "9.10", "x",
+                                      ("switches.features[split]",), (), {})
+    with pytest.raises(SelectionError, match=r"switches\.macro\[\d+\]\.feature: .*found 'split'") as error:
+        profiles.read_profile(base, removed)
+    assert f"{base} with {tmp_path / '9.9.toml'}" in str(error.value)
 
 
 @pytest.mark.parametrize("older, newer", [("3.0.0.b1", "3.0.0"), ("3.0.0b1", "3.0.0.b2"), ("2.5.9", "2.5.9.post1"),
