@@ -482,6 +482,17 @@ def _check_overlay_against_tree(tree: Path) -> str:
         got = {**{m: b for m, (_, b) in macros.items()}, **sites}
         assert got == {k: v for k, v in want.items() if k in got}, (profile.name, causal)
         assert set(got) == {k for k in want if ("BOOL_SWITCH", k) in uses or (k, None) in uses}, (profile.name, causal)
+    # what the tree's tests call the switches' needs (sources/pytest_slice.py) is in its test module
+    tests = tree / ("hopper" if profile.family == "flash-attn-3" else "tests") / "test_flash_attn.py"
+    if tests.is_file():
+        text, names = tests.read_text(errors="replace"), profile.switches.tests
+        params = [names.causal, names.decode, *(param for param, _ in names.params.values())]
+        for param in filter(None, params):
+            assert re.search(rf"parametrize\(\s*[\"'][\w, ]*\b{param}\b", text), (profile.name, param)
+        for function in (f for group in names.functions.values() for f in group):
+            assert f"def {function}(" in text, (profile.name, function)
+        for variable in names.env.values():
+            assert variable in text, (profile.name, variable)
     return profile.name
 
 
