@@ -154,7 +154,7 @@ def _macro(path: Path, i: int, item: Any, needs_ok: set[str]) -> Switch:
     # A BOOL_SWITCH site spelled out (e.g. flash-attn 2.5's BOOL_SWITCH(params.is_causal, Is_causal), whose
     # branches need causal / not_causal): the overlay's site table holds a true and a false branch only.
     if site is not None and not (tuple(params) == ("COND", "CONST_NAME") and len(branches) == 2
-                                 and branches[0].binds == (("CONST_NAME", True),)
+                                 and branches[0].when == "COND" and branches[0].binds == (("CONST_NAME", True),)
                                  and branches[1].binds == (("CONST_NAME", False),)):
         raise _error(path, f"{key}.branches", "at a BOOL_SWITCH site, params = [\"COND\", \"CONST_NAME\"] and two "
                      "branches: when = \"COND\" setting CONST_NAME = true, then the else setting it false", raw)
