@@ -309,7 +309,7 @@ def test_fa2_tus_include_the_overlay_first_and_its_errors_name_the_fix(fa2_tree)
         assert text.index('#include "flashbuild_switches.h"') < text.index("_launch_template.h")
     overlay = texts["flashbuild_switches.h"]
     assert '#include "src/static_switch.h"' in overlay  # the very file the launch templates include (#pragma once)
-    assert ("a split-KV call with num_splits > 1: this flashbuild slice of flash-attn-2 compiles that branch out "
+    assert ("a split-KV call with num_splits > 1: this flashbuild slice of flash-attn-2@2.8 compiles that branch out "
             "(feature split left out); rebuild with: flashbuild") in overlay and "--features split\"" in overlay
 
 

@@ -22,6 +22,7 @@ import pytest
 from flashbuild.build import builder, render
 from flashbuild.errors import SelectionError
 from flashbuild.sources import detect, profile as profiles, releases as releases_module
+import switch_overlay
 from helpers import requires_nvcc, run_cli
 from upstream import fa2_tree, fa3_tree_at, tree_digest
 
@@ -113,6 +114,49 @@ def test_a_release_applies_its_keys_over_the_profile():
     missing = releases_module.Release("p", "1.0", Path("1.0.toml"), "1.0", "1.1", "x", ("a.nothing",), (), {})
     with pytest.raises(SelectionError, match="release.remove names a.nothing"):
         releases_module.apply(base, missing)
+
+
+def test_keyed_lists_merge_by_key_and_remove_drops_one_entry():
+    """[[switches.macro]] merges by name (and site), [[generated]] by file; key[NAME] removes one entry
+    (or one string of a list); every other list replaces."""
+    macros = [{"name": "X", "feature": "a"}, {"name": "BOOL_SWITCH", "site": "S", "feature": "b"}]
+    base = {"switches": {"features": ["a", "b"], "macro": macros},
+            "generated": [{"file": "one.h", "template": "1"}, {"file": "two.py", "template": "2"}], "names": [1, 2]}
+    release = releases_module.Release(
+        "p", "1.0", Path("1.0.toml"), "1.0", "1.1", "x",
+        ("switches.macro[BOOL_SWITCH:S]", "switches.features[b]", "generated[two.py]"), (),
+        {"switches": {"macro": [{"name": "X", "feature": "c"}, {"name": "BOOL_SWITCH", "site": "T", "feature": "a"}]},
+         "generated": [{"file": "one.h", "template": "new"}], "names": [3]})
+    assert releases_module.apply(base, release) == {
+        "switches": {"features": ["a"], "macro": [{"name": "X", "feature": "c"},
+                                                  {"name": "BOOL_SWITCH", "site": "T", "feature": "a"}]},
+        "generated": [{"file": "one.h", "template": "new"}], "names": [3]}
+    for bad, why in [("switches.macro[NOPE]", "no entry NOPE in switches.macro; its entries: X, BOOL_SWITCH:S"),
+                     ("names[1]", "no entry 1 in names"), ("switches.nothing[X]", "no key switches.nothing"),
+                     ("switches.features.a[x]", "no key switches.features.a")]:
+        wrong = releases_module.Release("p", "1.0", Path("1.0.toml"), "1.0", "1.1", "x", (bad,), (), {})
+        with pytest.raises(SelectionError, match=re.escape(why)):
+            releases_module.apply(base, wrong)
+
+
+def test_a_release_switch_site_of_another_shape_is_refused(tmp_path):
+    """A spelled-out BOOL_SWITCH site has a true then a false branch (the overlay's site table)."""
+    site = {"name": "BOOL_SWITCH", "site": "Is_causal", "params": ["COND", "CONST_NAME"], "branches": [
+        {"set": {"CONST_NAME": False}, "when": "COND", "needs": "not_causal", "call": "x"},
+        {"set": {"CONST_NAME": True}, "needs": "causal", "call": "y"}]}
+    release = releases_module.Release("flash-attn-2", "9.9", tmp_path / "9.9.toml", "9.9", "9.10", "x", (), (),
+                                      {"switches": {"macro": [site]}})
+    base = profiles.profiles_dir() / "flash-attn-2.toml"
+    shape = r"switches\.macro\[\d+\]\.branches: expected at a BOOL_SWITCH site"
+    with pytest.raises(SelectionError, match=shape) as error:
+        profiles.read_profile(base, release)
+    assert f"{base} with {tmp_path / '9.9.toml'}" in str(error.value)
+    # a removed feature a switch still needs: the error names both files too
+    removed = releases_module.Release("flash-attn-2", "9.9", tmp_path / "9.9.toml", "9.9", "9.10", "x",
+                                      ("switches.features[split]",), (), {})
+    with pytest.raises(SelectionError, match=r"switches\.macro\[\d+\]\.feature: .*found 'split'") as error:
+        profiles.read_profile(base, removed)
+    assert f"{base} with {tmp_path / '9.9.toml'}" in str(error.value)
 
 
 @pytest.mark.parametrize("older, newer", [("3.0.0.b1", "3.0.0"), ("3.0.0b1", "3.0.0.b2"), ("2.5.9", "2.5.9.post1"),
@@ -364,6 +408,107 @@ def test_each_fa3_commit_is_detected_planned_and_rendered_as_its_own_files(tmp_p
     plan, texts = _texts(tree, hdim="64,128", dtype="fp16,bf16", direction="fwd,bwd")
     assert _same_as_the_trees_own(texts, plan, tree / "hopper" / "instantiations") >= 40
     assert tree_digest(tree / "hopper") == before
+
+
+# ---------------------------------------------------------------- each release's switch overlay against its tree
+
+# Switches of the launch templates no selection narrows (docs/switches.md, "Not narrowed").
+UNNARROWED = {"flash-attn-2": set(),
+              "flash-attn-3": {("ARCH_SWITCH", None), ("VCOLMAJOR_SWITCH", None), ("BOOL_SWITCH", "GQA"),
+                               ("BOOL_SWITCH", "Varlen")}}
+OFF_ONLY, ON_ONLY = ("miss", {"CONST_NAME": False}), ({"CONST_NAME": True}, "miss")
+# What --features none keeps of every switch a release line may have, per causal value: branches in the
+# tree's order, each the constants it binds or "miss" (a throw of the slice's error). A site: (flag set, unset).
+NONE_KEEPS = {
+    "flash-attn-2": {
+        "macros": {"LOCAL_SWITCH": OFF_ONLY, "SOFTCAP_SWITCH": OFF_ONLY, "DROPOUT_SWITCH": OFF_ONLY,
+                   "ALIBI_SWITCH": OFF_ONLY, "EVENK_SWITCH": ON_ONLY},
+        "sites": {"IsEvenMNConst": (False, False), "ReturnSoftmaxConst": ("miss", False), "Split": ("miss", False),
+                  "Append_KV": ("miss", False)},
+        "causal": {"on": {"Is_causal": (True, "miss")}, "off": {"Is_causal": ("miss", False)}},
+    },
+    "flash-attn-3": {
+        "macros": {"VARLEN_SWITCH": OFF_ONLY, "APPENDKV_SWITCH": OFF_ONLY,
+                   "CLUSTER_SWITCH": ({"CONST_NAME": False}, {"CONST_NAME": False})},
+        "sites": {"HasQV_": ("miss", False), "Deterministic_": ("miss", False)},
+        "causal": {"on": {"CAUSAL_LOCAL_SWITCH": ({"CAUSAL_CONST_NAME": True, "LOCAL_CONST_NAME": False}, "miss",
+                                                  "miss")},
+                   "off": {"CAUSAL_LOCAL_SWITCH": ("miss", "miss",
+                                                   {"CAUSAL_CONST_NAME": False, "LOCAL_CONST_NAME": False})}},
+    },
+}
+
+
+def _tree_switches(tree: Path, profile) -> tuple[set, dict]:
+    """What the tree's launch templates call, and the parameter counts its switch header defines."""
+    folder = tree / ("hopper" if profile.family == "flash-attn-3" else "csrc/flash_attn/src")
+    launch = sorted(folder.glob("*launch_template.h"))
+    assert launch, f"{folder}: no launch templates"
+    (header,) = [tree / d / profile.switches.header for d in profile.include_dirs
+                 if (tree / d / profile.switches.header).is_file()][:1]
+    return switch_overlay.tree_uses(launch), switch_overlay.tree_arity(header)
+
+
+def _overlay(tree: Path, **kwargs) -> tuple:
+    plan, texts = _texts(tree, hdim=64, dtype="fp16", direction="fwd,bwd", **kwargs)
+    for unit in plan.units:  # every instantiation TU includes the overlay before the tree's launch template
+        if unit.source is None:
+            text = texts[f"{unit.name}.cu"]
+            assert 0 <= text.find('#include "flashbuild_switches.h"') < text.find("_launch_template.h"), unit.name
+    text = texts[plan.profile.switches.overlay]
+    return plan.profile, switch_overlay.overlay_macros(text), switch_overlay.overlay_sites(text)
+
+
+def _check_overlay_against_tree(tree: Path) -> str:
+    profile, macros, sites = _overlay(tree)
+    uses, arity = _tree_switches(tree, profile)
+    named = {(m, None) for m in macros} | {("BOOL_SWITCH", s) for s in sites}
+    # every narrowed macro and site is one the tree's launch templates call, with the tree's parameters
+    assert named <= uses, f"{profile.name}: the overlay narrows {sorted(named - uses, key=str)}, not in the tree"
+    assert uses - named - UNNARROWED[profile.family] == set(), f"{profile.name}: switches not narrowed"
+    for macro, (params, _) in macros.items():
+        assert arity.get(macro) == {len(params)}, (profile.name, macro, arity.get(macro), params)
+    if sites:
+        assert arity.get("BOOL_SWITCH") == {2}
+    # the default selection (every feature, causal both) is the tree's own build: every branch, as it binds
+    for macro, (_, branches) in macros.items():
+        assert "miss" not in branches and len({str(b) for b in branches}) == len(branches), (macro, branches)
+    assert all(kept == (True, False) for kept in sites.values()), sites
+    # --features none with one causal value keeps exactly the expected branches
+    expected = NONE_KEEPS[profile.family]
+    for causal in ("on", "off"):
+        _, macros, sites = _overlay(tree, causal=causal, features="none")
+        want = {**expected["macros"], **expected["sites"], **expected["causal"][causal]}
+        got = {**{m: b for m, (_, b) in macros.items()}, **sites}
+        assert got == {k: v for k, v in want.items() if k in got}, (profile.name, causal)
+        assert set(got) == {k for k in want if ("BOOL_SWITCH", k) in uses or (k, None) in uses}, (profile.name, causal)
+    # what the tree's tests call the switches' needs (sources/pytest_slice.py) is in its test module
+    tests = tree / ("hopper" if profile.family == "flash-attn-3" else "tests") / "test_flash_attn.py"
+    if tests.is_file():
+        text, names = tests.read_text(errors="replace"), profile.switches.tests
+        params = [names.causal, names.decode, *(param for param, _ in names.params.values())]
+        for param in filter(None, params):
+            assert re.search(rf"parametrize\(\s*[\"'][\w, ]*\b{param}\b", text), (profile.name, param)
+        for function in (f for group in names.functions.values() for f in group):
+            assert f"def {function}(" in text, (profile.name, function)
+        for variable in names.env.values():
+            assert variable in text, (profile.name, variable)
+    return profile.name
+
+
+@pytest.mark.parametrize("version", sorted(FA2_SDISTS))
+def test_each_fa2_release_narrows_exactly_its_trees_switches(version):
+    tree = _real_fa2(version)
+    before = tree_digest(tree)
+    assert _check_overlay_against_tree(tree) == f"flash-attn-2@{FA2_SDISTS[version]}"
+    assert tree_digest(tree) == before
+
+
+@pytest.mark.parametrize("ref", sorted(FA3_REFS))
+def test_each_fa3_release_narrows_exactly_its_trees_switches(monkeypatch, ref):
+    tree, cutlass = fa3_tree_at(ref)
+    monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(cutlass))
+    assert _check_overlay_against_tree(tree) == f"flash-attn-3@{FA3_REFS[ref]}"
 
 
 # ---------------------------------------------------------------- one TU of each release line, real nvcc

@@ -405,9 +405,10 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
                           names.get("uneven", str, "a feature in features.names", None, lambda v: v in features),
                           parsed, dict(env_names))
         names.done()
-    switches = switch_tables.parse(path, top.get("switches", dict, "a table", None), features)
+    # `shown`: an error in a release's switch keys names the release file beside the profile
+    switches = switch_tables.parse(shown, top.get("switches", dict, "a table", None), features)
     if switches is not None and switches.overlay not in {g.file for g in generated}:
-        raise SelectionError(f"profile {path}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
+        raise SelectionError(f"profile {shown}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
                              f"entry with file = \"{switches.overlay}\" (template = \"profiles/switches.h.j2\")")
     if switches is not None:
         # Switch features join the selection's; nothing in the tree reads their define (it only names the

@@ -7,11 +7,19 @@ is a few lines of data and the differences between releases can be read side by 
     [release]
     versions = { from = "2.6", below = "2.7" }    # the tree's version string must fall here
     served = "flash-attn 2.6.0 - 2.6.3 sdists"     # what a user knows the release as
-    remove = ["features.disable.softcap"]           # keys of the profile this release does not have
+    remove = ["features.disable.softcap",           # keys of the profile this release does not have,
+              "switches.macro[SOFTCAP_SWITCH]"]     # or one entry of a list: key[NAME]
     absent = ["csrc/flash_attn/src/namespace_config.h"]  # files a tree of this release does not have
-    [profile]                                       # keys replaced (tables merge, anything else replaces)
-    description = "..."
+    [profile]                                       # keys replaced (tables merge, keyed lists merge by
+    description = "..."                             # key, anything else replaces)
     tree.required = ["...", "..."]
+
+The keyed lists of tables (KEYED: [[switches.macro]] by name and site, [[generated]] by file) merge
+entry by entry: a release's entry replaces the profile's entry of the same key and a new key is
+appended, so that a release changes one switch or one generated file without restating the others.
+`key[NAME]` in release.remove drops the entry of that key (a switch site is NAME:SITE, e.g.
+switches.macro[BOOL_SWITCH:Deterministic_]) or, in a list of strings, that string
+(switches.features[deterministic]). Every other list replaces the profile's.
 
 `flash-attn-2@2.6` (--profile, the selection, a build's manifest) names the profile with release 2.6
 applied. Nothing here reads a tree; sources/detect.py matches a tree against these.
@@ -37,6 +45,10 @@ RELEASE_NAME = re.compile(r"[0-9][0-9A-Za-z.]*(-[0-9A-Za-z]+)*")   # 2.6, 3.0.0b
 # A version as trees write it: "2.5.9.post1", "3.0.0.b1", "2.8.3+cu12torch2.4" (a local part is ignored).
 VERSION = re.compile(r"(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)\.?(\d+))?(?:[.-]?post\.?(\d+))?(?:\+[\w.]+)?")
 _PRE = {"a": 0, "b": 1, "rc": 2, None: 3}  # a pre-release sorts before its release
+# release.remove: a dotted key, maybe ending in [NAME] (an entry of a list: a keyed table or a string)
+REMOVE_KEY = re.compile(r"[\w-]+(\.[\w-]+)*(\[[\w.:/-]+\])?")
+# Lists of tables that merge by key (the key fields, joined by ":" where more than one is set).
+KEYED = {"switches.macro": ("name", "site"), "generated": ("file",)}
 
 
 def parse_version(text: str) -> tuple | None:
@@ -114,9 +126,9 @@ def read_release(path: Path, profile: str) -> Release:
     if not (isinstance(served, str) and served.strip() and "\n" not in served):
         raise bad("release.served", "a one-line string", served)
     remove = release.get("remove", [])
-    if not (isinstance(remove, list) and all(isinstance(k, str) and re.fullmatch(r"[\w-]+(\.[\w-]+)*", k)
-                                             for k in remove)):
-        raise bad("release.remove", 'a list of dotted keys like "features.disable.softcap"', remove)
+    if not (isinstance(remove, list) and all(isinstance(k, str) and REMOVE_KEY.fullmatch(k) for k in remove)):
+        raise bad("release.remove", 'a list of dotted keys like "features.disable.softcap" or '
+                  '"switches.macro[SOFTCAP_SWITCH]"', remove)
     absent = release.get("absent", [])
     if not (isinstance(absent, list) and all(isinstance(a, str) and a.strip() and not a.startswith("/")
                                              and ".." not in Path(a).parts for a in absent)):
@@ -162,26 +174,63 @@ def instead(found: tuple[Release, ...], release: Release, version: str | None, r
             f"(flashbuild profiles --source {root})")
 
 
+def entry_key(path: str, item: Any) -> str | None:
+    """The key of an entry of keyed list `path` (KEYED): "SOFTCAP_SWITCH", "BOOL_SWITCH:Is_causal"; for
+    a list of strings the string itself; None when the entry has none."""
+    if isinstance(item, str):
+        return item
+    if not isinstance(item, dict) or path not in KEYED:
+        return None
+    parts = [item.get(name) for name in KEYED[path]]
+    if not isinstance(parts[0], str):
+        return None
+    return ":".join(p for p in parts if isinstance(p, str))
+
+
 def apply(base: dict, release: Release) -> dict:
     """The profile's TOML data with the release's keys removed, then its [profile] keys applied: a table
-    merges into the table it names, any other value replaces the profile's."""
+    merges into the table it names, a keyed list (KEYED) merges entry by entry, any other value
+    replaces the profile's."""
     data = copy.deepcopy(base)
     for dotted in release.remove:
-        table, *path = data, *dotted.split(".")
+        def missing(what: str) -> SelectionError:
+            return SelectionError(f"release file {release.path}: release.remove names {dotted}, which the profile "
+                                  f"{release.profile} does not have ({what}); remove it from the list")
+        text, _, selector = dotted.partition("[")
+        table, *path = data, *text.split(".")
         for part in path[:-1]:
             table = table.get(part) if isinstance(table, dict) else None
         if not isinstance(table, dict) or path[-1] not in table:
-            raise SelectionError(f"release file {release.path}: release.remove names {dotted}, which the profile "
-                                 f"{release.profile} does not have; remove it from the list")
-        del table[path[-1]]
+            raise missing(f"no key {text}")
+        if not selector:
+            del table[path[-1]]
+            continue
+        name, entries = selector[:-1], table[path[-1]]
+        if not isinstance(entries, list):
+            raise missing(f"{text} is no list")
+        keys = [entry_key(text, item) for item in entries]
+        if name not in keys:
+            shown = ", ".join(k for k in keys if k) or "none"
+            raise missing(f"no entry {name} in {text}; its entries: {shown}")
+        del entries[keys.index(name)]
 
-    def merge(into: dict, changes: dict) -> None:
+    def merge(into: dict, changes: dict, prefix: str) -> None:
         for key, value in changes.items():
+            path = prefix + key
             if isinstance(value, dict) and isinstance(into.get(key), dict):
-                merge(into[key], value)
+                merge(into[key], value, path + ".")
+            elif path in KEYED and isinstance(value, list) and isinstance(into.get(key), list):
+                merged = into[key]
+                for item in value:
+                    found = entry_key(path, item)
+                    keys = [entry_key(path, old) for old in merged]
+                    if found is not None and found in keys:
+                        merged[keys.index(found)] = copy.deepcopy(item)
+                    else:
+                        merged.append(copy.deepcopy(item))
             else:
                 into[key] = copy.deepcopy(value)
-    merge(data, release.overrides)
+    merge(data, release.overrides, "")
     return data
 
 

@@ -12,7 +12,9 @@ slice's error, naming what the call asked and the command that adds it. A branch
 a left-out branch of such a switch runs it instead, as the tree does itself to cut templates.
 
 A BOOL_SWITCH is shared by unrelated sites, so an entry with `site` narrows only the call whose constant
-is that name (matched at compile time on the stringified name); the other sites keep both branches.
+is that name (matched at compile time on the stringified name); the other sites keep both branches. A
+site is a two-way switch (feature = ...) or, where its branches need causal / not_causal, spelled out
+with params COND, CONST_NAME and a true then a false branch.
 
 Selection features that only narrow switches (switches.features) join the profile's features; they
 have no define in the tree's API (the API keeps its own checks; our kernels raise the named error).
@@ -137,8 +139,6 @@ def _macro(path: Path, i: int, item: Any, needs_ok: set[str]) -> Switch:
         branches = (Branch("COND", (("CONST_NAME", True),), feature, call),
                     Branch(None, (("CONST_NAME", False),), None, f"a call that does not ask {call}"))
         return Switch(name, params, branches, site, None if general is None else (0 if general else 1))
-    if site is not None:
-        raise _error(path, f"{key}.site", "a site only on a two-way switch (feature = ...)", site)
     params = item.get("params")
     if not (isinstance(params, list) and params and all(isinstance(p, str) and _NAME.fullmatch(p) for p in params)
             and len(set(params)) == len(params)):
@@ -151,7 +151,14 @@ def _macro(path: Path, i: int, item: Any, needs_ok: set[str]) -> Switch:
     if general is not None and not (isinstance(general, int) and not isinstance(general, bool)
                                     and 0 <= general < len(branches)):
         raise _error(path, f"{key}.general", "the index of the branch that serves every call", general)
-    return Switch(name, tuple(params), branches, None, general)
+    # A BOOL_SWITCH site spelled out (e.g. flash-attn 2.5's BOOL_SWITCH(params.is_causal, Is_causal), whose
+    # branches need causal / not_causal): the overlay's site table holds a true and a false branch only.
+    if site is not None and not (tuple(params) == ("COND", "CONST_NAME") and len(branches) == 2
+                                 and branches[0].when == "COND" and branches[0].binds == (("CONST_NAME", True),)
+                                 and branches[1].binds == (("CONST_NAME", False),)):
+        raise _error(path, f"{key}.branches", "at a BOOL_SWITCH site, params = [\"COND\", \"CONST_NAME\"] and two "
+                     "branches: when = \"COND\" setting CONST_NAME = true, then the else setting it false", raw)
+    return Switch(name, tuple(params), branches, site, general)
 
 
 def _tests(path: Path, raw: Any, features: tuple[str, ...]) -> TestNeeds:
@@ -313,8 +320,8 @@ def summary(switches: Switches, causal: tuple[bool, ...], features: tuple[str, .
             continue
         labels = [b.needs or ("false" if len(switch.branches) == 2 and b.when is None else "else")
                   for b in switch.branches]
-        labels = ["true" if switch.params == ("COND", "CONST_NAME") and b.when else label
-                  for b, label in zip(switch.branches, labels)]
+        labels = ["true" if switch.params == ("COND", "CONST_NAME") and b.when and b.needs not in CAUSAL_NEEDS
+                  else label for b, label in zip(switch.branches, labels)]
         shown = ", ".join(f"{label} {n.state}" for label, n in zip(labels, narrowed))
         parts.append(f"{switch.macro}{'(' + switch.site + ')' if switch.site else ''}: {shown}")
     return "; ".join(parts) or "every branch compiled, as the tree builds it"
