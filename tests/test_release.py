@@ -1,5 +1,5 @@
 """Release specs (flashbuild/sources/release.py): `--source flash-attn==2.8.3` resolves through
-configs/sdists.toml, fetches the sdist with pip, refuses a digest other than the table's, unpacks it
+configs/sources/sdists.toml, fetches the sdist with pip, refuses a digest other than the table's, unpacks it
 safely into the cache and builds from there. Offline here: pip is replaced by a stand-in serving a
 tarball we make; the last test fetches a real release from the package index (skipped without one)."""
 

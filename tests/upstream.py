@@ -2,7 +2,7 @@
 in a cache outside git, or skipped with the reason.
 
 - flash-attn 2 (FLASHBUILD_FA2_SOURCE, else a release's sdist from the package index, checked against
-  configs/sdists.toml and unpacked into ~/.cache/flashbuild-tests by the code `--source flash-attn==X` runs);
+  configs/sources/sdists.toml and unpacked into ~/.cache/flashbuild-tests by the code `--source flash-attn==X` runs);
 - flash-attn 3 (FLASHBUILD_FA3_SOURCE: the flash-attention repository's hopper/ tree with its csrc,
   which no package carries; FLASHBUILD_FA3_CUTLASS: the CUTLASS include dir it pins).
 """
@@ -25,7 +25,7 @@ TREES = Path(os.environ.get("FLASHBUILD_TEST_TREES", Path.home() / ".cache" / "f
 def fa2_tree(version: str = FA2_VERSION) -> Path:
     """The root of the flash-attn `version` sdist tree, or pytest.skip saying why none can be had.
     Fetched as `--source flash-attn==VERSION` fetches it (flashbuild/sources/release.py: pip download,
-    the sha256 of configs/sdists.toml, a checked unpack), into TREES. FLASHBUILD_FA2_SOURCE, an
+    the sha256 of configs/sources/sdists.toml, a checked unpack), into TREES. FLASHBUILD_FA2_SOURCE, an
     unpacked tree, is used instead when it is that release."""
     given = os.environ.get("FLASHBUILD_FA2_SOURCE")
     if given:

@@ -1,10 +1,10 @@
 """Release specs: `--source flash-attn==2.8.3` names an upstream release instead of a tree on disk.
 
 fetch() gets the release's sdist with pip (`pip download --no-binary :all:`: the user's own index,
-proxy and certificates), refuses it unless its sha256 is the one configs/sdists.toml records for
-that version (pip checks it before it runs the sdist's setup.py for metadata, and we check the file
-again), unpacks it into <cache>/sources/ (regular files and directories only, every one inside the
-archive's single top-level directory) and returns the tree's root: a build reads it like any
+proxy and certificates), refuses it unless its sha256 is the one configs/sources/sdists.toml records
+for that version (pip checks it before it runs the sdist's setup.py for metadata, and we check the
+file again), unpacks it into <cache>/sources/ (regular files and directories only, every one inside
+the archive's single top-level directory) and returns the tree's root: a build reads it like any
 --source path. A release already unpacked from the recorded digest is used as it is, offline.
 
 `python3 -m flashbuild.sources.release flash-attn==2.8.3` fetches the release and prints its root
@@ -35,7 +35,7 @@ except ModuleNotFoundError:  # Python 3.10
 from .. import env
 from ..errors import SelectionError
 
-TABLE = "sdists.toml"      # in configs/: package -> version -> sha256
+TABLE = "sources/sdists.toml"  # under configs/: package -> version -> sha256 (not a preset: beside them)
 SOURCES = "sources"        # in the cache root: the unpacked releases
 PIP_TIMEOUT_S = 900        # an 8 MB sdist plus its setup.py's metadata; a stalled index ends here
 # NAME==VERSION, PEP 508 name and a PEP 440-ish version: nothing that could reach a shell or a path oddly.
