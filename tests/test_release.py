@@ -281,3 +281,10 @@ def test_a_real_release_is_fetched_checked_and_unpacked():
     marker = tree.parent / f"{tree.name}.sha256"
     if marker.is_file():  # fetched by release.fetch (not FLASHBUILD_FA2_SOURCE)
         assert marker.read_text().strip() == release.resolve("flash-attn==2.6.3", REPO / "configs" / release.TABLE).sha256
+
+
+def test_a_cache_path_no_build_could_use_is_refused_before_anything_is_written(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLASHBUILD_CACHE_DIR", str(tmp_path / "bad\nname"))
+    with pytest.raises(SelectionError, match="the cache path holds a newline or NUL"):
+        release.fetch("flash-attn==2.8.3")
+    assert list(tmp_path.iterdir()) == []

@@ -167,6 +167,9 @@ def sources_dir() -> Path:
     (the trees in it are compiled into extensions that get imported)."""
     root = env.cache_dir() / SOURCES
     where = f"{root} (FLASHBUILD_CACHE_DIR sets the cache)"
+    if any(c in str(root) for c in "\n\r\0"):  # the build refuses such a cache too: refuse it before writing
+        raise SelectionError(f"{str(root)!r}: the cache path holds a newline or NUL; set FLASHBUILD_CACHE_DIR "
+                             f"to a plain directory path")
     try:
         with _private_umask():
             root.mkdir(parents=True, mode=0o700, exist_ok=True)
