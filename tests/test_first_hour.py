@@ -159,3 +159,20 @@ def test_the_editable_install_imports_the_package_from_the_folder_holding_the_ch
                          text=True, env=environ, timeout=120)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.split() == [str(checkout / "flashbuild" / "__init__.py"), "True", "True"], ran.stdout
+
+
+# ---------------------------------------------------------------- CI runs the README's commands
+
+@pytest.mark.parametrize("block, command", [("install", "pip install -e .\n"), ("test", "python3 -m pytest -q tests\n")])
+def test_ci_runs_the_readmes_install_and_test_blocks_as_written(block, command):
+    """.ci/run reads the blocks marked in README.md, so what CI runs is what a newcomer pastes."""
+    function = subprocess.run(["sed", "-n", "/^readme_block()/,/^}/p", str(REPO / ".ci" / "run")],
+                              capture_output=True, text=True, check=True).stdout
+    assert function.startswith("readme_block()")
+    ran = subprocess.run(["bash", "-c", f'python={sys.executable}\n{function}\nreadme_block {block}'], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == command
+    readme = (REPO / "README.md").read_text()
+    assert f"<!-- .ci/run: {block} -->\n```\n{command}```" in readme
+    assert readme.index("<!-- .ci/run: install -->") < readme.index("flashbuild --hdim 64 --dtype fp16 --arch sm90")
