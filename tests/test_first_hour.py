@@ -176,3 +176,26 @@ def test_ci_runs_the_readmes_install_and_test_blocks_as_written(block, command):
     readme = (REPO / "README.md").read_text()
     assert f"<!-- .ci/run: {block} -->\n```\n{command}```" in readme
     assert readme.index("<!-- .ci/run: install -->") < readme.index("flashbuild --hdim 64 --dtype fp16 --arch sm90")
+
+
+# ---------------------------------------------------------------- a CPU torch: the build stops (the stand-in nvcc)
+
+@pytest.fixture
+def fake_toolkit(tmp_path, fake_root, cache, monkeypatch):
+    from helpers import make_fake_cuda
+
+    monkeypatch.setenv("CUDA_HOME", str(make_fake_cuda(tmp_path)))
+    monkeypatch.setenv("FAKE_NVCC_LOG", str(tmp_path / "nvcc.log"))
+
+
+SYNTHETIC = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm80", "--direction", "fwd", "--causal", "off",
+             "--features", "none"]
+
+
+def test_a_cpu_torch_keeps_its_own_message(fake_toolkit, monkeypatch):
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
+    monkeypatch.setattr(env, "gpus", lambda: [])
+    result = run_cli(*SYNTHETIC)
+    assert result.exit_code == 1 and result.stdout == ""
+    line = result.stderr.strip().splitlines()[-1]
+    assert "compiled 1 kernel object" in line and "torch 2.13.0+cpu has no CUDA" in line and "--compile-only" in line
