@@ -40,6 +40,17 @@ class FlashbuildGroup(click.Group):
             args = ["build", *args]
         return super().parse_args(ctx, args)
 
+    def format_options(self, ctx, formatter):
+        """The group's own options, then the main job's (the `build` command's, which a bare
+        `flashbuild --hdim ...` runs), then the commands."""
+        click.Command.format_options(self, ctx, formatter)
+        build_command = self.get_command(ctx, "build")
+        rows = [row for param in build_command.get_params(ctx) if (row := param.get_help_record(ctx))
+                and row[0] not in ("-h, --help",)]
+        with formatter.section("Build options (flashbuild [build] OPTIONS: the default command)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             code = super().main(args, prog_name or "flashbuild", complete_var, standalone_mode=False, **extra)
@@ -73,7 +84,11 @@ class FlashbuildGroup(click.Group):
 @click.version_option(__version__, prog_name="flashbuild")
 def cli():
     """Selective builds of FlashAttention-style CUDA kernels: pick head dims, dtypes, archs,
-    directions, causal variants and features; flashbuild renders, compiles and links only those."""
+    directions, causal variants and features; flashbuild renders, compiles and links only those.
+
+    The main job: flashbuild --hdim 64 --dtype fp16 --arch sm90 (the build options below; `build`
+    is the default command). --source also takes a release, e.g. flash-attn==2.8.3 (its sdist, fetched
+    and hash-checked). Without a GPU: inspect and --compile-only work; test and bench need one."""
 
 
 def _apply(options):
@@ -315,7 +330,29 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, prof
     click.echo(f"extension  {result.extension}")
     click.echo(f"module     {result.module_name} (key {result.key})")
     click.echo(f"holds      {builder.plural(len(result.manifest['variants']), 'variant')}: {', '.join(result.manifest['variants'])}")
+    cannot_run = _why_it_cannot_run_here(selection)
+    if cannot_run:  # a load() line would only end in torch's "Found no NVIDIA driver": say what works here
+        args = shlex.join(build_args(selection, options))
+        click.echo(f"no GPU     {cannot_run}, so the extension cannot run on this machine; what works here: "
+                   f"`flashbuild inspect {args}` (registers, spills, SASS) and --compile-only builds; "
+                   f"`flashbuild test {args}` and flashbuild.load() need a GPU")
+        return
     click.echo(f"load it    {shlex.join(['python3', '-c', f'import flashbuild; m = flashbuild.load({call})'])}")
+
+
+def _why_it_cannot_run_here(selection) -> str:
+    """'' when a GPU here runs one of the build's archs (nvidia-smi's list), else why none does."""
+    from .debug.runtime import runs_on
+
+    gpus = env.gpus()
+    if not gpus:
+        return "nvidia-smi reports no GPU here"
+    archs = sorted({v.arch for v in selection.variants})
+    caps = [(name, round(float(cap) * 10)) for name, cap in gpus if cap.replace(".", "", 1).isdigit()]
+    if not caps or any(runs_on(arch, number) for arch in archs for _, number in caps):
+        return ""  # a capability nvidia-smi did not print as a number: let load() say what it finds
+    return (f"this machine's GPUs ({', '.join(f'{name}: sm{number}' for name, number in caps)}) run none of the "
+            f"build's archs ({', '.join(archs)})")
 
 
 def _echo_tree_build(result, selection, options) -> None:

@@ -2,7 +2,8 @@
 
 A tool is OK only when it runs: each found compiler is asked for its version, and one that cannot
 be started, exits non-zero or does not answer is BROKEN. A CUDA_HOME without a runnable bin/nvcc
-is WRONG (builds would silently use another nvcc), naming the nvcc used instead and why.
+is WRONG (builds would silently use another nvcc), naming the nvcc used instead and why. A CUDA
+torch and an nvcc of different CUDA major versions are WRONG (the extension cannot link or load).
 """
 
 from __future__ import annotations
@@ -123,6 +124,29 @@ def _torch() -> Check:
     return Check("torch", True, f"{torch.version} (CUDA {torch.cuda}) at {torch.root}")
 
 
+def _cuda_match() -> list[Check]:
+    """torch's CUDA and nvcc's, compared by major version: the binding compiles against torch's CUDA
+    headers and the extension loads torch's CUDA runtime, so kernels from an nvcc of another major
+    link or run against the wrong one. No line when either is missing (their own checks say so)."""
+    torch, found = env.torch_info(), env.find_nvcc()
+    if torch is None or torch.cuda is None or found is None:
+        return []
+    nvcc = env.nvcc_version(found.path)
+    if nvcc == "unknown":
+        return []
+    torch_major, nvcc_major = str(torch.cuda).split(".")[0], nvcc.split(".")[0]
+    if torch_major == nvcc_major:
+        return [Check("CUDA", True, f"torch {torch.version} (CUDA {torch.cuda}) and nvcc (CUDA {nvcc}): the same "
+                      f"major version")]
+    minor = nvcc.split(".")[1] if "." in nvcc else "0"
+    return [Check("CUDA", False, f"torch {torch.version} is built for CUDA {torch.cuda}, nvcc {found.path} is CUDA "
+                  f"{nvcc}: a major-version mismatch, so the extension cannot link or load against this torch "
+                  f"(kernels still compile: --compile-only, inspect)",
+                  f"install the torch build for CUDA {nvcc_major} (e.g. `pip install torch --index-url "
+                  f"https://download.pytorch.org/whl/cu{nvcc_major}{minor}`), or point CUDA_HOME at a CUDA "
+                  f"{torch_major} toolkit", required=False, state="WRONG")]
+
+
 def _host_cxx() -> Check:
     found = env.find_host_cxx()
     check = _tool("host c++", found, "no $CXX, c++, g++ or clang++ on PATH", "install one (apt-get install g++)")
@@ -162,4 +186,4 @@ def _cache() -> Check:
 
 
 def checks() -> list[Check]:
-    return [*_nvcc(), _cutlass(), _kernels(), _ninja(), _host_cxx(), _torch(), _gpu(), _cache()]
+    return [*_nvcc(), _cutlass(), _kernels(), _ninja(), _host_cxx(), _torch(), *_cuda_match(), _gpu(), _cache()]

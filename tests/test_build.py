@@ -407,6 +407,7 @@ def test_successful_build_prints_where_what_and_how_to_load(monkeypatch, cache):
                                    module_name="_flashbuild_0123abcd")
 
     monkeypatch.setattr(builder, "build", fake_build)
+    monkeypatch.setattr(env, "gpus", lambda: [("NVIDIA H200", "9.0")])  # without one: tests/test_first_hour.py
     result = run_cli("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--lineinfo", "--no-softcap")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()

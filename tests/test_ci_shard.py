@@ -19,6 +19,17 @@ SELECTION = ["--hdim", "64,128", "--dtype", "fp16", "--arch", "sm90", "--directi
              "--no-local"]  # 40 TUs: fwd/bwd x 2 hdims x causal both x plain/softcap, 8 fwd kernel TUs, 16 bwd kernel TUs
 
 
+CPU_TORCH = "2.13.0+cpu"
+
+
+def cpu_torch(monkeypatch) -> None:
+    """Mock a CPU-only torch for a whole test, whichever torch is installed: set before the shards are
+    built, since each records the torch version that `link` then compares with this machine's."""
+    from flashbuild import env
+
+    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo(CPU_TORCH, None, Path("/t")))
+
+
 def units(**selection):
     plan = builder.make_plan(select(**selection), builder.BuildOptions())
     return plan.units
@@ -138,14 +149,12 @@ def test_each_shard_compiles_only_its_part_and_writes_objects_and_a_manifest(tmp
 
 
 def test_link_checks_then_stops_where_torch_has_no_cuda(tmp_path, fake_cuda, monkeypatch):
-    from flashbuild import env
-
-    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
+    cpu_torch(monkeypatch)
     artifacts = build_shards(tmp_path, 2)
     result = run_cli("link", *map(str, artifacts))
     assert result.exit_code == 1
     assert "checked 2 shards of sm90-fp16-h64+128-fwd+bwd-c01-fS-" in result.stderr
-    assert "they fit, but cannot link the extension: torch 2.13.0+cpu has no CUDA" in result.stderr
+    assert f"they fit, but cannot link the extension: torch {CPU_TORCH} has no CUDA" in result.stderr
     assert "install a CUDA build of torch" in result.stderr and "Traceback" not in result.output
 
 
@@ -265,10 +274,10 @@ def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, 
     """A [matrix] with source + profile (a flash-attn 2 layout of empty files): its cells are slices of
     that tree; each shard compiles its TUs plus the stubs TU (what the slice leaves out), which the link
     takes once."""
-    from flashbuild import env
     from test_profiles import fake_fa2_tree
 
     monkeypatch.delenv("FLASHBUILD_ROOT")
+    cpu_torch(monkeypatch)  # before the shards: they record the torch they were built with, and link compares
     tree = fake_fa2_tree(tmp_path)
     config = tmp_path / "fa2.toml"
     config.write_text(f'[matrix]\nsource = "{tree}"\nprofile = "flash-attn-2"\nhdim = [64, 128]\ndtype = "fp16"\n'
@@ -285,10 +294,9 @@ def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, 
     manifests = [json.loads((a / "manifest.json").read_text()) for a in artifacts]
     assert [m["extra_objects"] for m in manifests] == [["flashbuild_missing"]] * 2
     assert sorted(manifests[0]["units"] + manifests[1]["units"]) == sorted(manifests[0]["variants"])
-    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
     linked = run_cli("link", *map(str, artifacts))
     assert "checked 2 shards of flash-attn-2-sm80-fp16-h64-fwd-c01-" in linked.stderr
-    assert "cannot link the extension: torch 2.13.0+cpu has no CUDA" in linked.stderr
+    assert f"cannot link the extension: torch {CPU_TORCH} has no CUDA" in linked.stderr
 
 
 @pytest.mark.compile
@@ -299,6 +307,7 @@ def test_real_nvcc_shards_of_the_synthetic_kernel_fit(tmp_path, fake_root, cache
     if env.find_nvcc() is None:
         pytest.skip("nvcc not found")
     monkeypatch.delenv("CUDA_HOME", raising=False)
+    cpu_torch(monkeypatch)
     args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm80,sm90", "--direction", "fwd", "--causal", "off",
             "--features", "none", "--jobs", "1"]
     artifacts, names = [], []
@@ -310,6 +319,5 @@ def test_real_nvcc_shards_of_the_synthetic_kernel_fit(tmp_path, fake_root, cache
         assert objs and all(obj.read_bytes()[:4] == b"\x7fELF" for obj in objs)
         names += [obj.stem for obj in objs]
     assert sorted(names) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]
-    monkeypatch.setattr(env, "torch_info", lambda: env.TorchInfo("2.13.0+cpu", None, Path("/t")))
     linked = run_cli("link", *map(str, artifacts))
-    assert "they fit, but cannot link the extension: torch 2.13.0+cpu has no CUDA" in linked.stderr
+    assert f"they fit, but cannot link the extension: torch {CPU_TORCH} has no CUDA" in linked.stderr

@@ -1,8 +1,8 @@
 """Upstream kernel trees for the tests that need one. Never committed: fetched when a test runs, kept
 in a cache outside git, or skipped with the reason.
 
-- flash-attn 2 (FLASHBUILD_FA2_SOURCE, else the flash-attn 2.8.3 sdist from the package index,
-  unpacked into ~/.cache/flashbuild-tests);
+- flash-attn 2 (FLASHBUILD_FA2_SOURCE, else a release's sdist from the package index, checked against
+  configs/sources/sdists.toml and unpacked into ~/.cache/flashbuild-tests by the code `--source flash-attn==X` runs);
 - flash-attn 3 (FLASHBUILD_FA3_SOURCE: the flash-attention repository's hopper/ tree with its csrc,
   which no package carries; FLASHBUILD_FA3_CUTLASS: the CUTLASS include dir it pins);
 - flash-attn 3 at a commit (fa3_tree_at): hopper/ archived from a flash-attention git dir
@@ -23,35 +23,31 @@ from pathlib import Path
 
 import pytest
 
+from flashbuild.sources import release
+from helpers import REPO
+
 FA2_VERSION = "2.8.3"
 TREES = Path(os.environ.get("FLASHBUILD_TEST_TREES", Path.home() / ".cache" / "flashbuild-tests"))
 
 
 def fa2_tree(version: str = FA2_VERSION) -> Path:
-    """The root of a flash-attn 2 sdist tree, or pytest.skip saying why none can be had."""
+    """The root of the flash-attn `version` sdist tree, or pytest.skip saying why none can be had.
+    Fetched as `--source flash-attn==VERSION` fetches it (flashbuild/sources/release.py: pip download,
+    the sha256 of configs/sources/sdists.toml, a checked unpack), into TREES. FLASHBUILD_FA2_SOURCE, an
+    unpacked tree, is used instead when it is that release."""
     given = os.environ.get("FLASHBUILD_FA2_SOURCE")
     if given:
-        if not (Path(given) / "csrc" / "flash_attn" / "flash_api.cpp").is_file():
-            pytest.skip(f"FLASHBUILD_FA2_SOURCE={given} is not a flash-attn 2 tree (no csrc/flash_attn/flash_api.cpp)")
-        return Path(given)
-    root = TREES / f"flash_attn-{version}"
-    if (root / "csrc" / "flash_attn" / "flash_api.cpp").is_file():
-        return root
-    download = TREES / "sdist"
-    download.mkdir(parents=True, exist_ok=True)
-    # pip runs the sdist's setup.py for its metadata: that needs torch, and must not build CUDA code.
-    process = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-         "-q", f"flash-attn=={version}", "-d", str(download)],
-        capture_output=True, text=True, env={**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"}, timeout=600)
-    archives = sorted(download.glob(f"flash_attn-{version}.tar.gz"))
-    if process.returncode != 0 or not archives:
-        last = (process.stderr or process.stdout).strip().splitlines()[-1:] or ["no output"]
-        pytest.skip(f"the flash-attn {version} sdist could not be fetched from the package index "
-                    f"(pip download: {last[0]}); set FLASHBUILD_FA2_SOURCE to an unpacked tree")
-    with tarfile.open(archives[0]) as archive:
-        archive.extractall(TREES, filter="data")
-    return root
+        init = Path(given) / "flash_attn" / "__init__.py"
+        if not (Path(given) / "csrc" / "flash_attn" / "flash_api.cpp").is_file() or not init.is_file():
+            pytest.skip(f"FLASHBUILD_FA2_SOURCE={given} is not a flash-attn 2 tree (no csrc/flash_attn/flash_api.cpp "
+                        f"or flash_attn/__init__.py)")
+        if f'__version__ = "{version}"' in init.read_text(errors="replace"):
+            return Path(given)
+    try:
+        return release.fetch(f"flash-attn=={version}", into=TREES, table=REPO / "configs" / release.TABLE)
+    except release.FetchError as exc:  # no network or no index here; an unknown version or a bad hash fails
+        pytest.skip(f"the flash-attn {version} sdist could not be fetched: {exc}; set FLASHBUILD_FA2_SOURCE to an "
+                    f"unpacked flash-attn {version} tree")
 
 
 def fa3_tree() -> tuple[Path, Path]:

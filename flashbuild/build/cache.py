@@ -24,6 +24,7 @@ import filelock
 from .. import env
 from . import graph
 from ..errors import BuildError, SelectionError
+from ..sources import release
 
 PRIVATE_DIR = 0o700
 UMASK = 0o077  # what compilers and our own writes run under: files 0600, dirs 0700
@@ -257,6 +258,8 @@ def scan(root: Path | None = None) -> tuple[list[CachedBuild], list[str]]:
         return [], [f"{root}: cannot be read ({exc.strerror or exc})"]
     for entry in entries:
         path = Path(entry.path)
+        if entry.name == release.SOURCES and entry.is_dir(follow_symlinks=False):
+            continue  # the upstream releases --source NAME==VERSION fetched (sources/release.py), not a build
         if entry.is_symlink():
             skipped.append(f"{path}: a symbolic link, skipped (flashbuild never follows links out of the cache)")
             continue

@@ -26,6 +26,7 @@ from ..errors import SelectionError
 from ..selection import space as variant_space
 from . import releases as releases_module
 from . import switches as switch_tables
+from . import release
 
 try:
     import tomllib
@@ -500,6 +501,8 @@ def resolve_source(profile: Profile, source: str | os.PathLike | None) -> Path:
     text = os.fspath(source)
     if any(c in text for c in "\n\r\0"):
         raise SelectionError(f"--source {text!r}: holds a newline or NUL; pass a plain directory path")
+    if release.is_spec(text):  # flash-attn==2.8.3: that release's sdist, fetched, checked, unpacked
+        text = str(release.fetch(text))
     root = Path(text).expanduser().resolve()
     if not root.is_dir():
         raise SelectionError(f"--source {text}: {'not a directory' if root.exists() else 'does not exist'}; "
