@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import env
 from ..errors import SelectionError
+from . import profile_checks
 
 try:
     import tomllib
@@ -215,7 +216,7 @@ def read_profile(path: Path) -> Profile:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         raise SelectionError(f"profile {path}: cannot be read ({exc}); fix the file") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, too many digits, too deep
         raise SelectionError(f"profile {path}: not valid TOML ({exc}); fix the file") from None
     top = _Reader(path, data)
     description = top.get("description", str, "a string")
@@ -364,7 +365,7 @@ def read_profile(path: Path) -> Profile:
                           parsed, dict(env_names))
         names.done()
     top.done()
-    return Profile(
+    profile = Profile(
         name=path.stem, path=path, description=description, required=required, include_dirs=include_dirs,
         cutlass=cutlass, cutlass_env=cutlass_env, cutlass_version=cutlass_version, cutlass_pin=cutlass_pin,
         version_file=version_file, version_pattern=version_pattern, version_accepts=version_accepts,
@@ -376,6 +377,8 @@ def read_profile(path: Path) -> Profile:
         hdim_v_feature=hdim_v_feature, hdim_v_bwd=hdim_v_bwd,
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
         nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests)
+    profile_checks.check(profile)  # what its values may hold, by where each goes
+    return profile
 
 
 def profiles_dir() -> Path:
