@@ -207,7 +207,10 @@ def _is_pattern(value) -> bool:
 
 
 def _pattern_fields(pattern: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+    except ValueError:  # unbalanced braces: no field of ours
+        return {"(not a pattern)"}
 
 
 def read_profile(path: Path) -> Profile:
@@ -402,7 +405,7 @@ def load(name_or_path: str | Path = BUILTIN, flag: str = "--profile") -> Profile
         path = profiles_dir() / f"{text}.toml"
     if not path.is_file():
         names = available()
-        raise SelectionError(f"{flag} {text}: no such profile ({path} does not exist; profiles: "
+        raise SelectionError(f"{flag} {text}: no such profile ({path} {'is not a regular file' if path.exists() else 'does not exist'}; profiles: "
                              f"{', '.join(names) or 'none'}); use {flag} {names[0] if names else BUILTIN} "
                              f"or a path to a profile .toml")
     return _load(path.resolve(), path.stat().st_mtime_ns)
