@@ -207,12 +207,12 @@ def results_csv(results: list[Result]) -> str:
     return out.getvalue()
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_int(value: Any) -> bool:  # below 2**53: a float holds it exactly (plots, sums: no OverflowError)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 RESULT_DIRECTIONS = ("fwd", "bwd", "splitkv")

@@ -463,7 +463,7 @@ def parse_hdims(value: Any, source: str = "--hdim") -> tuple[int, ...]:
     sizes = ", ".join(map(str, HEAD_DIMS))
     hdims = []
     for item in _items(value, source, HEAD_DIMS, kind="a head dim (an integer)"):
-        if not re.fullmatch(r"[+-]?[0-9]+", item):  # ASCII digits only: int() would take '²' or '٦٤'
+        if not re.fullmatch(r"[+-]?[0-9]{1,1000}", item):  # ASCII digits, fewer than int()'s limit: not '²' or '٦٤'
             raise SelectionError(f"{_said(source, _shown(item))}: not an integer head dim (kernel sizes: {sizes}); "
                                  f"{_use(source, 64)}")
         hdim = int(item)
@@ -584,7 +584,7 @@ def is_matrix_config(path: Path) -> bool:
     A file that does not parse counts as a preset, so that loading it reports the TOML error."""
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError, RecursionError):  # TOMLDecodeError, a number past Python's digit limit, deep nesting
         return False
     return "matrix" in data or "cells" in data
 
@@ -655,7 +655,7 @@ def load_config(name_or_path: str | Path) -> dict[str, Any]:
                              f"{env.configs_dir() / 'ci-compile.toml'}") from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, too many digits, too deep
         raise SelectionError(f"{where}: not valid TOML ({exc}); fix the file") from None
     extra = sorted(set(data) - {"selection", "description"})
     if extra:
