@@ -623,6 +623,11 @@ ROUND3 = [
     # ---- results files
     results_case("seqlen-huge-plot", results(row(seqlen=10**400)), extra=("--plot", f"{TMP}/p.png"), must_name=("r.json",),
                  input="--results r.json (seqlen 10**400) --plot p.png"),
+    Case("results-fifo", "results", ("bench", "--results", f"{TMP}/r.json"), setup=fifo("r.json"), must_name=("r.json",),
+         input="--results r.json: a FIFO"),
+    Case("results-compare-dev-zero", "results", ("bench", "--results", f"{TMP}/good.json", "--compare", f"{TMP}/r.json"),
+         setup=steps(write("good.json", results()), symlink("r.json", "/dev/zero")), must_name=("r.json",),
+         input="--compare r.json -> /dev/zero"),
     results_case("ansi-escapes", results(row(variant="fwd_hdim64_fp16_sm80\x1b[2J\x1b[31mred")), expect="ok",
                  must_name=("fwd_hdim64",), check=absent("\x1b["), input="--results r.json: a variant name holding ANSI escapes"),
 ]

@@ -83,10 +83,10 @@ def read_costs(path: Path) -> dict[str, float]:
             raise SelectionError(f"--costs {path}: a JSON {type(data).__name__}, expected an object of TU name -> "
                                  f"seconds; fix it")
         bad = [k for k, s in data.items()
-               if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < math.inf]
+               if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < 2**53]
         if bad:
-            raise SelectionError(f"--costs {path}: {bad[0]}: expected seconds (a number >= 0), found "
-                                 f"{data[bad[0]]!r}; fix it")
+            raise SelectionError(f"--costs {path}: {bad[0]!r}: expected seconds (a number >= 0), found "
+                                 f"{str(data[bad[0]])[:40]!r}; fix it")
         return {str(k): float(s) for k, s in data.items()}
     costs = {}
     for line in text.splitlines():

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .. import safe_io
 from ..errors import ResultsFormatError
 from ..selection.variants import Variant, feature_kwargs
 
@@ -248,7 +249,7 @@ def load_results(path: str | Path, flag: str = "--compare") -> tuple[dict[str, A
     how = "write one with `flashbuild bench ... --json FILE`"
     where = f"{flag} {path}"
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = safe_io.read_bytes(path).decode("utf-8")  # a regular file, size-capped: a FIFO hung here
     except OSError as exc:
         raise ResultsFormatError(f"{where}: cannot read it ({exc.strerror or exc}); {how}") from None
     except UnicodeDecodeError:
@@ -289,6 +290,8 @@ def _cell(r: Result | None) -> str:
         return "-"
     if r.ms is None:
         return "n/a"
+    if r.tflops is None:  # a file may give ms without TFLOPS (null: n/a)
+        return f"   n/a ({r.ms:.3f} ms)"
     return f"{r.tflops:6.1f} ({r.ms:.3f} ms)"
 
 

@@ -213,6 +213,7 @@ def _pattern_fields(pattern: str) -> set[str]:
         return {"(not a pattern)"}
 
 
+@profile_checks.guarded
 def read_profile(path: Path) -> Profile:
     """Parse and check one profile file."""
     try:

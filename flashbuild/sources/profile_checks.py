@@ -23,6 +23,7 @@ checks what those strings may hold, by where each one goes:
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from pathlib import Path
@@ -45,6 +46,20 @@ NAME_MAX = 160  # a TU name: with .cu / .o.d / .o.fatbin it stays far below a fi
 # Variables the plugin must never set: they change which code a process (or its children) loads.
 UNSAFE_ENV = re.compile(r"(PATH|HOME|SHELL|IFS|ENV|BASH_ENV|LD_.*|DYLD_.*|PYTHON.*|CUDA_.*|NVCC_.*|FLASHBUILD_.*|"
                         r"CC|CXX|TMPDIR)")
+
+
+def guarded(read):
+    """read_profile's net: a value of a type its checks did not expect (a list where a name belongs:
+    `v in CUTLASS_TYPES` raised TypeError) is an error naming the file, never a traceback."""
+    @functools.wraps(read)
+    def wrapper(path: Path):
+        try:
+            return read(path)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+            raise SelectionError(f"profile {path}: a value of the wrong type or shape ({type(exc).__name__}: "
+                                 f"{str(exc)[:120]}); fix the profile (see configs/profiles/flashbuild.toml for the "
+                                 f"format)") from None
+    return wrapper
 
 
 def _error(path: Path, key: str, value, why: str) -> SelectionError:
