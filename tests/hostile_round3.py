@@ -268,6 +268,7 @@ def two_cleans(tmp: Path, run: Run) -> str | None:
 
 # ---------------------------------------------------------------- the cases
 
+ROW_A = row()[0]
 FWD = "fwd_hdim{hdim}_{dtype}{causal}_{arch}{features}"
 NAME = ("instantiation", "fwd", "name")
 SOME_MATRIX = '[matrix]\nhdim = [64]\ndtype = ["fp16"]\narch = ["sm80"]\ndirection = ["fwd"]\ncausal = ["off"]\n'
@@ -628,6 +629,8 @@ ROUND3 = [
     Case("results-compare-dev-zero", "results", ("bench", "--results", f"{TMP}/good.json", "--compare", f"{TMP}/r.json"),
          setup=steps(write("good.json", results()), symlink("r.json", "/dev/zero")), must_name=("r.json",),
          input="--compare r.json -> /dev/zero"),
+    results_case("duplicate-rows", results([ROW_A, {**ROW_A, "ms": 3.0}]), must_name=("same",),
+                 input="--results r.json: two rows of the same variant, seqlen and backend"),
     results_case("ansi-escapes", results(row(variant="fwd_hdim64_fp16_sm80\x1b[2J\x1b[31mred")), expect="ok",
                  must_name=("fwd_hdim64",), check=absent("\x1b["), input="--results r.json: a variant name holding ANSI escapes"),
 ]

@@ -280,6 +280,13 @@ def load_results(path: str | Path, flag: str = "--compare") -> tuple[dict[str, A
                 raise ResultsFormatError(f'{where}: result {i} has "{name}": {_shown(row[name])}, expected '
                                          f"{expected}; fix the file or {how[0].lower()}{how[1:]}")
         results.append(Result(**{f.name: row[f.name] for f in fields(Result) if f.name in row}))
+    seen: dict[tuple, int] = {}
+    for i, r in enumerate(results):  # the table has one cell per key: a second row would hide the first
+        key = r.key
+        if key in seen:
+            raise ResultsFormatError(f"{where}: results {seen[key]} and {i} measure the same thing ({r.variant}, "
+                                     f"seqlen {r.seqlen}, {r.backend}); keep one, or {how[0].lower()}{how[1:]}")
+        seen[key] = i
     return {k: v for k, v in data.items() if k != "results"}, results
 
 
