@@ -85,8 +85,10 @@ def read_costs(path: Path) -> dict[str, float]:
         bad = [k for k, s in data.items()
                if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < 2**53]
         if bad:
-            raise SelectionError(f"--costs {path}: {bad[0]!r}: expected seconds (a number >= 0), found "
-                                 f"{str(data[bad[0]])[:40]!r}; fix it")
+            key, found = bad[0], repr(data[bad[0]])
+            shown = key if key.isprintable() and len(key) <= 200 else repr(key[:200])  # one line, always
+            raise SelectionError(f"--costs {path}: {shown}: expected seconds (a number >= 0), found "
+                                 f"{found if len(found) <= 60 else found[:57] + '...'}; fix it")
         return {str(k): float(s) for k, s in data.items()}
     costs = {}
     for line in text.splitlines():
