@@ -70,9 +70,11 @@ class FlashbuildGroup(click.Group):
 
 
 def _error_line(message: str) -> None:
-    """One `flashbuild: error:` line; bytes that are not UTF-8 in it (a path given as raw bytes) are
-    shown escaped, where printing them would fail."""
-    click.echo("flashbuild: error: " + message.encode("utf-8", "backslashreplace").decode("utf-8"), err=True)
+    """One `flashbuild: error:` line: a newline, escape sequence or byte that is not UTF-8 in a value it
+    quotes is shown escaped (errors.one_line), never printed raw."""
+    from .errors import one_line
+
+    click.echo("flashbuild: error: " + one_line(message), err=True)
 
 
 BUG_EXIT = 70  # EX_SOFTWARE: not the user's mistake (1, 2) nor a signal (128+)

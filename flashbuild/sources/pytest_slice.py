@@ -32,7 +32,8 @@ _loaded: dict[str, tuple[dict, object]] = {}
 def _usage(message: str):
     import pytest
 
-    return pytest.UsageError(f"flashbuild.sources.pytest_slice: {message}")
+    from ..errors import one_line
+    return pytest.UsageError(one_line(f"flashbuild.sources.pytest_slice: {message}"))
 
 
 def _names(value, kind) -> bool:
@@ -176,10 +177,8 @@ def shard_of(value: str | None) -> tuple[int, int] | None:
     except ValueError:
         index, count = -1, 0
     if not 0 <= index < count:
-        import pytest
-        raise pytest.UsageError(
-            f"FLASHBUILD_SLICE_SHARD={value}: expected i/n with 0 <= i < n (shards count from 0: "
-            f"0/n .. n-1/n)")
+        raise _usage(f"FLASHBUILD_SLICE_SHARD={value}: expected i/n with 0 <= i < n (shards count from 0: "
+                     f"0/n .. n-1/n)")
     return index, count
 
 
