@@ -8,6 +8,7 @@ Data goes to stdout, progress and logs to stderr.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
@@ -132,6 +133,9 @@ def path_problem(value: str) -> str | None:
         return "it holds bytes that are not UTF-8 text"
     if len(value.encode()) > 4095:
         return f"it is {len(value.encode())} bytes long, more than a path can be (4095)"
+    head = value.split("/")[0]
+    if head.startswith("~") and os.path.expanduser(head) == head:  # pathlib raises RuntimeError for it
+        return f"{head}: no such user's home directory"
     long = next((part for part in value.split("/") if len(part.encode()) > 255), None)
     if long:
         return f"its part {long[:20]}... is {len(long.encode())} bytes long, more than a file name can be (255)"
@@ -325,6 +329,9 @@ def check_output(path: str | None, flag: str) -> None:
 
     if not path:
         return
+    problem = path_problem(path)
+    if problem:
+        raise click.BadParameter(f"{ascii(path)[1:-1][:80]}: {problem}; choose another path", param_hint=flag)
     target = Path(path).expanduser().absolute()
     parent = target.parent
     while not parent.exists() and not parent.is_symlink():
@@ -566,7 +573,8 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
     for path, flag in ((csv_path, "--csv"), (json_path, "--json"), (plot_path, "--plot")):
         check_output(path, flag)
         for source, source_flag in ((results_path, "--results"), (compare_path, "--compare")):
-            if path and source and Path(path).expanduser().absolute() == Path(source).expanduser().absolute():
+            if path and source and not path_problem(source) and \
+                    Path(path).expanduser().absolute() == Path(source).expanduser().absolute():
                 raise click.BadParameter(f"{path} is the {source_flag} file: writing it would overwrite what it "
                                          f"reports; give another path", param_hint=flag)
     if plot_path and benching.plot_format_problem(plot_path):

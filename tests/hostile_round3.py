@@ -570,7 +570,16 @@ ROUND3 = [
          must_name=("FLASHBUILD_CACHE_DIR",), check=outside("c2 ")),
     Case("env-cache-dir-not-utf8", "env", build(), env={"FLASHBUILD_CACHE_DIR": f"{TMP}/c\udcff"},
          must_name=("FLASHBUILD_CACHE_DIR",), check=outside("c\udcff"), input="FLASHBUILD_CACHE_DIR=TMP/c$'\\xff'"),
+    Case("env-cache-dir-unknown-user", "env", build(), env={"FLASHBUILD_CACHE_DIR": "~no-such-user-48/c"},
+         must_name=("FLASHBUILD_CACHE_DIR",)),
+    Case("env-cache-dir-unknown-user-list", "env", ("list",), env={"FLASHBUILD_CACHE_DIR": "~no-such-user-48/c"},
+         must_name=("FLASHBUILD_CACHE_DIR",)),
     # ---- the CLI
+    Case("cli-artifact-dir-unknown-user", "cli", (*dry(), "--shard", "1/1", "--artifact-dir", "~no-such-user-48/a"),
+         must_name=("--artifact-dir",)),
+    Case("cli-build-dir-unknown-user", "cli", build("--build-dir", "~no-such-user-48/b"), must_name=("--build-dir",)),
+    Case("cli-csv-unknown-user", "cli", ("bench", "--results", f"{TMP}/r.json", "--csv", "~no-such-user-48/o.csv"),
+         setup=write("r.json", results()), must_name=("--csv",)),
     *[Case(f"cli-{flag}-twice", "cli", (*dry(), f"--{flag}", value), must_name=(f"--{flag}",))
       for flag, value in (("hdim", "128"), ("dtype", "bf16"), ("arch", "sm90"), ("direction", "bwd"), ("causal", "on"))],
     Case("cli-hdim-twice-same", "cli", (*dry(), "--hdim", "64"), expect="ok", must_name=("hdim 64",)),

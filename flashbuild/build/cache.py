@@ -95,6 +95,9 @@ def cache_root(create: bool = True) -> Path:
         bad = forbidden_characters(raw)
         if bad is None and raw.strip() and raw != raw.strip():  # ' /x' would be a dir named ' ' under the cwd
             bad = "leading or trailing spaces"
+        head = raw.split("/")[0]
+        if bad is None and head.startswith("~") and os.path.expanduser(head) == head:
+            bad = f"{head}, no user's home directory"
         if bad is None and raw.strip():
             bad = "bytes that are not UTF-8" if build_path_problem(raw) and "UTF-8" in build_path_problem(raw) \
                 else None

@@ -72,7 +72,7 @@ HOSTILE = ["", " ", ",", ",,", "none", "none,none", "all", "both", "-1", "0", "1
            "٦٤", "²", "../../outside", "../../outside/x.toml", "/dev/zero", "/dev/null", "/", "~", ".", "..",
            f"$(touch {MARK})", f"`touch {MARK}`", f"x;touch {MARK}", f"-DX=$(touch {MARK})", "a\nb", "a\rb",
            "\udcff", "x" * 300, "sm90,sm90", "64 64", "\t", "--help", "-x", "\x1b[31mred", "a|b", "a#b", "a:b",
-           "'", '"', "\\", "%s", "{hdim}", "{0}"]
+           "'", '"', "\\", "%s", "{hdim}", "{0}", "~0", "~no-such-user/x"]
 # argv cannot hold a NUL byte: command-line strategies leave it out (files and environment values keep it)
 NO_NUL = st.text(max_size=24).filter(lambda s: "\0" not in s)
 

@@ -87,11 +87,12 @@ def test_bench_options_over_a_results_file(option_value):
 
 # The values that broke an option in issue 48's round, tried on every option (a sweep, not a sample:
 # the "ci" profile's few examples per option would pick each only now and then).
-SHARP = ["9" * 5000, "x" * 300, "\udcff", "../../outside", f"$(touch {MARK})", "none,none", ",", "a\nb", "/dev/zero"]
+SHARP = ["9" * 5000, "x" * 300, "\udcff", "../../outside", f"$(touch {MARK})", "none,none", ",", "a\nb", "/dev/zero",
+         "~0"]
 
 
 @pytest.mark.parametrize("value", SHARP, ids=["digits", "long", "not-utf8", "dotdot", "subshell", "none-none",
-                                               "comma", "newline", "dev-zero"])
+                                               "comma", "newline", "dev-zero", "unknown-user"])
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_every_option_against_the_values_that_broke_one(option, value):
     args, names = args_for(option, value)
