@@ -202,6 +202,9 @@ def _define(ns: str, ext: Any) -> list:
         return dq, dk, dv, None, None, None, None, None, None
 
     fwd.register_autograd(fwd_backward, setup_context=fwd_setup)
+    # A gradient of a gradient (create_graph=True, then backward again) is no kernel of ours: our
+    # error, naming what is supported, rather than torch's "no autograd formula".
+    bwd.register_autograd(_no_double_backward, setup_context=_no_setup)
 
     # ------------------------------------------------ varlen: packed (total_tokens, nheads, head_dim)
     @op(f"{ns}::varlen_fwd", mutates_args=())
@@ -250,6 +253,7 @@ def _define(ns: str, ext: Any) -> list:
         return (dq, dk, dv) + (None,) * 10
 
     varlen_fwd.register_autograd(varlen_backward, setup_context=varlen_setup)
+    varlen_bwd.register_autograd(_no_double_backward, setup_context=_no_setup)
 
     # ------------------------------------------------ decode: q against a KV cache (forward only)
     # k, v (new keys and values) are written into k_cache and v_cache in place: the op mutates them.
@@ -366,6 +370,44 @@ def _as_int(value) -> Optional[int]:
         return None
 
 
+def _no_setup(ctx, inputs, output) -> None:
+    pass
+
+
+def _no_double_backward(ctx, *grads):
+    raise _unsupported("a double backward (the gradient of a gradient)", "backward through the gradients of "
+                       "flash_attn_func / flash_attn_varlen_func", "one backward is supported: call backward() "
+                       "without create_graph=True, or take second derivatives through a reference attention")
+
+
+def _softmax_scale(softmax_scale) -> Optional[float]:
+    """flash-attn's softmax_scale: None (1/sqrt(head_dim)) or a finite number."""
+    if softmax_scale is None:
+        return None
+    fix = "pass softmax_scale=None (1/sqrt(head_dim)) or a finite number, e.g. softmax_scale=0.125"
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        raise InvalidArgumentError(f"flashbuild: softmax_scale={softmax_scale!r}: not a number; {fix}")
+    if not math.isfinite(softmax_scale):
+        raise InvalidArgumentError(f"flashbuild: softmax_scale={softmax_scale!r}: not finite (every output would be "
+                                   f"NaN); {fix}")
+    return float(softmax_scale)
+
+
+def _index_arg(name: str, value, int_ok: bool = False):
+    """An index argument of flash_attn_with_kvcache: None, an integer tensor (or an int for
+    cache_seqlens), as flash-attn takes them; a list would be a host copy each call, so it is refused."""
+    if value is None or (isinstance(value, Tensor) and not value.is_floating_point() and not value.is_complex()
+                         and value.dtype != torch.bool):
+        return value
+    if int_ok and _as_int(value) is not None:
+        return _as_int(value)
+    what = "an int or an int tensor (batch,)" if int_ok else "an int tensor"
+    example = (f"torch.tensor({value!r}, dtype=torch.int32, device=q.device)" if isinstance(value, (list, tuple))
+               else "a torch.int32 tensor on q's device")
+    raise InvalidArgumentError(f"flashbuild: flash_attn_with_kvcache: {name}={_describe(value)[:80]}: expected {what} "
+                               f"(as flash-attn); pass {example}")
+
+
 def _window(window_size) -> Tuple[int, int]:
     """(left, right) of flash-attn's window_size: two ints, each -1 (unbounded on that side) or >= 0."""
     fix = ("pass window_size=(left, right): ints, each -1 (unbounded) or >= 0, e.g. window_size=(256, 0); "
@@ -447,6 +489,7 @@ class AttentionOps:
         _check_common(dropout_p, alibi_slopes)
         deterministic = _deterministic(deterministic)
         window, softcap = _window(window_size), _softcap(softcap)
+        softmax_scale = _softmax_scale(softmax_scale)
         q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
         out, lse = self.ops.fwd(q, k, v, causal, softmax_scale, *window, softcap, deterministic)
         if return_attn_probs:
@@ -463,6 +506,7 @@ class AttentionOps:
         _check_common(dropout_p, alibi_slopes)
         deterministic = _deterministic(deterministic)
         window, softcap = _window(window_size), _softcap(softcap)
+        softmax_scale = _softmax_scale(softmax_scale)
         q, k, v = (_contiguous_last_dim(t) for t in (q, k, v))
         out, lse = self.ops.varlen_fwd(q, k, v, _int32_on(cu_seqlens_q, q.device), _int32_on(cu_seqlens_k, q.device),
                                        max_seqlen_q, max_seqlen_k, causal, softmax_scale, *window, softcap,
@@ -509,6 +553,10 @@ class AttentionOps:
         the device (check_errors)."""
         _check_common(0.0, alibi_slopes)
         window, softcap = _window(window_size), _softcap(softcap)
+        softmax_scale = _softmax_scale(softmax_scale)
+        cache_seqlens = _index_arg("cache_seqlens", cache_seqlens, int_ok=True)
+        cache_batch_idx, cache_leftpad, block_table = (_index_arg(n, t) for n, t in (
+            ("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad), ("block_table", block_table)))
         _check_kvcache_args(k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                             cache_leftpad, block_table, rotary_interleaved)
         q = _contiguous_last_dim(q)

@@ -8,6 +8,7 @@ Data goes to stdout, progress and logs to stderr.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
@@ -59,13 +60,13 @@ class FlashbuildGroup(click.Group):
             code = 0
         except click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx else "flashbuild"
-            click.echo(f"flashbuild: error: {exc.format_message()} (see `{where} --help`)", err=True)
+            _error_line(f"{exc.format_message()} (see `{where} --help`)")
             code = 2
         except click.ClickException as exc:
-            click.echo(f"flashbuild: error: {exc.format_message()}", err=True)
+            _error_line(exc.format_message())
             code = exc.exit_code
         except FlashbuildError as exc:
-            click.echo(f"flashbuild: error: {exc}", err=True)
+            _error_line(str(exc))
             code = exc.exit_code
         except (click.Abort, KeyboardInterrupt) as exc:
             # processes.Terminated carries SIGTERM / SIGHUP (click wraps it in Abort)
@@ -74,9 +75,47 @@ class FlashbuildGroup(click.Group):
             click.echo(f"flashbuild: interrupted ({signal.Signals(signum).name}): every compiler it started "
                        "was stopped", err=True)
             code = 128 + signum
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: every user mistake is caught above
+            code = report_bug(exc)
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _error_line(message: str) -> None:
+    """One `flashbuild: error:` line: a newline, escape sequence or byte that is not UTF-8 in a value it
+    quotes is shown escaped (errors.one_line), never printed raw."""
+    from .errors import one_line
+
+    click.echo("flashbuild: error: " + one_line(message), err=True)
+
+
+BUG_EXIT = 70  # EX_SOFTWARE: not the user's mistake (1, 2) nor a signal (128+)
+
+
+def report_bug(exc: BaseException) -> int:
+    """An exception no check caught is a flashbuild bug, not a user mistake: one line saying so and
+    where its full traceback was written (a private file in the temp dir), not the traceback."""
+    import os
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    where = "nowhere (the temp dir is not writable; rerun with FLASHBUILD_TRACEBACK=1 to print it)"
+    try:
+        fd, path = tempfile.mkstemp(prefix="flashbuild-bug-", suffix=".txt")  # 0600
+        with os.fdopen(fd, "w", errors="backslashreplace") as f:
+            f.write(f"flashbuild {__version__}: {shlex.join(sys.argv)}\n{text}")
+        where = path
+    except OSError:
+        pass
+    if os.environ.get("FLASHBUILD_TRACEBACK") == "1":
+        click.echo(text, err=True)
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    click.echo(f"flashbuild: internal error: a flashbuild bug, not a mistake of yours ({type(exc).__name__}"
+               f"{': ' + ascii(first)[1:-1] if first else ''}); the full traceback is in {where}: please report it "
+               f"with that file", err=True)
+    return BUG_EXIT
 
 
 @click.group(name="flashbuild", cls=FlashbuildGroup, no_args_is_help=True,
@@ -99,26 +138,71 @@ def _apply(options):
     return decorate
 
 
+def path_problem(value: str) -> str | None:
+    """Why a path given on the command line cannot be used as one, or None: bytes that are not
+    UTF-8 (nothing can write it into build.ninja), NUL, a name longer than file systems allow."""
+    if "\0" in value:
+        return "it holds a NUL byte"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "it holds bytes that are not UTF-8 text"
+    if len(value.encode()) > 4095:
+        return f"it is {len(value.encode())} bytes long, more than a path can be (4095)"
+    head = value.split("/")[0]
+    if head.startswith("~") and os.path.expanduser(head) == head:  # pathlib raises RuntimeError for it
+        return f"{head}: no such user's home directory"
+    long = next((part for part in value.split("/") if len(part.encode()) > 255), None)
+    if long:
+        return f"its part {long[:20]}... is {len(long.encode())} bytes long, more than a file name can be (255)"
+    return None
+
+
+def _one(path: bool = False, nonempty: bool = False):
+    """A click callback for an option given at most once (a second --hdim used to replace the first
+    silently); with `path`, the value is checked as a path (path_problem); with `nonempty`, '' is refused."""
+    def callback(ctx, param, values):
+        flag = param.opts[0]
+        values = tuple(dict.fromkeys(values or ()))
+        if len(values) > 1:
+            shown = " and ".join(f"{flag} {shlex.quote(str(v))}" for v in values)
+            merged = ",".join(str(v) for v in values)
+            fix = f"give one list: {flag} {shlex.quote(merged)}" if not path else f"give {flag} once"
+            raise click.BadParameter(f"given twice ({shown}), and only one counts; {fix}", ctx=ctx, param=param)
+        value = values[0] if values else None
+        if value is not None and nonempty and not str(value).strip():
+            raise click.BadParameter(f"{flag} {value!r}: empty; give a name or a path, or leave {flag} out", ctx=ctx,
+                                     param=param)
+        problem = path_problem(str(value)) if path and value is not None else None
+        if problem:
+            raise click.BadParameter(f"{ascii(str(value))[:80]}: {problem}; give another path", ctx=ctx, param=param)
+        return value
+    return callback
+
+
 # The selection every command takes, and the flags that pick which build of it (they change its key)
 # and how it is built: `test`, `bench`, `inspect` and `watch` find the same cached build as `build`.
 selection_options = _apply([
-    click.option("--hdim", help=SELECTION_HELP["hdim"]),
-    click.option("--dtype", help=SELECTION_HELP["dtype"]),
-    click.option("--arch", help=SELECTION_HELP["arch"]),
-    click.option("--direction", help=SELECTION_HELP["direction"]),
-    click.option("--causal", help=SELECTION_HELP["causal"]),
+    click.option("--hdim", multiple=True, callback=_one(), help=SELECTION_HELP["hdim"]),
+    click.option("--dtype", multiple=True, callback=_one(), help=SELECTION_HELP["dtype"]),
+    click.option("--arch", multiple=True, callback=_one(), help=SELECTION_HELP["arch"]),
+    click.option("--direction", multiple=True, callback=_one(), help=SELECTION_HELP["direction"]),
+    click.option("--causal", multiple=True, callback=_one(), help=SELECTION_HELP["causal"]),
     click.option("--no-local", "no_local", is_flag=True, help=SELECTION_HELP["no_local"]),
     click.option("--no-softcap", "no_softcap", is_flag=True, help=SELECTION_HELP["no_softcap"]),
-    click.option("--features", help="Features compiled in: a comma list (local,softcap; an upstream tree's own "
+    click.option("--features", multiple=True, callback=_one(), help="Features compiled in: a comma list (local,softcap; an upstream tree's own "
                                     "such as dropout), 'none', or leave it out for all. --no-local / --no-softcap "
                                     "remove one."),
-    click.option("--config", help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
-    click.option("--source", type=click.Path(file_okay=False), help="An external kernel tree to build a slice of "
-                 "(e.g. an unpacked flash-attn sdist); it is read, never written. Its profile and release are "
-                 "detected (flashbuild profiles --source TREE says how) unless --profile names them."),
-    click.option("--profile", help="What kind of tree --source is: a profile in configs/profiles "
-                 "(flash-attn-2, ...), one of its releases (flash-attn-2@2.6) or a .toml path. Default: "
-                 "detected from --source; without --source, flashbuild's own kernels."),
+    click.option("--config", multiple=True, callback=_one(path=True), help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
+    click.option("--source", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+                 help="An external kernel tree to build a slice of: a directory (e.g. an unpacked flash-attn sdist; "
+                 "it is read, never written) or a release spec such as flash-attn==2.8.3 (its sdist fetched into "
+                 "the cache and checked). Its profile and release are detected (flashbuild profiles --source TREE "
+                 "says how) unless --profile names them."),
+    click.option("--profile", multiple=True, callback=_one(path=True, nonempty=True),
+                 help="What kind of tree --source is: a profile in configs/profiles (flash-attn-2, ...), one of its "
+                 "releases (flash-attn-2@2.6) or a .toml path. Default: detected from --source; without --source, "
+                 "flashbuild's own kernels."),
 ])
 
 
@@ -140,7 +224,8 @@ def _own_nvcc_flags(ctx, param, flags):
 
 build_options = _apply([
     click.option("--jobs", "-j", type=int, help="Parallel compiles. Default: min(cores, free memory / 4 GiB)."),
-    click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of the cache dir."),
+    click.option("--build-dir", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+                 help="Build here instead of the cache dir."),
     click.option("--debug", is_flag=True, help="Device debug build: nvcc -G -lineinfo, asserts on."),
     click.option("--lineinfo", is_flag=True, help="Optimized build with -lineinfo (for profilers)."),
     click.option("--nvcc-flag", "nvcc_flags", multiple=True, callback=_own_nvcc_flags,
@@ -157,10 +242,11 @@ ci_options = _apply([
     click.option("--cell", help="Build one cell of the CI matrix given with --config (see `flashbuild matrix CONFIG`)."),
     click.option("--shard", metavar="I/N", help="Compile only shard I of N of the selection's TUs (split by compile "
                                                 "cost) into an artifact dir for `flashbuild link`; no link."),
-    click.option("--costs", type=click.Path(dir_okay=False), help="With --shard: compile times to split by, a "
+    click.option("--costs", type=click.Path(dir_okay=False), multiple=True, callback=_one(path=True), help="With --shard: compile times to split by, a "
                  ".ninja_log of an earlier build or JSON {TU: seconds}. Default: this build dir's .ninja_log, else "
                  "a per-kind estimate. Give every shard the same file."),
-    click.option("--artifact-dir", type=click.Path(file_okay=False), help="With --shard: where the objects and "
+    click.option("--artifact-dir", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+                 help="With --shard: where the objects and "
                  "manifest go. Default: flashbuild-artifacts/CELL-shard-I-of-N."),
 ])
 
@@ -195,6 +281,14 @@ def parse_request(**kwargs):
     from .sources import detect, profile as profiles
 
     features = kwargs.get("features")
+    if isinstance(features, str) and features.strip():
+        items = [item.strip().lower() for item in features.split(",")]
+        if not any(items):  # `--features ,` once meant none, while `--features ''` is refused
+            raise click.BadParameter(f"{features!r} names no feature; give a comma list such as local,softcap, or "
+                                     f"none", param_hint="--features")
+        if [i for i in items if i] == ["none"] * len([i for i in items if i]) and len([i for i in items if i]) > 1:
+            raise click.BadParameter(f"{features}: none given {len([i for i in items if i])} times; give it once: "
+                                     f"--features none", param_hint="--features")  # (once said "combined with ;")
     if features is not None and not env.root_problem():
         names = profiles.load(detect.choose(kwargs.get("source"), kwargs.get("profile")) or profiles.BUILTIN).features
         for name in variants.parse_features(features, "--features", names):
@@ -218,8 +312,11 @@ def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: s
     plan = builder.make_plan(selection, options)
     if dry_run:
         found, source = sharding.find_costs(plan, costs)
-        click.echo(builder.describe_plan(plan, linking=False, why_no_link="--shard"))
-        click.echo(sharding.describe_split(sharding.split(plan.units, spec.count, found, source), spec))
+        split = sharding.split(plan.units, spec.count, found, source)
+        # the plan of this shard's TUs (what it compiles), then the whole split
+        click.echo(builder.describe_plan(sharding.shard_plan(plan, split.shards[spec.index - 1]), linking=False,
+                                         why_no_link="--shard"))
+        click.echo(sharding.describe_split(split, spec))
         click.echo("dry run: nothing was rendered, compiled or written")
         return
     target, manifest = sharding.build_shard(plan, spec, costs=costs, artifact_dir=Path(artifact_dir) if artifact_dir
@@ -253,6 +350,9 @@ def check_output(path: str | None, flag: str) -> None:
 
     if not path:
         return
+    problem = path_problem(path)
+    if problem:
+        raise click.BadParameter(f"{ascii(path)[1:-1][:80]}: {problem}; choose another path", param_hint=flag)
     target = Path(path).expanduser().absolute()
     parent = target.parent
     while not parent.exists() and not parent.is_symlink():
@@ -515,6 +615,11 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         raise click.BadParameter(str(exc).split(": ", 1)[-1], param_hint="--window") from None
     for path, flag in ((csv_path, "--csv"), (json_path, "--json"), (plot_path, "--plot")):
         check_output(path, flag)
+        for source, source_flag in ((results_path, "--results"), (compare_path, "--compare")):
+            if path and source and not path_problem(source) and \
+                    Path(path).expanduser().absolute() == Path(source).expanduser().absolute():
+                raise click.BadParameter(f"{path} is the {source_flag} file: writing it would overwrite what it "
+                                         f"reports; give another path", param_hint=flag)
     if plot_path and benching.plot_format_problem(plot_path):
         raise click.BadParameter(f"{plot_path}: {benching.plot_format_problem(plot_path)}; use e.g. --plot "
                                  f"{shlex.quote(str(Path(plot_path).with_suffix('.png')))}", param_hint="--plot")
@@ -672,6 +777,12 @@ def run(command, **kwargs):
     if not command:
         raise click.UsageError("no command to run: give it after --, e.g. flashbuild run ... -- python3 script.py")
     if shutil.which(command[0]) is None:  # before a build of minutes, not after it
+        if os.sep in command[0]:  # a path: say what is wrong with it, not "PATH"
+            exists = os.path.exists(command[0])
+            why = ("a directory" if os.path.isdir(command[0]) else "not executable (chmod +x it, or run it with "
+                   "python3)") if exists else "no such file"
+            raise click.UsageError(f"{command[0]}: {why}; give a program after --, e.g. flashbuild run ... -- "
+                                   f"python3 {shlex.quote(command[0])}")
         raise click.UsageError(f"{command[0]}: command not found on PATH; give a program on PATH or a path to "
                                f"one after --, e.g. flashbuild run ... -- python3 script.py")
     selection, options = parse_request(**kwargs)
@@ -935,7 +1046,8 @@ def matrix(config, fmt):
 
 @cli.command()
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--build-dir", type=click.Path(file_okay=False), help="Link here instead of the cache dir of the key.")
+@click.option("--build-dir", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+              help="Link here instead of the cache dir of the key.")
 @click.option("--jobs", "-j", type=int, help="Parallel jobs for the binding and link.")
 @click.option("--launcher", envvar="FLASHBUILD_LAUNCHER", help="Compiler launcher for the binding (ccache, sccache).")
 @click.option("--verbose", "-v", is_flag=True, help="Show the link commands.")
@@ -977,4 +1089,8 @@ def doctor():
 
 
 def main():
-    cli(prog_name="flashbuild")
+    try:
+        cli(prog_name="flashbuild")
+    except KeyboardInterrupt:  # between the interpreter's start and click's handler
+        click.echo("flashbuild: interrupted (SIGINT) before it started anything", err=True)
+        sys.exit(128 + signal.SIGINT)

@@ -74,6 +74,11 @@ def cache_dir() -> Path:
     """FLASHBUILD_CACHE_DIR, else the user's cache dir. Where it is only: build/cache.py checks it."""
     override = os.environ.get("FLASHBUILD_CACHE_DIR")
     if override:
+        head = override.split("/")[0]
+        if head.startswith("~") and os.path.expanduser(head) == head:  # pathlib would raise RuntimeError
+            from .errors import SelectionError
+            raise SelectionError(f"FLASHBUILD_CACHE_DIR={override!r}: {head} names no user's home directory; set "
+                                 f"it to a directory path (e.g. export FLASHBUILD_CACHE_DIR=$HOME/.cache/flashbuild)")
         return Path(override).expanduser().absolute()
     return default_cache_dir()
 

@@ -1,10 +1,21 @@
 """Errors a user can cause and fix. The CLI prints them as one line and exits with .exit_code."""
 
 
+def one_line(text: str) -> str:
+    """`text` with every character a terminal would act on (a newline, a carriage return, an escape
+    sequence, bytes that are not UTF-8) written as its Python escape: an error is one line, whatever
+    file, key or value it quotes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class FlashbuildError(Exception):
-    """Base class: the message names what was asked, what exists, and the command that fixes it."""
+    """Base class: the message names what was asked, what exists, and the command that fixes it.
+    It is always one line (one_line): the values it quotes come from users' files and flags."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class SelectionError(FlashbuildError):

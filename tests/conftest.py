@@ -14,15 +14,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import env
-from helpers import REPO, make_root
-
-
-SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
-
-
-def slow_tests() -> set[str]:
-    """The test functions of slow_tests.txt, as `tests/test_x.py::test_y`."""
-    return {line.strip() for line in SLOW_TESTS.read_text().splitlines() if line.strip() and not line.startswith("#")}
+from helpers import REPO, make_root, slow_tests
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,6 +25,8 @@ def pytest_collection_modifyitems(config, items):
         if path.parent.name == "gpu":
             item.add_marker(pytest.mark.gpu)   # each builds an extension first, on a device (skipped without one)
             item.add_marker(pytest.mark.slow)
+        if path.parent.name == "fuzz":
+            item.add_marker(pytest.mark.slow)  # the Hypothesis suite: ~40 s on 2 cores, the full tier runs it
         elif function in slow:
             item.add_marker(pytest.mark.slow)
 

@@ -12,6 +12,15 @@ from click.testing import CliRunner
 from flashbuild import env
 from flashbuild.cli import cli
 
+
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> set[str]:
+    """The test functions of slow_tests.txt, as `tests/test_x.py::test_y` (the fast tier leaves them out;
+    tests/conftest.py marks them). Here, not in conftest.py: tests/fuzz/ has a conftest module of its own."""
+    return {line.strip() for line in SLOW_TESTS.read_text().splitlines() if line.strip() and not line.startswith("#")}
+
 REPO = Path(__file__).resolve().parents[1]
 
 # A stand-in for kernels/ampere/fwd_launch.h: the same run_fwd contract (the 5th template argument is

@@ -149,9 +149,12 @@ def test_dry_run_creates_nothing(cache, fake_cuda):
 # ---------------------------------------------------------------- list and clean
 
 def make_entry(root: Path, name: str, manifest) -> Path:
+    from flashbuild.build import cache as cache_module
+
     path = root / name
     path.mkdir(parents=True, mode=0o700)
     (path / "build.ninja").write_text("")
+    (path / cache_module.MARKER).write_text(cache_module.MARKER_TEXT)  # what flashbuild writes into its entries
     if manifest is not None:
         (path / "manifest.json").write_text(manifest if isinstance(manifest, str) else json.dumps(manifest))
     return path

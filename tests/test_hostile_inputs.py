@@ -31,9 +31,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import REPO, make_fake_cuda  # noqa: E402
 
+SURFACES = ("cli", "api", "config", "env", "cache", "results", "profile", "shard", "plugin")
 TMP = "@TMP@"            # replaced by the case's temporary directory in args, env values and API keywords
 MARKER = f"{TMP}/pwned"  # what an injected ninja rule or shell command would create
-OUTCOMES = ("clear error", "rightly accepted", "traceback", "wrong or silent", "unclear error")
+OUTCOMES = ("clear error", "rightly accepted", "dangerous", "traceback", "wrong or silent", "unclear error")
+BUG_LINE = "flashbuild: internal error: a flashbuild bug"  # cli.report_bug: an exception nothing caught
 GOOD = ("clear error", "rightly accepted")
 
 
@@ -53,6 +55,8 @@ class Case:
     waiting: str = ""                # "lead: item N": xfail until that fix lands
     needs: str = ""                  # non-root, root, no-gpu, cpu-torch, toolchain
     input: str = ""                  # how the table shows the input (default: the args)
+    danger: bool = False             # a failed check is "dangerous" (a write, delete or command outside its roots)
+    pytest: bool = False             # args are pytest's, run in a subprocess with the plugin (surface plugin)
 
     def shown_input(self) -> str:
         if self.input:
@@ -128,6 +132,8 @@ def _invoke(case: Case, tmp: Path, environ: dict[str, str | None]) -> Run:
         except Exception:  # noqa: BLE001 - the point: any other exception is a raw traceback
             return Run(None, stdout=logs.getvalue(), traceback=traceback.format_exc())
         return Run(0, stdout=logs.getvalue(), value=value)
+    if case.pytest:
+        return _invoke_pytest(args, tmp)
     if case.subprocess:
         full = {k: v for k, v in os.environ.items()}
         proc = subprocess.run([sys.executable, "-m", "flashbuild", *args], env=full, cwd=tmp, capture_output=True,
@@ -144,6 +150,25 @@ def _invoke(case: Case, tmp: Path, environ: dict[str, str | None]) -> Run:
     return Run(result.exit_code, result.stdout, result.stderr, tb)
 
 
+def _invoke_pytest(args: list[str], tmp: Path) -> Run:
+    """pytest with the plugin in a subprocess; its usage error (exit 4, `ERROR: ...`) is read as an
+    error line, an INTERNALERROR as a traceback."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(REPO), environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "flashbuild.sources.pytest_slice", *args],
+                              env=environ, cwd=tmp, capture_output=True, text=True, errors="replace", timeout=120)
+    except subprocess.TimeoutExpired:
+        return Run(None, traceback="pytest hung (120 s)")
+    text = proc.stdout + proc.stderr
+    if "INTERNALERROR" in text or "Traceback (most recent call last)" in text:
+        return Run(proc.returncode, proc.stdout, proc.stderr, text[-3000:])
+    usage = [line[len("ERROR: "):] for line in text.splitlines() if line.startswith("ERROR: ")]
+    if proc.returncode == 4 and usage:
+        return Run(2, proc.stdout, "flashbuild: error: " + usage[0])
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
 def run_case(case: Case, tmp: Path) -> Verdict:
     """Run one case in the empty directory `tmp` and judge it."""
     make_fake_cuda(tmp)
@@ -158,7 +183,9 @@ def run_case(case: Case, tmp: Path) -> Verdict:
 
 def judge(case: Case, run: Run, problem: str | None) -> Verdict:
     text = run.stdout + run.stderr
-    if run.traceback or "Traceback (most recent call last)" in text:
+    if case.danger and problem:
+        return Verdict("dangerous", problem, run)
+    if run.traceback or "Traceback (most recent call last)" in text or BUG_LINE in text:
         last = (run.traceback or text).strip().splitlines()[-1]
         return Verdict("traceback", last, run)
     errors = [line for line in run.stderr.splitlines() if line.startswith("flashbuild: error:")]
@@ -393,13 +420,18 @@ KEY = "sm80-fp16-h64-fwd-c0-fnone-deadbeef"
 
 
 def cache_entry(name: str = KEY, manifest: str | bytes | None = '{"variants": ["fwd_hdim64_fp16_sm80"]}',
-                where: str = "cache") -> Callable[[Path], None]:
-    """A directory that looks like a build (build.ninja, manifest.json) at tmp/<where>/<name>."""
+                where: str = "cache", marker: bool = True) -> Callable[[Path], None]:
+    """A directory that looks like a build (build.ninja, manifest.json and, unless `marker` is false,
+    the file flashbuild writes into each entry it makes) at tmp/<where>/<name>."""
     def setup(tmp: Path) -> None:
+        from flashbuild.build import cache
+
         (tmp / "cache").mkdir(mode=0o700, exist_ok=True)
         entry = tmp / where / name
         entry.mkdir(parents=True, mode=0o700)
         (entry / "build.ninja").write_text("# a build\n")
+        if marker and hasattr(cache, "MARKER"):
+            (entry / cache.MARKER).write_text(cache.MARKER_TEXT)
         if isinstance(manifest, bytes):
             (entry / "manifest.json").write_bytes(manifest)
         elif manifest is not None:
@@ -953,6 +985,10 @@ CASES: list[Case] = [
 ]
 
 
+from hostile_round3 import ROUND3  # noqa: E402 - issue 48's cases, built from the helpers above
+
+CASES += ROUND3
+
 # ---------------------------------------------------------------- the tests
 
 
@@ -976,7 +1012,7 @@ def test_the_case_list_covers_every_surface():
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     assert len(CASES) >= 150
-    by_surface = {s: sum(c.surface == s for c in CASES) for s in ("cli", "api", "config", "env", "cache", "results")}
+    by_surface = {s: sum(c.surface == s for c in CASES) for s in SURFACES}
     assert all(n >= 10 for n in by_surface.values()), by_surface
     assert all(c.expect in ("error", "ok") and c.surface in by_surface for c in CASES)
     assert all((c.call is None) == (c.surface != "api") for c in CASES)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import slow_tests
-from helpers import REPO
+from helpers import REPO, slow_tests
 
 
 def test_every_listed_slow_test_exists():

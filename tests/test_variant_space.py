@@ -147,6 +147,8 @@ def test_the_builtin_profile_takes_its_axes_and_names_from_the_space():
     assert {d: i.name for d, i in builtin.instantiations.items()} == {d: space.NAME_RULE for d in space.DIRECTIONS}
     assert set(builtin.archs) == set(space.ARCHS)
     text = (profiles.profiles_dir() / "flashbuild.toml").read_text()
+    # [tests] names the test suites' parameters (hdim = "head_dim"), not the axes: the search leaves it out
+    text = re.sub(r"^\[tests(\.\w+)?\]\n(?:(?!\[).*\n?)*", "", text, flags=re.M)
     for spelled in (r"^hdim\s*=", r"^dtype\s*=", r"^direction\s*=", r"^names\s*=", r"^name\s*=\s*\"\w*\{"):
         assert not re.search(spelled, text, re.M), f"flashbuild.toml spells {spelled} itself"
 

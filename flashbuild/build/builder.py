@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import env
+from .. import env, safe_io
 from ..version import __version__
 from ..errors import BuildError, ExtensionImportError, SelectionError
 from ..selection.variants import Selection
@@ -246,7 +246,7 @@ def import_build(plan: Plan):
 def _try_load(plan: Plan, tools: graph.Toolchain, link: graph.LinkSpec):
     """The module when the build dir holds an up-to-date linked extension of this key, else None."""
     try:
-        manifest = json.loads(plan.manifest_path.read_text())
+        manifest = safe_io.read_json(plan.manifest_path)  # a regular file, JSON Python can nest
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("key") != plan.key or not manifest.get("extension") \

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import filelock
 
-from .. import env
+from .. import env, safe_io
 from . import graph
 from ..errors import BuildError, SelectionError
 from ..sources import release
@@ -30,6 +30,11 @@ PRIVATE_DIR = 0o700
 UMASK = 0o077  # what compilers and our own writes run under: files 0600, dirs 0700
 LOCK_FILE = ".lock"
 MANIFEST = "manifest.json"
+# Written into every cache entry flashbuild makes: `list` and `clean` touch only dirs that hold it (or,
+# for entries made before it, a manifest naming the entry's own key), never another program's dir.
+MARKER = ".flashbuild-build"
+MARKER_TEXT = "a flashbuild build dir: `flashbuild list` shows it, `flashbuild clean KEY` removes it\n"
+MANIFEST_LIMIT = 4 * 2**20
 
 
 def log(message: str) -> None:
@@ -48,6 +53,10 @@ def forbidden_characters(value: str) -> str | None:
 def build_path_problem(path: str) -> str | None:
     """Why a build dir at `path` cannot be written into build.ninja and passed to nvcc (graph.py: ninja
     has no escape for `|` in a path; nvcc's own shell acts on `$`, backticks, `"` and `\\`), or None."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8: build.ninja (UTF-8 text) cannot hold it
+        return "it holds bytes that are not UTF-8 text, which build.ninja cannot hold"
     if "|" in path:
         return "it holds `|`, which ninja cannot escape in a build path"
     if "#" in path:  # nvcc writes it unescaped into its depfiles, where ninja splits a path at it
@@ -85,6 +94,14 @@ def cache_root(create: bool = True) -> Path:
     raw = os.environ.get("FLASHBUILD_CACHE_DIR")
     if raw is not None:
         bad = forbidden_characters(raw)
+        if bad is None and raw.strip() and raw != raw.strip():  # ' /x' would be a dir named ' ' under the cwd
+            bad = "leading or trailing spaces"
+        head = raw.split("/")[0]
+        if bad is None and head.startswith("~") and os.path.expanduser(head) == head:
+            bad = f"{head}, no user's home directory"
+        if bad is None and raw.strip():
+            bad = "bytes that are not UTF-8" if build_path_problem(raw) and "UTF-8" in build_path_problem(raw) \
+                else None
         if bad or not raw.strip():
             what = f"holds {bad}" if bad else "is empty"
             raise SelectionError(f"FLASHBUILD_CACHE_DIR={raw!r} {what}; set it to a plain directory path "
@@ -152,7 +169,11 @@ def prepare_build_dir(build_dir: Path, *, in_cache: bool, flag: str = "--build-d
         raise SelectionError(f"{where} is a symbolic link: flashbuild never builds or imports through one; "
                              f"remove it (`rm {shlex.quote(str(build_dir))}`) and rerun")
     if stat.S_ISLNK(info.st_mode):
-        info = build_dir.stat()
+        try:
+            info = build_dir.stat()
+        except OSError as exc:  # a loop (ELOOP) or a dangling link
+            raise SelectionError(f"{where}: a symbolic link that leads nowhere ({exc.strerror or exc}); remove it or "
+                                 f"choose another {flag}") from None
     if not stat.S_ISDIR(info.st_mode):
         raise SelectionError(f"{where}: not a directory; remove it or choose another {flag if not in_cache else 'cache dir'}")
     problem = ownership_problem(build_dir, info)
@@ -162,7 +183,37 @@ def prepare_build_dir(build_dir: Path, *, in_cache: bool, flag: str = "--build-d
     if not os.access(build_dir, os.W_OK | os.X_OK):
         raise SelectionError(f"{where}: not writable by you (read-only?); "
                              f"{'fix the cache dir' if in_cache else f'choose a writable place for {flag}'}")
+    check_contents(build_dir, where, fix=f"`flashbuild clean {shlex.quote(build_dir.name)}`" if in_cache
+                   else f"`rm -r {shlex.quote(str(build_dir))}`")
+    if in_cache and not (build_dir / MARKER).is_file():
+        with private_umask():
+            (build_dir / MARKER).write_text(MARKER_TEXT)
     return build_dir
+
+
+def check_contents(build_dir: Path, where: str, fix: str) -> None:
+    """Every entry flashbuild or ninja writes into is inside the build dir: no symbolic link, FIFO or
+    device directly in it or in its subdirs (generated/, obj/, ...), where a write would follow it out."""
+    def odd(path: Path, info: os.stat_result) -> str | None:
+        if stat.S_ISLNK(info.st_mode):
+            return "a symbolic link"
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+            return "not a regular file or dir"
+        return None
+
+    try:
+        top = list(os.scandir(build_dir))
+        found = [(Path(e.path), e.stat(follow_symlinks=False)) for e in top]
+        for entry, info in list(found):
+            if stat.S_ISDIR(info.st_mode) and not stat.S_ISLNK(info.st_mode):
+                found += [(Path(e.path), e.stat(follow_symlinks=False)) for e in os.scandir(entry)]
+    except OSError as exc:
+        raise SelectionError(f"{where}: cannot be read ({exc.strerror or exc}); remove it with {fix}") from None
+    for path, info in found:
+        problem = odd(path, info)
+        if problem:
+            raise SelectionError(f"{where}: {path} is {problem}; flashbuild writes only into files and dirs of "
+                                 f"its own inside a build dir: remove it with {fix} and rerun")
 
 
 def check_loadable(extension: Path) -> None:
@@ -208,11 +259,16 @@ class CachedBuild:
 
 def _read_manifest(path: Path) -> tuple[dict, list[str]]:
     """The manifest's usable fields and what was wrong with it."""
+    manifest = path / MANIFEST
     try:
-        data = json.loads((path / MANIFEST).read_text())
+        if manifest.is_symlink():
+            return {}, ["manifest.json is a symbolic link, not read"]
+        data = safe_io.read_json(manifest, MANIFEST_LIMIT)
     except FileNotFoundError:
         return {}, ["no manifest.json (an unfinished build)"]
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except safe_io.UnreadableFile as exc:
+        return {}, [f"manifest.json unreadable ({exc.strerror})"]
+    except (OSError, ValueError) as exc:
         return {}, [f"manifest.json unreadable ({exc.__class__.__name__})"]
     if not isinstance(data, dict):
         return {}, [f"manifest.json is a {type(data).__name__}, not an object"]
@@ -266,8 +322,9 @@ def scan(root: Path | None = None) -> tuple[list[CachedBuild], list[str]]:
         if not entry.is_dir(follow_symlinks=False):
             skipped.append(f"{path}: not a build dir (a file), skipped")
             continue
-        if not (path / "build.ninja").is_file() and not (path / MANIFEST).is_file():
-            skipped.append(f"{path}: not a build dir (no build.ninja or manifest.json), skipped")
+        if not is_flashbuild_dir(path):
+            skipped.append(f"{path}: not a flashbuild build dir (no {MARKER}, nor a manifest.json of its key), "
+                           f"skipped: remove it yourself if it is not needed")
             continue
         manifest, problems = _read_manifest(path)
         extension = manifest.get("extension")
@@ -275,6 +332,23 @@ def scan(root: Path | None = None) -> tuple[list[CachedBuild], list[str]]:
         builds.append(CachedBuild(path.name, path, len(manifest.get("variants", [])), _size(path), has_extension,
                                   tuple(problems)))
     return builds, skipped
+
+
+def is_flashbuild_dir(path: Path) -> bool:
+    """Whether flashbuild made this cache entry: it holds the marker (a regular file), or, made before
+    the marker, a manifest.json that names the entry's own key."""
+    try:
+        if stat.S_ISREG((path / MARKER).lstat().st_mode):
+            return True
+    except OSError:
+        pass
+    try:
+        if (path / MANIFEST).is_symlink():
+            return False
+        data = safe_io.read_json(path / MANIFEST, MANIFEST_LIMIT)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("key") == path.name
 
 
 def cached_builds(root: Path | None = None) -> list[CachedBuild]:
@@ -288,5 +362,32 @@ def remove_build(build: CachedBuild, root: Path | None = None) -> None:
     path = build.path
     if path.is_symlink() or path.parent.resolve() != root.resolve():
         raise BuildError(f"refusing to remove {path}: not a build dir directly inside the cache {root}")
-    with build_lock(path):
-        shutil.rmtree(path)
+    lock = path / LOCK_FILE
+    try:
+        odd_lock = lock.is_symlink() or (lock.exists() and not lock.is_file())
+    except OSError:
+        odd_lock = True
+    if odd_lock:  # a link or a dir where the lock belongs: no build can hold it; never open it
+        _discard(path, root)
+        return
+    try:
+        with build_lock(path):
+            _discard(path, root)
+    except FileNotFoundError:  # another `clean` removed it first
+        return
+
+
+def _discard(path: Path, root: Path) -> None:
+    """Rename the entry away (atomic: a concurrent `clean` or `list` sees it whole or not at all),
+    then delete it; an entry another process removed first is not an error."""
+    import tempfile
+
+    trash = Path(tempfile.mkdtemp(prefix=".removing-", dir=root))
+    try:
+        os.rename(path, trash / "entry")
+    except FileNotFoundError:
+        shutil.rmtree(trash, ignore_errors=True)
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+    if trash.exists():
+        raise BuildError(f"could not remove all of {path} (moved to {trash}); remove it by hand: rm -r {trash}")

@@ -203,8 +203,11 @@ def render_build(selection: Selection, gen_dir: Path, *, build_key: str, profile
     """Render every generated file into gen_dir, or beside the extension in its parent (destination);
     only changed files are rewritten. Returns them all."""
     paths = []
+    build_dir = Path(gen_dir).parent.resolve()
     for name, text in render_texts(selection, build_key=build_key, profile=profile, context=context).items():
         path = destination(gen_dir, name, profile)
+        if not path.resolve().is_relative_to(build_dir):  # profile_checks keeps names plain; this is the last line
+            raise ValueError(f"refusing to render {name!r}: {path} is outside the build dir {build_dir}")
         write_if_different(path, text)
         paths.append(path)
     return paths

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -22,10 +23,10 @@ from typing import Any
 
 from ninja import ninja_syntax
 
-from .. import env
+from .. import env, safe_io
 from ..build import builder, cache, graph, processes, provenance, render
 from ..build.plan import Plan
-from ..errors import BuildError
+from ..errors import BuildError, FlashbuildError
 from ..sources import profile as profiles
 from ..build import launcher as launchers
 from . import shard as sharding
@@ -54,16 +55,24 @@ def read(path: Path) -> Artifact:
     if not path.is_dir():
         raise BuildError(f"{path}: not a directory; {fix}")
     try:
-        data = json.loads(manifest_path.read_text())
+        if manifest_path.is_symlink():
+            raise safe_io.UnreadableFile(0, "a symbolic link", str(manifest_path))
+        data = safe_io.read_json(manifest_path)
     except FileNotFoundError:
         raise BuildError(f"{path}: no {sharding.MANIFEST}, so not a shard artifact; {fix}") from None
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except safe_io.UnreadableFile as exc:
+        raise BuildError(f"{manifest_path}: unreadable ({exc.strerror}); rebuild that shard") from None
+    except (OSError, ValueError) as exc:
         raise BuildError(f"{manifest_path}: unreadable ({exc.__class__.__name__}: {exc}); rebuild that shard") from None
     if not isinstance(data, dict) or data.get("format") != sharding.FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise BuildError(f"{manifest_path}: format {found!r}, expected {sharding.FORMAT!r}; {fix} (with this "
                          f"flashbuild)")
-    rebuild = f"rebuild that shard with `{data.get('command', 'flashbuild build ... --shard I/N')}`"
+    command = data.get("command")
+    if not isinstance(command, str) or "--shard" not in command or any(c in command for c in "\n\r\0\x1b"):
+        command = "flashbuild build ... --shard I/N"
+    data["command"] = command
+    rebuild = f"rebuild that shard with `{command}`"
     for key in (*SAME, "shard", "split", "units", "objects"):
         if key not in data:
             raise BuildError(f"{manifest_path}: no {key!r}; {rebuild}")
@@ -93,7 +102,36 @@ def _shape_problem(data: dict) -> str | None:
     for key in ("selection", "flags", "versions", "toolkit", "split"):
         if not isinstance(data[key], dict):
             return f"{key!r}: expected an object, found {_short(data[key])}"
+    # TU names become paths (obj/NAME.o, read here and copied into the build dir): plain names only
+    for name in [*data["variants"], *data["units"], *data["extra_objects"], *objects]:
+        if not TU_NAME.fullmatch(name):
+            return f"TU name {_short(name)} is not a plain file name ([A-Za-z0-9_.+-], not starting with '.')"
+    selection, flags = data["selection"], data["flags"]
+    for key, ok, expected in (
+            ("hdim", lambda x: isinstance(x, list) and x and all(isinstance(i, int) and not isinstance(i, bool)
+                                                                 and 0 < i < 4096 for i in x), "a list of head dims"),
+            ("dtype", _nonempty_names, "a list of dtypes"), ("arch", _nonempty_names, "a list of archs"),
+            ("direction", _nonempty_names, "a list of directions"), ("causal", lambda x: isinstance(x, str), "a string"),
+            ("features", _names, "a list of features"), ("profile", lambda x: isinstance(x, str) and x, "a profile")):
+        if key not in selection or not ok(selection[key]):
+            return f"selection.{key}: expected {expected}, found {_short(selection.get(key))}"
+    for key in ("debug", "lineinfo"):
+        if not isinstance(flags.get(key), bool):
+            return f"flags.{key}: expected true or false, found {_short(flags.get(key))}"
+    if not _names(flags.get("nvcc_flags")):
+        return f"flags.nvcc_flags: expected a list of flags, found {_short(flags.get('nvcc_flags'))}"
+    if selection["profile"] != profiles.BUILTIN:
+        args = data.get("cli_args")
+        if not _names(args) or "--source" not in args[:-1]:
+            return f"'cli_args' does not give the tree (--source PATH) that selection.profile {selection['profile']!r} needs"
     return None
+
+
+TU_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,199}")
+
+
+def _nonempty_names(value: Any) -> bool:
+    return _names(value) and bool(value)
 
 
 def _short(value: Any) -> str:
@@ -177,11 +215,19 @@ def _check_units(ordered: list[Artifact]) -> None:
     extra = [n for n in owner if n not in variants]
     if extra:
         raise BuildError(f"{owner[extra[0]].label} holds {extra[0]}, which the selection does not; rebuild that shard")
+    for artifact in ordered:  # an object without a hash would be linked unchecked (or not at all: objects = {})
+        manifest = artifact.manifest
+        unhashed = sorted((set(manifest["units"]) | set(manifest["extra_objects"])) - set(manifest["objects"]))
+        if unhashed or set(manifest["objects"]) - set(manifest["units"]) - set(manifest["extra_objects"]):
+            raise BuildError(f"{artifact.path / sharding.MANIFEST}: 'objects' hashes {_short(sorted(manifest['objects']))}, "
+                             f"but the shard compiled {_short(sorted(set(manifest['units']) | set(manifest['extra_objects'])))}: "
+                             f"every object must be hashed once; rebuild with `{manifest['command']}`")
     for artifact in ordered:
         for name, digest in artifact.manifest["objects"].items():
             path = artifact.path / graph.object_path(name)
-            if not path.is_file():
-                raise BuildError(f"{artifact.label}: {graph.object_path(name)} is missing; upload the whole "
+            if path.is_symlink() or (path.parent.is_symlink()) or not path.is_file():
+                raise BuildError(f"{artifact.label}: {graph.object_path(name)} is missing (or not a regular file of the "
+                                 f"artifact); upload the whole "
                                  f"artifact dir, or rebuild with `{artifact.manifest['command']}`")
             if provenance.sha256(path) != digest:
                 raise BuildError(f"{artifact.label}: {graph.object_path(name)} is not the object its manifest "
@@ -208,8 +254,10 @@ def check_here(plan: Plan, tools: graph.Toolchain, first: Artifact) -> None:
                          f"built by another flashbuild: rebuild every shard with "
                          f"`{manifest['command'].rsplit('--shard', 1)[0]}--shard I/{manifest['shard']['count']}`")
     if plan.key != manifest["key"]:
-        raise BuildError(f"this machine would build {plan.key}, the shards built {manifest['key']}; link where the "
-                         f"shards were built from")
+        raise BuildError(f"the shards' manifests say key {manifest['key']}, but their own selection and flags make "
+                         f"{plan.key} (versions, toolkit and tree match this machine): the manifests were edited or "
+                         f"written by another flashbuild; rebuild every shard with "
+                         f"`{manifest['command'].rsplit('--shard', 1)[0]}--shard I/{manifest['shard']['count']}`")
 
 
 def link_command(paths: list[Path], build_dir: Path | None) -> str:
@@ -238,10 +286,19 @@ def link(paths: list[Path], *, build_dir: Path | None = None, jobs: int | None =
     ordered = check_fit([read(Path(p)) for p in paths])
     first = ordered[0]
     manifest = first.manifest
-    selection, options = builder.parse_request(
-        **_selection_request(manifest), debug=manifest["flags"]["debug"], lineinfo=manifest["flags"]["lineinfo"],
-        nvcc_flags=tuple(manifest["flags"]["nvcc_flags"]), build_dir=build_dir, jobs=jobs, verbose=verbose,
-        launcher=launcher)
+    try:
+        selection, options = builder.parse_request(
+            **_selection_request(manifest), debug=manifest["flags"]["debug"], lineinfo=manifest["flags"]["lineinfo"],
+            nvcc_flags=tuple(manifest["flags"]["nvcc_flags"]), build_dir=None, jobs=jobs, verbose=verbose,
+            launcher=launcher)
+    except FlashbuildError as exc:  # a value the manifest holds, not one the user typed
+        raise BuildError(f"{first.path / sharding.MANIFEST}: its selection or flags are refused ({exc}); rebuild the "
+                         f"shards with `{manifest['command']}`") from None
+    if build_dir is not None:
+        selection, options = builder.parse_request(
+            **_selection_request(manifest), debug=manifest["flags"]["debug"], lineinfo=manifest["flags"]["lineinfo"],
+            nvcc_flags=tuple(manifest["flags"]["nvcc_flags"]), build_dir=build_dir, jobs=jobs, verbose=verbose,
+            launcher=launcher)
     plan = builder.make_plan(selection, options)
     tools = builder.toolchain(plan)
     check_here(plan, tools, first)

@@ -78,7 +78,8 @@ class Matrix:
         import difflib
 
         names = [c.name for c in self.cells]
-        near = difflib.get_close_matches(name, names, n=1) or names[:1]
+        same_case = [n for n in names if n.lower() == str(name).strip().lower()]  # SMOKE-SM80 is smoke-sm80
+        near = same_case or difflib.get_close_matches(str(name).lower(), names, n=1) or names[:1]
         raise SelectionError(f"--cell {shlex.quote(name)}: {self.shown} has no such cell (cells: {', '.join(names)}); "
                              f"use --cell {near[0]} (see `flashbuild matrix {shlex.quote(self.shown)}`)")
 
@@ -115,7 +116,7 @@ def _read(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise SelectionError(f"{path}: not a text file (TOML is UTF-8 text); give a matrix such as configs/ci.toml") \
             from None
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, too many digits, too deep
         raise SelectionError(f"{path}: not valid TOML ({exc}); fix the file") from None
 
 
@@ -172,8 +173,9 @@ def _axis_values(axis: str, value: Any, key: str, where: _Where, names: tuple[st
         for item in _list(value):
             out += [c for c in v.parse_causal(item, source) if c not in out]
         return tuple(sorted(out))
-    sets = _list(value) if not (isinstance(value, list) and all(isinstance(i, str) for i in value)
-                                and not any("," in i or i == "none" for i in value)) else [value]
+    # docs/ci.md: each item of a list is one feature set (["local", "softcap"] is two cells' worth:
+    # local alone and softcap alone; "local,softcap" is one set of both); [] is the one empty set.
+    sets = [value] if isinstance(value, list) and not value else _list(value)
     return tuple(dict.fromkeys(v.parse_features(item, source, names) for item in sets))
 
 
@@ -267,8 +269,9 @@ def _list_of_tables(value: Any, key: str, where: _Where) -> list:
 
 
 def _shards(value: Any, key: str, where: _Where) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise where.error(key, "a positive integer (the machines one cell's TUs are split over)", value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= GITHUB_MAX_JOBS:
+        raise where.error(key, f"a positive integer up to {GITHUB_MAX_JOBS} (the machines one cell's TUs are split "
+                               f"over)", value)
     return value
 
 

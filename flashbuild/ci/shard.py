@@ -15,14 +15,16 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import env
+from .. import env, safe_io
 from ..version import __version__
 from ..build import builder, cache, graph, render
 from ..build.costs import estimate
@@ -45,12 +47,18 @@ class ShardSpec:
         return f"{self.index}/{self.count}"
 
 
+MAX_SHARDS = 256  # GitHub's limit on the jobs of one matrix (matrix.py); a split into more is a typo
+
+
 def parse_shard(text: str) -> ShardSpec:
-    match = re.fullmatch(r" *(\d+) */ *(\d+) *", text or "")  # spaces are harmless; a newline is refused
+    match = re.fullmatch(r" *(\d{1,9}) */ *(\d{1,9}) *", text or "")  # spaces are harmless; a newline is refused
     if not match:
-        raise SelectionError(f"--shard {text!r}: expected I/N, the shard's 1-based index and the shard count; "
-                             f"use --shard 1/4")
+        raise SelectionError(f"--shard {text!r}: expected I/N, the shard's 1-based index and the shard count "
+                             f"(at most {MAX_SHARDS}); use --shard 1/4")
     index, count = int(match.group(1)), int(match.group(2))
+    if count > MAX_SHARDS:
+        raise SelectionError(f"--shard {text}: {count} shards; at most {MAX_SHARDS} (the jobs of one CI matrix); "
+                             f"use --shard 1/{MAX_SHARDS} or fewer")
     if count < 1 or not 1 <= index <= count:
         raise SelectionError(f"--shard {text}: the index must be 1 to {max(count, 1)} and the count at least 1; "
                              f"use --shard 1/{max(count, 1)}")
@@ -63,20 +71,25 @@ def read_costs(path: Path) -> dict[str, float]:
     """TU name -> seconds from a .ninja_log (its obj/NAME.o entries, the latest of each) or a JSON
     object. Raises SelectionError naming the file and what it found."""
     try:
-        text = path.read_text()
+        text = safe_io.read_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise SelectionError(f"--costs {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}); give a "
                              f".ninja_log of an earlier build or a JSON object of TU name -> seconds") from None
     if text.lstrip().startswith("{"):
         try:
-            data = json.loads(text)
+            data = safe_io.loads(text)
         except ValueError as exc:
             raise SelectionError(f"--costs {path}: not valid JSON ({exc}); fix it") from None
+        if not isinstance(data, dict):
+            raise SelectionError(f"--costs {path}: a JSON {type(data).__name__}, expected an object of TU name -> "
+                                 f"seconds; fix it")
         bad = [k for k, s in data.items()
-               if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < math.inf]
+               if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < 2**53]
         if bad:
-            raise SelectionError(f"--costs {path}: {bad[0]}: expected seconds (a number >= 0), found "
-                                 f"{data[bad[0]]!r}; fix it")
+            key, found = bad[0], repr(data[bad[0]])
+            shown = key if key.isprintable() and len(key) <= 200 else repr(key[:200])  # one line, always
+            raise SelectionError(f"--costs {path}: {shown}: expected seconds (a number >= 0), found "
+                                 f"{found if len(found) <= 60 else found[:57] + '...'}; fix it")
         return {str(k): float(s) for k, s in data.items()}
     costs = {}
     for line in text.splitlines():
@@ -84,8 +97,8 @@ def read_costs(path: Path) -> dict[str, float]:
         if line.startswith("#") or len(fields) < 4 or not (fields[0].isdigit() and fields[1].isdigit()):
             continue
         name = graph_name(fields[3])
-        if name:
-            costs[name] = (int(fields[1]) - int(fields[0])) / 1000.0
+        if name and len(fields[0]) < 16 and len(fields[1]) < 16:  # milliseconds; longer is not a ninja log
+            costs[name] = max(int(fields[1]) - int(fields[0]), 0) / 1000.0
     if not costs:
         raise SelectionError(f"--costs {path}: no compile times in it (expected a .ninja_log with obj/NAME.o entries "
                              f"or a JSON object); give the .ninja_log of an earlier build of this selection")
@@ -186,6 +199,10 @@ def build_shard(plan: Plan, shard: ShardSpec, *, costs: str | None, artifact_dir
                 cell: str | None = None, config: str | None = None) -> tuple[Path, dict[str, Any]]:
     """Compile this machine's shard of the plan and write its artifact dir; returns (dir, manifest)."""
     plan = dataclasses.replace(plan, options=dataclasses.replace(plan.options, compile_only=True))
+    target = artifact_dir or default_artifact_dir(plan, shard, cell)
+    problem = artifact_problem(target)  # before minutes of compiling, not after
+    if problem:
+        raise SelectionError(f"--artifact-dir {target}: {problem}; choose an empty or new directory")
     tools = builder.toolchain(plan)
     found, source = find_costs(plan, costs)
     result = split(plan.units, shard.count, found, source)
@@ -202,7 +219,6 @@ def build_shard(plan: Plan, shard: ShardSpec, *, costs: str | None, artifact_dir
         if output.failed:
             raise BuildError(output.summary(plan.build_dir / "build.log", shard_command(plan, shard, cell, config)))
         builder.log(builder.timings_table(timings, output.wall_seconds))
-        target = artifact_dir or default_artifact_dir(plan, shard, cell)
         manifest = shard_manifest(plan, tools, shard, result, mine.units, cell=cell, config=config)
         write_artifact(plan, target, manifest)
     return target, manifest
@@ -244,18 +260,65 @@ def shard_manifest(plan: Plan, tools: graph.Toolchain, shard: ShardSpec, result:
     }
 
 
+ARTIFACT_FILES = re.compile(r"[A-Za-z0-9_.+-]+\.o(\.d)?")
+
+
+def artifact_problem(target: Path) -> str | None:
+    """Why `target` cannot take a shard artifact, or None: it must be new, empty, or an artifact this
+    flashbuild wrote (a shard manifest and obj/ of objects, nothing else), so that replacing it
+    deletes nothing of anyone's; and it must not be in the cache, where it would overwrite a build."""
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        info = None
+    resolved = target.resolve()
+    cache_root = env.cache_dir().resolve()
+    if resolved == cache_root or resolved.is_relative_to(cache_root) or cache_root.is_relative_to(resolved):
+        return f"it is or holds the build cache {cache_root}; choose a directory outside it"
+    if info is None:
+        return None
+    if stat.S_ISLNK(info.st_mode) and not target.is_dir():
+        return "a broken symbolic link"
+    if not target.is_dir():
+        return "exists and is not a directory"
+    entries = {e.name: e for e in os.scandir(target)}
+    if not entries:
+        return None
+    foreign = sorted(set(entries) - {MANIFEST, "obj"})
+    if foreign or MANIFEST not in entries:
+        return (f"not empty and not a shard artifact ({'it holds ' + foreign[0] if foreign else 'no ' + MANIFEST}); "
+                "replacing it would delete what it holds")
+    try:
+        data = safe_io.read_json(target / MANIFEST, 4 * 2**20) if not entries[MANIFEST].is_symlink() else None
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return f"its {MANIFEST} is not a shard manifest (format {FORMAT}); replacing it would delete what it holds"
+    obj = entries.get("obj")
+    if obj is not None:
+        if obj.is_symlink() or not obj.is_dir(follow_symlinks=False):
+            return "its obj/ is not a directory of its own (a symbolic link or a file)"
+        odd = [e.name for e in os.scandir(obj.path) if not (e.is_file(follow_symlinks=False) and
+                                                          ARTIFACT_FILES.fullmatch(e.name))]
+        if odd:
+            return f"its obj/ holds {odd[0]}, which no shard writes; replacing it would delete it"
+    return None
+
+
 def write_artifact(plan: Plan, target: Path, manifest: dict[str, Any]) -> None:
     """objects (and their depfiles) + manifest.json. The dir is meant for upload, so it gets the
     user's umask, not the cache's 0700; link checks every object's digest before using it."""
-    if target.exists() and not target.is_dir():
-        raise SelectionError(f"--artifact-dir {target}: exists and is not a directory; choose another path")
-    if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).is_file():
-        raise SelectionError(f"--artifact-dir {target}: not empty and not a flashbuild artifact; choose an empty "
-                             f"or new directory")
+    try:
+        problem = artifact_problem(target)
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror or exc})"
+    if problem:
+        raise SelectionError(f"--artifact-dir {target}: {problem}; choose an empty or new directory")
     obj = target / "obj"
     if obj.is_dir():
-        shutil.rmtree(obj)
-    obj.mkdir(parents=True)
+        for stale in os.scandir(obj):  # only *.o and *.o.d files: artifact_problem checked
+            os.unlink(stale.path)
+    obj.mkdir(parents=True, exist_ok=True)
     for name in manifest["objects"]:
         source = plan.build_dir / graph.object_path(name)
         shutil.copyfile(source, obj / source.name)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from .. import safe_io
 from ..errors import ResultsFormatError
 from ..selection.variants import Variant
 from .bench_problems import BACKENDS, JSON_FORMAT, OURS, REGRESSION_PCT, SDPA_BACKENDS, Problem, tflops
@@ -80,12 +81,12 @@ def results_csv(results: list[Result]) -> str:
     return out.getvalue()
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_int(value: Any) -> bool:  # below 2**53: a float holds it exactly (plots, sums: no OverflowError)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 RESULT_DIRECTIONS = ("fwd", "bwd", "splitkv")
@@ -121,7 +122,7 @@ def load_results(path: str | Path, flag: str = "--compare") -> tuple[dict[str, A
     how = "write one with `flashbuild bench ... --json FILE`"
     where = f"{flag} {path}"
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        text = safe_io.read_bytes(path).decode("utf-8")  # a regular file, size-capped: a FIFO hung here
     except OSError as exc:
         raise ResultsFormatError(f"{where}: cannot read it ({exc.strerror or exc}); {how}") from None
     except UnicodeDecodeError:
@@ -152,6 +153,13 @@ def load_results(path: str | Path, flag: str = "--compare") -> tuple[dict[str, A
                 raise ResultsFormatError(f'{where}: result {i} has "{name}": {_shown(row[name])}, expected '
                                          f"{expected}; fix the file or {how[0].lower()}{how[1:]}")
         results.append(Result(**{f.name: row[f.name] for f in fields(Result) if f.name in row}))
+    seen: dict[tuple, int] = {}
+    for i, r in enumerate(results):  # the table has one cell per key: a second row would hide the first
+        key = r.key
+        if key in seen:
+            raise ResultsFormatError(f"{where}: results {seen[key]} and {i} measure the same thing ({r.variant}, "
+                                     f"seqlen {r.seqlen}, {r.backend}); keep one, or {how[0].lower()}{how[1:]}")
+        seen[key] = i
     return {k: v for k, v in data.items() if k != "results"}, results
 
 
@@ -162,6 +170,8 @@ def _cell(r: Result | None) -> str:
         return "-"
     if r.ms is None:
         return "n/a"
+    if r.tflops is None:  # a file may give ms without TFLOPS (null: n/a)
+        return f"   n/a ({r.ms:.3f} ms)"
     return f"{r.tflops:6.1f} ({r.ms:.3f} ms)"
 
 

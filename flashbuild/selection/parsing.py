@@ -103,7 +103,7 @@ def parse_hdims(value: Any, source: str = "--hdim", kernel_sizes: tuple[int, ...
     sizes = ", ".join(map(str, kernel_sizes))
     hdims = []
     for item in _items(value, source, kernel_sizes, kind="a head dim (an integer)"):
-        if not re.fullmatch(r"[+-]?[0-9]+", item):  # ASCII digits only: int() would take '²' or '٦٤'
+        if not re.fullmatch(r"[+-]?[0-9]{1,1000}", item):  # ASCII digits, fewer than int()'s limit: not '²' or '٦٤'
             raise SelectionError(f"{_said(source, _shown(item))}: not an integer head dim (kernel sizes: {sizes}); "
                                  f"{_use(source, 64)}")
         hdim = int(item)

@@ -25,7 +25,7 @@ def is_matrix_config(path: Path) -> bool:
     A file that does not parse counts as a preset, so that loading it reports the TOML error."""
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError, RecursionError):  # TOMLDecodeError, a number past Python's digit limit, deep nesting
         return False
     return "matrix" in data or "cells" in data
 
@@ -96,7 +96,7 @@ def load_config(name_or_path: str | Path) -> dict[str, Any]:
                              f"{env.configs_dir() / 'ci-compile.toml'}") from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, too many digits, too deep
         raise SelectionError(f"{where}: not valid TOML ({exc}); fix the file") from None
     extra = sorted(set(data) - {"selection", "description"})
     if extra:

@@ -27,6 +27,7 @@ from ..selection import space as variant_space
 from . import releases as releases_module
 from . import switches as switch_tables
 from . import release
+from . import profile_checks
 
 try:
     import tomllib
@@ -219,7 +220,10 @@ def _is_pattern(value) -> bool:
 
 
 def _pattern_fields(pattern: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+    except ValueError:  # unbalanced braces: no field of ours
+        return {"(not a pattern)"}
 
 
 def _read_toml(path: Path) -> dict:
@@ -227,10 +231,11 @@ def _read_toml(path: Path) -> dict:
         return tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         raise SelectionError(f"profile {path}: cannot be read ({exc}); fix the file") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, too many digits, too deep
         raise SelectionError(f"profile {path}: not valid TOML ({exc}); fix the file") from None
 
 
+@profile_checks.guarded
 def read_profile(path: Path, release: releases_module.Release | None = None) -> Profile:
     """Parse and check one profile file, with a release line's keys applied (its name is then
     <profile>@<release>, and an error names both files)."""
@@ -417,7 +422,7 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
         features += switches.features
         disable.update({f: f"FLASHBUILD_NO_SWITCH_{f.upper()}" for f in switches.features})
     top.done()
-    return Profile(
+    profile = Profile(
         name=release.id if release else path.stem, path=path, release=release, description=description, required=required, include_dirs=include_dirs,
         cutlass=cutlass, cutlass_env=cutlass_env, cutlass_version=cutlass_version, cutlass_pin=cutlass_pin,
         version_file=version_file, version_pattern=version_pattern, version_accepts=version_accepts,
@@ -429,6 +434,8 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
         hdim_v_feature=hdim_v_feature, hdim_v_bwd=hdim_v_bwd,
         instantiations=instantiations, generated=tuple(generated), missing_template=missing_template,
         nvcc_flags=nvcc_flags, cxx_flags=cxx_flags, defines=defines, adapter=adapter, tests=tests, switches=switches)
+    profile_checks.check(profile)  # what its values may hold, by where each goes
+    return profile
 
 
 def label(name_or_path: str) -> str:
@@ -466,7 +473,7 @@ def load(name_or_path: str | Path = BUILTIN, flag: str = "--profile") -> Profile
         path = profiles_dir() / f"{base}.toml"
     if not path.is_file():
         names = available()
-        raise SelectionError(f"{flag} {text}: no such profile ({path} does not exist; profiles: "
+        raise SelectionError(f"{flag} {text}: no such profile ({path} {'is not a regular file' if path.exists() else 'does not exist'}; profiles: "
                              f"{', '.join(names) or 'none'}); use {flag} {names[0] if names else BUILTIN} "
                              f"or a path to a profile .toml")
     release = None

@@ -26,19 +26,112 @@ from . import switches
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
 
 
-def _slice():
+SLICE_FIX = ("run pytest under `flashbuild run SELECTION -- python3 -m pytest ... -p flashbuild.sources.pytest_slice`, "
+             "which sets FLASHBUILD_SLICE to the build's manifest.json")
+_loaded: dict[str, tuple[dict, object]] = {}
+
+
+def _usage(message: str):
+    import pytest
+
+    from ..errors import one_line
+    return pytest.UsageError(one_line(f"flashbuild.sources.pytest_slice: {message}"))
+
+
+def _names(value, kind) -> bool:
+    return isinstance(value, list) and all(isinstance(v, kind) and not isinstance(v, bool) for v in value)
+
+
+def manifest_problem(manifest) -> str | None:
+    """What a manifest the plugin reads lacks (it reads key, profile, source and the selection's
+    hdim, dtype and features), or None."""
+    if not isinstance(manifest, dict):
+        return f"a JSON {type(manifest).__name__}, not a build manifest (an object)"
+    selection = manifest.get("selection")
+    if not isinstance(selection, dict):
+        return "no \"selection\" object"
+    for key, kind in (("hdim", int), ("dtype", str), ("features", str)):
+        if not _names(selection.get(key), kind):
+            return f"selection.{key} is {json.dumps(selection.get(key))[:60]}, not a list of {kind.__name__}s"
+    if not isinstance(manifest.get("profile", "flashbuild"), str):
+        return "\"profile\" is not a string"
+    if not isinstance(manifest.get("source"), (str, type(None))):
+        return "\"source\" is not a path"
+    return None
+
+
+def _profile_of(name: str):
+    """The profile a manifest names: one of configs/profiles by name, or a .toml file by path (as
+    `flashbuild run --profile PATH` records it); never another file."""
     from . import profile as profiles
 
-    path = os.environ.get("FLASHBUILD_SLICE")
-    if not path:
-        raise RuntimeError("flashbuild.sources.pytest_slice: FLASHBUILD_SLICE is not set; run pytest under "
-                           "`flashbuild run SELECTION -- python3 -m pytest ...`, which sets it")
-    manifest = json.loads(Path(path).read_text())
-    tree = profiles.load(manifest["profile"])
+    if name in profiles.available():
+        return profiles.load(name)
+    path = Path(name)
+    if path.suffix != ".toml" or not path.is_file():
+        raise _usage(f"FLASHBUILD_SLICE's manifest names profile {name!r}, which is neither a profile of "
+                     f"{profiles.profiles_dir()} ({', '.join(profiles.available())}) nor a .toml file; {SLICE_FIX}")
+    return profiles.load(str(path))
+
+
+def _slice():
+    """(the build's manifest, its profile), checked; a pytest.UsageError naming the variable otherwise."""
+    from .. import safe_io
+    from ..errors import FlashbuildError
+
+    path = os.environ.get("FLASHBUILD_SLICE", "")
+    if not path.strip():
+        raise _usage(f"FLASHBUILD_SLICE is not set; {SLICE_FIX}")
+    try:
+        stamp = os.stat(path)
+        key = f"{path}:{stamp.st_mtime_ns}:{stamp.st_size}"
+    except OSError:
+        key = None
+    if key in _loaded:
+        return _loaded[key]
+    try:
+        manifest = safe_io.read_json(path)
+    except FileNotFoundError:
+        raise _usage(f"FLASHBUILD_SLICE={path}: no such file; {SLICE_FIX}") from None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _usage(f"FLASHBUILD_SLICE={path}: cannot be read as a build manifest ({why}); {SLICE_FIX}") from None
+    problem = manifest_problem(manifest)
+    if problem:
+        raise _usage(f"FLASHBUILD_SLICE={path}: {problem}; {SLICE_FIX}")
+    try:
+        tree = _profile_of(manifest.get("profile", "flashbuild"))
+    except FlashbuildError as exc:
+        raise _usage(f"FLASHBUILD_SLICE={path}: {exc}") from None
     if tree.tests is None:
-        raise RuntimeError(f"profile {tree.name} has no [tests] table: it does not say how its tests name "
-                           f"dtype and head dim")
+        raise _usage(f"FLASHBUILD_SLICE={path}: profile {tree.name} ({tree.path}) has no [tests] table, so the plugin "
+                     f"cannot tell which of the tests' cases the slice serves; add one (see "
+                     f"configs/profiles/flash-attn-2.toml), or run pytest without -p flashbuild.sources.pytest_slice")
+    if key:
+        _loaded[key] = (manifest, tree)
     return manifest, tree
+
+
+def only_hdims(value: str | None) -> set[int]:
+    """FLASHBUILD_SLICE_HDIMS's head dims (empty: no filter)."""
+    items = [h.strip() for h in (value or "").split(",") if h.strip()]
+    if not all(h.isascii() and h.isdigit() and len(h) <= 4 for h in items):
+        raise _usage(f"FLASHBUILD_SLICE_HDIMS={value}: expected head dims separated by commas, e.g. 40,59")
+    return {int(h) for h in items}
+
+
+def as_hdim(value) -> int | None:
+    """A case's head dim parameter as an int (64, or "64"); None when it is not one (then the case is
+    not filtered by head dim: the test itself decides)."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 6:
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 20 else None
+
+
+def _same(a, b) -> bool:
+    """A test parameter equals a profile's `off` value (TOML has lists where tests use tuples)."""
+    norm = (lambda x: list(x) if isinstance(x, tuple) else x)
+    return norm(a) == norm(b)
 
 
 def serves(params: dict, manifest: dict, tree, function: str = "") -> str | None:
@@ -50,16 +143,16 @@ def serves(params: dict, manifest: dict, tree, function: str = "") -> str | None
         dtype_name = DTYPE_NAMES.get(str(dtype).replace("torch.", ""), str(dtype))
         if dtype_name not in selection["dtype"]:
             return f"dtype {dtype_name}"
-    hdim = params.get(names.hdim)
+    hdim = as_hdim(params.get(names.hdim))
     if hdim is not None:
-        padded = -(-int(hdim) // names.hdim_multiple) * names.hdim_multiple
+        padded = -(-hdim // names.hdim_multiple) * names.hdim_multiple
         kernel = tree.kernel_size(padded)
         if kernel not in selection["hdim"]:
             return f"head dim {hdim} (the hdim-{kernel} kernel)"
         if names.uneven and padded != kernel and names.uneven not in selection["features"]:
             return f"head dim {hdim} needs {names.uneven}"
     for feature, (param, off) in names.features.items():
-        if param in params and params[param] != off and feature not in selection["features"]:
+        if param in params and not _same(params[param], off) and feature not in selection["features"]:
             return f"{feature} ({param}={params[param]!r})"
     if tree.switches is not None:  # a switch branch the slice compiled out (sources/switches.py): never run
         causal = {"on": (True,), "off": (False,)}.get(selection.get("causal"), (False, True))
@@ -94,10 +187,8 @@ def shard_of(value: str | None) -> tuple[int, int] | None:
     except ValueError:
         index, count = -1, 0
     if not 0 <= index < count:
-        import pytest
-        raise pytest.UsageError(
-            f"FLASHBUILD_SLICE_SHARD={value}: expected i/n with 0 <= i < n (shards count from 0: "
-            f"0/n .. n-1/n)")
+        raise _usage(f"FLASHBUILD_SLICE_SHARD={value}: expected i/n with 0 <= i < n (shards count from 0: "
+                     f"0/n .. n-1/n)")
     return index, count
 
 
@@ -107,12 +198,12 @@ def cache_dir_outside_tree(config, manifest: dict) -> None:
     source = manifest.get("source")
     if not source:
         return
-    tree = Path(source).resolve()
     try:
-        configured = config.getini("cache_dir")
-    except ValueError:  # no cache_dir option: pytest runs without its cacheprovider (-p no:cacheprovider)
+        cache_dir = config.getini("cache_dir")
+    except ValueError:  # -p no:cacheprovider: no cache, nothing to move
         return
-    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(configured)))).resolve()
+    tree = Path(source).resolve()
+    wanted = Path(config.rootpath, os.path.expandvars(os.path.expanduser(str(cache_dir)))).resolve()
     if wanted == tree or tree in wanted.parents:
         # getini's cache, read by the cacheprovider's pytest_configure, which runs after this one
         config._inicache["cache_dir"] = str(Path(os.environ["FLASHBUILD_SLICE"]).resolve().parent / "pytest_cache")
@@ -130,6 +221,7 @@ def pytest_configure(config):
     a value already in the environment is kept. A malformed shard is refused before collecting.
     pytest's cache goes to the build dir, not the tree."""
     shard_of(os.environ.get("FLASHBUILD_SLICE_SHARD"))
+    only_hdims(os.environ.get("FLASHBUILD_SLICE_HDIMS"))
     manifest, tree = _slice()
     cache_dir_outside_tree(config, manifest)
     for variable, value in test_environment(manifest, tree).items():
@@ -138,14 +230,14 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     manifest, tree = _slice()
-    only = {int(h) for h in os.environ.get("FLASHBUILD_SLICE_HDIMS", "").split(",") if h.strip()}
+    only = only_hdims(os.environ.get("FLASHBUILD_SLICE_HDIMS"))
     shard = shard_of(os.environ.get("FLASHBUILD_SLICE_SHARD"))
     keep, drop = [], []
     for item in items:
         params = item.callspec.params if hasattr(item, "callspec") else {}
-        hdim = params.get(tree.tests.hdim)
+        hdim = as_hdim(params.get(tree.tests.hdim))
         function = getattr(getattr(item, "function", None), "__name__", "") or item.name.split("[")[0]
-        outside = serves(params, manifest, tree, function) or (only and hdim is not None and int(hdim) not in only)
+        outside = serves(params, manifest, tree, function) or (only and hdim is not None and hdim not in only)
         (drop if outside else keep).append(item)
     if shard:
         index, count = shard
@@ -159,5 +251,5 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     manifest, tree = _slice()
     selection = manifest["selection"]
-    return (f"flashbuild slice {manifest['key']} of {tree.name}: hdim {selection['hdim']}, dtype {selection['dtype']}, "
+    return (f"flashbuild slice {manifest.get('key', '?')} of {tree.name}: hdim {selection['hdim']}, dtype {selection['dtype']}, "
             f"features {selection['features'] or 'none'}; cases outside it are deselected")
