@@ -422,6 +422,18 @@ def test_the_plugin_runs_a_tree_module_on_the_slice_only(tmp_path):
                              capture_output=True, text=True, cwd=tmp_path,
                              env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
     assert process.returncode == 0 and "1 passed, 3 deselected" in process.stdout, process.stdout[-2000:]
+    # a detected tree's build records its release line (flash-attn-3@3.0.0): the plugin takes it (found on
+    # the H200: it stopped with "neither a profile ... nor a .toml file"); a line the profile lacks is a usage error
+    for profile, code, expected in (("flash-attn-3@3.0.0", 0, "1 passed, 3 deselected"),
+                                    ("flash-attn-3@9.9", 4, "has no release line 9.9")):
+        manifest.write_text(json.dumps({"key": "k", "profile": profile, "source": str(tmp_path),
+                                        "selection": {"hdim": [64], "dtype": ["fp16"], "features": ["hdimv"]}}))
+        process = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "flashbuild.sources.pytest_slice",
+                                  "-p", "no:cacheprovider", str(tmp_path / "test_fake_fa3.py")],
+                                 capture_output=True, text=True, cwd=tmp_path,
+                                 env={**environ, "FLASHBUILD_SLICE": str(manifest), "PYTHONDONTWRITEBYTECODE": "1"})
+        output = process.stdout + process.stderr
+        assert process.returncode == code and expected in output, output[-2000:]
 
 
 def test_the_adapter_serves_each_kernel_unit_for_both_causal_values(fa3_tree):

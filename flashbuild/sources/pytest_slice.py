@@ -61,11 +61,18 @@ def manifest_problem(manifest) -> str | None:
 
 
 def _profile_of(name: str):
-    """The profile a manifest names: one of configs/profiles by name, or a .toml file by path (as
+    """The profile a manifest names: one of configs/profiles by name (with its release line, as a
+    detected tree's build records it: flash-attn-3@3.0.0), or a .toml file by path (as
     `flashbuild run --profile PATH` records it); never another file."""
     from . import profile as profiles
+    from . import releases
 
-    if name in profiles.available():
+    base, release = releases.split_name(name)
+    if base in profiles.available():  # flash-attn-2, or one of its release lines: flash-attn-2@2.6
+        if release is not None and release not in {r.name for r in profiles.releases(base)}:
+            raise _usage(f"FLASHBUILD_SLICE's manifest names profile {name!r}, and {base} has no release line "
+                         f"{release} (lines: {', '.join(r.name for r in profiles.releases(base)) or 'none'}); "
+                         f"{SLICE_FIX}")
         return profiles.load(name)
     path = Path(name)
     if path.suffix != ".toml" or not path.is_file():
