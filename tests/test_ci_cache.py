@@ -36,7 +36,10 @@ def objects(build_dir: Path) -> dict[str, bytes]:
 def test_ccache_defaults_make_paths_relative_under_a_common_base(tmp_path):
     assert launchers.cache_environment("ccache", tmp_path / "cache" / "k", tmp_path / "root") == {
         "CCACHE_BASEDIR": str(tmp_path), "CCACHE_NOHASHDIR": "1"}
-    assert launchers.cache_environment("/usr/bin/ccache", Path("/a/b"), Path("/c/d")) == {}  # never /
+    # the tree and the cache share only /: the build dir is the base (never /), its own paths then relative
+    assert launchers.cache_environment("/usr/bin/ccache", Path("/a/b"), Path("/c/d")) == {
+        "CCACHE_BASEDIR": "/a/b", "CCACHE_NOHASHDIR": "1"}
+    assert launchers.cache_environment("/usr/bin/ccache", Path("/"), Path("/c/d")) == {}  # never /
     assert launchers.cache_environment("sccache", tmp_path / "b", tmp_path / "r") == {}
     assert launchers.cache_environment(None, tmp_path / "b", tmp_path / "r") == {}
 

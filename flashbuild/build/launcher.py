@@ -21,9 +21,15 @@ def cache_environment(launcher: str | None, build_dir: Path, tree: Path) -> dict
     """The environment defaults that let `launcher` hit across build dirs under one base dir."""
     if not launcher or Path(launcher).name != "ccache":
         return {}
-    base = Path(os.path.commonpath([Path(build_dir).absolute(), Path(tree).absolute()]))
+    build_dir = Path(build_dir).absolute()
+    base = Path(os.path.commonpath([build_dir, Path(tree).absolute()]))
     if base == Path(base.anchor):  # ccache's docs: never / (system headers would be rewritten too)
-        return {}
+        # The tree and the cache share no parent but /: the build dir alone as the base, so that its own
+        # paths (the generated .cu, -I<build dir>/generated) are relative and a build dir at a new path hits;
+        # the tree's paths stay absolute, the same for every build of it.
+        base = build_dir
+        if base == Path(base.anchor):
+            return {}
     return {"CCACHE_BASEDIR": str(base), "CCACHE_NOHASHDIR": "1"}
 
 
