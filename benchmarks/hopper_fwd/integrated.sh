@@ -3,7 +3,7 @@
 # sm90): the main job built through the CLI, the GPU tests (the drop-in API, hostile inputs, the
 # forward checks), `flashbuild test`, `inspect` (HGMMA, registers, spills) and `bench` beside SDPA's
 # flash and cuDNN backends, in one run on the GPU machine. From the repository root, with the wheels
-# of ../shared/tools/gpu-wheels.sh installed (see benchmarks/README.md):
+# it needs installed (nvidia-cutlass; see benchmarks/README.md):
 #   bash benchmarks/hopper_fwd/integrated.sh
 # Logs under $OUT; a short summary is printed last.
 set -o pipefail

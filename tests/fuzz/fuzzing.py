@@ -260,7 +260,7 @@ class Sandbox:
         return sorted(p for p in new if not any(p == r or p.startswith(r.rstrip("/") + "/") for r in roots))
 
 
-def check_cli(box: Sandbox, out: Outcome, names: tuple[str, ...], *allowed: str) -> None:
+def assert_cli_property(box: Sandbox, out: Outcome, names: tuple[str, ...], *allowed: str) -> None:
     """The property for one command line: exit 0, or exit 1/2 with one `flashbuild: error:` line that
     names one of `names` (the option or its value); never a traceback; no injected command ran; nothing
     written outside the cache and `allowed`."""

@@ -1,6 +1,6 @@
 """Fuzz every command-line option (issue 48): each option's value from hostile strings, random text,
 numbers and lists of valid words, on a dry run (and, for the values that reach a command line, a real
-compile with the fake nvcc). The property is check_cli's: a clear error naming the option or its
+compile with the fake nvcc). The property is assert_cli_property's: a clear error naming the option or its
 value, or success; never a traceback, an injected command, a write outside the build dir, a hang."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fuzzing import MARK, check_cli, examples, sandbox, values
+from fuzzing import MARK, assert_cli_property, examples, sandbox, values
 
 SEL = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm80", "--direction", "fwd", "--causal", "off", "--no-local",
        "--no-softcap"]
@@ -48,7 +48,7 @@ def test_every_option_value_on_a_dry_run(option, data):
     args, names = args_for(option, value)
     with sandbox() as box:
         out = box.cli(args)
-        check_cli(box, out, names, "w1/w2/cwd/b", "w1/b")
+        assert_cli_property(box, out, names, "w1/w2/cwd/b", "w1/b")
 
 
 @settings(max_examples=examples(8))
@@ -61,7 +61,7 @@ def test_values_that_reach_a_command_line_on_a_real_compile(option_value):
     with sandbox() as box:
         out = box.cli([*SEL, option, value, "--compile-only"], seconds=120)
         allowed = [p for p in box.files() if p.startswith("w1/")]  # a --build-dir the example named
-        check_cli(box, out, (option, value, "--launcher", "nvcc"), *allowed)
+        assert_cli_property(box, out, (option, value, "--launcher", "nvcc"), *allowed)
 
 
 BENCH = {"--window": ("256,0", "-1,-1"), "--softcap": ("30", "0"), "--seqlens": ("1024", "4k"),
@@ -82,7 +82,7 @@ def test_bench_options_over_a_results_file(option_value):
         (box.cwd / "r.json").write_text(json.dumps(RESULTS))
         out = box.cli(["bench", "--results", "r.json", option, value])
         written = [p for p in box.files() - box.before if p.startswith("w1/")]  # --csv/--json/--plot's file
-        check_cli(box, out, (option, value, "--results"), *written)
+        assert_cli_property(box, out, (option, value, "--results"), *written)
 
 
 # The values that broke an option in issue 48's round, tried on every option (a sweep, not a sample:
@@ -97,4 +97,4 @@ SHARP = ["9" * 5000, "x" * 300, "\udcff", "../../outside", f"$(touch {MARK})", "
 def test_every_option_against_the_values_that_broke_one(option, value):
     args, names = args_for(option, value)
     with sandbox() as box:
-        check_cli(box, box.cli(args), names, "w1/w2/cwd/b", "w1/b")
+        assert_cli_property(box, box.cli(args), names, "w1/w2/cwd/b", "w1/b")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from fuzzing import (JSON, TOML_VALUES, check_cli, examples, file_content, mutated, sandbox, timebox, toml_dump)
+from fuzzing import (JSON, TOML_VALUES, assert_cli_property, examples, file_content, mutated, sandbox, timebox, toml_dump)
 
 try:
     import tomllib
@@ -67,7 +67,7 @@ def test_a_fuzzed_profile_on_the_command_line(data):
         (box.cwd / "fuzzed.toml").write_text(toml_dump(data), errors="surrogatepass")
         out = box.cli(["--source", str(REPO), "--profile", "fuzzed.toml", "--hdim", "64", "--dtype", "fp16", "--arch",
                        "sm80", "--direction", "fwd", "--causal", "off", "--features", "none", "--dry-run"])
-        check_cli(box, out, ("fuzzed.toml", "--profile", "--source", "--hdim", "--dtype", "--arch", "--direction",
+        assert_cli_property(box, out, ("fuzzed.toml", "--profile", "--source", "--hdim", "--dtype", "--arch", "--direction",
                              "--features"))
 
 
@@ -88,7 +88,7 @@ def test_a_preset_is_read_or_refused(data):
         path = box.cwd / "p.toml"
         path.write_bytes(data if isinstance(data, bytes) else toml_dump(data).encode("utf-8", "surrogatepass"))
         # a preset that leaves a key out takes the flag's default (--arch native: this machine's GPU)
-        check_cli(box, box.cli(["--config", "p.toml", "--dry-run"]), ("p.toml", *SELECTION_FLAGS))
+        assert_cli_property(box, box.cli(["--config", "p.toml", "--dry-run"]), ("p.toml", *SELECTION_FLAGS))
 
 
 @settings(max_examples=examples(25))
@@ -97,7 +97,7 @@ def test_a_matrix_is_read_or_refused(data):
     with sandbox() as box:
         path = box.cwd / "m.toml"
         path.write_bytes(data if isinstance(data, bytes) else toml_dump(data).encode("utf-8", "surrogatepass"))
-        check_cli(box, box.cli(["matrix", "m.toml", "--format", "github"]), ("m.toml",))
+        assert_cli_property(box, box.cli(["matrix", "m.toml", "--format", "github"]), ("m.toml",))
 
 
 # ---------------------------------------------------------------- --costs
