@@ -24,11 +24,20 @@ def package_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
+def user_path(text: str) -> Path:
+    """A path from the environment with ~ expanded; `~nosuchuser/...` stays as written (pathlib raises
+    RuntimeError for it), so the caller's own check then says the path does not hold what it needs."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        return Path(text)
+
+
 def repo_root() -> Path:
     """The tree holding kernels/, templates/ and configs/: next to the package (an editable
     install), or FLASHBUILD_ROOT when set (e.g. a patched copy of the kernels)."""
     override = os.environ.get("FLASHBUILD_ROOT")
-    return Path(override).expanduser().resolve() if override else package_dir().parent
+    return user_path(override).resolve() if override else package_dir().parent
 
 
 ROOT_PARTS = ("kernels", "templates", "configs")
@@ -104,7 +113,7 @@ def _nvidia_wheel_dirs() -> list[Path]:
 
 def cuda_home_problem(home: str, var: str = "CUDA_HOME") -> str | None:
     """Why `home` (the value of CUDA_HOME or CUDA_PATH) gives no runnable bin/nvcc, or None."""
-    root = Path(home).expanduser()
+    root = user_path(home)
     nvcc = root / "bin" / "nvcc"
     if not root.exists():
         return f"{var}={home} has no bin/nvcc (the directory does not exist)"
@@ -129,7 +138,7 @@ def find_nvcc() -> Found | None:
     if cuda_home:
         problem = cuda_home_problem(cuda_home, var)
         if problem is None:
-            return Found(Path(cuda_home).expanduser() / "bin" / "nvcc", "CUDA_HOME",
+            return Found(user_path(cuda_home) / "bin" / "nvcc", "CUDA_HOME",
                          f"{var}={cuda_home} is set and has bin/nvcc")
         tried.append(problem)
     else:

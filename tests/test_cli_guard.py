@@ -39,3 +39,18 @@ def test_user_mistakes_still_get_their_own_error_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli_module.cli, ["--hdim", "64", "--hdim", "128", "--dry-run"])
     assert result.exit_code == 2 and "a flashbuild bug" not in result.stderr
     assert result.stderr.startswith("flashbuild: error: Invalid value for '--hdim': given twice")
+
+
+def test_a_path_in_the_environment_naming_no_users_home_is_the_users_error(tmp_path, monkeypatch):
+    """FLASHBUILD_ROOT=~nosuchuser/x reached the guard (pathlib's RuntimeError): now the variable's own
+    check says what it lacks; CUDA_HOME likewise names itself."""
+    monkeypatch.setenv("FLASHBUILD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLASHBUILD_ROOT", "~flashbuild-no-such-user/tree")
+    listed = CliRunner().invoke(cli_module.cli, ["list"])
+    assert listed.exit_code != cli_module.BUG_EXIT and "a flashbuild bug" not in listed.stderr, listed.stderr
+    result = CliRunner().invoke(cli_module.cli, ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--dry-run"])
+    assert "a flashbuild bug" not in result.stderr and result.exit_code in (1, 2), result.stderr
+    assert "FLASHBUILD_ROOT=~flashbuild-no-such-user/tree has no kernels/" in result.stderr
+    monkeypatch.delenv("FLASHBUILD_ROOT")
+    from flashbuild import env
+    assert "CUDA_HOME=~flashbuild-no-such-user/cuda has no bin/nvcc" in env.cuda_home_problem("~flashbuild-no-such-user/cuda")
