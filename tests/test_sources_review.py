@@ -68,3 +68,29 @@ def test_a_tree_of_another_release_is_refused_naming_both_versions(tmp_path, tex
         builder.parse_request(source=tree, profile="flash-attn-2", hdim=64, dtype="fp16", arch="sm90")
     message = str(error.value)
     assert found in message and "2.8" in message and "flash_attn/__init__.py" in message
+
+
+@pytest.mark.parametrize("pattern", [r"^(a+)+$", r"(\d*)*", r"([0-9]{2,})+x", "(" + "x" * 300 + ")"])
+def test_a_version_pattern_that_could_backtrack_forever_is_refused(tmp_path, pattern):
+    """A profile's tree.version.pattern runs on a file of the user's tree: a repeated group of one
+    repeated atom (exponential backtracking) or an overlong pattern is refused when the profile is read."""
+    from flashbuild.errors import SelectionError
+    from flashbuild.sources import profile as profiles
+
+    text = (profiles.profiles_dir() / "flash-attn-2.toml").read_text()
+    line = next(l for l in text.splitlines() if l.startswith("version = {"))
+    copy = tmp_path / "mytree.toml"
+    copy.write_text(text.replace(line, "version = { file = \"flash_attn/__init__.py\", pattern = '%s', "
+                                       "accepts = \"2.8\" }" % pattern))
+    with pytest.raises(SelectionError) as error:
+        profiles.load(str(copy))
+    assert "tree.version.pattern" in str(error.value) and "quantifier" in str(error.value)
+
+
+def test_a_version_file_that_is_a_fifo_does_not_hang(tmp_path):
+    from flashbuild.sources import profile as profiles
+
+    tree = tmp_path / "tree"
+    (tree / "flash_attn").mkdir(parents=True)
+    os.mkfifo(tree / "flash_attn" / "__init__.py")
+    assert profiles.tree_version(profiles.load("flash-attn-2"), tree) is None

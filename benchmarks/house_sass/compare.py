@@ -81,6 +81,9 @@ def main(before: Path, after: Path, namespace_moves: bool) -> int:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):  # a usage, never a run (a build dir named --help, say)
+        print(__doc__)
+        sys.exit(0)
     args = [a for a in sys.argv[1:] if a != "--namespace-moves"]
     if len(args) != 2:
         sys.exit(__doc__)

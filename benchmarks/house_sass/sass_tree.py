@@ -67,6 +67,9 @@ def main(build_dir: Path, targets_file: Path) -> None:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):  # a usage, never a run (a build dir named --help, say)
+        print(__doc__)
+        sys.exit(0)
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     main(Path(sys.argv[1]).resolve(), Path(sys.argv[2]) if len(sys.argv) == 3 else HERE / "targets.txt")

@@ -57,3 +57,7 @@ def pytest_collection_modifyitems(config, items):
         reasons[(why or "kept").split(" (")[0] if why and why.startswith(("dtype", "head dim")) else why or "kept"] += 1
     yield
     print(f"\ncollected {sum(reasons.values())}: " + ", ".join(f"{n} {why}" for why, n in reasons.most_common()))
+
+
+if __name__ == "__main__":  # a pytest plugin, not a script: run directly, it says how it is used
+    print(__doc__)

@@ -212,9 +212,18 @@ def _is_relative(value) -> bool:
     return _is_str(value) and not os.path.isabs(value) and ".." not in Path(value).parts
 
 
+# A repeated group that is one repeated atom ((a+)+, (\d*)*, ([0-9]{2,})+): the classic exponential
+# backtracking on a crafted version file, so a profile's version pattern may not hold one.
+_QUANTIFIER = r"(?:[+*]|\{\d*,\d*\})\??"
+_NESTED_QUANTIFIER = re.compile(r"\((?:\?:)?(?:\\.|\[[^\]]*\]|[^\\\[()|])" + _QUANTIFIER + r"\)" + _QUANTIFIER)
+VERSION_PATTERN_MAX = 200
+VERSION_FILE_MAX = 1 << 20  # a version file is small: past this it is not one (and never a FIFO or device)
+
+
 def _is_pattern(value) -> bool:
     try:
-        return _is_str(value) and re.compile(value).groups == 1
+        return (_is_str(value) and len(value) <= VERSION_PATTERN_MAX and not _NESTED_QUANTIFIER.search(value)
+                and re.compile(value).groups == 1)
     except re.error:
         return False
 
@@ -282,8 +291,9 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
     if "version" in tree.table:
         version = tree.sub("version")
         version_file = version.get("file", str, "a path relative to the tree", ..., _is_relative)
-        version_pattern = version.get("pattern", str, "a regular expression with one group (the version)", ...,
-                                      _is_pattern)
+        version_pattern = version.get("pattern", str, "a regular expression with one group (the version), at most "
+                                      f"{VERSION_PATTERN_MAX} characters, no quantified group holding a quantifier",
+                                      ..., _is_pattern)
         version_accepts = version.get("accepts", str, 'a release like "2.8" (any 2.8.x) or "2.8.3"', ...,
                                       lambda v: re.fullmatch(r"\d+(\.\d+)*", v) is not None)
         version.done()
@@ -563,8 +573,9 @@ def release_matches(found: str | None, wanted: str) -> bool:
 
 def tree_version(profile: Profile, root: Path) -> str | None:
     """The tree's release as its version file says it (profile key tree.version), or None."""
-    try:
-        text = (root / profile.version_file).read_text(errors="replace")
+    from .. import safe_io
+    try:  # a regular file of a sane size only: a FIFO there would block, /dev/zero never end
+        text = safe_io.read_bytes(root / profile.version_file, VERSION_FILE_MAX).decode("utf-8", errors="replace")
     except OSError:
         return None
     match = re.search(profile.version_pattern, text, re.MULTILINE)
