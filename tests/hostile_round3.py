@@ -71,7 +71,10 @@ def profile_copy(edit: Callable[[dict], Any] | None = None, name: str = "copy.to
         path.parent.mkdir(parents=True, exist_ok=True)
         text = raw if raw is not None else toml_text(data)
         if replace:
-            text = PROFILE.read_text().replace(*replace)
+            original = PROFILE.read_text()
+            # a replace that finds nothing would test the unchanged profile (it did once: the axes moved)
+            assert replace[0] in original, f"the profile no longer holds {replace[0]!r}: update the case"
+            text = original.replace(*replace)
         path.write_bytes(text if isinstance(text, bytes) else text.replace(TMP, str(tmp)).encode())
     return setup
 
@@ -389,6 +392,11 @@ ROUND3 = [
     profile_case("xcompiler-next-value", lambda d: d["flags"]["nvcc"].extend(["-Xcompiler", "-O2 -DX"])),
     profile_case("gencode-extra-flag", put("axes", "gencode", "sm80", value="-gencode arch=compute_80,code=sm_80 -G")),
     profile_case("gencode-two", put("axes", "gencode", "sm80", value="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86")),
+    profile_case("version-pattern-backtracking", put("tree", "version", value={"file": "README.md", "pattern": "^(a+)+$",
+                                                                             "accepts": "0.1"}),
+                 must=("copy.toml", "tree.version.pattern")),
+    Case("env-root-no-such-user", "env", dry(), env={"FLASHBUILD_ROOT": "~flashbuild-no-such-user/tree"},
+         must_name=("FLASHBUILD_ROOT",)),
     profile_case("tests-env-ld-preload", put("tests", "env", value={"always": "LD_PRELOAD"})),
     profile_case("tests-env-path", put("tests", "env", value={"always": "PATH"})),
     profile_case("tests-env-pythonpath", put("tests", "env", value={"always": "PYTHONPATH"})),
@@ -397,7 +405,7 @@ ROUND3 = [
     profile_case("file-name-space", None, must=("my tree",), name="my tree.toml"),
     profile_case("file-name-dollar", None, must=("x$y",), name="x$y.toml"),
     profile_case("deep-toml", None, raw="description = 'x'\nx = " + deep(60_000), input="--profile copy.toml: 60,000 nested arrays"),
-    profile_case("hdim-5000-digits", None, replace=("hdim = [32,", "hdim = [" + "9" * 5000 + ", 32,"),
+    profile_case("hdim-5000-digits", None, replace=("[axes]\n", "[axes]\nhdim = [" + "9" * 5000 + ", 32]\n"),
                  input="--profile copy.toml: a 5000-digit head dim"),
     profile_case("binary", None, raw=b"\xff\xfe\x00description", input="--profile copy.toml: binary"),
     profile_case("empty", None, raw="", input="--profile copy.toml: an empty file"),
