@@ -103,7 +103,7 @@ def read_table(path: Path | None = None) -> dict[str, Release]:
         raise SelectionError(f"{path}: no table of release digests here, so no NAME==VERSION --source can be "
                              f"checked; pass --source PATH of an unpacked tree, or restore {TABLE} in the "
                              f"configs/ of your flashbuild checkout (FLASHBUILD_ROOT?)") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError, bad UTF-8, too many digits, too deep
         raise SelectionError(f"{path}: cannot be read as TOML ({exc}); fix the file") from None
 
     def bad(key: str, expected: str, found) -> SelectionError:

@@ -102,7 +102,7 @@ def read_release(path: Path, profile: str) -> Release:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         raise SelectionError(f"release file {path}: cannot be read ({exc}); fix the file") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, too many digits, too deep
         raise SelectionError(f"release file {path}: not valid TOML ({exc}); fix the file") from None
     if not RELEASE_NAME.fullmatch(path.stem):
         raise bad("(file name)", "a release name like 2.6, 3.0.0b1 or 3.0.0-nopackage", path.stem)
