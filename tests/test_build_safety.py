@@ -171,3 +171,33 @@ def test_a_damaged_build_dir_is_a_clear_error_or_a_rebuild(kind, fake_env, tmp_p
     if result.returncode != 0:
         assert result.returncode == 1 and "flashbuild: error:" in result.stderr, result.stderr
         assert build_dir.name in result.stderr and "flashbuild clean" in result.stderr, result.stderr
+
+
+def test_an_entry_another_build_removes_while_we_look_is_skipped_not_an_error(tmp_path, monkeypatch):
+    """Two processes loading one key (pytest workers, ranks): the other one renames and removes its
+    temporaries while this one checks the build dir (seen on a 4-GPU host: 'cache entry ...: cannot be
+    read (No such file or directory)'). A vanished entry is skipped; a planted symlink is still refused."""
+    from flashbuild.build import cache
+
+    build_dir = tmp_path / "entry"
+    (build_dir / "obj").mkdir(parents=True)
+    (build_dir / "obj" / "a.o").write_text("")
+    (build_dir / "gone.tmp").write_text("")
+    (build_dir / "obj" / "gone-too.tmp").write_text("")
+    real_scandir = os.scandir
+
+    class Vanishing:
+        def __init__(self, entry):
+            self.entry, self.path, self.name = entry, entry.path, entry.name
+
+        def stat(self, follow_symlinks=True):
+            if self.name.endswith(".tmp"):
+                raise FileNotFoundError(2, "No such file or directory", self.path)
+            return self.entry.stat(follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(cache.os, "scandir", lambda d: [Vanishing(e) for e in real_scandir(d)])
+    cache.check_contents(build_dir, "cache entry x", fix="`flashbuild clean x`")  # no error
+
+    (build_dir / "obj" / "out").symlink_to(tmp_path)
+    with pytest.raises(SelectionError, match="symbolic link"):
+        cache.check_contents(build_dir, "cache entry x", fix="`flashbuild clean x`")

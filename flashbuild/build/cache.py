@@ -201,12 +201,26 @@ def check_contents(build_dir: Path, where: str, fix: str) -> None:
             return "not a regular file or dir"
         return None
 
+    def entries(directory: Path) -> list[tuple[Path, os.stat_result]]:
+        # Another process building this key at the same moment (pytest workers, ranks) renames its
+        # temporaries and removes them between our listing and our stat: an entry that is gone by then
+        # is skipped, not an unreadable build dir.
+        listed = []
+        for e in os.scandir(directory):
+            try:
+                listed.append((Path(e.path), e.stat(follow_symlinks=False)))
+            except FileNotFoundError:
+                continue
+        return listed
+
     try:
-        top = list(os.scandir(build_dir))
-        found = [(Path(e.path), e.stat(follow_symlinks=False)) for e in top]
+        found = entries(build_dir)
         for entry, info in list(found):
-            if stat.S_ISDIR(info.st_mode) and not stat.S_ISLNK(info.st_mode):
-                found += [(Path(e.path), e.stat(follow_symlinks=False)) for e in os.scandir(entry)]
+            if stat.S_ISDIR(info.st_mode):
+                try:
+                    found += entries(entry)
+                except FileNotFoundError:
+                    continue
     except OSError as exc:
         raise SelectionError(f"{where}: cannot be read ({exc.strerror or exc}); remove it with {fix}") from None
     for path, info in found:
