@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from flashbuild import cli
+from flashbuild.commands import options as cli_options
 from flashbuild.build import builder
 from flashbuild.debug import checking, runtime, watch
 from flashbuild.errors import BuildError
@@ -417,7 +417,7 @@ def test_fresh_process_reruns_flashbuild_test_quick_on_the_selection(monkeypatch
     assert seen["command"][4:] == ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd,bwd",
                                    "--causal", "both", "--shapes", "quick", "--seed", "0"]
     assert seen["root"].name == "kernels" and seen["interval"] == 0.5
-    assert cli.build_args  # the same selection arguments a child test gets
+    assert cli_options.build_args  # the same selection arguments a child test gets
 
 
 def test_json_needs_the_warm_loop(cache, tmp_path):
