@@ -14,7 +14,7 @@ import pytest
 
 from flashbuild.build import builder, render
 from flashbuild.errors import SelectionError
-from flashbuild.sources import profile as profiles, pytest_slice, units
+from flashbuild.sources import profile as profiles, pytest_slice, tree_check, units
 from helpers import REPO, run_cli
 
 FA2 = profiles.load("flash-attn-2")
@@ -55,7 +55,7 @@ def test_the_builtin_profile_names_each_tu_as_its_variant():
     assert {v.name for v in selection.variants if v.kernel_tu} == {  # the Hopper kernels' and split-KV's
         v.name for v in selection.variants if v.family.name == "hopper" or v.direction == "splitkv"}
     assert all(u.archs == (u.variant.arch,) for u in tus)
-    profiles.check_tree(builtin, REPO)
+    tree_check.check_tree(builtin, REPO)
 
 
 def test_every_shipped_profile_reads():

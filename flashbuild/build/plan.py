@@ -25,7 +25,7 @@ from ..version import __version__
 from ..errors import SelectionError
 from ..selection import space
 from ..selection.variants import CompileFlags, Selection, select
-from ..sources import profile as profiles, switches, units as units_module
+from ..sources import profile as profiles, switches, tree_check, units as units_module
 from ..sources.profile import Profile
 from ..sources.units import Unit
 from . import cache, graph, render
@@ -137,7 +137,7 @@ def parse_request(*, hdim: Any = None, dtype: Any = None, arch: Any = None, dire
     from ..sources import detect  # the tree names its profile and release (sources/detect.py)
     profile = detect.choose(source, profile)
     tree = profiles.load(profile or profiles.BUILTIN)
-    root = profiles.resolve_source(tree, source)
+    root = tree_check.resolve_source(tree, source)
     without = tuple(name for name, off in (("local", no_local), ("softcap", no_softcap)) if off)
     selection = select(hdim=hdim, dtype=dtype, arch=arch, direction=direction, causal=causal, features=features,
                        without=without, config=config, profile=tree,
@@ -195,8 +195,8 @@ def cutlass_identity(selection: Selection) -> dict[str, str]:
     resolved include dir: two checkouts of one release have the same version.h. The wheel's dir is
     left out, as the tree of our own kernels is: a key must be the same on every machine (shards)."""
     profile = profiles.load(selection.profile)
-    root = Path(selection.source) if selection.source else profiles.default_source(profile)
-    include = profiles.cutlass_include(profile, root)
+    root = Path(selection.source) if selection.source else tree_check.default_source(profile)
+    include = tree_check.cutlass_include(profile, root)
     try:
         version_h = hashlib.sha256((include / "cutlass" / "version.h").read_bytes()).hexdigest()[:16]
     except (OSError, TypeError):  # TypeError: no include dir (no wheel); the toolchain says so

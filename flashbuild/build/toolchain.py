@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import env
 from ..errors import BuildError
-from ..sources import profile as profiles
+from ..sources import profile as profiles, tree_check
 from . import cache, graph, render, torch_abi
 from .plan import Plan
 
@@ -40,11 +40,11 @@ class TorchSpec:
 
 
 def tree_root(plan: Plan) -> Path:
-    return Path(plan.selection.source) if plan.selection.source else profiles.default_source(plan.profile)
+    return Path(plan.selection.source) if plan.selection.source else tree_check.default_source(plan.profile)
 
 
 def _cutlass(plan: Plan) -> Path:
-    include = profiles.cutlass_include(plan.profile, tree_root(plan))
+    include = tree_check.cutlass_include(plan.profile, tree_root(plan))
     if include is None or not (include / "cutlass" / "cutlass.h").is_file():
         where = "no cutlass_library package with source/include" if plan.profile.cutlass == "wheel" else \
             f"{include} has no cutlass/cutlass.h (profile key tree.cutlass)"
@@ -77,7 +77,7 @@ def toolchain(plan: Plan) -> graph.Toolchain:
                 raise BuildError(f"kernel header {kernels / header} is missing (needed by {plan.selection.describe()}); "
                                  f"check FLASHBUILD_ROOT ({env.repo_root()}) or restore kernels/ with `git checkout kernels`")
     else:
-        profiles.check_tree(profile, root)
+        tree_check.check_tree(profile, root)
     includes = [root / d for d in profile.include_dirs] + [cutlass]
     flags = list(profile.nvcc_flags) + list(profile.defines) + feature_defines(plan)
     if profile.kernels_need_torch:
