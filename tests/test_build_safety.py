@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import graph
+from flashbuild.pipeline import graph
 from flashbuild.errors import SelectionError
 from helpers import make_fake_cuda
 
@@ -111,7 +111,7 @@ def test_the_graph_refuses_what_got_past_the_callers():
 # ---------------------------------------------------------------- torch's spec is written into the cache too
 
 def _plan_and_stub(monkeypatch, fake_root, build_dir=None):
-    from flashbuild.build import plan as plan_module, toolchain
+    from flashbuild.pipeline import plan as plan_module, toolchain
 
     spec = toolchain.TorchSpec((Path("/inc"),), ("-DA=1",), "c++17", Path("/lib"), False)
     monkeypatch.setattr(toolchain, "_import_torch_spec", lambda plan: spec)

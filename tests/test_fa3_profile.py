@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, render, toolchain
+from flashbuild.pipeline import builder, render, toolchain
 from flashbuild.errors import SelectionError
 from flashbuild.selection.variants import Variant
 from flashbuild.sources import profile as profiles, pytest_slice, tree_check, units
@@ -273,7 +273,7 @@ def test_the_cutlass_a_build_uses_is_part_of_its_key(fa3_tree, tmp_path, monkeyp
 # ---------------------------------------------------------------- the Python side: flash_attn_3._C from the build
 
 def _ok():
-    from flashbuild.build.ninja_output import NinjaOutput
+    from flashbuild.pipeline.ninja_output import NinjaOutput
     out = NinjaOutput()
     out.finish(0)
     return out

@@ -47,7 +47,7 @@ def test_the_trees_own_tests_leave_no_pytest_cache_in_the_tree(tmp_path):
 
 import pytest  # noqa: E402
 
-from flashbuild.build import builder  # noqa: E402
+from flashbuild.pipeline import builder  # noqa: E402
 from flashbuild.errors import SelectionError  # noqa: E402
 from test_profiles import fake_fa2_tree  # noqa: E402
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from flashbuild.commands import options as cli_options
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild.debug import checking, runtime, watch
 from flashbuild.errors import BuildError
 from flashbuild.selection.variants import Variant
@@ -85,7 +85,7 @@ def test_the_variants_to_test_are_those_whose_objects_were_rebuilt(rebuilt, expe
 
 def test_a_kernel_tus_object_is_named_after_its_variant(tmp_path):
     """build_objects' and ninja_output's target names are TU names; a kernel TU's maps to its variant."""
-    from flashbuild.build.ninja_output import NinjaOutput
+    from flashbuild.pipeline.ninja_output import NinjaOutput
     from flashbuild.sources.units import variant_name
 
     (tmp_path / "obj").mkdir()

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from flashbuild import env
-from flashbuild.build import builder, cache, graph, render, toolchain
+from flashbuild.pipeline import builder, cache, graph, render, toolchain
 
 
 def main(build_dir: Path) -> str:

@@ -24,11 +24,11 @@ from typing import Any
 from ninja import ninja_syntax
 
 from .. import env, safe_io
-from ..build import builder, cache, graph, processes, provenance, render
-from ..build.plan import Plan
+from ..pipeline import builder, cache, graph, processes, provenance, render
+from ..pipeline.plan import Plan
 from ..errors import BuildError, FlashbuildError
 from ..sources import profile as profiles
-from ..build import launcher as launchers
+from ..pipeline import launcher as launchers
 from . import shard as sharding
 
 # What every shard must agree on: a difference in any of them means objects built differently.

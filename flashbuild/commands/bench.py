@@ -137,7 +137,7 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
 
     from ..version import __version__
     from ..debug import bench as benching, runtime
-    from ..build import builder
+    from ..pipeline import builder
 
     gpu = runtime.require_gpu("bench")
     selection, options = parse_request(**kwargs)

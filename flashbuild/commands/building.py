@@ -29,7 +29,7 @@ def build(dry_run, cell, shard, costs, artifact_dir, profile_compile=False, prof
     """Build a selection (the default command): render, compile, link, report."""
     import shlex
 
-    from ..build import builder, compile_profile
+    from ..pipeline import builder, compile_profile
 
     if profile_compile:
         kwargs["nvcc_flags"] = (*(kwargs.get("nvcc_flags") or ()), compile_profile.NVCC_FLAG)
@@ -98,7 +98,7 @@ def _echo_tree_build(result, selection, options) -> None:
     """What a build of an external tree holds and how to use it."""
     import shlex
 
-    from ..build import builder
+    from ..pipeline import builder
     from ..sources import profile as profiles
 
     tree = profiles.load(selection.profile)
@@ -134,7 +134,7 @@ def run(command, **kwargs):
     import os
     import shutil
 
-    from ..build import builder
+    from ..pipeline import builder
     from ..sources import profile as profiles
 
     if command and command[0] == "--":
@@ -180,7 +180,7 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
     import dataclasses
     from pathlib import Path
 
-    from ..build import builder, graph
+    from ..pipeline import builder, graph
     from ..debug import inspection
     from ..sources.units import KERNEL_SUFFIX
 

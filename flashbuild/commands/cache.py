@@ -15,8 +15,8 @@ from .. import env
 def list_(as_json):
     """The variant space, its kernel families, and the builds in the cache."""
     from ..selection import variants as v
-    from ..build import cache
-    from ..build.plan import plural
+    from ..pipeline import cache
+    from ..pipeline.plan import plural
 
     families = [{"direction": d, "arch": a, "family": name, "note": v.FAMILY_NOTES.get((d, a))}
                 for (d, a), name in v.FAMILY_TABLE.items()]
@@ -68,7 +68,7 @@ def list_(as_json):
 @click.option("--all", "remove_all", is_flag=True, help="Remove every cached build.")
 def clean(keys, remove_all):
     """Remove cached builds by KEY (see `flashbuild list`), or all of them with --all."""
-    from ..build import cache
+    from ..pipeline import cache
 
     found, skipped = cache.scan()
     for line in skipped:

@@ -51,7 +51,7 @@ def build_shard(shard: str, costs: str | None, artifact_dir: str | None, cell: s
     """`build --shard I/N`: this machine's part of the selection, into an artifact dir."""
     from pathlib import Path
 
-    from ..build import builder
+    from ..pipeline import builder
     from ..ci import shard as sharding
 
     spec = sharding.parse_shard(shard)
@@ -109,7 +109,7 @@ def link(artifacts, build_dir, jobs, launcher, verbose):
     the field; without a CUDA torch it stops after the checks, saying so."""
     from pathlib import Path
 
-    from ..build import builder
+    from ..pipeline import builder
     from ..ci import link as linking
 
     check_output(build_dir, "--build-dir")

@@ -76,7 +76,7 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
     import tempfile
     from pathlib import Path
 
-    from ..build import builder
+    from ..pipeline import builder
     from ..debug import checking, runtime, sanitize as sanitizing
     from ..errors import CheckFailedError
 
@@ -124,7 +124,7 @@ def watch(interval, shapes, seed, test_all, fresh_process, json_path, **kwargs):
     import os
     from pathlib import Path
 
-    from ..build import builder
+    from ..pipeline import builder
     from ..debug import runtime, watch as watching
 
     selection, options = parse_request(**kwargs)

@@ -104,7 +104,7 @@ def _own_nvcc_flags(ctx, param, flags):
     """--nvcc-flag values, less the one flashbuild reserves: --profile-templates passes
     --fdevice-time-trace=- and then summarizes and deletes the traces, so the same flag given by hand
     would have its traces deleted too."""
-    from ..build import compile_profile
+    from ..pipeline import compile_profile
 
     for flag in flags:
         if flag.strip().replace(" ", "=") == compile_profile.TRACE_FLAG:
@@ -137,7 +137,7 @@ SELECTION_KEYS = ("hdim", "dtype", "arch", "direction", "causal", "no_local", "n
 def parse_request(**kwargs):
     """builder.parse_request, where --features NAME with --no-NAME is a contradiction (--no-NAME alone
     narrows a preset's or the default features; load()'s no_local / no_softcap narrow features= too)."""
-    from ..build import builder
+    from ..pipeline import builder
     from ..selection import variants
     from ..sources import detect, profile as profiles
 

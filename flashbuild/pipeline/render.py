@@ -225,10 +225,10 @@ def up_to_date(selection: Selection, gen_dir: Path, *, build_key: str, profile: 
     return True
 
 
-if __name__ == "__main__":  # python3 -m flashbuild.build.render --write-space-header
+if __name__ == "__main__":  # python3 -m flashbuild.pipeline.render --write-space-header
     import sys
     if sys.argv[1:] != ["--write-space-header"]:
-        sys.exit("usage: python3 -m flashbuild.build.render --write-space-header "
+        sys.exit("usage: python3 -m flashbuild.pipeline.render --write-space-header "
                  "(rewrites kernels/common/variant_space.h from flashbuild/selection/space.py)")
     target, text = env.kernels_dir() / SPACE_HEADER, space_header_text()
     changed = not target.is_file() or target.read_text() != text
