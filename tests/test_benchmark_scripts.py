@@ -1,7 +1,8 @@
 """Every benchmark script still runs: each Python script of a study answers --help on this machine
 (no GPU, no upstream tree), so an API it calls that moved or a module it imports that went away fails
-here, not on the GPU host months later. Scripts kept as the record of a run (under a study's results/,
-or archive/) are only compiled; shell scripts are parsed (bash -n)."""
+here, not on the GPU host months later. Scripts kept as the record of a run (under a study's results/)
+are only compiled; shell scripts are parsed (bash -n). (benchmarks/archive/ is an index only: its files are
+in git history.)"""
 
 from __future__ import annotations
 
