@@ -4,7 +4,7 @@ flashbuild.load() returns an AttentionOps. Its flash_attn_func, flash_attn_varle
 flash_attn_with_kvcache take flash-attn's argument names, order and shapes, so switching an import
 line is enough. Each call goes through torch.library custom ops, registered once per extension
 under the namespace of its module name (`_flashbuild_<hash>`; a build rebuilt after this process
-loaded it is `_flashbuild_<hash>_<digest>`: build/loader.py), so two loaded builds never share an
+loaded it is `_flashbuild_<hash>_<digest>`: pipeline/loader.py), so two loaded builds never share an
 op. The ops carry fake implementations (exact output shapes, dtypes and strides, for
 torch.compile(fullgraph=True) and FakeTensorMode) and autograd formulas that run our backward
 kernels. Every other attribute (variants(), build_key(), mha_bwd, ...) is the raw extension's;

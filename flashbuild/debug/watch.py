@@ -2,7 +2,7 @@
 
 Polls the modification times under kernels/ (no new dependency). The default loop stays one warm
 process (issue 17): Python, torch and the CUDA context are set up once, and each round rebuilds
-through the builder, loads the relinked extension fresh (build/loader.py: a module of its own per
+through the builder, loads the relinked extension fresh (pipeline/loader.py: a module of its own per
 build, never the stale one) and runs `flashbuild test`'s checks on the variants whose kernel objects
 ninja recompiled (every variant when the binding was, or with test_all), then prints one verdict line:
 
