@@ -1,6 +1,7 @@
 """docs/architecture.md matches the tree: every path it names exists, every module of flashbuild/ is
 in its stage diagram (under the right stage), every subpackage is a stage there, and every kernel
-header is described. A module added, moved or deleted without the doc fails here."""
+header is described. A module added, moved or deleted without the doc fails here; so does a module
+past 600 lines (the size the doc's "small modules" means)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,10 @@ def test_the_checks_catch_a_missing_path_and_an_unlisted_module():
     assert resolves("pipeline/plan.py") and resolves("configs/profiles/releases/<profile>/*.toml")
     assert "pipeline/plan.py" in diagram_modules() and "commands/options.py" in diagram_modules()
     assert "build/plan.py" not in diagram_modules()
+
+
+def test_no_module_is_past_600_lines():
+    """Modules small enough to read in one sitting: one past 600 lines is split by concern."""
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, f"modules past 600 lines: {long}"
