@@ -41,6 +41,9 @@ def test_each_study_script_answers_help(script):
                           cwd=REPO, env=env)
     assert done.returncode == 0, f"{_id(script)} --help failed:\n{done.stderr[-2000:]}"
     assert done.stdout.strip(), f"{_id(script)} --help printed no usage"
+    # --help read as an argument (a build dir, an output file) writes into the tree: a usage never does
+    written = [p.name for p in (REPO / "--help", REPO / "-h") if os.path.lexists(p)]
+    assert not written, f"{_id(script)} --help wrote {written} in the repository root instead of printing its usage"
 
 
 @pytest.mark.parametrize("script", RECORDS, ids=_id)

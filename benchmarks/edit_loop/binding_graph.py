@@ -34,4 +34,7 @@ def main(build_dir: Path) -> str:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):  # a usage, never a build dir named --help
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:] in (["-h"], ["--help"]) else 2)
     print(main(Path(sys.argv[1]).resolve()))
