@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from .options import (SELECTION_KEYS, _finite, _write, build_args, build_options, check_output, parse_request,
-                      path_problem, selection_options)
+from .options import (SELECTION_KEYS, build_args, build_options, check_output, finite, parse_request, path_problem,
+                      selection_options, write_output)
 
 
 @click.command()
@@ -18,7 +18,7 @@ from .options import (SELECTION_KEYS, _finite, _write, build_args, build_options
 @click.option("--window", "window_text", metavar="LEFT,RIGHT",
               help="Measure the local feature variants (*_local*) with window_size=(LEFT, RIGHT), e.g. 256,0 "
                    "(-1: unbounded). FLOPs count the visible pairs only.")
-@click.option("--softcap", type=click.FloatRange(0, min_open=True), callback=_finite,
+@click.option("--softcap", type=click.FloatRange(0, min_open=True), callback=finite,
               help="Measure the softcap feature variants (*_softcap) with this softcap, e.g. 30.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the results as CSV.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON (for --compare).")
@@ -79,9 +79,9 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
         info, results = _measure(seqlen_values, reps, rebuild, kwargs, window, softcap or 0.0, peer)
     click.echo(benching.table(results))
     if csv_path:
-        _write(csv_path, benching.results_csv(results))
+        write_output(csv_path, benching.results_csv(results))
     if json_path:
-        _write(json_path, benching.results_json(results, **info))
+        write_output(json_path, benching.results_json(results, **info))
     if plot_path:
         title = f"{info.get('device', '')}  {info.get('command', '')}".strip()
         try:

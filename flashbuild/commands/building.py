@@ -11,7 +11,7 @@ import click
 
 from .. import env
 from .ci import build_shard, ci_options, ci_request
-from .options import _write, build_args, build_options, check_output, parse_request, selection_options
+from .options import build_args, build_options, check_output, parse_request, selection_options, write_output
 
 
 @click.command()
@@ -212,5 +212,5 @@ def inspect_(sass_variant, sass_dir, as_json, **kwargs):
         # A variant whose kernel compiles device-only: its own TU is host code, the kernel is in <variant>_kernel.
         unit = next(u for u in units if u.name == sass_variant)
         holder = f"{sass_variant}{KERNEL_SUFFIX}" if not unit.part and unit.variant and unit.variant.kernel_tu else None
-        _write(str(path), inspection.sass_text(objects[holder or sass_variant]))
+        write_output(str(path), inspection.sass_text(objects[holder or sass_variant]))
         click.echo(f"SASS of {sass_variant}{f' (its kernel TU, {holder})' if holder else ''}: {path}", err=as_json)

@@ -7,18 +7,18 @@ import shlex
 
 import click
 
-from .options import SELECTION_KEYS, _apply, _one, check_output, parse_request
+from .options import SELECTION_KEYS, apply_options, check_output, given_once, parse_request
 
 
 # ---------------------------------------------------------------- CI: cells of a matrix, shards (docs/ci.md)
-ci_options = _apply([
+ci_options = apply_options([
     click.option("--cell", help="Build one cell of the CI matrix given with --config (see `flashbuild matrix CONFIG`)."),
     click.option("--shard", metavar="I/N", help="Compile only shard I of N of the selection's TUs (split by compile "
                                                 "cost) into an artifact dir for `flashbuild link`; no link."),
-    click.option("--costs", type=click.Path(dir_okay=False), multiple=True, callback=_one(path=True), help="With --shard: compile times to split by, a "
+    click.option("--costs", type=click.Path(dir_okay=False), multiple=True, callback=given_once(path=True), help="With --shard: compile times to split by, a "
                  ".ninja_log of an earlier build or JSON {TU: seconds}. Default: this build dir's .ninja_log, else "
                  "a per-kind estimate. Give every shard the same file."),
-    click.option("--artifact-dir", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+    click.option("--artifact-dir", type=click.Path(file_okay=False), multiple=True, callback=given_once(path=True),
                  help="With --shard: where the objects and "
                  "manifest go. Default: flashbuild-artifacts/CELL-shard-I-of-N."),
 ])
@@ -98,7 +98,7 @@ def matrix(config, fmt):
 
 @click.command()
 @click.argument("artifacts", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--build-dir", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+@click.option("--build-dir", type=click.Path(file_okay=False), multiple=True, callback=given_once(path=True),
               help="Link here instead of the cache dir of the key.")
 @click.option("--jobs", "-j", type=int, help="Parallel jobs for the binding and link.")
 @click.option("--launcher", envvar="FLASHBUILD_LAUNCHER", help="Compiler launcher for the binding (ccache, sccache).")

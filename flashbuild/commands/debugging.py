@@ -8,7 +8,8 @@ import sys
 import click
 
 from .. import env
-from .options import _finite, _write, build_args, build_options, check_output, parse_request, selection_options
+from .options import (build_args, build_options, check_output, finite, parse_request, selection_options,
+                      write_output)
 
 
 @click.command(name="test")
@@ -65,7 +66,7 @@ def test_(seed, shapes, json_path, sanitize, rebuild, **kwargs):
             (lambda v, s: None))
     click.echo(checking.summary(rows))
     if json_path:
-        _write(json_path, checking.results_json(rows, **info))
+        write_output(json_path, checking.results_json(rows, **info))
     problem = checking.verdict(rows)
     if problem:
         raise CheckFailedError(problem)
@@ -102,7 +103,7 @@ def _test_sanitized(selection, options, seed, shapes, rebuild):
 @click.command()
 @selection_options
 @build_options
-@click.option("--interval", type=click.FloatRange(0.1, 86400), callback=_finite, default=0.5, show_default=True,
+@click.option("--interval", type=click.FloatRange(0.1, 86400), callback=finite, default=0.5, show_default=True,
               help="Seconds between polls of the kernel sources.")
 @click.option("--shapes", type=click.Choice(["quick", "full"]), default="quick", show_default=True, help="The test's shapes.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs, as `flashbuild test`'s.")

@@ -24,7 +24,8 @@ SELECTION_HELP = {
 }
 
 
-def _apply(options):
+def apply_options(options):
+    """One decorator made of a list of click options (the first listed is the first in --help)."""
     def decorate(f):
         for option in reversed(options):
             f = option(f)
@@ -52,7 +53,7 @@ def path_problem(value: str) -> str | None:
     return None
 
 
-def _one(path: bool = False, nonempty: bool = False):
+def given_once(path: bool = False, nonempty: bool = False):
     """A click callback for an option given at most once (a second --hdim used to replace the first
     silently); with `path`, the value is checked as a path (path_problem); with `nonempty`, '' is refused."""
     def callback(ctx, param, values):
@@ -76,24 +77,24 @@ def _one(path: bool = False, nonempty: bool = False):
 
 # The selection every command takes, and the flags that pick which build of it (they change its key)
 # and how it is built: `test`, `bench`, `inspect` and `watch` find the same cached build as `build`.
-selection_options = _apply([
-    click.option("--hdim", multiple=True, callback=_one(), help=SELECTION_HELP["hdim"]),
-    click.option("--dtype", multiple=True, callback=_one(), help=SELECTION_HELP["dtype"]),
-    click.option("--arch", multiple=True, callback=_one(), help=SELECTION_HELP["arch"]),
-    click.option("--direction", multiple=True, callback=_one(), help=SELECTION_HELP["direction"]),
-    click.option("--causal", multiple=True, callback=_one(), help=SELECTION_HELP["causal"]),
+selection_options = apply_options([
+    click.option("--hdim", multiple=True, callback=given_once(), help=SELECTION_HELP["hdim"]),
+    click.option("--dtype", multiple=True, callback=given_once(), help=SELECTION_HELP["dtype"]),
+    click.option("--arch", multiple=True, callback=given_once(), help=SELECTION_HELP["arch"]),
+    click.option("--direction", multiple=True, callback=given_once(), help=SELECTION_HELP["direction"]),
+    click.option("--causal", multiple=True, callback=given_once(), help=SELECTION_HELP["causal"]),
     click.option("--no-local", "no_local", is_flag=True, help=SELECTION_HELP["no_local"]),
     click.option("--no-softcap", "no_softcap", is_flag=True, help=SELECTION_HELP["no_softcap"]),
-    click.option("--features", multiple=True, callback=_one(), help="Features compiled in: a comma list (local,softcap; an upstream tree's own "
+    click.option("--features", multiple=True, callback=given_once(), help="Features compiled in: a comma list (local,softcap; an upstream tree's own "
                                     "such as dropout), 'none', or leave it out for all. --no-local / --no-softcap "
                                     "remove one."),
-    click.option("--config", multiple=True, callback=_one(path=True), help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
-    click.option("--source", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+    click.option("--config", multiple=True, callback=given_once(path=True), help="A TOML preset: a file, or a name in configs/ (e.g. ci-compile). Flags override it."),
+    click.option("--source", type=click.Path(file_okay=False), multiple=True, callback=given_once(path=True),
                  help="An external kernel tree to build a slice of: a directory (e.g. an unpacked flash-attn sdist; "
                  "it is read, never written) or a release spec such as flash-attn==2.8.3 (its sdist fetched into "
                  "the cache and checked). Its profile and release are detected (flashbuild profiles --source TREE "
                  "says how) unless --profile names them."),
-    click.option("--profile", multiple=True, callback=_one(path=True, nonempty=True),
+    click.option("--profile", multiple=True, callback=given_once(path=True, nonempty=True),
                  help="What kind of tree --source is: a profile in configs/profiles (flash-attn-2, ...), one of its "
                  "releases (flash-attn-2@2.6) or a .toml path. Default: detected from --source; without --source, "
                  "flashbuild's own kernels."),
@@ -116,9 +117,9 @@ def _own_nvcc_flags(ctx, param, flags):
     return flags
 
 
-build_options = _apply([
+build_options = apply_options([
     click.option("--jobs", "-j", type=int, help="Parallel compiles. Default: min(cores, free memory / 4 GiB)."),
-    click.option("--build-dir", type=click.Path(file_okay=False), multiple=True, callback=_one(path=True),
+    click.option("--build-dir", type=click.Path(file_okay=False), multiple=True, callback=given_once(path=True),
                  help="Build here instead of the cache dir."),
     click.option("--debug", is_flag=True, help="Device debug build: nvcc -G -lineinfo, asserts on."),
     click.option("--lineinfo", is_flag=True, help="Optimized build with -lineinfo (for profilers)."),
@@ -200,7 +201,7 @@ def check_output(path: str | None, flag: str) -> None:
                                  param_hint=flag)
 
 
-def _finite(ctx, param, value):
+def finite(ctx, param, value):
     """A click callback: refuse nan and inf where a number of seconds or a softcap belongs."""
     import math
 
@@ -209,7 +210,8 @@ def _finite(ctx, param, value):
     return value
 
 
-def _write(path: str, text: str) -> None:
+def write_output(path: str, text: str) -> None:
+    """Write a command's --json / --csv / --sass output; a failure is one error line naming the path."""
     from pathlib import Path
 
     target = Path(path)
