@@ -13,7 +13,6 @@ same bytes (a touched header whose objects compile the same) is the module alrea
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ..safe_io import sha256_of as digest_of
 from . import cache
 
 DIGEST_CHARS = 8        # of the sha256 in a rebuilt copy's file and module name
@@ -50,14 +50,6 @@ def fingerprint(path: Path) -> tuple[int, int, int]:
     (new inode), and its mtime and size move too."""
     stat = path.stat()
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
-
-
-def digest_of(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def _exec(path: Path, module_name: str, spec_name: str | None = None) -> ModuleType:
