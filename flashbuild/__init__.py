@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from .version import __version__
 
-from .errors import BuildError, FlashbuildError, InvalidIndexError, SelectionError, VariantNotBuiltError  # noqa: E402
-
-# The build stage is the subpackage flashbuild.build. Importing it sets the attribute `build` of this
-# package to the module, so it is imported here (it is empty: cheap), before build() below takes the
-# name back; later imports of flashbuild.build.* then leave flashbuild.build the function.
-from . import build as _build_stage  # noqa: E402,F401
+from .errors import BuildError, FlashbuildError, InvalidIndexError, SelectionError, VariantNotBuiltError
 
 __all__ = ["__version__", "build", "load", "FlashbuildError", "SelectionError", "BuildError", "VariantNotBuiltError",
            "InvalidIndexError"]
@@ -24,7 +19,7 @@ def build(**kwargs):
     "none"; default every feature), config (the selection) and debug, lineinfo, nvcc_flags, jobs,
     build_dir, launcher, verbose, compile_only (the build); source and profile pick an external kernel
     tree (e.g. source="./flash-attn-2.8.3", profile="flash-attn-2")."""
-    from .build import builder as _build
+    from .pipeline import builder as _build
     return _build.build(*_build.parse_request(**_build.check_api_keywords(kwargs), keywords=True))
 
 
@@ -37,12 +32,12 @@ def load(**kwargs):
     With source= and profile= (an external tree, e.g. profile="flash-attn-2"), returns the tree's
     own Python package (flash_attn) imported with the slice's extension: its functions run the slice."""
     from . import api as _api
-    from .build import builder as _build
+    from .pipeline import builder as _build
     selection, options = _build.parse_request(**_build.check_api_keywords(kwargs), keywords=True)
     module = _build.load(selection, options)
     if selection.builtin:
         return _api.wrap(module)
-    from .build import loader
+    from .pipeline import loader
     from .sources import profile as _profiles
     tree = _profiles.load(selection.profile)
     root = _profiles.Path(selection.source)

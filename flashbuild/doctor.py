@@ -166,7 +166,7 @@ def _gpu() -> Check:
 
 def _cache() -> Check:
     """The cache root must be (or be creatable as) a private directory we can write."""
-    from .build import cache
+    from .pipeline import cache
     from .errors import FlashbuildError
 
     try:

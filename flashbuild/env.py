@@ -80,7 +80,7 @@ def default_cache_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """FLASHBUILD_CACHE_DIR, else the user's cache dir. Where it is only: build/cache.py checks it."""
+    """FLASHBUILD_CACHE_DIR, else the user's cache dir. Where it is only: pipeline/cache.py checks it."""
     override = os.environ.get("FLASHBUILD_CACHE_DIR")
     if override:
         head = override.split("/")[0]

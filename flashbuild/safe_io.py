@@ -2,10 +2,12 @@
 only regular files, never through a FIFO or a device (a FIFO blocks the read forever, /dev/zero
 never ends), at most `limit` bytes, and JSON whose nesting Python cannot follow is a ValueError
 like any other malformed JSON, not a RecursionError. Callers turn UnreadableFile and ValueError
-into their own one-line errors naming the file and the fix."""
+into their own one-line errors naming the file and the fix. And the one digest of a file's bytes
+(`sha256_of`: a built extension, a downloaded sdist)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -71,3 +73,12 @@ def loads(text: str | bytes) -> Any:
 def read_json(path: str | os.PathLike, limit: int = LIMIT) -> Any:
     """loads(read_text(path)): raises FileNotFoundError, UnreadableFile (an OSError) or ValueError."""
     return loads(read_text(Path(path), limit))
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """The hex SHA-256 of a file's bytes, read in 1 MiB blocks (an extension or an sdist can be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 import flashbuild  # noqa: E402
 from flashbuild import api
-from flashbuild.build import builder  # noqa: E402
+from flashbuild.pipeline import builder  # noqa: E402
 from flashbuild.errors import VariantNotBuiltError  # noqa: E402
 from flashbuild.reference import attention_ref, hidden_keys, kvcache_ref  # noqa: E402
 

@@ -337,7 +337,7 @@ def test_one_backend_order_for_the_turns_the_table_and_the_plot(tmp_path, monkey
 
 
 def test_peer_flags_go_together_and_the_peer_takes_our_selection(tmp_path):
-    from flashbuild import cli
+    from flashbuild.commands import bench as cli
 
     half = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path))
     assert half.exit_code == 2 and "--peer-source needs --peer-profile" in half.stderr
@@ -355,7 +355,7 @@ def test_a_peer_is_built_with_the_features_the_bench_calls_it_with(tmp_path):
     """Without --window/--softcap the bench calls plain attention: the peer has its features compiled
     out, but for its speed-only switch features. With them, it has our selection's features that its
     profile names, so its feature variants carry our feature variants' names."""
-    from flashbuild import cli
+    from flashbuild.commands import bench as cli
 
     kwargs = {"hdim": "64", "dtype": "fp16", "direction": None}
     # the peer keeps its speed-only switch features (FA3 cluster, FA2 even_mn: docs/switches.md)

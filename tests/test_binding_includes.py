@@ -96,7 +96,7 @@ def test_the_binding_compiles_without_the_broad_headers(tmp_path):
     edge runs; with a CPU torch plus the switch for its missing CUDA config header), about 15 s: its
     header closure (the depfile) holds none of BROAD_HEADERS nor the CUDA math libraries' headers,
     and it defines the module's init function under the build's module name."""
-    from flashbuild.build import builder, graph, render, toolchain
+    from flashbuild.pipeline import builder, graph, render, toolchain
 
     selection, options = builder.parse_request(hdim=64, dtype="fp16", arch="sm90", build_dir=tmp_path / "build")
     plan = builder.make_plan(selection, options)

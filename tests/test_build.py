@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild import env
 from flashbuild.errors import BuildError
-from flashbuild.build.ninja_output import NinjaOutput, first_error, new_log_entries, read_ninja_log
+from flashbuild.pipeline.ninja_output import NinjaOutput, first_error, new_log_entries, read_ninja_log
 from flashbuild.selection.variants import CompileFlags, select
 from helpers import run_cli
 
@@ -132,7 +132,7 @@ def test_lock_is_held_across_processes(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from flashbuild.build import builder
+        from flashbuild.pipeline import builder
         with builder.build_lock(Path({str(tmp_path / 'k')!r})):
             print("held", flush=True)
             time.sleep(1.5)
@@ -510,7 +510,7 @@ def test_nvcc_discovery_order(monkeypatch, tmp_path):
 def test_torch_facts_come_from_its_version_file_without_importing_it():
     info = env.torch_info()
     assert info is not None and info.version
-    probe = subprocess.run([sys.executable, "-c", "import sys, flashbuild.build.builder, flashbuild.cli; "
+    probe = subprocess.run([sys.executable, "-c", "import sys, flashbuild.pipeline.builder, flashbuild.cli; "
                             "from flashbuild import env; env.torch_info(); print('torch' in sys.modules)"],
                            capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "False"

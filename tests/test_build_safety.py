@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import graph
+from flashbuild.pipeline import graph
 from flashbuild.errors import SelectionError
 from helpers import make_fake_cuda
 
@@ -111,7 +111,7 @@ def test_the_graph_refuses_what_got_past_the_callers():
 # ---------------------------------------------------------------- torch's spec is written into the cache too
 
 def _plan_and_stub(monkeypatch, fake_root, build_dir=None):
-    from flashbuild.build import plan as plan_module, toolchain
+    from flashbuild.pipeline import plan as plan_module, toolchain
 
     spec = toolchain.TorchSpec((Path("/inc"),), ("-DA=1",), "c++17", Path("/lib"), False)
     monkeypatch.setattr(toolchain, "_import_torch_spec", lambda plan: spec)
@@ -177,7 +177,7 @@ def test_an_entry_another_build_removes_while_we_look_is_skipped_not_an_error(tm
     """Two processes loading one key (pytest workers, ranks): the other one renames and removes its
     temporaries while this one checks the build dir (seen on a 4-GPU host: 'cache entry ...: cannot be
     read (No such file or directory)'). A vanished entry is skipped; a planted symlink is still refused."""
-    from flashbuild.build import cache
+    from flashbuild.pipeline import cache
 
     build_dir = tmp_path / "entry"
     (build_dir / "obj").mkdir(parents=True)

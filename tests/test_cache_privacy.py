@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import cache as build_cache, graph
+from flashbuild.pipeline import cache as build_cache, graph
 from flashbuild.errors import BuildError, SelectionError
 from helpers import make_fake_cuda, run_cli
 
@@ -149,7 +149,7 @@ def test_dry_run_creates_nothing(cache, fake_cuda):
 # ---------------------------------------------------------------- list and clean
 
 def make_entry(root: Path, name: str, manifest) -> Path:
-    from flashbuild.build import cache as cache_module
+    from flashbuild.pipeline import cache as cache_module
 
     path = root / name
     path.mkdir(parents=True, mode=0o700)

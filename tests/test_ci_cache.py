@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import launcher as launchers
+from flashbuild.pipeline import launcher as launchers
 from helpers import REPO, make_root, requires_nvcc
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm80,sm90", "--direction", "fwd", "--causal", "off",
@@ -116,7 +116,7 @@ def test_a_warm_sccache_compiles_nothing_in_a_fresh_build_dir_at_the_same_path(t
 def test_the_builder_gives_ninja_the_ccache_defaults_and_the_api_reads_flashbuild_launcher(tmp_path, monkeypatch):
     """The defaults reach ninja's environment from the builder (so `flashbuild.load()` gets them as the
     CLI does), never over a value the user set; FLASHBUILD_LAUNCHER is the API's default launcher too."""
-    from flashbuild.build import builder
+    from flashbuild.pipeline import builder
 
     monkeypatch.delenv("CCACHE_BASEDIR", raising=False)
     monkeypatch.setenv("CCACHE_NOHASHDIR", "0")  # the user's choice stays

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, costs, graph
+from flashbuild.pipeline import builder, costs, graph
 from flashbuild.ci import shard as sharding
 from flashbuild.errors import SelectionError
 from flashbuild.selection.variants import select

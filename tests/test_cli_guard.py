@@ -20,7 +20,7 @@ def test_an_uncaught_exception_is_one_line_naming_the_traceback_file(monkeypatch
     def boom(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded\nsecond line")
 
-    from flashbuild.build import cache
+    from flashbuild.pipeline import cache
     monkeypatch.setattr(cache, "scan", boom)
     result = CliRunner().invoke(cli_module.cli, ["list"])
     assert result.exit_code == cli_module.BUG_EXIT

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild.debug import runtime, watch
 from helpers import run_cli
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild import env
 from helpers import REPO, make_root, requires_nvcc
 

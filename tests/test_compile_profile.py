@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashbuild.build import compile_profile
+from flashbuild.pipeline import compile_profile
 
 SAMPLE = """\
 source file name , phase name , phase input files , phase output file , arch , tool, metric , unit

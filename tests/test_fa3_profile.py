@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, render, toolchain
+from flashbuild.pipeline import builder, render, toolchain
 from flashbuild.errors import SelectionError
 from flashbuild.selection.variants import Variant
-from flashbuild.sources import profile as profiles, pytest_slice, units
+from flashbuild.sources import profile as profiles, pytest_slice, tree_check, units
 from helpers import run_cli
 from upstream import tree_digest
 
@@ -241,7 +241,7 @@ def test_flashbuild_fa3_cutlass_points_elsewhere(tmp_path, monkeypatch):
     (pinned / "cutlass" / "version.h").write_text(VERSION_H.format(4, 3, 4))
     monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(pinned))
     plan = plan_for(tree, hdim=64, dtype="fp16")
-    assert profiles.cutlass_include(plan.profile, tree) == pinned.resolve()
+    assert tree_check.cutlass_include(plan.profile, tree) == pinned.resolve()
     (pinned / "cutlass" / "version.h").write_text("// no version here\n")
     with pytest.raises(SelectionError, match=r"FLASHBUILD_FA3_CUTLASS=.* is CUTLASS of unknown version"):
         plan_for(tree, hdim=64, dtype="fp16")
@@ -273,7 +273,7 @@ def test_the_cutlass_a_build_uses_is_part_of_its_key(fa3_tree, tmp_path, monkeyp
 # ---------------------------------------------------------------- the Python side: flash_attn_3._C from the build
 
 def _ok():
-    from flashbuild.build.ninja_output import NinjaOutput
+    from flashbuild.pipeline.ninja_output import NinjaOutput
     out = NinjaOutput()
     out.finish(0)
     return out

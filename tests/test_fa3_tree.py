@@ -71,7 +71,7 @@ def test_every_kernel_the_api_needs_is_a_unit_or_a_stub(tmp_path, monkeypatch, f
     the slice: each kernel symbol it leaves undefined is one of the slice's units or one of its stubs
     (compiled here, seconds), and nothing else: no undefined symbol at import, no stub for a built
     kernel. The heavy kernel TUs are not compiled: their symbols are what the templates instantiate."""
-    from flashbuild.build import builder, graph, render, toolchain
+    from flashbuild.pipeline import builder, graph, render, toolchain
 
     tree, cutlass = fa3_tree()
     monkeypatch.setenv("FLASHBUILD_FA3_CUTLASS", str(cutlass))
@@ -109,7 +109,7 @@ def preprocessed(tmp_path, unit_name: str, **request) -> str:
     tree's launch template expands to with the slice's overlay (a few seconds, no compile)."""
     import shlex
 
-    from flashbuild.build import builder, render, toolchain
+    from flashbuild.pipeline import builder, render, toolchain
     from flashbuild import env
 
     plan = builder.make_plan(*builder.parse_request(build_dir=tmp_path / "build", compile_only=True, **request))

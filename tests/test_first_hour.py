@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import env
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from helpers import REPO, run_cli
 
 MAIN_JOB = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90"]

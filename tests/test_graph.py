@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import env
-from flashbuild.build import costs, graph
+from flashbuild.pipeline import costs, graph
 from flashbuild.selection.variants import CompileFlags, select
 from flashbuild.sources import profile, units
 
@@ -189,7 +189,7 @@ def test_a_cold_build_starts_the_binding_first(tmp_path):
 def test_the_abi_probe_gates_the_binding_alone():
     """Without torch imported by the plan, a probe edge writes torch's ABI macros (restat), first in
     the file; the API source's compile force-includes them and waits for it; no kernel TU does."""
-    probe = graph.AbiProbe(python=Path("/py/bin/python3"), script=Path("/src/flashbuild/build/torch_abi.py"),
+    probe = graph.AbiProbe(python=Path("/py/bin/python3"), script=Path("/src/flashbuild/pipeline/torch_abi.py"),
                            torch_root=Path("/torch"), torch_version="2.13.0+cpu")
     link = graph.LinkSpec(**{**LINK.__dict__, "abi_probe": probe})
     _, text = text_for(link=link, hdim=(64,), dtype=("fp16",), arch=("sm90",), direction=("fwd",))

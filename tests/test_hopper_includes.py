@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from flashbuild.build import render
+from flashbuild.pipeline import render
 from flashbuild.selection.variants import select
 from test_binding_includes import KERNELS, QUOTED_INCLUDE
 

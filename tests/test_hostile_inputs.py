@@ -424,7 +424,7 @@ def cache_entry(name: str = KEY, manifest: str | bytes | None = '{"variants": ["
     """A directory that looks like a build (build.ninja, manifest.json and, unless `marker` is false,
     the file flashbuild writes into each entry it makes) at tmp/<where>/<name>."""
     def setup(tmp: Path) -> None:
-        from flashbuild.build import cache
+        from flashbuild.pipeline import cache
 
         (tmp / "cache").mkdir(mode=0o700, exist_ok=True)
         entry = tmp / where / name
@@ -1019,10 +1019,10 @@ def test_the_case_list_covers_every_surface():
 
 
 def test_flashbuild_build_stays_the_function_once_its_stage_is_imported():
-    """The subpackage flashbuild.build shares the function's name: importing it (as build() itself
-    does) must not turn flashbuild.build into a module (a second call raised 'module' object is not
-    callable)."""
-    probe = subprocess.run([sys.executable, "-c", "import flashbuild, flashbuild.build.builder, flashbuild.build.cache; "
-                            "from flashbuild.build import plan; print(callable(flashbuild.build))"],
+    """The build stage is the subpackage flashbuild.pipeline, so no subpackage shares the function's
+    name: importing the stage (as build() itself does) leaves flashbuild.build the function (when the
+    stage was flashbuild/build/, a second call raised 'module' object is not callable)."""
+    probe = subprocess.run([sys.executable, "-c", "import flashbuild, flashbuild.pipeline.builder, flashbuild.pipeline.cache; "
+                            "from flashbuild.pipeline import plan; print(callable(flashbuild.build))"],
                            capture_output=True, text=True, cwd=REPO)
     assert probe.stdout.strip() == "True", probe.stderr

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from flashbuild.build import render
+from flashbuild.pipeline import render
 from flashbuild.selection.variants import ARCHS, FAMILIES, select
 from test_binding_includes import BINDING, KERNELS, include_closure
 from test_hopper_includes import closure

@@ -1,7 +1,8 @@
-"""The package's stages import downwards only (docs/architecture.md): selection -> sources -> build ->
-debug / ci -> the top-level API and CLI. A module may import from its own stage and the stages
-above it; the leaves (env.py, reference.py, safe_io.py, version.py: they import nothing of flashbuild but
-errors.py, which imports nothing at all) serve every stage. Imports inside functions count too."""
+"""The package's stages import downwards only (docs/architecture.md): selection -> sources -> pipeline
+(the build stage) -> debug / ci -> the top-level API and CLI (cli.py and its commands/). A module may
+import from its own stage and the stages above it; the leaves (env.py, reference.py, safe_io.py,
+version.py: they import nothing of flashbuild but errors.py, which imports nothing at all) serve every
+stage. Imports inside functions count too."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "flashbuild"
 
 # stage -> rank; a module of rank r may import modules of rank <= r (debug and ci: not each other).
-RANKS = {"errors": -1, "env": 0, "reference": 0, "safe_io": 0, "version": 0, "selection": 1, "sources": 2, "build": 3, "debug": 4, "ci": 4}
+RANKS = {"errors": -1, "env": 0, "reference": 0, "safe_io": 0, "version": 0, "selection": 1, "sources": 2, "pipeline": 3, "debug": 4, "ci": 4}
 TOP = 5  # api, cli, doctor, __init__, __main__
 
 
 def stage_of(module: str) -> str:
-    """'flashbuild.build.plan' -> 'build'; 'flashbuild.api' -> 'api'."""
+    """'flashbuild.pipeline.plan' -> 'pipeline'; 'flashbuild.api' -> 'api'."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -39,7 +40,7 @@ def imported_modules(path: Path, root: Path = PACKAGE) -> list[tuple[int, str]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            # `from ..build import builder` -> flashbuild.build; `from .. import env` -> flashbuild.env
+            # `from ..pipeline import builder` -> flashbuild.pipeline; `from .. import env` -> flashbuild.env
             names = [target] if node.module else [f"{target}.{alias.name}" for alias in node.names]
             found += [(node.lineno, name) for name in names if name.startswith("flashbuild")]
         elif isinstance(node, ast.Import):
@@ -70,10 +71,10 @@ def test_the_leaves_import_nothing_of_flashbuild():
 
 
 def test_the_check_resolves_relative_imports(tmp_path):
-    """`from ..build import builder` in a selection module reads as flashbuild.build: caught."""
+    """`from ..pipeline import builder` in a selection module reads as flashbuild.pipeline: caught."""
     module = tmp_path / "flashbuild" / "selection" / "bad.py"
     module.parent.mkdir(parents=True)
-    module.write_text("from .. import env\nfrom ..build import builder\n")
+    module.write_text("from .. import env\nfrom ..pipeline import builder\n")
     names = [name for _, name in imported_modules(module, root=tmp_path / "flashbuild")]
-    assert names == ["flashbuild.env", "flashbuild.build"]
+    assert names == ["flashbuild.env", "flashbuild.pipeline"]
     assert rank(stage_of(names[1])) > rank(stage_of("flashbuild.selection.bad"))

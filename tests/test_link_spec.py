@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import env
-from flashbuild.build import builder, graph, toolchain, torch_abi
+from flashbuild.pipeline import builder, graph, toolchain, torch_abi
 
 pytestmark = pytest.mark.skipif(env.torch_info() is None or env.find_nvcc() is None,
                                 reason="needs torch installed and nvcc to plan a build")

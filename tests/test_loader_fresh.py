@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, loader
+from flashbuild.pipeline import builder, loader
 
 NAME = "_flashbuild_loadertest"
 SOURCE = """\
@@ -103,7 +103,7 @@ def test_each_rebuild_loads_fresh_and_old_copies_are_removed(build_dir, monkeypa
 
 @needs_cc
 def test_the_copy_of_a_rebuilt_extension_is_counted_once_in_the_cache_listing(build_dir):
-    from flashbuild.build import cache
+    from flashbuild.pipeline import cache
 
     path = link(build_dir, 1)
     loader.load_extension(path, NAME)

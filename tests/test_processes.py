@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import processes
+from flashbuild.pipeline import processes
 from helpers import make_fake_cuda
 
 SLICE = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--no-local", "--no-softcap",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, render
+from flashbuild.pipeline import builder, render
 from flashbuild.errors import SelectionError
-from flashbuild.sources import profile as profiles, pytest_slice, units
+from flashbuild.sources import profile as profiles, pytest_slice, tree_check, units
 from helpers import REPO, run_cli
 
 FA2 = profiles.load("flash-attn-2")
@@ -55,7 +55,7 @@ def test_the_builtin_profile_names_each_tu_as_its_variant():
     assert {v.name for v in selection.variants if v.kernel_tu} == {  # the Hopper kernels' and split-KV's
         v.name for v in selection.variants if v.family.name == "hopper" or v.direction == "splitkv"}
     assert all(u.archs == (u.variant.arch,) for u in tus)
-    profiles.check_tree(builtin, REPO)
+    tree_check.check_tree(builtin, REPO)
 
 
 def test_every_shipped_profile_reads():
@@ -199,7 +199,7 @@ def test_fa2_stubs_cover_what_the_dispatch_reaches_and_the_build_leaves_out(fa2_
 
 def test_fa2_feature_switches_become_the_trees_defines(fa2_tree):
     plan = plan_for(fa2_tree, hdim=64, dtype="fp16", direction="fwd", causal="off", features="local,softcap")
-    from flashbuild.build import toolchain
+    from flashbuild.pipeline import toolchain
     assert toolchain.feature_defines(plan) == ["-DFLASHATTENTION_DISABLE_DROPOUT", "-DFLASHATTENTION_DISABLE_ALIBI",
                                                "-DFLASHATTENTION_DISABLE_UNEVEN_K",
                                                # markers of the switch features (the overlay narrows them)
@@ -238,14 +238,14 @@ def test_the_tree_is_never_written(fa2_tree, cache, monkeypatch):
 
 
 def _ok():
-    from flashbuild.build.ninja_output import NinjaOutput
+    from flashbuild.pipeline.ninja_output import NinjaOutput
     out = NinjaOutput()
     out.finish(0)
     return out
 
 
 def _tools():
-    from flashbuild.build import graph
+    from flashbuild.pipeline import graph
     return graph.Toolchain(nvcc=Path("/cuda/bin/nvcc"), include_dirs=(), gencodes=FA2.gencodes)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild import env
 from helpers import FAKE_BWD_DETAIL, make_root, requires_nvcc
 

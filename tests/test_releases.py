@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.build import builder, render
+from flashbuild.pipeline import builder, render
 from flashbuild.errors import SelectionError
 from flashbuild.sources import detect, profile as profiles, releases as releases_module
 import switch_overlay
@@ -567,7 +567,7 @@ def test_each_fa3_release_api_needs_exactly_the_slices_units_and_stubs(tmp_path,
     compiles against the release's flash.h and CUTLASS, and the API compiled with the build's flags
     leaves undefined exactly the slice's units, its stubs and the scheduler (tests/test_fa3_tree.py's
     check, per release)."""
-    from flashbuild.build import graph, toolchain
+    from flashbuild.pipeline import graph, toolchain
     from test_fa3_tree import _symbols, _unit_symbol
 
     tree, cutlass = fa3_tree_at(ref)

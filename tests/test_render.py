@@ -9,7 +9,7 @@ import jinja2
 import pytest
 
 from flashbuild import __version__
-from flashbuild.build import render
+from flashbuild.pipeline import render
 from flashbuild.selection.variants import select
 from flashbuild.sources.units import variant_name
 

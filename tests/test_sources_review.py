@@ -47,7 +47,7 @@ def test_the_trees_own_tests_leave_no_pytest_cache_in_the_tree(tmp_path):
 
 import pytest  # noqa: E402
 
-from flashbuild.build import builder  # noqa: E402
+from flashbuild.pipeline import builder  # noqa: E402
 from flashbuild.errors import SelectionError  # noqa: E402
 from test_profiles import fake_fa2_tree  # noqa: E402
 
@@ -88,9 +88,9 @@ def test_a_version_pattern_that_could_backtrack_forever_is_refused(tmp_path, pat
 
 
 def test_a_version_file_that_is_a_fifo_does_not_hang(tmp_path):
-    from flashbuild.sources import profile as profiles
+    from flashbuild.sources import profile as profiles, tree_check
 
     tree = tmp_path / "tree"
     (tree / "flash_attn").mkdir(parents=True)
     os.mkfifo(tree / "flash_attn" / "__init__.py")
-    assert profiles.tree_version(profiles.load("flash-attn-2"), tree) is None
+    assert tree_check.tree_version(profiles.load("flash-attn-2"), tree) is None

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from flashbuild.build import render
+from flashbuild.pipeline import render
 from flashbuild.errors import SelectionError
 from flashbuild.selection import space
 from flashbuild.selection.variants import Variant, select
@@ -53,7 +53,7 @@ def unquote(items: list[str]) -> list[str]:
 def test_the_checked_in_header_is_what_space_py_renders():
     assert SPACE_HEADER.read_text() == render.space_header_text(), (
         f"{SPACE_HEADER} differs from flashbuild/selection/space.py: run "
-        f"`python3 -m flashbuild.build.render --write-space-header` and commit it")
+        f"`python3 -m flashbuild.pipeline.render --write-space-header` and commit it")
 
 
 def test_the_header_holds_the_space_head_dims_feature_bits_and_names():

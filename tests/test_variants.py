@@ -131,7 +131,7 @@ def test_no_local_and_no_softcap_flags_compile_features_out(cache):
 
 
 def test_as_cli_names_each_feature_that_is_off():
-    from flashbuild.build.builder import parse_request
+    from flashbuild.pipeline.builder import parse_request
 
     for flags, tail in [((), "--causal both"), (("no_local",), "--causal both --no-local"),
                         (("no_local", "no_softcap"), "--causal both --no-local --no-softcap")]:
@@ -254,7 +254,7 @@ def test_ci_compile_preset_is_one_tu_per_arch():
 def test_preset_descriptions_count_their_tus():
     import re
 
-    from flashbuild.build.plan import selection_units
+    from flashbuild.pipeline.plan import selection_units
     from flashbuild.selection.variants import tomllib
 
     for preset in sorted((REPO / "configs").glob("*.toml")):

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from flashbuild import cli
-from flashbuild.build import builder
+from flashbuild.commands import options as cli_options
+from flashbuild.pipeline import builder
 from flashbuild.debug import checking, runtime, watch
 from flashbuild.errors import BuildError
 from flashbuild.selection.variants import Variant
@@ -85,7 +85,7 @@ def test_the_variants_to_test_are_those_whose_objects_were_rebuilt(rebuilt, expe
 
 def test_a_kernel_tus_object_is_named_after_its_variant(tmp_path):
     """build_objects' and ninja_output's target names are TU names; a kernel TU's maps to its variant."""
-    from flashbuild.build.ninja_output import NinjaOutput
+    from flashbuild.pipeline.ninja_output import NinjaOutput
     from flashbuild.sources.units import variant_name
 
     (tmp_path / "obj").mkdir()
@@ -417,7 +417,7 @@ def test_fresh_process_reruns_flashbuild_test_quick_on_the_selection(monkeypatch
     assert seen["command"][4:] == ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd,bwd",
                                    "--causal", "both", "--shapes", "quick", "--seed", "0"]
     assert seen["root"].name == "kernels" and seen["interval"] == 0.5
-    assert cli.build_args  # the same selection arguments a child test gets
+    assert cli_options.build_args  # the same selection arguments a child test gets
 
 
 def test_json_needs_the_warm_loop(cache, tmp_path):

@@ -6,7 +6,7 @@
 # The runs behind this folder's rows files:
 #   TEST=c2 bash benchmarks/bwd_dq_chunks/ab.sh 256 c1=FLASHBUILD_BWD_DQ_CHUNKS=1 c2=FLASHBUILD_BWD_DQ_CHUNKS=2
 #   bash benchmarks/bwd_dq_chunks/ab.sh 64,128,192 c1=FLASHBUILD_BWD_DQ_CHUNKS=1 c2=FLASHBUILD_BWD_DQ_CHUNKS=2
-#   (with benchmarks/archive/tried/bwd_dq_chunks--tried-bulk-reduce.diff applied) CAUSAL=off SEQLENS=16384 bash benchmarks/bwd_dq_chunks/ab.sh 128,256 \
+#   (with benchmarks/archive/tried/bwd_dq_chunks--tried-bulk-reduce.diff (out of the tree: git show 75f2c05:benchmarks/archive/tried/bwd_dq_chunks--tried-bulk-reduce.diff | git apply) applied) CAUSAL=off SEQLENS=16384 bash benchmarks/bwd_dq_chunks/ab.sh 128,256 \
 #       base=FLASHBUILD_AB_DQ_ATOMICS bulk= s1=FLASHBUILD_AB_BULK_SKIP=1 s2=FLASHBUILD_AB_BULK_SKIP=2 \
 #       s4=FLASHBUILD_AB_BULK_SKIP=4 s5=FLASHBUILD_AB_BULK_SKIP=5
 #   (on 3b108a5 with the FLASHBUILD_AB_RED switch described in tried-bulk-reduce.rows.txt)

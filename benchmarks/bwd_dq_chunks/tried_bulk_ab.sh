@@ -1,4 +1,4 @@
-# Run from the repository root on the nvidia-h200 machine, with ../archive/tried/bwd_dq_chunks--tried-bulk-reduce.diff applied to the
+# Run from the repository root on the nvidia-h200 machine, with benchmarks/archive/tried/bwd_dq_chunks--tried-bulk-reduce.diff (out of the tree: git show 75f2c05:benchmarks/archive/tried/bwd_dq_chunks--tried-bulk-reduce.diff | git apply) applied to the
 # working tree and the base tree unpacked by: git archive 3b108a5 | tar -x -C .notes/base
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1

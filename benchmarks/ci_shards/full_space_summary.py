@@ -34,7 +34,7 @@ def last_files(dirs: list[Path], pattern: str) -> dict[str, Path]:
 
 def main(dirs: list[Path]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from flashbuild.build.plan import parse_request, selection_units
+    from flashbuild.pipeline.plan import parse_request, selection_units
     from flashbuild.ci.shard import describe_split, read_costs, split
 
     walls = last_files(dirs, "wall-*.txt")

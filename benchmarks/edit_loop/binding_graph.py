@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from flashbuild import env
-from flashbuild.build import builder, cache, graph, render, toolchain
+from flashbuild.pipeline import builder, cache, graph, render, toolchain
 
 
 def main(build_dir: Path) -> str:
@@ -34,4 +34,7 @@ def main(build_dir: Path) -> str:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):  # a usage, never a build dir named --help
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:] in (["-h"], ["--help"]) else 2)
     print(main(Path(sys.argv[1]).resolve()))

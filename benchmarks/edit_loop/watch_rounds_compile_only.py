@@ -16,7 +16,7 @@ if sys.argv[1:] in (["-h"], ["--help"]):  # usage without a GPU or a tree (tests
     sys.exit(0)
 import json, os, sys, time
 from pathlib import Path
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild.debug import checking, watch
 
 root = Path(os.environ["FLASHBUILD_ROOT"])

@@ -1,6 +1,6 @@
 """Diagnostics for the hdim-256 non-causal forward at b16 s1024 h8 (benchmarks/fwd_persistent/README.md), from
 the repository root on the nvidia-h200 machine:
-  timing > tm.txt: four calls of a build with per-CTA clock64/globaltimer prints. Needs benchmarks/archive/tried/fwd_persistent--timing.diff
+  timing > tm.txt: four calls of a build with per-CTA clock64/globaltimer prints. Needs benchmarks/archive/tried/fwd_persistent--timing.diff (out of the tree: git show 75f2c05:benchmarks/archive/tried/fwd_persistent--timing.diff | git apply)
     applied to kernels/ampere/fwd_kernel.h as of commit d8c335d (before the persistent forward).
   parse tm.txt: the prologue and epilogue shares of a CTA, from those prints
   clocks: ours and FA2 in 3-s loops, alternating, with nvidia-smi sampling SM clock and power"""

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flashbuild.build import builder, render
+from flashbuild.pipeline import builder, render
 
 SELECTION = dict(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd,bwd,splitkv", causal="on",
                  features="none")

@@ -6,7 +6,7 @@ the split); shards 1..n are each there once; every TU of the selection is in exa
 object is the one its manifest hashed; and this machine would build the same key from the same
 tree. Then, as a one-machine build does (builder.build), it stops with the reason when torch here
 has no CUDA. Else it links the objects with the binding, by the same rules and flags as
-build/graph.py, into the build dir of the key (or --build-dir), and writes its manifest.
+pipeline/graph.py, into the build dir of the key (or --build-dir), and writes its manifest.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Any
 from ninja import ninja_syntax
 
 from .. import env, safe_io
-from ..build import builder, cache, graph, processes, provenance, render
-from ..build.plan import Plan
+from ..pipeline import builder, cache, graph, processes, provenance, render
+from ..pipeline.plan import Plan
 from ..errors import BuildError, FlashbuildError
 from ..sources import profile as profiles
-from ..build import launcher as launchers
+from ..pipeline import launcher as launchers
 from . import shard as sharding
 
 # What every shard must agree on: a difference in any of them means objects built differently.

@@ -26,10 +26,10 @@ from typing import Any, Iterable
 
 from .. import env, safe_io
 from ..version import __version__
-from ..build import builder, cache, graph, render
-from ..build.costs import estimate
-from ..build.provenance import sha256, toolkit, tree_digest
-from ..build.plan import Plan
+from ..pipeline import builder, cache, graph, render
+from ..pipeline.costs import estimate
+from ..pipeline.provenance import sha256, toolkit, tree_digest
+from ..pipeline.plan import Plan
 from ..errors import BuildError, SelectionError
 from ..sources.units import Unit
 

@@ -4,7 +4,7 @@ LSE, mha_bwd, mha_fwd_kvcache, variants, build_key).
 
 For flash-attn 2 that is flash_attn.flash_attn_func (the backward through its autograd, as users
 call it) and flash_attn.flash_attn_with_kvcache, imported from the tree with the slice's
-flash_attn_2_cuda first on the path (build/loader.py's load_package). For flash-attn 3 it is
+flash_attn_2_cuda first on the path (pipeline/loader.py's load_package). For flash-attn 3 it is
 hopper/flash_attn_interface's flash_attn_func, _flash_attn_backward and flash_attn_with_kvcache, with
 the slice's _C picked up by the flash_attn_3 package generated into the build dir."""
 

@@ -26,6 +26,7 @@ import statistics
 import warnings
 from typing import Any, Callable
 
+from ..errors import BuildError
 from ..selection.variants import Variant
 from .bench_problems import (BACKENDS, BWD_FLOP_FACTOR, DEFAULT_REPS, DEFAULT_SEQLENS, DIRECTIONS,  # noqa: F401
                              JSON_FORMAT, MODEL_DIM, OURS, REGRESSION_PCT, SDPA_BACKENDS, TOKENS, WARMUP, Problem,
@@ -181,6 +182,48 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
     if cuda:
         torch.cuda.empty_cache()
     return out
+
+
+def measure_build(module, gpu, seqlens, *, reps: int, window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                  peers: dict | None = None, log: Callable[[str], None]) -> list[Result]:
+    """Every variant of a loaded build that this GPU runs and the bench can call, at each seqlen, beside
+    the SDPA backends and `peers` (name -> a loaded peer build); what is not measured is logged with why."""
+    from . import runtime
+
+    peers = peers or {}
+    built = [Variant.from_name(name) for name in module.variants()]
+    here, elsewhere = runtime.runnable(built, gpu)
+    if elsewhere:
+        log(f"not measured here ({gpu.arch}): {', '.join(v.name for v in elsewhere)}")
+    unmeasured = [v for v in here if v.direction not in DIRECTIONS]
+    if unmeasured:
+        log(f"not measured (the standard's shapes are for {', '.join(DIRECTIONS)}): "
+            f"{', '.join(v.name for v in unmeasured)}")
+        here = [v for v in here if v.direction in DIRECTIONS]
+    asked = features_asked(window, softcap)
+    for feature in asked:
+        if not any(feature in v.features for v in here):
+            log(f"--{'window' if feature == 'local' else 'softcap'}: no variant measured here has {feature} "
+                f"(built without it, or with --no-{feature}): the plain variants are measured as they are")
+    idle = [v for v in here if v.features and not set(v.features) & set(asked)]
+    if idle:
+        log(f"not measured (a feature variant runs only for calls with its features: pass --window LEFT,RIGHT "
+            f"and/or --softcap X): {', '.join(v.name for v in idle)}")
+        here = [v for v in here if v not in idle]
+    names = {v.name for v in built}
+    results = []
+    log(f"measuring {len(here)} variants x {len(seqlens)} seqlens x {len(BACKENDS) + len(peers)} backends "
+        f"on {gpu.describe()}")
+    try:
+        for variant in here:
+            has_fwd = variant.name.replace("bwd_", "fwd_", 1) in names
+            features = features_for(variant, window, softcap)
+            for seqlen in seqlens:
+                results += measure(module, variant, seqlen, reps=reps, has_fwd=has_fwd, log=log, peers=peers,
+                                   **features)
+    except RuntimeError as exc:  # a CUDA error outside one backend's measurement leaves the context unusable
+        raise BuildError(f"the benchmark stopped: {str(exc).strip().splitlines()[0]}") from None
+    return results
 
 
 def _first_line(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from ..build import builder
+from ..pipeline import builder
 from .. import env
 from ..errors import NoGpuError, SelectionError
 from ..selection.variants import ARCH_NUMBER, Selection, Variant
@@ -97,7 +97,7 @@ def open_tree_build(plan):
     """An external tree's linked build, imported through its Python package, behind its adapter."""
     import json
 
-    from ..build import loader
+    from ..pipeline import loader
     from ..sources import profile as profiles
     from . import adapters
 

@@ -2,7 +2,7 @@
 
 Polls the modification times under kernels/ (no new dependency). The default loop stays one warm
 process (issue 17): Python, torch and the CUDA context are set up once, and each round rebuilds
-through the builder, loads the relinked extension fresh (build/loader.py: a module of its own per
+through the builder, loads the relinked extension fresh (pipeline/loader.py: a module of its own per
 build, never the stale one) and runs `flashbuild test`'s checks on the variants whose kernel objects
 ninja recompiled (every variant when the binding was, or with test_all), then prints one verdict line:
 
@@ -291,7 +291,7 @@ def append_json(path: Path) -> Callable[[Round], None]:
 
 def build_objects(build_dir: Path) -> dict[str, int]:
     """target name (ninja_output's: a variant's name, "binding") -> mtime (ns) of each object of a build."""
-    from ..build.ninja_output import NinjaOutput
+    from ..pipeline.ninja_output import NinjaOutput
 
     out = {}
     for path in sorted((Path(build_dir) / "obj").glob("*.o")):
@@ -307,7 +307,7 @@ def warm_loop(selection, options, gpu, *, shapes: str, seed: int = 0, test_all: 
     """A WarmLoop over the builder and `flashbuild test`'s checks for `selection` on `gpu`: of the
     variants to test, those this GPU runs (as `flashbuild test` picks them) are checked; each failed
     check's row is echoed."""
-    from ..build import builder
+    from ..pipeline import builder
     from . import runtime
 
     plan = builder.make_plan(selection, options)  # what builder.build builds each round
@@ -398,7 +398,7 @@ def tree_loop(selection, options, *, shapes: str, seed: int = 0, test_all: bool 
     import sys
     import tempfile
 
-    from ..build import builder
+    from ..pipeline import builder
 
     plan = builder.make_plan(selection, options)
 
@@ -446,7 +446,7 @@ def child(request_path: str) -> int:
     """The check process of tree_loop: import the build, check the requested variants, write the rows."""
     import json as json_module
 
-    from ..build import builder
+    from ..pipeline import builder
     from . import runtime
 
     job = json_module.loads(Path(request_path).read_text())

@@ -5,7 +5,7 @@ Every profile of configs/profiles (but our own kernels) is tried, each release l
 requires (tree.required, extension.sources, include dirs, support files, overlaid headers) and its
 version string falls in the release's versions. Each candidate that does not match says why, so that
 `flashbuild profiles --source TREE` can show it. Nothing here writes anything or runs a compiler; the
-CUTLASS a tree pins is checked later (profile.check_cutlass), once the release is known.
+CUTLASS a tree pins is checked later (tree_check.check_cutlass), once the release is known.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import SelectionError
 from . import profile as profiles
+from . import tree_check
 from . import releases as releases_module
 
 
@@ -65,12 +66,12 @@ def candidates(root: Path) -> list[Candidate]:
         for tree, line in zip(family, lines or (None,) * len(family)):
             problems = file_problems(tree, root)
             problems += [f"has {rel} (a later layout)" for rel in (line.absent if line else ()) if (root / rel).exists()]
-            version = profiles.tree_version(tree, root) if tree.version_file else None
+            version = tree_check.tree_version(tree, root) if tree.version_file else None
             if tree.version_file and version is None:
                 problems.append(f"{tree.version_file}: no version (nothing matches {tree.version_pattern})")
             elif line is not None and not line.serves(version):
                 problems.append(f"version {version} is not {line.range_text}")
-            elif line is None and tree.version_accepts and not profiles.release_matches(version, tree.version_accepts):
+            elif line is None and tree.version_accepts and not tree_check.release_matches(version, tree.version_accepts):
                 problems.append(f"version {version} is not {tree.version_accepts}.x")
             out.append(Candidate(tree.name, name, line.served if line else "", version, tuple(problems), looks_like,
                                  resemblance))
@@ -80,7 +81,7 @@ def candidates(root: Path) -> list[Candidate]:
 def choose(source: str | None, profile: str | None) -> str | None:
     """The profile a build of `source` uses: `profile` when it names a release, a path or a profile
     without releases; else the release (of `profile`'s, or of any profile's) the tree is. A source that
-    is not a directory is left to profile.resolve_source, which names it."""
+    is not a directory is left to tree_check.resolve_source, which names it."""
     if source is None:
         return profile
     text = str(profile) if profile is not None else None
@@ -108,7 +109,7 @@ def choose(source: str | None, profile: str | None) -> str | None:
 def _base_fits(tree: profiles.Profile, root: Path) -> bool:
     if file_problems(tree, root):
         return False
-    return tree.version_file is None or profiles.release_matches(profiles.tree_version(tree, root),
+    return tree.version_file is None or tree_check.release_matches(tree_check.tree_version(tree, root),
                                                                  tree.version_accepts)
 
 
@@ -126,7 +127,7 @@ def detect(root: Path, family: str | None = None) -> str:
     if len(matching) > 1:
         raise SelectionError(f"--source {root}: matches {', '.join(c.name for c in matching)}; pick one with "
                              f"--profile ({hint})")
-    # A release that serves the tree's version and lacks only files: profile.check_tree names them
+    # A release that serves the tree's version and lacks only files: tree_check.check_tree names them
     # with the profile keys that require them.
     # (A tree of another kind may carry a stray version file, e.g. the flash-attn sdist's hopper/__init__.py:
     # such a release must have most of its family's files too.)

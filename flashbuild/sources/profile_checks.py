@@ -6,7 +6,7 @@ checks what those strings may hold, by where each one goes:
 
 - flags (`flags.nvcc`, `flags.defines`, `flags.cxx`) and gencodes reach nvcc's command line, and nvcc
   runs its own steps through a shell once more, inside double quotes where `$`, a backtick, `"` and
-  `\\` still act (build/graph.py says more). flashbuild escapes its users' --nvcc-flag values and
+  `\\` still act (pipeline/graph.py says more). flashbuild escapes its users' --nvcc-flag values and
   refuses those no escaping makes safe; a profile's flags get the same refusal here, before anything
   is rendered. A gencode must be `-gencode arch=compute_N,code=sm_N` and nothing else.
 - names (`instantiation.*.name`, `support.name`, `generated.file`) become file names in the build
@@ -31,10 +31,10 @@ from pathlib import Path
 from .. import env
 from ..errors import SelectionError
 
-# What nvcc's inner shell acts on inside double quotes (build/graph.py NVCC_SHELL_CHARS), plus what ends a line.
+# What nvcc's inner shell acts on inside double quotes (pipeline/graph.py NVCC_SHELL_CHARS), plus what ends a line.
 SHELL_CHARS = {"$": "`$`", "`": "a backtick", '"': 'a double quote', "\\": "a backslash", "\n": "a newline",
                "\r": "a carriage return", "\0": "a NUL byte"}
-# nvcc passes these options' values to the host compiler, ptxas, ... unquoted (build/graph.py RAW_VALUE_OPTIONS).
+# nvcc passes these options' values to the host compiler, ptxas, ... unquoted (pipeline/graph.py RAW_VALUE_OPTIONS).
 RAW_VALUE_OPTIONS = ("-Xcompiler", "--compiler-options", "-Xlinker", "--linker-options", "-Xptxas", "--ptxas-options",
                      "-Xnvlink", "--nvlink-options", "-Xarchive", "-Xcudafe", "-Xfatbin", "--fatbin-options", "-Xnvvm")
 RAW_SAFE = re.compile(r"[A-Za-z0-9_+,.=/:@%^-]*")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from .. import env
 from ..errors import SelectionError
+from ..safe_io import sha256_of
 
 TABLE = "sources/sdists.toml"  # under configs/: package -> version -> sha256 (not a preset: beside them)
 SOURCES = "sources"        # in the cache root: the unpacked releases
@@ -198,14 +198,6 @@ def _private_umask():
         yield
     finally:
         os.umask(old)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(spec: str, into: Path | None = None, table: Path | None = None) -> Path:

@@ -14,7 +14,7 @@ from .profile import CUTLASS_TYPES, Profile
 
 # A variant whose family's kernels compile device-only (Variant.kernel_tus) has a TU per kernel, named after
 # it with the KernelTu's part ("kernel", "kernel_ordered"): that kernel alone (nvcc -fatbin), its fatbin
-# embedded in its object (build/graph.py); the variant's own TU launches the kernels from those fatbins.
+# embedded in its object (pipeline/graph.py); the variant's own TU launches the kernels from those fatbins.
 KERNEL_PART = "kernel"
 KERNEL_SUFFIX = "_" + KERNEL_PART
 

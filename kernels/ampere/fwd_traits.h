@@ -16,7 +16,7 @@ struct FwdTile {
 constexpr int fwd_smem_bytes(int head_dim, int block_m, int block_n) { return 2 * head_dim * (block_m + 2 * block_n); }
 
 // The tile heuristic in one place, measured on an H200 (fp16, 16k tokens; sweeps in
-// benchmarks/archive/fwd_tile_sweep/ and benchmarks/fwd_masked_steps/). Since the main loop runs its
+// benchmarks/fwd_masked_steps/; the first sweep is fwd_tile_sweep/ in benchmarks/archive/README.md). Since the main loop runs its
 // masked steps apart from the unmasked ones, 128x64 with 4 warps is the fastest tile up to hdim 128,
 // causal or not (hdim 128 causal at 16k: 350 against 333 TFLOPS for 128x128/8); 128x128/4 is slower
 // at hdim 64. hdim 192/256 take 16 rows per warp so that the O accumulator fits in registers:

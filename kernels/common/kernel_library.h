@@ -3,7 +3,7 @@
 // A build may compile a variant's kernel device-only, in a TU of its own (<variant>_kernel.cu, nvcc
 // -fatbin): that TU has no host side (no cudafe++, no host compiler), and the TU that launches it,
 // which no longer compiles the kernel, builds beside it instead of after it. The extension carries
-// that fatbin as data (the kernel TU's object embeds it, flashbuild/build/graph.py), and the launching
+// that fatbin as data (the kernel TU's object embeds it, flashbuild/pipeline/graph.py), and the launching
 // TU loads it here through the runtime's library API: cudaLibraryLoadData, once per process, is
 // context-independent (every device gets the code as it first uses it). The fatbin holds the
 // variant's one kernel, which is found by count, not by name (a template kernel's name is its

@@ -131,7 +131,7 @@ CACHE_MANIFEST = {"flashbuild": "0.1.0", "key": "KEY", "module_name": "_flashbui
 @settings(max_examples=examples(40))
 @given(file_content(CACHE_MANIFEST), st.booleans())
 def test_cache_entries_are_listed_and_removed_whatever_their_manifest(content, marker):
-    from flashbuild.build import cache
+    from flashbuild.pipeline import cache
 
     with sandbox() as box:
         root = box.root / "cache"

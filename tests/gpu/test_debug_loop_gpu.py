@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 from flashbuild.debug import bench, checking, runtime
-from flashbuild.build import builder
+from flashbuild.pipeline import builder
 from flashbuild import env  # noqa: E402
 from flashbuild.selection.variants import Variant, implemented_directions  # noqa: E402
 from helpers import make_root, run_cli  # noqa: E402

@@ -1,0 +1,23 @@
+"""`flashbuild profiles`: the profiles of external kernel trees, and which one a tree is."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--source", type=click.Path(file_okay=False),
+              help="A kernel tree: say which profile and release it is, and why the others do not match.")
+def profiles(source):
+    """The profiles of external kernel trees and the releases each serves (configs/profiles/)."""
+    from pathlib import Path
+
+    from ..sources import detect
+
+    click.echo(detect.listing())
+    if source is not None:
+        root = Path(source).expanduser().resolve()
+        if not root.is_dir():
+            raise click.BadParameter(f"{source}: {'not a directory' if root.exists() else 'does not exist'}; pass "
+                                     f"the root of a kernel tree", param_hint="--source")
+        click.echo(detect.describe(root))
