@@ -35,13 +35,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/index_errors.h"
@@ -1042,7 +1042,8 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   // Nothing appended (the append kernel reads checked indices), on the Hopper split-KV: one launch. Its splits
   // merge in the kernel when the counters of the call's query blocks fit the buffer (else the combine kernel).
-  if (hopper_splitkv && !a.k && !previous_splitkv_path()) {
+  // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
+  if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !previous_splitkv_path()) {
     read_indices_at_use(p, a, g, k.size(0), q);
     const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
     if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
