@@ -140,7 +140,8 @@ def main() -> None:
     parser.add_argument("--batch", default="1,8,64", help="batch sizes, comma-separated")
     parser.add_argument("--cache", default="4096,16384,65536", help="cache lengths, comma-separated")
     parser.add_argument("--reps", type=int, default=20, help="timed passes per measurement (median)")
-    parser.add_argument("--sweep-splits", default="", help="forced num_splits to time (graph) at batch <= 8, comma-separated")
+    parser.add_argument("--sweep-splits", default="",
+                        help="forced num_splits to time (graph) at batch <= 8, comma-separated")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     hdims = [int(x) for x in args.hdim.split(",")]
@@ -152,8 +153,8 @@ def main() -> None:
             for c in map(int, args.cache.split(","))]
     print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| hdim | batch | cache | ours µs (graph) | ours no-idx µs (graph) | ours previous µs (graph) | "
-          "SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | previous / ours eager (graph) | "
-          "ours TB/s eager (graph) | of HBM copy (graph) |")
+          "SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | "
+          "previous / ours eager (graph) | ours TB/s eager (graph) | of HBM copy (graph) |")
     print("| --- " * 12 + "|")
     for r in rows:
         def us(key):
@@ -166,7 +167,8 @@ def main() -> None:
         pe, pg = r["ours_prev"]
         print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {us('ours')} | {us('ours_no_idx')} | "
               f"{us('ours_prev')} | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | "
-              f"{pe / oe:.2f} ({pg / og:.2f}) | {tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
+              f"{pe / oe:.2f} ({pg / og:.2f}) | {tb_e:.2f} ({tb_g:.2f}) | "
+              f"{tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
     if sweep:
         print("\nGraph-replayed µs with num_splits forced (auto = ours above):")
         print("| hdim | batch | cache | auto | " + " | ".join(f"{n} splits" for n in sweep) + " |")

@@ -72,9 +72,13 @@ def check_reference(q, k_cache, v_cache, out, lse, **kwargs):
 SHAPES = [(1, 1, 32, 8, False), (3, 1, 16, 2, False), (2, 4, 8, 8, True), (2, 70, 4, 2, False)]
 
 
+def shape_id(s):
+    return "b{}-sq{}-h{}-hk{}-{}".format(*s[:4], "causal" if s[4] else "nc")
+
+
 @pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged"])
 @pytest.mark.parametrize("num_splits", [0, 2, 5, 16])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}-sq{}-h{}-hk{}-{}".format(*s[:4], "causal" if s[4] else "nc"))
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_one_launch_equals_the_previous_path_and_the_reference(m, monkeypatch, head_dim, shape, num_splits, paged):
     batch, seqlen_q, nheads, nheads_k, causal = shape
