@@ -35,10 +35,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/index_errors.h"
@@ -195,6 +198,58 @@ IndexRecord index_record(int device, bool allocate) {
     r = {static_cast<int*>(host), static_cast<int*>(mapped)};
   }
   return r;
+}
+
+// The Hopper split-KV's fused combine counts the splits that have finished each query block in a buffer that
+// must be zero when a launch starts; the kernel leaves it zero when it ends (FwdEpilogue::combine_if_last), so
+// each buffer is cleared once, when made, and serves every later launch that runs after the previous one:
+// one per (device, stream) for eager calls, which a stream runs in order, and one per (capture, stream) in a
+// graph capture: a captured stream's launches run in order in every replay, and the replays of one graph run
+// one after the other, while a buffer is no other graph's, stream's or forked branch's.
+// Made eagerly: cleared by a memset ordered on the call's stream. Made inside a capture: a memset there would
+// be captured, not run, so it runs on a stream of our own, whose end the host waits for once (the capture's
+// stream is not synchronised). A capture's buffer (16 KB) lives as long as the process.
+constexpr int kSplitCounterSlots = 4096;
+
+struct SplitCounterKey {
+  int device;
+  cudaStream_t stream;
+  unsigned long long capture;  // the capture's id; 0 for eager calls
+  bool operator<(const SplitCounterKey& o) const {
+    return std::tie(device, stream, capture) < std::tie(o.device, o.stream, o.capture);
+  }
+};
+
+std::mutex split_counters_mutex;
+std::map<SplitCounterKey, unsigned*> split_counter_buffers;
+
+unsigned* split_counters(int device, cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long capture = 0;
+  C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &capture));
+  const bool capturing = status == cudaStreamCaptureStatusActive;
+  const SplitCounterKey key{device, stream, capturing ? capture : 0};
+  std::lock_guard<std::mutex> lock(split_counters_mutex);
+  unsigned*& buffer = split_counter_buffers[key];
+  if (buffer != nullptr) return buffer;
+  constexpr size_t bytes = kSplitCounterSlots * sizeof(unsigned);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // cudaMalloc is not allowed in a global capture
+  C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  void* memory = nullptr;
+  cudaError_t err = cudaMalloc(&memory, bytes);
+  if (err == cudaSuccess && !capturing) {
+    err = cudaMemsetAsync(memory, 0, bytes, stream);
+  } else if (err == cudaSuccess) {
+    cudaStream_t own = nullptr;
+    err = cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking);
+    if (err == cudaSuccess) err = cudaMemsetAsync(memory, 0, bytes, own);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(own);
+    if (own != nullptr) cudaStreamDestroy(own);
+  }
+  C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  C10_CUDA_CHECK(err);
+  buffer = static_cast<unsigned*>(memory);
+  return buffer;
 }
 
 // The record as a 4-int CUDA tensor (mapped host memory), for reports made with torch ops.
@@ -799,6 +854,32 @@ CheckedIndices checked_indices(FwdParams& p, const KVCacheArgs& a, const CacheSh
   return ci;
 }
 
+// A plain decoding call on the Hopper split-KV is one launch: no check kernel; the attention kernel reads the
+// caller's index tensors and clamps and records each value where it reads it (CacheIndexCheck::at_read).
+void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g, int64_t cache_rows,
+                         const at::Tensor& q) {
+  CacheIndexCheck& c = p.index_check;
+  c.at_read = true;
+  c.checked = nullptr;  // run_cache_index_check launches nothing
+  c.capacity = g.capacity, c.num_cache_rows = int(cache_rows);
+  const bool any = a.cache_seqlens || a.cache_batch_idx || a.cache_leftpad || a.block_table;
+  c.error = any ? index_record(q.get_device(), true).device : nullptr;
+  p.seqused_k = a.cache_seqlens ? a.cache_seqlens->data_ptr<int>() : nullptr;
+  p.cache_batch_idx = a.cache_batch_idx ? a.cache_batch_idx->data_ptr<int>() : nullptr;
+  p.cache_leftpad = a.cache_leftpad ? a.cache_leftpad->data_ptr<int>() : nullptr;
+  if (a.block_table) {
+    p.block_table = a.block_table->data_ptr<int>();
+    p.block_table_batch_stride = a.block_table->stride(0);
+  }
+}
+
+// FLASHBUILD_SPLITKV_PATH=previous runs decoding on the Hopper split-KV as before its one-launch path (the
+// check kernel, the attention kernel, the combine kernel): for A/B runs (benchmarks/decode/decode_table.py).
+bool previous_splitkv_path() {
+  const char* v = std::getenv("FLASHBUILD_SPLITKV_PATH");
+  return v != nullptr && std::strcmp(v, "previous") == 0;
+}
+
 // A padded head dim runs on a zero-padded copy of the cache, so the appended rows land in the copy;
 // this writes them back to the caller's cache (torch indexing: the kernels only know the copy), at the
 // checked indices the kernels wrote at (in range, so torch's own index checks never fire).
@@ -959,6 +1040,14 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   }
 #if FLASHBUILD_HAS_SPLITKV
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  // Nothing appended (the append kernel reads checked indices), on the Hopper split-KV: one launch. Its splits
+  // merge in the kernel when the counters of the call's query blocks fit the buffer (else the combine kernel).
+  // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
+  if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !previous_splitkv_path()) {
+    read_indices_at_use(p, a, g, k.size(0), q);
+    const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
+    if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
+  }
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif
   if (g.seqlen_new && c.hdim != c.user_hdim) {

@@ -68,6 +68,10 @@ struct CacheIndexCheck {
   int capacity;
   int* checked;
   int* error;
+  // The Hopper split-KV's one-launch decode (no keys appended): no check kernel; the attention kernel reads
+  // the caller's values (the FwdParams fields point at them) and clamps and records each where it reads it
+  // (hopper/fwd_kernel.h, FwdKernel::sequence; hopper/fwd_mainloop.h, key_box), with the ranges above.
+  bool at_read;
 };
 
 // Forward attention over (batch, seqlen, nheads, head_dim) tensors whose last dimension is
@@ -123,6 +127,10 @@ struct FwdParams {
   int num_splits;
   float* __restrict__ o_accum;
   float* __restrict__ lse_accum;
+  // The Hopper split-KV's fused combine (set: no combine kernel): one arrival counter per query block of
+  // a (batch, head), zero before the launch; the CTA whose split arrives last at a block merges its rows
+  // and sets the counter back to zero, so the memory is zero for the next launch (and graph replay).
+  unsigned* split_counters;
 
   // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of
   // cache row cache_batch_idx[b] (b when null), skipping its first cache_leftpad[b] rows (0 when

@@ -36,7 +36,9 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
 // beside it. So split until the tiles fill one wave of the SMs, not two CTAs per SM, keeping four key
 // blocks per split as above. On the H200, kernel time (benchmarks/decode/README.md, "The Hopper split-KV"):
 // batch 1 with 64k keys took 33 splits by the rule above and ran 1.04-1.09x the Ampere-path kernel's
-// time; one wave is 16.
+// time; one wave is 16. With the combine fused into the kernel (one launch), a forced sweep of 4-32 splits found
+// this count the best or within 1.4 us of it (the same count timed twice) at batch 1 and 8
+// (benchmarks/decode/README.md, "One launch for a decoding call").
 inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int seqlen_k, int block_m, int block_n,
                                       int num_sms) {
   const int m_blocks = (seqlen_q + block_m - 1) / block_m;

@@ -14,12 +14,25 @@
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
+#include "common/splitkv_combine.h"  // combine_row
 #include "hopper/accumulator.h"
 #include "hopper/fwd_params.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
 
 namespace flashbuild::hopper {
+
+// bar.red.or over named barrier `id`: every one of `threads` threads arrives and learns whether any passed true.
+CUTE_DEVICE bool barrier_or(FwdBarrier id, int threads, bool pred) {
+  const uint32_t hw_id = uint32_t(id) + uint32_t(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier);
+  uint32_t any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(any)
+      : "r"(uint32_t(pred)), "r"(hw_id), "r"(uint32_t(threads))
+      : "memory");
+  return any != 0;
+}
 
 // kBottomAligned: the causal kernel's tiles (SeqRange::bottom_aligned), whose first may start
 // before its sequence; a compile-time choice, so the other kernels' code is as it was.
@@ -214,6 +227,38 @@ struct FwdEpilogue {
     }
     if constexpr (Traits::kOAliasesQ) {  // sQ would have been freed by the store
       barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
+    }
+  }
+
+  // The fused split combine (p.split_counters set, after store_split): the CTA whose split of this query block
+  // arrives last merges the block's rows from every split's partials (combine_row, one warp a row) into O and
+  // the LSE, so decoding needs no combine kernel (a launch: 14-20 % of a batch-1 call's GPU time,
+  // benchmarks/decode/README.md). Arrival: the consumers meet at a barrier once their partials are stored, and
+  // one thread fences and counts the arrival; atomicInc wraps the
+  // counter back to 0 at the last of num_splits arrivals, so the counters are zero again when the launch ends
+  // (what the next launch, or the next replay of a captured graph, needs) with no kernel to clear them.
+  // Nothing waits on another CTA: a CTA that is not last goes on to its next tile.
+  CUTE_DEVICE static void combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
+                                          int thread_idx) {
+    barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);  // every consumer's partial stores are issued
+    bool last = false;
+    if (thread_idx == 0) {
+      // The fence is cumulative: it orders the stores the barrier ordered before it (the whole CTA's partials)
+      // before the count, at device scope; one thread's fence, not 128. The same fence after the count orders
+      // the other splits' partials (fenced before their counts) before our reads of them.
+      const int64_t block = (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
+      __threadfence();
+      last = atomicInc(p.split_counters + block, unsigned(p.num_splits - 1)) == unsigned(p.num_splits - 1);
+      if (last) { __threadfence(); }
+    }
+    if (!barrier_or(FwdBarrier::kSplitArrived, kNumMmaThreads, last)) { return; }
+    const int skip = kBottomAligned ? seq.q_skip : 0;
+    const int first = max(tile.m_block * kBlockM - skip, 0);
+    const int end = min((tile.m_block + 1) * kBlockM - skip, p.seqlen_q);
+    const int64_t row0 = (int64_t(tile.batch) * p.nheads + tile.head) * p.seqlen_q;
+    constexpr int kWarps = kNumMmaThreads / cutlass::NumThreadsPerWarp;
+    for (int row = first + thread_idx / cutlass::NumThreadsPerWarp; row < end; row += kWarps) {
+      combine_row<kHeadDim, Element>(p, row0 + row, thread_idx % cutlass::NumThreadsPerWarp);
     }
   }
 

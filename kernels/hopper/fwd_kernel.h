@@ -4,6 +4,7 @@
 // normalise (fwd_softmax.h) and store (fwd_epilogue.h). Tiles and registers in fwd_traits.h.
 #pragma once
 
+#include "common/index_errors.h"  // checked_index (FwdKernel::sequence)
 #include "hopper/fwd_epilogue.h"
 #include "hopper/fwd_mainloop.h"
 #include "hopper/fwd_params.h"
@@ -22,13 +23,23 @@ struct FwdKernel {
   // Batch b's rows; causal query blocks end at the last row (SeqRange::bottom_aligned). The split-KV
   // kernel's keys are a KV cache's (common/params.h): cache row cache_batch_idx[b], from its
   // cache_leftpad[b]-th row, seqused_k[b] + seqlen_knew - cache_leftpad[b] of them (none when negative).
+  // With index_check.at_read (no check kernel ran) these are the caller's values: each is clamped into its
+  // range here, where it is read, and a bad one recorded, as the check kernel would (common/cache_index_check.h).
   CUTE_DEVICE static SeqRange sequence(FwdParams const& p, int batch) {
     SeqRange seq = SeqRange::of(p, batch);
     if constexpr (kIsSplitKV<kFeatures>) {
-      const int leftpad = p.cache_leftpad ? p.cache_leftpad[batch] : 0;
-      seq.seqlen_k = (p.seqused_k ? p.seqused_k[batch] : p.seqlen_k) + p.seqlen_knew - leftpad;
+      int leftpad = p.cache_leftpad ? p.cache_leftpad[batch] : 0;
+      int used = p.seqused_k ? p.seqused_k[batch] : p.seqlen_k;
+      int row = p.cache_batch_idx ? p.cache_batch_idx[batch] : batch;
+      const CacheIndexCheck& c = p.index_check;
+      if (c.at_read) {
+        leftpad = checked_index(leftpad, c.capacity, c.error, IndexArg::kCacheLeftpad, 0, batch);
+        used = checked_index(used, c.capacity - p.seqlen_knew, c.error, IndexArg::kCacheSeqlens, 0, batch);
+        row = checked_index(row, c.num_cache_rows - 1, c.error, IndexArg::kCacheBatchIdx, 0, batch);
+      }
+      seq.seqlen_k = used + p.seqlen_knew - leftpad;
       seq.k_row0 = leftpad;
-      seq.k_batch = p.cache_batch_idx ? p.cache_batch_idx[batch] : batch;
+      seq.k_batch = row;
     }
     if constexpr (kIsCausal) {
       return seq.bottom_aligned(Traits::kBlockM);
@@ -135,6 +146,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       if constexpr (kIsSplitKV<kFeatures>) {
         if (p.num_splits > 1) {  // chosen at run time: one kernel serves one split and several
           Epilogue::store_split(p, tile, seq, thread_idx, tOrO, lse);
+          if (p.split_counters) { Epilogue::combine_if_last(p, tile, seq, scheduler.num_m_blocks, thread_idx); }
           continue;
         }
       }

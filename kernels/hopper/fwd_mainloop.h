@@ -17,6 +17,7 @@
 #pragma once
 
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
+#include "common/index_errors.h"  // checked_index: the split-KV's page table read unchecked (CacheIndexCheck::at_read)
 #include "hopper/fwd_params.h"
 #include "hopper/fwd_softmax.h"
 #include "hopper/tile_scheduler.h"
@@ -83,7 +84,13 @@ struct FwdMainloop {
   CUTE_DEVICE static KeyBox key_box(FwdParams const& p, SeqRange const& seq, int batch, int n_block) {
     const int row = n_block * kBlockN;
     if constexpr (kPaged) {
-      return {row % p.page_size, p.block_table[int64_t(batch) * p.block_table_batch_stride + row / p.page_size]};
+      const int column = row / p.page_size;
+      int page = p.block_table[int64_t(batch) * p.block_table_batch_stride + column];
+      if constexpr (kIsSplitKV<kFeatures>) {  // the caller's table (CacheIndexCheck::at_read): clamped where read
+        const CacheIndexCheck& c = p.index_check;
+        if (c.at_read) { page = checked_index(page, c.num_cache_rows - 1, c.error, IndexArg::kBlockTable, column, batch); }
+      }
+      return {row % p.page_size, page};
     } else {
       return {seq.k_row0 + row, seq.k_batch};
     }

@@ -70,6 +70,7 @@ enum class FwdBarrier : int {
   kQueryEmpty = 4,      // consumers are done with sQ (and sO when it aliases sQ): Q may be reloaded
   kOutputEmpty = 5,     // sO may be written (the last tile's store has read it)
   kOutputFull = 6,      // sO is written: the TMA store may read it
+  kSplitArrived = 7,    // split-KV, fused combine: the tile's partials are stored (FwdEpilogue::combine_if_last)
 };
 constexpr int kMaxConsumerWarpgroups = 3;
 

@@ -1,8 +1,10 @@
 // run_splitkv for sm90 TUs at head dims 32-128: decoding over a KV cache on the Hopper forward kernel,
 // compiled for it (kSplitKVKernel, hopper/fwd_params.h: its own 64-row tile, SplitKVTraits; the cache's
 // addressing; a slice of the keys per tile; fp32 partials with more than one split). Around it, as on
-// the Ampere path (ampere/splitkv_launch.h): the append kernel when the call adds keys, the combine
-// kernel when it splits them. Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key
+// the Ampere path (ampere/splitkv_launch.h): the index check and append kernels when the call adds keys,
+// the combine kernel when it splits them. A plain decoding call is one launch: the attention kernel checks
+// the caller's indices where it reads them (CacheIndexCheck::at_read) and merges its splits itself
+// (FwdParams::split_counters); the binding sets both (kernels/binding/flash_api.cpp, mha_fwd_kvcache). Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key
 // blocks, 96 and 80 rows, do not divide the page sizes the binding accepts).
 // Like the forward's launch (hopper/fwd_launch.h), this header holds host code alone: the Hopper kernel
 // compiles device-only in <variant>_kernel.cu and the launch reaches it through FwdKernelEntry; the append
@@ -37,7 +39,11 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   using SmallKernels = hopper::SplitKVSmallKernels<kHeadDim, Element>;
 
   if (!splitkv_checks(params, kHeadDim)) { return; }
-  SmallKernels::check_indices(params, stream);  // first: every later kernel reads the checked indices
+  if (params.index_check.at_read && params.knew != nullptr) {
+    throw std::runtime_error("flashbuild: a split-KV call that appends keys needs the index check kernel (the append "
+                             "kernel reads the checked indices); the binding sets index_check.at_read only without k/v");
+  }
+  SmallKernels::check_indices(params, stream);  // first: every later kernel reads the checked indices (none: at_read)
   if (params.knew != nullptr) { SmallKernels::append(params, stream); }
   if (!splitkv_has_rows(params)) { return; }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {
@@ -52,7 +58,8 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
                              "itself, so call run_splitkv the way it does (kernels/binding/flash_api.cpp)");
   }
   hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
-  if (params.num_splits > 1) { SmallKernels::combine(params, stream); }
+  // With split_counters the kernel merged the splits itself (FwdEpilogue::combine_if_last).
+  if (params.num_splits > 1 && params.split_counters == nullptr) { SmallKernels::combine(params, stream); }
 }
 
 }  // namespace flashbuild
