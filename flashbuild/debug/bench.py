@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import BuildError
 from ..selection.variants import Variant

@@ -11,7 +11,7 @@ import math
 import textwrap
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import safe_io
 from ..errors import ResultsFormatError

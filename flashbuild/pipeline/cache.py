@@ -73,7 +73,7 @@ def _root_source() -> str:
 
 def _fix_root(root: Path) -> str:
     if os.environ.get("FLASHBUILD_CACHE_DIR"):
-        return f"set FLASHBUILD_CACHE_DIR to a directory of your own (e.g. export FLASHBUILD_CACHE_DIR=$HOME/.cache/flashbuild)"
+        return "set FLASHBUILD_CACHE_DIR to a directory of your own (e.g. export FLASHBUILD_CACHE_DIR=$HOME/.cache/flashbuild)"
     return f"fix {root} or set FLASHBUILD_CACHE_DIR to a directory of your own"
 
 
