@@ -95,6 +95,22 @@ class FlashAttn2Slice:
                     return f"the call needs feature {feature}, which this slice compiles out"
         return None
 
+    # What the slice's own errors say when a forward reached the split-KV kernels it leaves out: the stub
+    # of a missing split-KV direction (build/plan.py's tree_context) and the Split switch's compiled-out branch.
+    SPLIT_MISSES = ("holds no split-KV forward kernel", "(feature split left out)")
+
+    def outside_call(self, variant: Variant, shape, exc: BaseException) -> str | None:
+        """Why a forward check raised the slice's named error for a kernel the tree's API picked at run
+        time, or None: flash_api.cpp's num_splits heuristic runs a forward with few query blocks (a small
+        batch, few heads) on the split-KV kernels, which a slice without direction splitkv or feature split
+        leaves out. Which shapes split depends on the GPU's SM count, so it is read from the call's error."""
+        text = str(exc).strip()
+        if variant.direction != "fwd" or not isinstance(exc, RuntimeError) or "flashbuild slice" not in text \
+                or not any(miss in text for miss in self.SPLIT_MISSES):
+            return None
+        return ("the tree's API ran this forward on its split-KV kernels (flash_api.cpp's num_splits heuristic: few "
+                f"query blocks), which this slice leaves out; the slice's error: {text.splitlines()[0][:400]}")
+
     def features(self) -> list[str]:
         return list(self.manifest["selection"]["features"])
 

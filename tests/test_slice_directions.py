@@ -1,0 +1,146 @@
+"""What a slice leaves out of the directions and kernels the tree's tests and API reach: the pytest
+plugin's direction switches and always-calling test functions (profile key tests.functions), and a
+forward check that flash-attn 2's API ran on the split-KV kernels the slice leaves out. No GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flashbuild.selection.variants import Variant
+from flashbuild.sources import profile as profiles
+from flashbuild.sources import pytest_slice
+
+
+def manifest(profile: str, directions: list[str] | None, features: list[str] = (), hdim: int = 64) -> dict:
+    selection = {"hdim": [hdim], "dtype": ["fp16"], "features": list(features), "causal": "on"}
+    if directions is not None:
+        selection["direction"] = directions
+    return {"key": "k", "profile": profile, "selection": selection}
+
+
+@pytest.mark.parametrize("line", ["flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7.4", "flash-attn-2"])
+def test_fa2_cases_that_always_call_a_direction_the_slice_lacks_are_deselected(line):
+    """flash-attn 2's forward tests run the backward of every case on sm90, its KV-cache test the
+    split-KV kernels: a forward-only slice deselects them (naming the direction), a slice holding them
+    keeps them, and a manifest without directions (every direction) keeps them too."""
+    tree = profiles.load(line)
+    params = {"dtype": "torch.float16", "d": 64, "causal": True, "seqlen_q": 128}
+    why = pytest_slice.serves(params, manifest(line, ["fwd"]), tree, "test_flash_attn_output")
+    assert why == "direction bwd (every case of test_flash_attn_output calls it)"
+    assert pytest_slice.serves(params, manifest(line, ["fwd", "bwd"]), tree, "test_flash_attn_output") is None
+    assert pytest_slice.serves(params, manifest(line, None), tree, "test_flash_attn_output") is None
+    cache = {**params, "num_splits": 1, "new_kv": False}
+    assert "direction splitkv" in pytest_slice.serves(cache, manifest(line, ["fwd", "bwd"]), tree,
+                                                      "test_flash_attn_kvcache")
+    assert pytest_slice.serves(cache, manifest(line, ["fwd", "bwd", "splitkv"]), tree, "test_flash_attn_kvcache") is None
+
+
+@pytest.mark.parametrize("line", ["flash-attn-3@3.0.0b1", "flash-attn-3@3.0.0-nopackage", "flash-attn-3"])
+def test_fa3_forward_only_slice_sets_the_modules_backward_switch_and_drops_combine_without_split(line):
+    tree = profiles.load(line)
+    env = pytest_slice.test_environment(manifest(line, ["fwd"], hdim=128), tree)
+    assert env["FLASH_ATTENTION_DISABLE_BACKWARD"] == "TRUE"
+    assert "FLASH_ATTENTION_DISABLE_BACKWARD" not in pytest_slice.test_environment(
+        manifest(line, ["fwd", "bwd"], hdim=128), tree)
+    combine = {"dtype": "torch.float16", "d": 128, "num_splits": 3, "seqlen": 64}
+    assert "split (every case of test_flash_attn_combine" in pytest_slice.serves(
+        combine, manifest(line, ["fwd"], hdim=128), tree, "test_flash_attn_combine")
+    assert pytest_slice.serves(combine, manifest(line, ["fwd"], ["split"], hdim=128), tree,
+                               "test_flash_attn_combine") is None
+
+
+def test_tests_functions_naming_no_direction_or_feature_is_the_profiles_clear_error(tmp_path):
+    from flashbuild.errors import FlashbuildError
+
+    text = (profiles.profiles_dir() / "flash-attn-2.toml").read_text()
+    assert "[tests.functions]" in text
+    start = text.index("[tests.functions]")
+    end = text.index("\n\n", start)
+    for bad in ('sideways = ["test_x"]', 'bwd = "test_x"', 'bwd = ["test x; rm"]', 'splitkv = [1]'):
+        path = tmp_path / "bad.toml"
+        path.write_text(f"{text[:start]}[tests.functions]\n{bad}{text[end:]}")
+        with pytest.raises(FlashbuildError, match="tests.functions"):
+            profiles.load(str(path))
+
+
+FAKE_FA2_MODULE = '''
+import pytest
+
+@pytest.mark.parametrize("dtype", ["torch.float16"])
+@pytest.mark.parametrize("d", [64])
+def test_flash_attn_output(dtype, d):
+    pass
+
+@pytest.mark.parametrize("dtype", ["torch.float16"])
+@pytest.mark.parametrize("d", [64])
+@pytest.mark.parametrize("num_splits", [1])
+def test_flash_attn_kvcache(dtype, d, num_splits):
+    pass
+'''
+
+
+def test_the_plugin_counts_a_forward_only_slices_backward_cases_as_deselected(tmp_path):
+    (tmp_path / "test_fake_fa2.py").write_text(FAKE_FA2_MODULE)
+    path = tmp_path / "manifest.json"
+    environ = {**os.environ, "FLASHBUILD_SLICE": str(path), "PYTHONDONTWRITEBYTECODE": "1"}
+    for directions, expected in ((["fwd"], "2 deselected"), (["fwd", "bwd"], "1 passed, 1 deselected"),
+                                 (["fwd", "bwd", "splitkv"], "2 passed")):
+        path.write_text(json.dumps(manifest("flash-attn-2", directions)))
+        process = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "flashbuild.sources.pytest_slice",
+                                  "-p", "no:cacheprovider", str(tmp_path / "test_fake_fa2.py")],
+                                 capture_output=True, text=True, cwd=tmp_path, env=environ)
+        assert expected in process.stdout, process.stdout[-2000:]
+
+
+class _Interface:
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def flash_attn_func(self, *args, **kwargs):
+        raise self.error
+
+
+def _fa2_slice(error: Exception):
+    from flashbuild.debug import adapters
+
+    class Fa2(adapters.FlashAttn2Slice):
+        def __init__(self):
+            self.manifest = {"profile": "flash-attn-2", "key": "k",
+                             "selection": {"causal": "on", "features": [], "direction": ["fwd"]}}
+            self.interface = _Interface(error)
+            self._no_softcap = True
+            self._window_pair = False
+            self._no_cache_lse = False
+
+    return Fa2()
+
+
+def test_a_forward_the_trees_api_split_is_a_skip_naming_the_heuristic_not_a_failure():
+    """flash-attn 2's mha_fwd picks the split-KV kernels for few query blocks (its num_splits heuristic,
+    by the GPU's SM count): on a slice without them the call raises the slice's named error, and the
+    check reports that as outside the slice; any other error stays the row's failure."""
+    pytest.importorskip("torch")
+    from flashbuild.debug import checking
+
+    variant = Variant.from_name("fwd_hdim128_fp16_causal_sm90")
+    shape = checking.Shape(2, 113, 1023, 16, 2)
+    stub = RuntimeError("this flashbuild slice of flash-attn-2 holds no split-KV forward kernel (KV-cache calls, and "
+                        "forwards that split the keys) for head dim 128, fp16, causal (it holds fwd, causal on); "
+                        "rebuild with: flashbuild --direction fwd,splitkv ...")
+    switch = RuntimeError("a split-KV call with num_splits > 1: this flashbuild slice of flash-attn-2 compiles that "
+                          "branch out (feature split left out); rebuild with: flashbuild --features split ...")
+    for error in (stub, switch):
+        row = checking.check(_fa2_slice(error), variant, shape, seed=0, device="cpu")
+        assert row.status == "skip" and "num_splits heuristic" in row.skipped and row.error is None
+    for error in (RuntimeError("CUDA error: an illegal memory access was encountered"),
+                  ValueError("holds no split-KV forward kernel"),  # not the slice's RuntimeError
+                  RuntimeError("this flashbuild slice of flash-attn-2 holds no backward kernel for head dim 128")):
+        row = checking.check(_fa2_slice(error), variant, shape, seed=0, device="cpu")
+        assert row.status == "FAIL" and row.error and not row.skipped
+    bwd = Variant.from_name("bwd_hdim128_fp16_causal_sm90")  # only a forward's split is the API's choice
+    assert _fa2_slice(stub).outside_call(bwd, shape, stub) is None
