@@ -401,6 +401,11 @@ def _ranges(sizes: tuple[int, ...], built: tuple[int, ...]) -> str:
     return ", ".join(out)
 
 
+# What a missing split-KV direction's stub calls those kernels (debug/adapters.py reads it back: flash-attn 2's
+# API runs small forwards on them too, by its num_splits heuristic)
+SPLITKV_KERNELS = "split-KV forward (KV-cache calls, and forwards that split the keys)"
+
+
 def tree_context(plan: Plan) -> dict:
     """What an external tree's generated files say when a call needs what the build left out: the
     narrowed switch's misses and each stub's message, each naming the command that adds it."""
@@ -422,8 +427,7 @@ def tree_context(plan: Plan) -> dict:
     messages = []
     for m in plan.missing:
         directions = ",".join(d for d in profile.directions if d in selection.directions or d == m.direction)
-        what = {"fwd": "forward", "bwd": "backward",
-                "splitkv": "split-KV forward (KV-cache calls, and forwards that split the keys)"}[m.direction]
+        what = {"fwd": "forward", "bwd": "backward", "splitkv": SPLITKV_KERNELS}[m.direction]
         messages.append(
             f"this flashbuild slice of {profile.name} holds no {what} kernel for head dim {m.hdim}, {m.dtype}, "
             f"{'causal and not' if m.causal is None else 'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "

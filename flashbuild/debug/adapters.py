@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ..build.plan import SPLITKV_KERNELS
 from ..selection.variants import FEATURES, Variant
 
 
@@ -96,8 +97,9 @@ class FlashAttn2Slice:
         return None
 
     # What the slice's own errors say when a forward reached the split-KV kernels it leaves out: the stub
-    # of a missing split-KV direction (build/plan.py's tree_context) and the Split switch's compiled-out branch.
-    SPLIT_MISSES = ("holds no split-KV forward kernel", "(feature split left out)")
+    # of a missing split-KV direction (build/plan.py's tree_context) and the Split switch's compiled-out branch
+    # (sources/switches.py's miss_message).
+    SPLIT_MISSES = ("holds no " + SPLITKV_KERNELS + " kernel", "(feature split left out)")
 
     def outside_call(self, variant: Variant, shape, exc: BaseException) -> str | None:
         """Why a forward check raised the slice's named error for a kernel the tree's API picked at run
