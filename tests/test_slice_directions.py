@@ -160,3 +160,49 @@ def test_a_forward_the_trees_api_split_is_a_skip_naming_the_heuristic_not_a_fail
         assert row.status == "FAIL" and row.error and not row.skipped
     bwd = Variant.from_name("bwd_hdim128_fp16_causal_sm90")  # only a forward's split is the API's choice
     assert _fa2_slice(RuntimeError(messages[0])).outside_call(bwd, shape, RuntimeError(messages[0])) is None
+
+
+# ---------------------------------------------------------------- FA3's backward GQA site (feature gqa)
+
+@pytest.mark.parametrize("line", ["flash-attn-3@3.0.0b1", "flash-attn-3"])
+def test_a_gqa_case_needs_feature_gqa_only_where_the_slice_runs_its_backward(line):
+    """The GQA site is in the backward's TUs only (switches.directions): a forward-only slice serves the
+    module's MQA/GQA cases (it skips their backward), a slice with the backward needs gqa for them."""
+    tree = profiles.load(line)
+    params = {"dtype": "torch.float16", "d": 128, "causal": True, "seqlen_q": 128, "mha_type": "gqa"}
+    assert pytest_slice.serves(params, manifest(line, ["fwd"], hdim=128), tree, "test_flash_attn_output") is None
+    why = pytest_slice.serves(params, manifest(line, ["fwd", "bwd"], hdim=128), tree, "test_flash_attn_output")
+    assert why == "compiled-out switch branch: gqa"
+    assert pytest_slice.serves(params, manifest(line, ["fwd", "bwd"], ["gqa"], hdim=128), tree,
+                               "test_flash_attn_output") is None
+    mha = {**params, "mha_type": "mha"}
+    assert pytest_slice.serves(mha, manifest(line, ["fwd", "bwd"], hdim=128), tree, "test_flash_attn_output") is None
+
+
+def test_a_backward_check_of_a_gqa_shape_is_a_skip_without_gqa():
+    from flashbuild.debug import adapters, checking
+
+    class Fa3(adapters.FlashAttn3Slice):
+        def __init__(self, features):
+            self.manifest = {"profile": "flash-attn-3", "selection": {"causal": "both", "features": features}}
+
+    bwd, fwd = Variant.from_name("bwd_hdim128_fp16_sm90"), Variant.from_name("fwd_hdim128_fp16_sm90")
+    gqa, mha = checking.Shape(2, 113, 1023, 16, 2), checking.Shape(2, 17, 17, 4, 4)
+    assert "needs feature gqa" in Fa3([]).outside(bwd, gqa)
+    row = checking.check(Fa3([]), bwd, gqa, seed=0, device="cpu")
+    assert row.status == "skip" and "GQA/MQA" in row.skipped
+    assert Fa3(["gqa"]).outside(bwd, gqa) is None and Fa3([]).outside(bwd, mha) is None
+    assert Fa3([]).outside(fwd, gqa) is None
+
+
+@pytest.mark.parametrize("bad", ['gqa = "bwd"', 'gqa = []', 'gqa = ["sideways"]', 'nosuch = ["bwd"]'])
+def test_switch_directions_that_name_no_feature_or_direction_are_the_profiles_clear_error(tmp_path, bad):
+    from flashbuild.errors import FlashbuildError
+
+    text = (profiles.profiles_dir() / "flash-attn-3.toml").read_text()
+    start = text.index("[switches.directions]")
+    end = text.index("\n\n", start)
+    path = tmp_path / "bad.toml"
+    path.write_text(f"{text[:start]}[switches.directions]\n{bad}{text[end:]}")
+    with pytest.raises(FlashbuildError, match="switches.directions"):
+        profiles.load(str(path))

@@ -85,7 +85,8 @@ class FlashAttn2Slice:
     def outside(self, variant: Variant, shape) -> str | None:
         """Why a check's call takes a switch branch the slice compiled out (docs/switches.md), or None:
         the tree's API runs a causal call with one query row (and no window) not causal; a split-KV check
-        splits the keys (feature split) and may append to the cache (feature appendkv)."""
+        splits the keys (feature split) and may append to the cache (feature appendkv); flash-attn 3's
+        backward of a GQA/MQA shape needs feature gqa."""
         selection = self.manifest["selection"]
         if variant.causal and selection.get("causal") == "on" and shape.seqlen_q == 1 and shape.window == (-1, -1):
             return ("one query row: the tree's API runs this causal call not causal, a branch this slice (--causal on) "
@@ -94,6 +95,10 @@ class FlashAttn2Slice:
             for feature, needed in (("split", True), ("appendkv", shape.cache is not None and shape.cache.seqlen_new)):
                 if needed and feature not in selection["features"] and feature in _switch_features(self.manifest):
                     return f"the call needs feature {feature}, which this slice compiles out"
+        if variant.direction == "bwd" and shape.nheads != shape.nheads_k and "gqa" not in selection["features"] \
+                and "gqa" in _switch_features(self.manifest):  # flash-attn 3's backward GQA site
+            return ("a backward with fewer K/V heads than query heads (GQA/MQA) needs feature gqa, which this slice "
+                    "compiles out")
         return None
 
     # What the slice's own errors say when a forward reached the split-KV kernels it leaves out: the stub

@@ -177,7 +177,10 @@ def serves(params: dict, manifest: dict, tree, function: str = "") -> str | None
             return f"{'direction ' if need in tree.directions else ''}{need} (every case of {function} calls it)"
     if tree.switches is not None:  # a switch branch the slice compiled out (sources/switches.py): never run
         causal = {"on": (True,), "off": (False,)}.get(selection.get("causal"), (False, True))
-        lacks = switches.case_outside(tree.switches, function, params, causal, tuple(selection["features"]))
+        # a feature whose sites are in directions the slice lacks (FA3's gqa: the backward's) narrows nothing
+        # this slice can call: a forward-only slice serves GQA cases (the module skips their backward)
+        held = (*selection["features"], *switches.unreachable(tree.switches, directions))
+        lacks = switches.case_outside(tree.switches, function, params, causal, held)
         if lacks:
             return f"compiled-out switch branch: {lacks}"
     return None
