@@ -206,3 +206,26 @@ def test_switch_directions_that_name_no_feature_or_direction_are_the_profiles_cl
     path.write_text(f"{text[:start]}[switches.directions]\n{bad}{text[end:]}")
     with pytest.raises(FlashbuildError, match="switches.directions"):
         profiles.load(str(path))
+
+
+def test_the_fix_of_a_missing_split_kv_direction_also_adds_split(tmp_path):
+    """A forward-only FA2 slice's split-KV stub names a command that serves what it names (KV-cache calls
+    and forwards the API splits): the direction and the split branch, in one rebuild."""
+    from flashbuild.build import builder
+    from flashbuild.build.plan import tree_context
+    from test_profiles import fake_fa2_tree
+
+    tree = fake_fa2_tree(tmp_path)
+
+    def stubs(features: str, direction: str = "fwd") -> list[str]:
+        plan = builder.make_plan(*builder.parse_request(source=tree, profile="flash-attn-2", arch="sm90", hdim="64",
+                                                        dtype="fp16", direction=direction, causal="on",
+                                                        features=features))
+        return tree_context(plan)["messages"]
+
+    split_kv = [m for m in stubs("none") if "split-KV" in m]
+    assert split_kv and all("--direction fwd,splitkv --causal both --features split" in m for m in split_kv)
+    assert all("--features local,split" in m for m in stubs("local") if "split-KV" in m)
+    assert all("--features split" in m and "split,split" not in m for m in stubs("split") if "split-KV" in m)
+    backward = [m for m in stubs("none") if "backward" in m]  # the other stubs keep the slice's features
+    assert backward and all("--direction fwd,bwd --causal both --features none" in m for m in backward)
