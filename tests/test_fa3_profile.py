@@ -103,7 +103,8 @@ def test_features_left_out_leave_out_their_tus_and_become_the_trees_defines(fa3_
                                                # markers too: the overlay narrows these switches (sources/switches.py)
                                                "-DFLASHBUILD_NO_SWITCH_LOCAL", "-DFLASHBUILD_NO_SWITCH_VARLEN",
                                                "-DFLASHBUILD_NO_SWITCH_APPENDKV", "-DFLASHBUILD_NO_SWITCH_QV",
-                                               "-DFLASHBUILD_NO_SWITCH_DETERMINISTIC", "-DFLASHBUILD_NO_SWITCH_CLUSTER"]
+                                               "-DFLASHBUILD_NO_SWITCH_DETERMINISTIC", "-DFLASHBUILD_NO_SWITCH_GQA",
+                                               "-DFLASHBUILD_NO_SWITCH_CLUSTER"]
     softcap = plan_for(fa3_tree, hdim=64, dtype="fp16", features="softcap", direction="fwd,bwd")
     assert [u.name for u in softcap.units if u.source is None] == [
         "flash_fwd_hdim64_fp16_sm90", "flash_fwd_hdim64_fp16_softcap_sm90",
@@ -536,7 +537,11 @@ ON, OFF = {"CONST_NAME": True}, {"CONST_NAME": False}
     # --causal on, nothing else: Is_causal=true, Is_local=false and nothing else (the acceptance slice)
     ("on", "none", {"CAUSAL_LOCAL_SWITCH": [CAUSAL, "miss", "miss"], "VARLEN_SWITCH": ["miss", OFF],
                     "APPENDKV_SWITCH": ["miss", OFF], "CLUSTER_SWITCH": [OFF, OFF],
-                    "BOOL_SWITCH:HasQV_": ["miss", OFF], "BOOL_SWITCH:Deterministic_": ["miss", OFF]}),
+                    "BOOL_SWITCH:HasQV_": ["miss", OFF], "BOOL_SWITCH:Deterministic_": ["miss", OFF],
+                    "BOOL_SWITCH:GQA": ["miss", OFF]}),
+    # the backward's GQA site: GQA = true only with gqa (its dK/dV buffers exist only for GQA calls)
+    ("on", "gqa", {"BOOL_SWITCH:GQA": [ON, OFF], "BOOL_SWITCH:Deterministic_": ["miss", OFF],
+                   "CAUSAL_LOCAL_SWITCH": [CAUSAL, "miss", "miss"]}),
     ("off", "none", {"CAUSAL_LOCAL_SWITCH": ["miss", "miss", PLAIN], "CLUSTER_SWITCH": [OFF, OFF]}),
     ("both", "local,varlen", {"CAUSAL_LOCAL_SWITCH": [CAUSAL, LOCAL, PLAIN], "VARLEN_SWITCH": [ON, OFF],
                               "APPENDKV_SWITCH": ["miss", OFF]}),
@@ -545,14 +550,14 @@ ON, OFF = {"CONST_NAME": True}, {"CONST_NAME": False}
     # the default (every feature, causal both) is the tree's own build: every branch kept
     ("both", None, {"CAUSAL_LOCAL_SWITCH": [CAUSAL, LOCAL, PLAIN], "VARLEN_SWITCH": [ON, OFF],
                     "APPENDKV_SWITCH": [ON, OFF], "CLUSTER_SWITCH": [ON, OFF], "BOOL_SWITCH:HasQV_": [ON, OFF],
-                    "BOOL_SWITCH:Deterministic_": [ON, OFF]}),
+                    "BOOL_SWITCH:Deterministic_": [ON, OFF], "BOOL_SWITCH:GQA": [ON, OFF]}),
 ])
 def test_the_overlay_holds_exactly_the_selected_branches(fa3_tree, causal, features, expected):
     kwargs = {} if features is None else {"features": features}
     plan = plan_for(fa3_tree, hdim=128, dtype="fp16", direction="fwd", causal=causal, **kwargs)
     branches = overlay_branches(texts_of(plan)["flashbuild_switches.h"])
     assert set(branches) == {"CAUSAL_LOCAL_SWITCH", "VARLEN_SWITCH", "APPENDKV_SWITCH", "CLUSTER_SWITCH",
-                             "BOOL_SWITCH:HasQV_", "BOOL_SWITCH:Deterministic_"}
+                             "BOOL_SWITCH:HasQV_", "BOOL_SWITCH:Deterministic_", "BOOL_SWITCH:GQA"}
     for macro, wanted in expected.items():
         assert branches[macro] == wanted, macro
 

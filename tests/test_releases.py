@@ -414,8 +414,7 @@ def test_each_fa3_commit_is_detected_planned_and_rendered_as_its_own_files(tmp_p
 
 # Switches of the launch templates no selection narrows (docs/switches.md, "Not narrowed").
 UNNARROWED = {"flash-attn-2": set(),
-              "flash-attn-3": {("ARCH_SWITCH", None), ("VCOLMAJOR_SWITCH", None), ("BOOL_SWITCH", "GQA"),
-                               ("BOOL_SWITCH", "Varlen")}}
+              "flash-attn-3": {("ARCH_SWITCH", None), ("VCOLMAJOR_SWITCH", None), ("BOOL_SWITCH", "Varlen")}}
 OFF_ONLY, ON_ONLY = ("miss", {"CONST_NAME": False}), ({"CONST_NAME": True}, "miss")
 # What --features none keeps of every switch a release line may have, per causal value: branches in the
 # tree's order, each the constants it binds or "miss" (a throw of the slice's error). A site: (flag set, unset).
@@ -430,7 +429,7 @@ NONE_KEEPS = {
     "flash-attn-3": {
         "macros": {"VARLEN_SWITCH": OFF_ONLY, "APPENDKV_SWITCH": OFF_ONLY,
                    "CLUSTER_SWITCH": ({"CONST_NAME": False}, {"CONST_NAME": False})},
-        "sites": {"HasQV_": ("miss", False), "Deterministic_": ("miss", False)},
+        "sites": {"HasQV_": ("miss", False), "Deterministic_": ("miss", False), "GQA": ("miss", False)},
         "causal": {"on": {"CAUSAL_LOCAL_SWITCH": ({"CAUSAL_CONST_NAME": True, "LOCAL_CONST_NAME": False}, "miss",
                                                   "miss")},
                    "off": {"CAUSAL_LOCAL_SWITCH": ("miss", "miss",

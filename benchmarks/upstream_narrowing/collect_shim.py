@@ -41,7 +41,9 @@ def pytest_configure(config):
     _stub("einops")
     _stub("flash_attn_2_cuda")
     _stub("flash_attn_interface")          # flash-attn 3's interface imports its compiled _C
-    _stub("triton").language = _stub("triton.language")  # flash-attn 2's rotary layer imports triton kernels
+    # flash-attn 2's rotary layer imports triton kernels: stub that module, not triton itself (a stub
+    # triton breaks torch._inductor, which flash-attn 3's tests import through torch.testing)
+    _stub("flash_attn.ops.triton.rotary")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

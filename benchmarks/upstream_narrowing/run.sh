@@ -23,7 +23,7 @@ export FLASHBUILD_CACHE_DIR=/tmp/narrow_cache
 FB="python3 -m flashbuild"
 FA3=(--source /tmp/trees/fa3 --profile flash-attn-3 --hdim 128 --dtype fp16 --arch sm90)
 FA2=(--source /tmp/trees/flash_attn-2.8.3 --profile flash-attn-2 --hdim 128 --dtype fp16 --arch sm90)
-ALL3=local,varlen,appendkv,qv,deterministic,cluster   # every switch feature, no TU feature
+ALL3=local,varlen,appendkv,qv,deterministic,gqa,cluster   # every switch feature, no TU feature (gqa: the backward's, since this study)
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; echo "cores $(nproc)"; nvcc --version | tail -2;
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$OUT/host.txt" 2>&1
 

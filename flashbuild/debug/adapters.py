@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ..pipeline.plan import SPLITKV_KERNELS
 from ..selection.variants import FEATURES, Variant
 
 
@@ -84,7 +85,8 @@ class FlashAttn2Slice:
     def outside(self, variant: Variant, shape) -> str | None:
         """Why a check's call takes a switch branch the slice compiled out (docs/switches.md), or None:
         the tree's API runs a causal call with one query row (and no window) not causal; a split-KV check
-        splits the keys (feature split) and may append to the cache (feature appendkv)."""
+        splits the keys (feature split) and may append to the cache (feature appendkv); flash-attn 3's
+        backward of a GQA/MQA shape needs feature gqa."""
         selection = self.manifest["selection"]
         if variant.causal and selection.get("causal") == "on" and shape.seqlen_q == 1 and shape.window == (-1, -1):
             return ("one query row: the tree's API runs this causal call not causal, a branch this slice (--causal on) "
@@ -93,7 +95,28 @@ class FlashAttn2Slice:
             for feature, needed in (("split", True), ("appendkv", shape.cache is not None and shape.cache.seqlen_new)):
                 if needed and feature not in selection["features"] and feature in _switch_features(self.manifest):
                     return f"the call needs feature {feature}, which this slice compiles out"
+        if variant.direction == "bwd" and shape.nheads != shape.nheads_k and "gqa" not in selection["features"] \
+                and "gqa" in _switch_features(self.manifest):  # flash-attn 3's backward GQA site
+            return ("a backward with fewer K/V heads than query heads (GQA/MQA) needs feature gqa, which this slice "
+                    "compiles out")
         return None
+
+    # What the slice's own errors say when a forward reached the split-KV kernels it leaves out: the stub
+    # of a missing split-KV direction (pipeline/plan.py's tree_context) and the Split switch's compiled-out branch
+    # (sources/switches.py's miss_message).
+    SPLIT_MISSES = ("holds no " + SPLITKV_KERNELS + " kernel", "(feature split left out)")
+
+    def outside_call(self, variant: Variant, shape, exc: BaseException) -> str | None:
+        """Why a forward check raised the slice's named error for a kernel the tree's API picked at run
+        time, or None: flash_api.cpp's num_splits heuristic runs a forward with few query blocks (a small
+        batch, few heads) on the split-KV kernels, which a slice without direction splitkv or feature split
+        leaves out. Which shapes split depends on the GPU's SM count, so it is read from the call's error."""
+        text = str(exc).strip()
+        if variant.direction != "fwd" or not isinstance(exc, RuntimeError) or "flashbuild slice" not in text \
+                or not any(miss in text for miss in self.SPLIT_MISSES):
+            return None
+        return ("the tree's API ran this forward on its split-KV kernels (flash_api.cpp's num_splits heuristic: few "
+                f"query blocks), which this slice leaves out; the slice's error: {text.splitlines()[0][:400]}")
 
     def features(self) -> list[str]:
         return list(self.manifest["selection"]["features"])

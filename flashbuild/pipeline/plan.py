@@ -401,6 +401,11 @@ def _ranges(sizes: tuple[int, ...], built: tuple[int, ...]) -> str:
     return ", ".join(out)
 
 
+# What a missing split-KV direction's stub calls those kernels (debug/adapters.py reads it back: flash-attn 2's
+# API runs small forwards on them too, by its num_splits heuristic)
+SPLITKV_KERNELS = "split-KV forward (KV-cache calls, and forwards that split the keys)"
+
+
 def tree_context(plan: Plan) -> dict:
     """What an external tree's generated files say when a call needs what the build left out: the
     narrowed switch's misses and each stub's message, each naming the command that adds it."""
@@ -420,14 +425,21 @@ def tree_context(plan: Plan) -> dict:
         dtype_misses[dtype] = (f"dtype {dtype}: this flashbuild slice of {profile.name} holds "
                                f"{', '.join(selection.dtypes)} only; rebuild with: {plan.command(linked=True, dtype=dtypes)}")
     messages = []
+    # A forward the tree's API splits (flash-attn 2's num_splits heuristic) needs the split-KV kernels and their
+    # split branch: the fix of a missing split-KV direction adds the switch feature `split` too, so that one
+    # rebuild serves both kinds of call the stub names.
+    split = {} if profile.switches is None or "split" not in profile.switches.features or \
+        "split" in selection.features else {"features": ",".join(
+            f for f in profile.features if f in selection.features or f == "split")}
     for m in plan.missing:
         directions = ",".join(d for d in profile.directions if d in selection.directions or d == m.direction)
-        what = {"fwd": "forward", "bwd": "backward",
-                "splitkv": "split-KV forward (KV-cache calls, and forwards that split the keys)"}[m.direction]
+        what = {"fwd": "forward", "bwd": "backward", "splitkv": SPLITKV_KERNELS}[m.direction]
+        fix = plan.command(linked=True, direction=directions, causal="both",
+                           **(split if m.direction == "splitkv" else {}))
         messages.append(
             f"this flashbuild slice of {profile.name} holds no {what} kernel for head dim {m.hdim}, {m.dtype}, "
             f"{'causal and not' if m.causal is None else 'causal' if m.causal else 'not causal'} (it holds {', '.join(selection.directions)}, causal "
-            f"{selection.causal_mode}); rebuild with: {plan.command(linked=True, direction=directions, causal='both')}")
+            f"{selection.causal_mode}); rebuild with: {fix}")
     context = dict(hdim_misses=hdim_misses, built_sizes=built_sizes, dtype_misses=dtype_misses, messages=messages,
                    too_large=f" is above {profile.hdims[-1]}, the largest head dim {profile.name} has kernels for")
     if profile.switches is not None:  # the narrowed switch overlay's branches and errors (sources/switches.py)

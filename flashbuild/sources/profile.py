@@ -26,6 +26,8 @@ from ..errors import SelectionError
 from ..selection import space as variant_space
 from . import releases as releases_module
 from . import switches as switch_tables
+from . import tests_table
+from .tests_table import TestNames
 from . import profile_checks
 
 try:
@@ -73,21 +75,6 @@ class Support:
     name: str                        # the TU's stem in the build (never the tree file's own name)
     template: str
     needs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TestNames:
-    """How the tree's own test suite names what a case needs (sources/pytest_slice.py reads it)."""
-
-    dtype: str
-    hdim: str
-    hdim_multiple: int = 1
-    uneven: str | None = None                       # the feature an uneven head dim needs
-    features: dict[str, tuple[str, Any]] = field(default_factory=dict, hash=False, compare=False)
-    # Switches the test module reads from the environment to choose its own parameters (flash-attn 3's
-    # FLASH_ATTENTION_DISABLE_*): key = a feature, "hdim<N>" or "always"; the plugin sets the variable
-    # to TRUE for the features and head dims the slice leaves out, and for "always".
-    env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -397,31 +384,9 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
     cxx_flags = tuple(flags.get("cxx", list, **flag_list))
     defines = tuple(flags.get("defines", list, **flag_list))
     flags.done()
-    tests = None
-    if "tests" in data:
-        names = top.sub("tests")
-        parsed = {}
-        for feature, entry in names.get("features", dict, "a table of feature = { param, off }", {}).items():
-            if feature not in features or not isinstance(entry, dict) or set(entry) != {"param", "off"} \
-                    or not _is_str(entry["param"]):
-                raise names.error(f"features.{feature}", "{ param = \"name\", off = value } for a feature in "
-                                  "features.names", entry)
-            parsed[feature] = (entry["param"], entry["off"])
-        env_names = names.get("env", dict, 'a table of feature / "hdim<N>" / "always" = "ENV_VAR"', {})
-        bad = {k: v for k, v in env_names.items() if not (
-            (k in features or k == "always" or (k.startswith("hdim") and k[4:].isdigit() and int(k[4:]) in hdims))
-            and isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v))}
-        if bad:
-            raise names.error("env", 'feature / "hdim<N>" / "always" = "ENV_VAR" (features and head dims of the profile)',
-                              bad)
-        tests = TestNames(names.get("dtype", str, "a parameter name", ..., _is_str),
-                          names.get("hdim", str, "a parameter name", ..., _is_str),
-                          names.get("hdim_multiple", int, "a positive int", 1, lambda v: v > 0),
-                          names.get("uneven", str, "a feature in features.names", None, lambda v: v in features),
-                          parsed, dict(env_names))
-        names.done()
+    tests = tests_table.parse(top.sub("tests"), features, directions, hdims) if "tests" in data else None
     # `shown`: an error in a release's switch keys names the release file beside the profile
-    switches = switch_tables.parse(shown, top.get("switches", dict, "a table", None), features)
+    switches = switch_tables.parse(shown, top.get("switches", dict, "a table", None), features, directions)
     if switches is not None and switches.overlay not in {g.file for g in generated}:
         raise SelectionError(f"profile {shown}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
                              f"entry with file = \"{switches.overlay}\" (template = \"profiles/switches.h.j2\")")

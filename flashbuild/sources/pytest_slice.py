@@ -12,7 +12,10 @@ keeps every n-th of the remaining cases starting at i, 0 <= i < n (to split a lo
 runs: 0/5 .. 4/5).
 The tree is not written: pytest's cache (.pytest_cache, in the rootdir, which is the sdist's root since
 it holds setup.py) goes to the build dir when it would land inside the tree.
-Directions are not filtered: build every direction the tests call (fwd, bwd, splitkv).
+Directions: the module's own switch for a direction the slice leaves out is set (tests.env, e.g.
+flash-attn 3's FLASH_ATTENTION_DISABLE_BACKWARD), and the cases of a test function that always calls a
+direction or feature the slice leaves out are deselected (tests.functions: flash-attn 2's tests run the
+backward of every forward they check, and its KV-cache test the split-KV kernels).
 """
 
 from __future__ import annotations
@@ -141,6 +144,13 @@ def _same(a, b) -> bool:
     return norm(a) == norm(b)
 
 
+def _directions(manifest: dict, tree) -> tuple[str, ...]:
+    """The directions the slice holds: the selection's, or every one of the tree's when the manifest
+    names none (then a case that calls a missing one meets the slice's stub error, never a wrong kernel)."""
+    directions = manifest["selection"].get("direction")
+    return tuple(directions) if _names(directions, str) else tuple(tree.directions)
+
+
 def serves(params: dict, manifest: dict, tree, function: str = "") -> str | None:
     """None when the slice serves a case with these parameters (of test `function`), else why not."""
     names = tree.tests
@@ -161,9 +171,16 @@ def serves(params: dict, manifest: dict, tree, function: str = "") -> str | None
     for feature, (param, off) in names.features.items():
         if param in params and not _same(params[param], off) and feature not in selection["features"]:
             return f"{feature} ({param}={params[param]!r})"
+    directions = _directions(manifest, tree)
+    for need, functions in names.functions.items():  # every case of these functions calls it
+        if function in functions and need not in directions and need not in selection["features"]:
+            return f"{'direction ' if need in tree.directions else ''}{need} (every case of {function} calls it)"
     if tree.switches is not None:  # a switch branch the slice compiled out (sources/switches.py): never run
         causal = {"on": (True,), "off": (False,)}.get(selection.get("causal"), (False, True))
-        lacks = switches.case_outside(tree.switches, function, params, causal, tuple(selection["features"]))
+        # a feature whose sites are in directions the slice lacks (FA3's gqa: the backward's) narrows nothing
+        # this slice can call: a forward-only slice serves GQA cases (the module skips their backward)
+        held = (*selection["features"], *switches.unreachable(tree.switches, directions))
+        lacks = switches.case_outside(tree.switches, function, params, causal, held)
         if lacks:
             return f"compiled-out switch branch: {lacks}"
     return None
@@ -174,8 +191,10 @@ def test_environment(manifest: dict, tree) -> dict[str, str]:
     for what the slice leaves out, so the module only generates cases the slice can serve."""
     selection = manifest["selection"]
     out = {}
+    directions = _directions(manifest, tree)
     for key, variable in tree.tests.env.items():
         if key == "always" or (key in tree.features and key not in selection["features"]) or (
+                key in tree.directions and key not in directions) or (
                 key.startswith("hdim") and int(key[4:]) not in selection["hdim"]):
             out[variable] = "TRUE"
     for key, variable in (tree.switches.tests.env.items() if tree.switches is not None else ()):

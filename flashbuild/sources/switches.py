@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import SelectionError
 
@@ -74,6 +74,9 @@ class Switches:
     macros: tuple[Switch, ...]
     tests: TestNeeds = TestNeeds()
     about: dict[str, str] = field(default_factory=dict, hash=False, compare=False)  # feature -> what it keeps
+    # feature -> the directions whose TUs hold its sites (FA3's gqa and deterministic: the backward's);
+    # a feature not named here may be reached from any direction
+    directions: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
 
 
 def _error(path: Path, key: str, expected: str, found: Any) -> SelectionError:
@@ -190,13 +193,14 @@ def _tests(path: Path, raw: Any, features: tuple[str, ...]) -> TestNeeds:
     return TestNeeds(raw.get("causal"), raw.get("decode"), params, functions, dict(env))
 
 
-def parse(path: Path, raw: Any, profile_features: tuple[str, ...]) -> Switches | None:
+def parse(path: Path, raw: Any, profile_features: tuple[str, ...],
+          profile_directions: tuple[str, ...] = ("fwd", "bwd", "splitkv")) -> Switches | None:
     """The [switches] table of profile `path` (None when it has none), checked."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise _error(path, "", "a table", raw)
-    _check_keys(path, "", raw, {"features", "header", "overlay", "macro", "tests", "about"})
+    _check_keys(path, "", raw, {"features", "header", "overlay", "macro", "tests", "about", "directions"})
     features = raw.get("features", [])
     if not (isinstance(features, list) and all(isinstance(f, str) and f.isidentifier() for f in features)
             and len(set(features)) == len(features)) or set(features) & set(profile_features):
@@ -218,8 +222,21 @@ def parse(path: Path, raw: Any, profile_features: tuple[str, ...]) -> Switches |
     about = raw.get("about", {})
     if not isinstance(about, dict) or not all(k in features and _text(v) for k, v in about.items()):
         raise _error(path, "about", "feature = \"what it keeps\" for features of switches.features", about)
+    directions = raw.get("directions", {})
+    if not isinstance(directions, dict) or not all(
+            k in features and isinstance(v, list) and v and all(d in profile_directions for d in v)
+            for k, v in directions.items()):
+        raise _error(path, "directions", f"feature = [directions whose TUs hold its sites] for features of "
+                     f"switches.features, directions of {', '.join(profile_directions)}", directions)
     return Switches(tuple(features), header, overlay, parsed, _tests(path, raw.get("tests"), tuple(features)),
-                    dict(about))
+                    dict(about), {k: tuple(v) for k, v in directions.items()})
+
+
+def unreachable(switches: Switches, directions: Iterable[str]) -> tuple[str, ...]:
+    """The switch features whose sites are all in directions a slice does not hold: no call of the slice
+    reaches them, so a case that names one needs nothing of it (its direction is the plugin's concern)."""
+    held = set(directions)
+    return tuple(f for f, where in switches.directions.items() if not held & set(where))
 
 
 def speed_features(switches: Switches) -> tuple[str, ...]:
