@@ -97,13 +97,30 @@ constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads durin
 // kDqFirst (kKeys): after the barrier, dQ's product is issued before dK's, and the step's dQ is handed
 // on (add_dq) while dK's product runs; otherwise dK's is issued before the barrier and dQ's after it,
 // and the hand-off waits for both, with the tensor cores idle until the next step's S^T.
+// kDsFirst (kKeys): dS^T is stored to shared memory before dV's product is issued, not under it
+// (FlashAttention-3's order at hdim 64; with kDqFirst, its whole step).
+// kExpPoly (0-8): of every 8 exponentials of P^T, this many are computed on the FMA pipe by a polynomial
+// (exp2_poly, bwd_exp2.h), the rest on the MUFU unit; the MUFU unit's 16 results per clock per SM
+// are what the tensor cores wait on between S^T and dV at hdim 64 (benchmarks/hopper_bwd_fa3/README.md).
+// kDvEarly (kKeys, without softcap in effect): dV's product is issued as soon as P^T is converted, before
+// the wait for dP^T, so that the tensor cores take it right behind dP^T's and dS^T is computed under it
+// (from the 16-bit P^T that dV reads; otherwise from the fp32 one); this also keeps ptxas from moving the
+// exponentials past that wait, where nothing overlaps them.
+// kSplitMask: the query blocks that cross a mask edge (a prefix of the CTA's blocks without a local
+// window) run a loop of their own, and the rest a loop compiled without the mask.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kFragmentBulk,
-          bool kDeferDq_ = false, bool kDqFirst_ = false>
+          bool kDeferDq_ = false, bool kDqFirst_ = false, bool kDsFirst_ = false, int kExpPoly_ = 0,
+          bool kSplitMask_ = false, bool kDvEarly_ = false>
 struct BwdTraits {
   using Element = Element_;
   static constexpr DqOrder kDqOrder = kDqOrder_;
   static constexpr bool kDeferDq = kDeferDq_;
   static constexpr bool kDqFirst = kDqFirst_;
+  static constexpr bool kDsFirst = kDsFirst_;
+  static constexpr int kExpPoly = kExpPoly_;
+  static constexpr bool kSplitMask = kSplitMask_;
+  static constexpr bool kDvEarly = kDvEarly_;
+  static_assert(kExpPoly >= 0 && kExpPoly <= 8, "kExpPoly counts exponentials out of every 8");
   static constexpr bool kDqBulk = kDqOrder == DqOrder::kFragmentBulk;
   static constexpr bool kDqFragmentOrder = kDqOrder != DqOrder::kRowMajor;
   static constexpr int kHeadDim = kHeadDim_;
@@ -119,6 +136,8 @@ struct BwdTraits {
   static constexpr bool kSplitHeadDim = kSplit == BwdSplit::kHeadDim;
   static_assert(!(kDeferDq && kDqFirst), "kDeferDq and kDqFirst place the same hand-off: one of them");
   static_assert(!(kSplitHeadDim && (kDeferDq || kDqFirst)), "kHeadDim issues dQ first already, and never defers it");
+  static_assert(!(kSplitHeadDim && (kDsFirst || kSplitMask || kDvEarly)),
+                "kDsFirst, kSplitMask and kDvEarly are kKeys's step (mma_keys)");
   // The warpgroups' places in S^T and dP^T (keys x query rows) and in dK, dV (keys x head_dim): stacked
   // in M (keys) for kKeys, side by side in N for kHeadDim; each warpgroup's share is one wgmma of
   // 64 rows and k*AtomN columns.
