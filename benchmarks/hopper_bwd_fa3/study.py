@@ -1,8 +1,11 @@
 """Issue 46, the hdim-64 backward against FA3: candidate steps of the Hopper backward, A/B in one device call.
 
 Each candidate is a BwdTraits knob (kernels/hopper/bwd_traits.h), so one tree builds the baseline (A: the
-traits a flashbuild variant is built with today, BwdVariantTraits) and every candidate as separate
-instantiations, each in a TU of its own. Built, checked and timed through ../hopper_bwd/hopper_bwd.py's
+traits a flashbuild variant is built with, BwdVariantTraits) and every candidate as separate
+instantiations, each in a TU of its own. The study's run (results/h200-1/) was made at commit 2313526, whose
+kernels had the knobs kExpPoly, kSplitMask and kDvEarly as well and whose PLAN timed them; they lost and were
+removed (README.md; their code: ../archive/tried/hopper_bwd_fa3--candidates.patch). On this tree the PLAN
+times the default (now FA3's step at hdim 64) against the step it replaced. Built, checked and timed through ../hopper_bwd/hopper_bwd.py's
 machinery (its TU layout, ninja build, torch binding, correctness cases and fp32 reference), with a bench of
 our own: every candidate of a (head dim, causal, seqlen) in turns with A, SDPA's flash and cuDNN backends,
 CUDA events, median of --reps rounds after warm-up, 3 input sets rotated; 16k tokens, model dim 2048, fp16.
@@ -32,10 +35,7 @@ class Knobs:
     """BwdTraits arguments past the tile; None: the head dim's default (bwd_tile)."""
     name: str  # A = the default traits
     dq_first: bool | None = None
-    ds_first: bool = False
-    exp_poly: int = 0
-    split_mask: bool = False
-    dv_early: bool = False
+    ds_first: bool | None = None
 
     @property
     def tag(self) -> str:  # hb.Variant.name appends it
@@ -47,35 +47,27 @@ class Knobs:
             return f"flashbuild::hopper::BwdVariantTraits<{hdim}, {dt}, {'true' if causal else 'false'}>"
         elem = "cutlass::half_t" if dtype == "fp16" else "cutlass::bfloat16_t"
         tile = f"flashbuild::hopper::bwd_tile({hdim})"
-        dq_first = f"{tile}.dq_first" if self.dq_first is None else ("true" if self.dq_first else "false")
-        b = lambda x: "true" if x else "false"  # noqa: E731
+        knob = lambda v, field: f"{tile}.{field}" if v is None else ("true" if v else "false")  # noqa: E731
         return (f"flashbuild::hopper::BwdTraits<{hdim}, {tile}.block_m, {tile}.block_n, {elem}, {tile}.dq_order, "
-                f"false, {dq_first}, {b(self.ds_first)}, {self.exp_poly}, {b(self.split_mask)}, {b(self.dv_early)}>")
+                f"false, {knob(self.dq_first, 'dq_first')}, {knob(self.ds_first, 'ds_first')}>")
 
 
 A = Knobs("A")
-FA3STEP = Knobs("fa3step", dq_first=True, ds_first=True)  # FA3's hdim-64 step: dS stored first, dQ before dK
-EXP2 = Knobs("exp2", exp_poly=2)  # 2 of every 8 exponentials on the FMA pipe
-DVEARLY = Knobs("dvearly", dv_early=True)  # dV issued before the wait for dP, dS under it
-DVQEXP = Knobs("dvqexp", dq_first=True, exp_poly=2, dv_early=True)  # dV early, dQ first, exp2
-ALL = Knobs("all", dq_first=True, exp_poly=2, split_mask=True, dv_early=True)  # the same and the split loop
+# hdim 64's step before this study: dV issued, dS stored under it; dK, the barrier, dQ, and dQ handed on once
+# all three are done (the run at 2313526 timed FA3's step, "fa3step", against it as its A).
+OLDSTEP = Knobs("oldstep", dq_first=False, ds_first=False)
 
-# (hdim, causal) -> the knobs timed there (16 TUs with CHECK_BF16: one wave of the device's 16 cores). The split
-# loop (kSplitMask) only causal, and only on top of the rest: alone on A's step it spilled 24-32 bytes at hdim
-# 64 (ptxas, this machine), and 60 bytes with dV early at hdim 128; a non-causal grid with seqlen_k % 128 == 0
-# masks no block, so its split kernel runs the same loop. exp2 not at hdim 128: with dV early and the split it
-# spilled 64 bytes there, and its exponentials are half as many per product as hdim 64's.
+# (hdim, causal) -> the knobs timed there. The run at 2313526 timed, in its own terms (A = OLDSTEP then):
+#   (64, no): A, fa3step, exp2, dvearly, dvqexp; (64, yes): A, fa3step, dvearly, dvqexp, all;
+#   (128, both): A, dvearly; checked in bf16 too: dvearly at (64, yes) and (128, yes).
 PLAN = {
-    (64, False): [A, FA3STEP, EXP2, DVEARLY, DVQEXP],
-    (64, True): [A, FA3STEP, DVEARLY, DVQEXP, ALL],
-    (128, False): [A, DVEARLY],
-    (128, True): [A, DVEARLY],
+    (64, False): [A, OLDSTEP],
+    (64, True): [A, OLDSTEP],
+    (128, False): [A],
+    (128, True): [A],
 }
-
-
-# Checked in bf16 as well (not timed): dS from the 16-bit P^T (kDvEarly) is the change of arithmetic that bf16's
-# 8-bit mantissa could feel (the polynomial's 2.7e-6 is far under either dtype's rounding; tests/host/bwd_exp2.cu).
-CHECK_BF16 = {(64, True): [DVEARLY], (128, True): [DVEARLY]}
+# Checked in bf16 as well (not timed).
+CHECK_BF16 = {(64, False): [A], (64, True): [A]}
 
 
 def variants(only_hdims=(64, 128)) -> list[hb.Variant]:

@@ -23,7 +23,6 @@
 #include "common/features.h"      // the masks of a kernel's features, the softcap transform (shared with the forward)
 #include "common/mask.h"
 #include "hopper/accumulator.h"
-#include "hopper/bwd_exp2.h"  // exp2_poly (BwdTraits::kExpPoly)
 #include "hopper/bwd_params.h"
 #include "hopper/bwd_traits.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
@@ -228,10 +227,9 @@ struct BwdMainloop {
   // Masked scores of the step's tile to -inf: keys past seqlen_k, and the keys outside each row's
   // window (past last_key under a right edge, before first_key under a local one), in the blocks that
   // cross an edge. cS holds each value's (key, query row) in the tile.
-  // kMask false: a step the caller knows crosses no edge (kSplitMask's second loop), compiled without it.
-  template <bool kMask = true, class FragS, class Coords>
+  template <class FragS, class Coords>
   CUTE_DEVICE static void mask_scores(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS) {
-    if (kMask && qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
+    if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) {
         const int key = n_block * kBlockN + get<0>(cS(i));
@@ -245,18 +243,14 @@ struct BwdMainloop {
   }
 
   // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
-  // to 0 (to 2^-126 or less where exp2_poly computes them, bwd_exp2.h).
-  // Traits::kExpPoly of every 8 values go through exp2_poly (FMA pipe), the rest through MUFU.
-  template <bool kMask = true, class FragS, class Coords>
+  // to 0.
+  template <class FragS, class Coords>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
                                         float const* lse_log2, Coords const& cS, FragS& tSrS) {
-    mask_scores<kMask>(qs, m_block, n_block, cS, tSrS);
+    mask_scores(qs, m_block, n_block, cS, tSrS);
     const float scale_log2 = p.softmax_scale_log2;
     CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) {
-      const float x = fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))]);
-      tSrS(i) = i % 8 < Traits::kExpPoly ? exp2_poly(x) : exp2_ftz(x);
-    }
+    for (int i = 0; i < size(tSrS); ++i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))])); }
   }
 
   // dS^T = P^T * (dP^T - dsum), the softmax gradient (unscaled: dK and dQ pick up the scale), in
@@ -267,16 +261,6 @@ struct BwdMainloop {
     warpgroup_fence_operand(tdPrdP);
     CUTE_UNROLL
     for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
-  }
-
-  // kDvEarly: dS^T = P^T * (dP^T - dsum) from the 16-bit P^T (rP, the A operand of dV's product, which
-  // may still run: only read here), once dP^T's product is done (the one before dV's).
-  template <class FragS, class FragP, class Coords>
-  CUTE_DEVICE static void softmax_grad_rounded(float const* dsum, Coords const& cS, FragP const& rP, FragS& tdPrdP) {
-    warpgroup_wait<1>();
-    warpgroup_fence_operand(tdPrdP);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = float(rP(i)) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
   }
 
   // Whether this call's scores go through softcap (compiled in and on). kHasSoftcap makes it a compile-time
@@ -291,11 +275,11 @@ struct BwdMainloop {
   // sees no key (LSE +inf) gets P^T = 0 and dS^T = 0. Tried and spilled at hdim 64: T computed under the
   // product in place of S^T (48 bytes: ptxas hoists the exp2s to hide their latency and so holds T and
   // P^T at once), the same with a second pass for P^T, and the mask inside this loop (16 bytes with local).
-  template <bool kMask = true, class FragS, class Coords>
+  template <class FragS, class Coords>
   CUTE_DEVICE static void softcap_grads(Score const& score, Queries const& qs, int m_block, int n_block,
                                         float const* lse_log2, float const* dsum, Coords const& cS, FragS& tSrS,
                                         FragS& tdPrdP) {
-    mask_scores<kMask>(qs, m_block, n_block, cS, tSrS);
+    mask_scores(qs, m_block, n_block, cS, tSrS);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdPrdP);
     CUTE_UNROLL
@@ -440,9 +424,12 @@ struct BwdMainloop {
     const Score score(p);
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
-    // One step (query block); kMask: whether it may cross a mask edge (else compiled without the mask).
-    auto step = [&](int m_block, auto mask_on) {
-      constexpr bool kMask = decltype(mask_on)::value;
+    // One step (query block). Inlined first thing (always_inline), it compiles as the loop's own body
+    // would: the same SASS as before the lambda at head dims 96 and 128. hdim 64's step (kDsFirst) is called
+    // through a lambda that is not, which the optimizer inlines later: that kernel, the one timed in
+    // benchmarks/hopper_bwd_fa3/ (the same SASS), has no spills, and spills 4 bytes compiled as the loop's
+    // body (nvcc 13.0).
+    auto step = [&](int m_block) __attribute__((always_inline)) {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
@@ -466,33 +453,22 @@ struct BwdMainloop {
       Tensor rP = make_tensor<Element>(tSrS.layout());
       Tensor rdS = make_tensor<Element>(tdPrdP.layout());
       Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));
-      if (Traits::kDvEarly && !capped(score)) {
-        probabilities<kMask>(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
-        convert_into(tSrS, rP);
-        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-        softmax_grad_rounded(storage.dsum[stage], cS, rP, tdPrdP);  // waits for dP^T
-        convert_into(tdPrdP, rdS);
+      if (capped(score)) {
+        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
+      } else {
+        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+        softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+      }
+      convert_into(tSrS, rP);
+      convert_into(tdPrdP, rdS);
+      if constexpr (Traits::kDsFirst) {
         stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
         cutlass::arch::fence_view_async_shared();
+        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
       } else {
-        if (capped(score)) {
-          softcap_grads<kMask>(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS,
-                               tdPrdP);
-        } else {
-          probabilities<kMask>(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
-          softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
-        }
-        convert_into(tSrS, rP);
-        convert_into(tdPrdP, rdS);
-        if constexpr (Traits::kDsFirst) {
-          stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
-          cutlass::arch::fence_view_async_shared();
-          wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-        } else {
-          wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-          stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
-          cutlass::arch::fence_view_async_shared();
-        }
+        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
+        stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
+        cutlass::arch::fence_view_async_shared();
       }
 
       // dK += dS^T Q, dS^T from registers; dQ = dS K over all kBlockN keys (this warpgroup's share of
@@ -519,20 +495,13 @@ struct BwdMainloop {
         if constexpr (!Traits::kDeferDq) { add_dq(m_block, tdQrdQ); }
       }
     };
-    // kSplitMask: the blocks that cross an edge come first (a right edge's crossing blocks are the CTA's
-    // first query blocks, and a block past seqlen_k crosses in every block); a local window's left edge
-    // crosses in the last ones, so with a window every step keeps the mask.
-    int m_block = qs.m_block_min;
-    if constexpr (Traits::kSplitMask && !kHasLocal<kFeatures>) {
+    if constexpr (Traits::kDsFirst) {
+      auto wrapped = [&](int m_block) { step(m_block); };
       CUTE_NO_UNROLL
-      for (; m_block < qs.m_block_max && qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN); ++m_block) {
-        step(m_block, cute::true_type{});
-      }
-      CUTE_NO_UNROLL
-      for (; m_block < qs.m_block_max; ++m_block) { step(m_block, cute::false_type{}); }
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { wrapped(m_block); }
     } else {
       CUTE_NO_UNROLL
-      for (; m_block < qs.m_block_max; ++m_block) { step(m_block, cute::true_type{}); }
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { step(m_block); }
     }
     if constexpr (Traits::kDeferDq) {
       if (qs.m_block_max > qs.m_block_min) { add_dq(qs.m_block_max - 1, tdQrdQ); }
