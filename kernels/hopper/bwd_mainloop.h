@@ -424,8 +424,12 @@ struct BwdMainloop {
     const Score score(p);
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
-    CUTE_NO_UNROLL
-    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+    // One step (query block). Inlined first thing (always_inline), it compiles as the loop's own body
+    // would: the same SASS as before the lambda at head dims 96 and 128. hdim 64's step (kDsFirst) is called
+    // through a lambda that is not, which the optimizer inlines later: that kernel, the one timed in
+    // benchmarks/hopper_bwd_fa3/ (the same SASS), has no spills, and spills 4 bytes compiled as the loop's
+    // body (nvcc 13.0).
+    auto step = [&](int m_block) __attribute__((always_inline)) {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
@@ -441,25 +445,31 @@ struct BwdMainloop {
       }
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
 
+      // dV += P^T dO, P^T from registers; dS^T into this step's buffer (the other one may still be read
+      // by the other warpgroup's previous dQ product; this one was last read two steps ago, before the
+      // barrier below of the previous step), made visible to the tensor cores, under dV's product or
+      // before it is issued (kDsFirst). Before dK's product: registers an in-flight wgmma reads as its A
+      // operand must not be written until it is waited on.
+      Tensor rP = make_tensor<Element>(tSrS.layout());
+      Tensor rdS = make_tensor<Element>(tdPrdP.layout());
+      Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));
       if (capped(score)) {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
       } else {
         probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
       }
-      Tensor rP = convert_type<Element>(tSrS);
-      Tensor rdS = convert_type<Element>(tdPrdP);
-
-      // dV += P^T dO, P^T from registers.
-      Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));
-      wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-
-      // dS^T into this step's buffer (the other one may still be read by the other warpgroup's
-      // previous dQ product; this one was last read two steps ago, before the barrier below of
-      // the previous step), made visible to the tensor cores. Before dK's product: registers an
-      // in-flight wgmma reads as its A operand must not be accessed until it is waited on.
-      stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
-      cutlass::arch::fence_view_async_shared();
+      convert_into(tSrS, rP);
+      convert_into(tdPrdP, rdS);
+      if constexpr (Traits::kDsFirst) {
+        stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
+        cutlass::arch::fence_view_async_shared();
+        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
+      } else {
+        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
+        stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
+        cutlass::arch::fence_view_async_shared();
+      }
 
       // dK += dS^T Q, dS^T from registers; dQ = dS K over all kBlockN keys (this warpgroup's share of
       // the (kBlockM, d) tile) once both warpgroups' dS^T rows are in.
@@ -484,6 +494,14 @@ struct BwdMainloop {
         cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);       // Q and dO are read
         if constexpr (!Traits::kDeferDq) { add_dq(m_block, tdQrdQ); }
       }
+    };
+    if constexpr (Traits::kDsFirst) {
+      auto wrapped = [&](int m_block) { step(m_block); };
+      CUTE_NO_UNROLL
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { wrapped(m_block); }
+    } else {
+      CUTE_NO_UNROLL
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { step(m_block); }
     }
     if constexpr (Traits::kDeferDq) {
       if (qs.m_block_max > qs.m_block_min) { add_dq(qs.m_block_max - 1, tdQrdQ); }

@@ -43,6 +43,7 @@ struct BwdTile {
   int block_n;       // key rows per CTA (dK and dV accumulate in registers for these)
   DqOrder dq_order;  // how dQ reaches dq_accum
   bool dq_first;     // kKeys: dQ's product before dK's (BwdTraits::kDqFirst)
+  bool ds_first;     // kKeys: dS^T stored before dV's product is issued (BwdTraits::kDsFirst)
 };
 
 // Registers per consumer thread, kKeys (64 keys per warpgroup): dK and dV hold d / 2 floats each,
@@ -57,22 +58,26 @@ struct BwdTile {
 // the writer warp, not the consumers, waits for the turn: benchmarks/hopper_bwd_split/README.md); at
 // hdim 256 they come to 225 KB alone, no room for a 64 KB dQ buffer: dQ leaves by kFragment's
 // reductions from registers.
-// dQ first (kDqFirst) for head dims 96 and 128: on the H200 (benchmarks/hopper_bwd/README.md, "dQ first"),
+// dQ first (kDqFirst) for head dims 64 to 128: on the H200 (benchmarks/hopper_bwd/README.md, "dQ first"),
 // against the other order in the same rounds, hdim 128 fp16 gained 4-8 % (1.06-1.08x from 4k, causal or
-// not); hdim 64 (128-row query blocks) moved -1 to +2 %, and its non-causal kernel spilled 4 bytes, so it
-// keeps the other order. hdim 96: the old order ran at 0.94-0.98x the new one (1k-16k, causal or not).
+// not); hdim 96: the old order ran at 0.94-0.98x the new one (1k-16k, causal or not). hdim 64 (128-row
+// query blocks) takes it together with dS first (kDsFirst), FlashAttention-3's step there: each alone moved
+// it -1 to +2 % (and spilled 4 bytes), both together gained 3.6-7.2 % at 1k-16k, causal or not, with no
+// spills (benchmarks/hopper_bwd_fa3/README.md, fp16, in turns with the old step); dS first at hdim 128 was
+// 0.98x (benchmarks/hopper_bwd/README.md, "Tried: dS^T stored before dV's product").
 // Tuning sweeps override it for a whole build:
 //   nvcc -DFLASHBUILD_HOPPER_BWD_BLOCK_M=64 -DFLASHBUILD_HOPPER_BWD_BLOCK_N=128
 constexpr BwdTile bwd_tile(int head_dim) {
   constexpr DqOrder kBySplit[2] = {DqOrder::kFragmentBulk, DqOrder::kFragment};
-  const bool dq_first = head_dim > 64 && head_dim <= 128;
+  const bool dq_first = head_dim <= 128;
+  const bool ds_first = head_dim <= 64;
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
-  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first};
+  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first};
 #else
-  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first}
-         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first}  // hdim 96: 152 KB, no spills
-         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first}  // kHeadDim with the dQ buffer: 225 KB
-                           : BwdTile{64, 64, kBySplit[1], dq_first};
+  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first, ds_first}
+         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first, ds_first}  // hdim 96: 152 KB, no spills
+         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first, ds_first}  // kHeadDim with the dQ buffer: 225 KB
+                           : BwdTile{64, 64, kBySplit[1], dq_first, ds_first};
 #endif
 }
 
@@ -97,13 +102,16 @@ constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads durin
 // kDqFirst (kKeys): after the barrier, dQ's product is issued before dK's, and the step's dQ is handed
 // on (add_dq) while dK's product runs; otherwise dK's is issued before the barrier and dQ's after it,
 // and the hand-off waits for both, with the tensor cores idle until the next step's S^T.
+// kDsFirst (kKeys): dS^T is stored to shared memory before dV's product is issued, not under it (with
+// kDqFirst, FlashAttention-3's step at hdim 64).
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kFragmentBulk,
-          bool kDeferDq_ = false, bool kDqFirst_ = false>
+          bool kDeferDq_ = false, bool kDqFirst_ = false, bool kDsFirst_ = false>
 struct BwdTraits {
   using Element = Element_;
   static constexpr DqOrder kDqOrder = kDqOrder_;
   static constexpr bool kDeferDq = kDeferDq_;
   static constexpr bool kDqFirst = kDqFirst_;
+  static constexpr bool kDsFirst = kDsFirst_;
   static constexpr bool kDqBulk = kDqOrder == DqOrder::kFragmentBulk;
   static constexpr bool kDqFragmentOrder = kDqOrder != DqOrder::kRowMajor;
   static constexpr int kHeadDim = kHeadDim_;
@@ -119,6 +127,7 @@ struct BwdTraits {
   static constexpr bool kSplitHeadDim = kSplit == BwdSplit::kHeadDim;
   static_assert(!(kDeferDq && kDqFirst), "kDeferDq and kDqFirst place the same hand-off: one of them");
   static_assert(!(kSplitHeadDim && (kDeferDq || kDqFirst)), "kHeadDim issues dQ first already, and never defers it");
+  static_assert(!(kSplitHeadDim && kDsFirst), "kHeadDim stores P^T and dS^T before its products already");
   // The warpgroups' places in S^T and dP^T (keys x query rows) and in dK, dV (keys x head_dim): stacked
   // in M (keys) for kKeys, side by side in N for kHeadDim; each warpgroup's share is one wgmma of
   // 64 rows and k*AtomN columns.
