@@ -106,7 +106,7 @@ def hopper_features(kernels) -> set[int]:
     return {int(f) for n in kernels for f in re.findall(r"hopper::fwd_kernel<.*, (?:true|false), (\d+)>", n)}
 
 
-def test_which_kernel_serves_a_cache_call(m):
+def test_which_kernel_serves_a_cache_call(m, monkeypatch):
     q = randn(2, 256, 16, 128)
     k_cache, v_cache = randn(2, 1024, 2, 128), randn(2, 1024, 2, 128)
     lens = torch.tensor([1000, 512], device="cuda", dtype=torch.int32)
@@ -116,7 +116,14 @@ def test_which_kernel_serves_a_cache_call(m):
     split = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2))
     assert hopper_features(split) and all(f & SPLITKV_KERNEL for f in hopper_features(split)), \
         f"num_splits=2 should run the split-KV kernel: {split}"
-    assert any("splitkv_combine" in n for n in split), f"two splits and no combine kernel: {split}"
+    # One launch: the last CTA of each query block merges the splits (docs/serving.md), so no combine
+    # kernel runs; FLASHBUILD_SPLITKV_PATH=previous brings back the separate combine.
+    assert len(split) == 1 and not any("splitkv_combine" in n for n in split), \
+        f"two splits on the one-launch path should be one kernel: {split}"
+    monkeypatch.setenv("FLASHBUILD_SPLITKV_PATH", "previous")
+    previous = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2))
+    assert any("splitkv_combine" in n for n in previous), f"the previous path: two splits and no combine kernel: {previous}"
+    monkeypatch.delenv("FLASHBUILD_SPLITKV_PATH")
     decode = kernels_of(lambda: m.flash_attn_with_kvcache(q[:, :1], k_cache, v_cache, cache_seqlens=lens))
     assert hopper_features(decode) and all(f & SPLITKV_KERNEL for f in hopper_features(decode)), \
         f"decode (one query) should run the split-KV kernel: {decode}"
