@@ -4,6 +4,7 @@
 # run on it through flashbuild.sources.pytest_slice; beside them, FA2 2.8.3's save->verdict under watch.
 # From the repository root, with the data bundle carried (git-ignored; README.md says how it is made):
 #   DATA=../w43u-data BUDGET=290 bash benchmarks/upstream_releases/gpu.sh
+#   LINES="fa2-2.7 fa3-3.0.0-nopackage fa3-3.0.0" DATA=.device/w44b-data BUDGET=200 bash benchmarks/upstream_releases/gpu.sh
 # The bundle: the flash-attn sdists 2.5.9.post1, 2.6.3, 2.7.4.post1, 2.8.3; FA3 hopper/ at v2.8.3 and at
 # 0251105a, each with the csrc/cutlass/include it pins; tests/test_flash_attn.py of v2.5.9.post1 and v2.6.3
 # (those sdists carry no tests/), copied into their trees' tests/ here.
@@ -28,16 +29,24 @@ if ! printf '#include <cusparse.h>\n#include <cublas_v2.h>\n#include <cusolverDn
   export CPATH=${extra}${CPATH:+:$CPATH}; echo "CPATH=$CPATH (the math libraries' headers)" >> "$LOGS/host.txt"
 fi
 
-# ---- the trees (the bundle's digests checked first)
+# ---- the trees (the bundle's digests checked first); LINES picks the release lines (default: the six
+# issue 44 names), each unpacked from its archive in the bundle
+LINES=${LINES:-"fa2-2.5 fa2-2.6 fa2-2.7.4 fa2-2.8 fa3-3.0.0b1 fa3-3.0.0"}; WATCH=${WATCH:-1}
 T=${TREES:-/tmp/trees}
 ( cd "$DATA" && sha256sum -c --quiet SHA256SUMS ) > "$LOGS/unpack.txt" 2>&1 || { cat "$LOGS/unpack.txt"; exit 1; }
-mkdir -p $T/fa3-v2.8.3 $T/fa3-0251105a $T/watch
-for v in 2.5.9.post1 2.6.3 2.7.4.post1 2.8.3; do tar -C $T -xzf "$DATA/flash_attn-$v.tar.gz" || exit 1; done
-tar -C $T/watch -xzf "$DATA/flash_attn-2.8.3.tar.gz" || exit 1      # watch edits its own copy
-tar -C $T/fa3-v2.8.3 -xzf "$DATA/fa3-v2.8.3-cutlass-dc48179.tar.gz" || exit 1
-tar -C $T/fa3-0251105a -xzf "$DATA/fa3-0251105a-cutlass-7127592.tar.gz" || exit 1
-tar -C $T -xzf "$DATA/fa2-tests-2.5.9.post1-2.6.3.tar.gz" || exit 1
-for v in 2.5.9.post1 2.6.3; do mkdir -p $T/flash_attn-$v/tests && cp $T/tests-$v/tests/test_flash_attn.py $T/flash_attn-$v/tests/; done
+fa2_tree() { case $1 in fa2-2.5) echo 2.5.9.post1;; fa2-2.6) echo 2.6.3;; fa2-2.7) echo 2.7.3;; fa2-2.7.4) echo 2.7.4.post1;; fa2-2.8) echo 2.8.3;; esac; }
+fa3_tree() { case $1 in fa3-3.0.0b1) echo v2.8.3-cutlass-dc48179;; fa3-3.0.0-nopackage) echo b02b07e1-cutlass-7127592;; fa3-3.0.0) echo 0251105a-cutlass-7127592;; esac; }
+for name in $LINES; do
+  case $name in
+    fa2-*) v=$(fa2_tree $name); mkdir -p $T && tar -C $T -xzf "$DATA/flash_attn-$v.tar.gz" || exit 1
+           if [ ! -d $T/flash_attn-$v/tests ]; then   # 2.5.9.post1 and 2.6.3 carry no tests/: the tag's, from the bundle
+             tar -C $T -xzf "$DATA/fa2-tests-2.5.9.post1-2.6.3.tar.gz" || exit 1
+             mkdir -p $T/flash_attn-$v/tests && cp $T/tests-$v/tests/test_flash_attn.py $T/flash_attn-$v/tests/ || exit 1; fi ;;
+    fa3-*) mkdir -p $T/$name && tar -C $T/$name -xzf "$DATA/fa3-$(fa3_tree $name).tar.gz" || exit 1 ;;
+    *) echo "unknown line $name" >> "$LOGS/unpack.txt"; exit 1 ;;
+  esac
+done
+if [ "$WATCH" = 1 ]; then mkdir -p $T/watch && tar -C $T/watch -xzf "$DATA/flash_attn-2.8.3.tar.gz" || exit 1; fi   # watch edits its own copy
 echo "unpacked in $(( $(date +%s) - t0 )) s" >> "$LOGS/unpack.txt"
 
 # ---- one line: build the slice (no --profile: the tree names its release), then its tests
@@ -57,50 +66,52 @@ line() {  # NAME TREE TESTS JOBS SELECTION...
        -p flashbuild.sources.pytest_slice -p no:cacheprovider --import-mode=append -q -rfE) > "$LOGS/$name-tests.txt" 2>&1
     rc=$?; echo "$(since "$s") $rc" > "$LOGS/$name-tests.wall" ) &
 }
-line fa2-2.5   $T/flash_attn-2.5.9.post1 $T/flash_attn-2.5.9.post1/tests/test_flash_attn.py::test_flash_attn_output 5 "${FA2SEL[@]}"
-line fa2-2.6   $T/flash_attn-2.6.3       $T/flash_attn-2.6.3/tests/test_flash_attn.py::test_flash_attn_output 5 "${FA2SEL[@]}"
-line fa2-2.7.4 $T/flash_attn-2.7.4.post1 $T/flash_attn-2.7.4.post1/tests/test_flash_attn.py::test_flash_attn_output 5 "${FA2SEL[@]}"
-line fa2-2.8   $T/flash_attn-2.8.3       $T/flash_attn-2.8.3/tests/test_flash_attn.py::test_flash_attn_output 5 "${FA2SEL[@]}"
-line fa3-3.0.0b1 $T/fa3-v2.8.3   $T/fa3-v2.8.3/hopper/test_flash_attn.py 4 "${FA3SEL[@]}"
-line fa3-3.0.0   $T/fa3-0251105a $T/fa3-0251105a/hopper/test_flash_attn.py 4 "${FA3SEL[@]}"
+for name in $LINES; do
+  case $name in
+    fa2-*) tree=$T/flash_attn-$(fa2_tree $name); line $name $tree $tree/tests/test_flash_attn.py::test_flash_attn_output 5 "${FA2SEL[@]}" ;;
+    fa3-*) line $name $T/$name $T/$name/hopper/test_flash_attn.py 4 "${FA3SEL[@]}" ;;
+  esac
+done
 
-# ---- issue 43: FA2 2.8.3 hdim-128 fp16 forward, causal on, features none, under watch: the first round
-# tests the slice; then an edit (touch) of flash_fwd_kernel.h and the next round's save->verdict
-WATCH=(--source $T/watch/flash_attn-2.8.3 --hdim 128 --dtype fp16 --arch sm90 --direction fwd --causal on --features none)
-s=$(date +%s.%N); timeout "$(left)" $FB build "${WATCH[@]}" --jobs 3 > "$LOGS/watch-build.txt" 2>&1
-rc=$?; echo "$(since "$s") $rc" > "$LOGS/watch-build.wall"
-echo "== watch slice built: $(cat "$LOGS/watch-build.wall") at $(( $(date +%s) - t0 )) s"
-(cd /tmp && exec timeout "$(( $(left) - 20 ))" $FB watch "${WATCH[@]}" --jobs 3 --json "$LOGS/watch.jsonl") > "$LOGS/watch.txt" 2>&1 &
-wpid=$!
-until [ "$(wc -l < "$LOGS/watch.jsonl" 2>/dev/null || echo 0)" -ge 1 ] || ! kill -0 $wpid 2>/dev/null; do sleep 1; done
-# the edit waits for the lines' builds (else its compile shares the 16 cores with ~30 others), at most
-# until 100 s are left
-until [ "$(ls "$LOGS"/fa*-build.wall 2>/dev/null | wc -l)" -ge 6 ] || [ "$(left)" -lt 100 ]; do sleep 1; done
-sleep 2; touch $T/watch/flash_attn-2.8.3/csrc/flash_attn/src/flash_fwd_kernel.h; echo "edit at $(( $(date +%s) - t0 )) s" >> "$LOGS/watch.txt.at"
-until [ "$(wc -l < "$LOGS/watch.jsonl" 2>/dev/null || echo 0)" -ge 2 ] || ! kill -0 $wpid 2>/dev/null; do sleep 1; done
-kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
-echo "== watch done at $(( $(date +%s) - t0 )) s"
+# ---- issue 43 (WATCH=1): FA2 2.8.3 hdim-128 fp16 forward, causal on, features none, under watch: the first
+# round tests the slice; then an edit (touch) of flash_fwd_kernel.h and the next round's save->verdict
+if [ "$WATCH" = 1 ]; then
+  WATCHSEL=(--source $T/watch/flash_attn-2.8.3 --hdim 128 --dtype fp16 --arch sm90 --direction fwd --causal on --features none)
+  s=$(date +%s.%N); timeout "$(left)" $FB build "${WATCHSEL[@]}" --jobs 3 > "$LOGS/watch-build.txt" 2>&1
+  rc=$?; echo "$(since "$s") $rc" > "$LOGS/watch-build.wall"
+  echo "== watch slice built: $(cat "$LOGS/watch-build.wall") at $(( $(date +%s) - t0 )) s"
+  (cd /tmp && exec timeout "$(( $(left) - 20 ))" $FB watch "${WATCHSEL[@]}" --jobs 3 --json "$LOGS/watch.jsonl") > "$LOGS/watch.txt" 2>&1 &
+  wpid=$!
+  until [ "$(wc -l < "$LOGS/watch.jsonl" 2>/dev/null || echo 0)" -ge 1 ] || ! kill -0 $wpid 2>/dev/null; do sleep 1; done
+  # the edit waits for the lines' builds (else its compile shares the 16 cores with ~30 others), at most
+  # until 100 s are left
+  until [ "$(ls "$LOGS"/fa*-build.wall 2>/dev/null | wc -l)" -ge $(echo $LINES | wc -w) ] || [ "$(left)" -lt 100 ]; do sleep 1; done
+  sleep 2; touch $T/watch/flash_attn-2.8.3/csrc/flash_attn/src/flash_fwd_kernel.h; echo "edit at $(( $(date +%s) - t0 )) s" >> "$LOGS/watch.txt.at"
+  until [ "$(wc -l < "$LOGS/watch.jsonl" 2>/dev/null || echo 0)" -ge 2 ] || ! kill -0 $wpid 2>/dev/null; do sleep 1; done
+  kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
+  echo "== watch done at $(( $(date +%s) - t0 )) s"
+fi
 wait   # the lines (each bounded by the budget)
 
 # ---- the table: per line, the release detected, build seconds and rc, the tests' counts
-python3 - "$LOGS" > "$LOGS/table.md" <<'EOF'
-import re, sys
+LINES="$LINES" python3 - "$LOGS" > "$LOGS/table.md" <<'EOF'
+import os, re, sys
 from pathlib import Path
 logs = Path(sys.argv[1])
 def read(name):
     p = logs / name
     return p.read_text(errors="replace") if p.is_file() else ""
-print("| line | detected | build s (rc) | tests: passed / failed / errors / skipped / deselected | tests s (rc) |")
+print("| line | detected | build s (rc) | tests: passed / failed / errors / skipped / xfailed / deselected | tests s (rc) |")
 print("| --- | --- | --- | --- | --- |")
-for name in ("fa2-2.5", "fa2-2.6", "fa2-2.7.4", "fa2-2.8", "fa3-3.0.0b1", "fa3-3.0.0"):
+for name in os.environ["LINES"].split():
     build = read(f"{name}-build.txt")
     detected = re.search(r"; (flash-attn-\d@[\w.\-]+) at ", build)
     bwall = read(f"{name}-build.wall").split() or ["-", "not run"]
     tests = read(f"{name}-tests.txt")
-    counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "deselected")}
+    counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "xfailed", "deselected")}
     summary = [l for l in tests.splitlines() if re.search(r"\b(passed|failed|deselected|error|errors|no tests ran)\b", l)
                and re.search(r" in [\d.]+s", l)]
-    for n, k in re.findall(r"(\d+) (passed|failed|errors?|skipped|deselected)", summary[-1] if summary else ""):
+    for n, k in re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|deselected)", summary[-1] if summary else ""):
         counts[k.rstrip("s") if k.startswith("error") else k] += int(n)
     twall = read(f"{name}-tests.wall").split() or ["-", "not run"]
     shown = " / ".join(str(counts[k]) for k in counts) if summary else "no summary line"
@@ -114,5 +125,5 @@ echo "== builds (wall s, rc)"; for f in "$LOGS"/*-build.wall; do echo "$(basenam
 for f in "$LOGS"/*-build.txt; do grep -qE "^(error|Error)|FAILED|rc [1-9]" "$f" && { echo "-- $(basename "$f")"; grep -E "error|Error" "$f" | head -5 | cut -c1-300; }; done
 echo "== tests"; for f in "$LOGS"/*-tests.txt; do echo "-- $(basename "$f"): $(grep -E " in [0-9.]+s" "$f" | tail -1)"
   grep -E "^(FAILED|ERROR)" "$f" | head -3 | cut -c1-300; done
-echo "== watch"; grep -E "^\[|save->verdict|rror" "$LOGS/watch.txt" | cut -c1-400
+[ "$WATCH" = 1 ] && { echo "== watch"; grep -E "^\[|save->verdict|rror" "$LOGS/watch.txt" | cut -c1-400; }
 echo "== table"; cat "$LOGS/table.md"

@@ -16,6 +16,9 @@ Directions: the module's own switch for a direction the slice leaves out is set 
 flash-attn 3's FLASH_ATTENTION_DISABLE_BACKWARD), and the cases of a test function that always calls a
 direction or feature the slice leaves out are deselected (tests.functions: flash-attn 2's tests run the
 backward of every forward they check, and its KV-cache test the split-KV kernels).
+A test function the tree's own build fails too (tests.known_failures of its release line, with why)
+runs as an xfail: counted as an expected failure, never as a pass; if it passes (a newer tree fixed the
+test), pytest reports it XPASS, which says the entry is stale.
 """
 
 from __future__ import annotations
@@ -265,6 +268,11 @@ def pytest_collection_modifyitems(config, items):
         function = getattr(getattr(item, "function", None), "__name__", "") or item.name.split("[")[0]
         outside = serves(params, manifest, tree, function) or (only and hdim is not None and hdim not in only)
         (drop if outside else keep).append(item)
+        if not outside and function in tree.tests.known_failures:
+            import pytest
+
+            item.add_marker(pytest.mark.xfail(reason=f"the tree's own build fails it too: "
+                                              f"{tree.tests.known_failures[function]}", strict=False))
     if shard:
         index, count = shard
         drop += [item for n, item in enumerate(keep) if n % count != index]
