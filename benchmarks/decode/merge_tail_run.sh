@@ -11,15 +11,15 @@ mkdir -p "$OUT"
 start=$(date +%s)
 since() { echo "$(( $(date +%s) - start ))s"; }
 common="--hdim 64,128 --direction splitkv --dtype fp16 --arch native"
-timeout 100 python3 -m flashbuild $common --causal both --jobs 10 > "$OUT/build-tests.log" 2>&1 &
-timeout 100 python3 -m flashbuild $common --causal off --no-local --no-softcap --jobs 6 > "$OUT/build-bench.log" 2>&1 &
+timeout 85 python3 -m flashbuild $common --causal both --jobs 10 > "$OUT/build-tests.log" 2>&1 &
+timeout 85 python3 -m flashbuild $common --causal off --no-local --no-softcap --jobs 6 > "$OUT/build-bench.log" 2>&1 &
 wait
 echo "builds done at $(since)"
 for f in "$OUT"/build-*.log; do echo "$f: $(tail -n 1 "$f")"; done
-timeout 75 python3 -m pytest -x -q -p no:cacheprovider tests/gpu/test_kvcache_one_launch_gpu.py \
+timeout 60 python3 -m pytest -x -q -p no:cacheprovider tests/gpu/test_kvcache_one_launch_gpu.py \
   > "$OUT/one-launch-tests.log" 2>&1
 echo "one-launch tests rc=$? at $(since)"
-timeout 90 python3 benchmarks/decode/decode_table.py --batch 1,8 --cache 4096,16384 --reps 15 \
+timeout 75 python3 benchmarks/decode/decode_table.py --batch 1,8 --cache 4096,16384 --reps 15 \
   --paths previous,lane-merge --skip-no-idx --json "$OUT/decode_table.json" > "$OUT/decode_table.txt" 2>&1
 echo "decode table rc=$? at $(since)"
 echo "== one-launch tests"; grep -E "^(FAILED|ERROR)|passed|failed|error" "$OUT/one-launch-tests.log" | tail -n 6
