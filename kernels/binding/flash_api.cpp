@@ -874,7 +874,8 @@ void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g
 }
 
 // FLASHBUILD_SPLITKV_PATH (read at every call: A/B runs in one process, benchmarks/decode/decode_table.py) picks how
-// decoding runs on the Hopper split-KV: unset or empty, the default (one launch, the kSerial merge tail); "previous",
+// decoding runs on the Hopper split-KV: unset or empty, the default (one launch, the kLanes merge tail: 0.85-1.00x the
+// kSerial tail's time graph-replayed, bit-identical, benchmarks/decode/README.md run 5); "previous",
 // as before its one-launch path (the check kernel, the attention kernel, the combine kernel); "serial-merge" or
 // "lane-merge", one launch with that merge tail (SplitMerge, common/params.h). Another value is refused by name.
 struct SplitKVPath {
@@ -884,7 +885,7 @@ struct SplitKVPath {
 
 SplitKVPath splitkv_path() {
   const char* v = std::getenv("FLASHBUILD_SPLITKV_PATH");
-  if (v == nullptr || *v == '\0') return {false, SplitMerge::kSerial};
+  if (v == nullptr || *v == '\0') return {false, SplitMerge::kLanes};
   if (std::strcmp(v, "previous") == 0) return {true, SplitMerge::kSerial};
   if (std::strcmp(v, "serial-merge") == 0) return {false, SplitMerge::kSerial};
   if (std::strcmp(v, "lane-merge") == 0) return {false, SplitMerge::kLanes};

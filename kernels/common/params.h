@@ -137,7 +137,7 @@ struct FwdParams {
   // and sets the counter back to zero, so the memory is zero for the next launch (and graph replay).
   unsigned* split_counters;
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
-  // (FLASHBUILD_SPLITKV_PATH, docs/serving.md). Zero, as a zeroed FwdParams has it, is kSerial.
+  // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kLanes unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
   SplitMerge split_merge;
 
   // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of

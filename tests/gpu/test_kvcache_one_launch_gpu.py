@@ -32,7 +32,7 @@ from test_kvcache_prefill_gpu import kernels_of  # noqa: E402
 
 PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
-MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default is one of them)
+MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default: lane-merge)
 
 
 @pytest.fixture(scope="module")
