@@ -4,13 +4,16 @@ HBM copy bandwidth measured in the same run.
 
 Usage:
     python3 benchmarks/decode/decode_table.py [--hdim 128,64] [--batch 1,8,64] [--cache 4096,16384,65536]
-                                              [--reps 20] [--sweep-splits 4,8,16,32] [--json out.json]
+                                              [--reps 20] [--sweep-splits 4,8,16,32] [--paths previous,lane-merge]
+                                              [--skip-no-idx] [--json out.json]
 
 One query token per sequence, 32 query heads on 8 K/V heads, fp16, cache_seqlens = the cache length (an int32
 tensor on the device: ours then runs its index check kernel, docs/serving.md); `ours no-idx` passes
 cache_seqlens=None (the same keys, no index tensor, no check kernel): the check's cost is the difference;
 `ours previous` runs with FLASHBUILD_SPLITKV_PATH=previous: the Hopper split-KV's path before its one-launch
-decode (the index check kernel, the attention kernel, the combine kernel when it splits), an A/B in the same run.
+decode (the index check kernel, the attention kernel, the combine kernel when it splits), an A/B in the same run;
+--paths times other values of it beside (`ours serial-merge`, `ours lane-merge`: the one-launch path with that
+merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`.
 --sweep-splits adds a graph-replayed sweep of forced num_splits for the rows of batch <= 8 (the one-launch path).
 Every timed call reads another copy of the cache (as many copies as make 256 MB, at least two), so no call
 reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
@@ -102,7 +105,7 @@ def measure_graph(step, copies: int, reps: int) -> float:
     return timed_pass(lambda: (graph.replay(), copies)[1], reps)
 
 
-def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int]) -> dict:
+def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths: list[str], no_idx: bool) -> dict:
     bytes_kv = 2 * batch * cache * KV_HEADS * hdim * 2
     copies = max(2, math.ceil(ROTATE_BYTES / bytes_kv))
     torch.manual_seed(0)
@@ -113,16 +116,18 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int]) -> di
     q_sdpa = q.transpose(1, 2)  # (batch, heads, 1, hdim); the caches as (batch, kv_heads, cache, hdim) views
     out = {"hdim": hdim, "batch": batch, "cache": cache, "copies": copies, "bytes": bytes_kv}
     out["ours"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens), copies, reps)
-    os.environ[PATH_VAR] = "previous"  # read by the binding at every call (and at capture)
-    try:
-        out["ours_prev"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens), copies,
-                                   reps)
-    finally:
-        del os.environ[PATH_VAR]
+    for path in paths:
+        os.environ[PATH_VAR] = path  # read by the binding at every call (and at capture)
+        try:
+            out[f"ours_{path}"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens),
+                                          copies, reps)
+        finally:
+            del os.environ[PATH_VAR]
     for splits in sweep if batch <= 8 else ():
         out[f"splits_{splits}"] = measure_graph(
             lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens, num_splits=splits), copies, reps)
-    out["ours_no_idx"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies, reps)
+    if no_idx:
+        out["ours_no_idx"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies, reps)
     for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
         def sdpa(i, backend=backend):
             with sdpa_kernel(backend):
@@ -142,6 +147,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="timed passes per measurement (median)")
     parser.add_argument("--sweep-splits", default="",
                         help="forced num_splits to time (graph) at batch <= 8, comma-separated")
+    parser.add_argument("--paths", default="previous",
+                        help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated")
+    parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     hdims = [int(x) for x in args.hdim.split(",")]
@@ -149,13 +157,15 @@ def main() -> None:
                         causal="off", features=[])
     copy_tbs = hbm_copy_tbs()
     sweep = [int(x) for x in args.sweep_splits.split(",") if x]
-    rows = [row(m, h, b, c, args.reps, sweep) for h in hdims for b in map(int, args.batch.split(","))
+    paths = [x for x in args.paths.split(",") if x]
+    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx) for h in hdims for b in map(int, args.batch.split(","))
             for c in map(int, args.cache.split(","))]
     print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| hdim | batch | cache | ours µs (graph) | ours no-idx µs (graph) | ours previous µs (graph) | "
-          "SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | "
-          "previous / ours eager (graph) | ours TB/s eager (graph) | of HBM copy (graph) |")
-    print("| --- " * 12 + "|")
+    ours_cols = ["ours"] + (["ours_no_idx"] if not args.skip_no_idx else []) + [f"ours_{p}" for p in paths]
+    print("| hdim | batch | cache | " + " | ".join(f"{c.replace('_', ' ')} µs (graph)" for c in ours_cols) +
+          " | SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | " +
+          "".join(f"{p} / ours eager (graph) | " for p in paths) + "ours TB/s eager (graph) | of HBM copy (graph) |")
+    print("| --- " * (8 + len(ours_cols) + len(paths)) + "|")
     for r in rows:
         def us(key):
             e, g = r[key]
@@ -164,11 +174,10 @@ def main() -> None:
         best_g = min(r["sdpa_flash"][1], r["sdpa_cudnn"][1], key=lambda x: x if x == x else math.inf)
         oe, og = r["ours"]
         tb_e, tb_g = r["bytes"] / oe / 1e9, r["bytes"] / og / 1e9
-        pe, pg = r["ours_prev"]
-        print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {us('ours')} | {us('ours_no_idx')} | "
-              f"{us('ours_prev')} | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | "
-              f"{pe / oe:.2f} ({pg / og:.2f}) | {tb_e:.2f} ({tb_g:.2f}) | "
-              f"{tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
+        ratios = "".join(f"{r[f'ours_{p}'][0] / oe:.2f} ({r[f'ours_{p}'][1] / og:.2f}) | " for p in paths)
+        print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | " + " | ".join(us(c) for c in ours_cols) +
+              f" | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | {ratios}"
+              f"{tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
     if sweep:
         print("\nGraph-replayed µs with num_splits forced (auto = ours above):")
         print("| hdim | batch | cache | auto | " + " | ".join(f"{n} splits" for n in sweep) + " |")

@@ -873,11 +873,25 @@ void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g
   }
 }
 
-// FLASHBUILD_SPLITKV_PATH=previous runs decoding on the Hopper split-KV as before its one-launch path (the
-// check kernel, the attention kernel, the combine kernel): for A/B runs (benchmarks/decode/decode_table.py).
-bool previous_splitkv_path() {
+// FLASHBUILD_SPLITKV_PATH (read at every call: A/B runs in one process, benchmarks/decode/decode_table.py) picks how
+// decoding runs on the Hopper split-KV: unset or empty, the default (one launch, the kLanes merge tail: 0.85-1.00x the
+// kSerial tail's time graph-replayed, bit-identical, benchmarks/decode/README.md run 5); "previous",
+// as before its one-launch path (the check kernel, the attention kernel, the combine kernel); "serial-merge" or
+// "lane-merge", one launch with that merge tail (SplitMerge, common/params.h). Another value is refused by name.
+struct SplitKVPath {
+  bool previous;
+  SplitMerge merge;
+};
+
+SplitKVPath splitkv_path() {
   const char* v = std::getenv("FLASHBUILD_SPLITKV_PATH");
-  return v != nullptr && std::strcmp(v, "previous") == 0;
+  if (v == nullptr || *v == '\0') return {false, SplitMerge::kLanes};
+  if (std::strcmp(v, "previous") == 0) return {true, SplitMerge::kSerial};
+  if (std::strcmp(v, "serial-merge") == 0) return {false, SplitMerge::kSerial};
+  if (std::strcmp(v, "lane-merge") == 0) return {false, SplitMerge::kLanes};
+  TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", std::string(v).substr(0, 64),
+              "' is not a split-KV path; it takes previous, serial-merge or lane-merge (or unset it for the default)");
+  return {};
 }
 
 // A padded head dim runs on a zero-padded copy of the cache, so the appended rows land in the copy;
@@ -1043,8 +1057,10 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // Nothing appended (the append kernel reads checked indices), on the Hopper split-KV: one launch. Its splits
   // merge in the kernel when the counters of the call's query blocks fit the buffer (else the combine kernel).
   // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
-  if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !previous_splitkv_path()) {
+  const SplitKVPath path = hopper_splitkv ? splitkv_path() : SplitKVPath{};
+  if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous) {
     read_indices_at_use(p, a, g, k.size(0), q);
+    p.split_merge = path.merge;
     const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
     if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
   }

@@ -51,6 +51,11 @@ inline void check_grid_yz(const char* entry, int64_t nheads, int64_t batch_block
   }
 }
 
+// The tail that merges the Hopper split-KV's splits in the kernel (hopper/fwd_epilogue.h, combine_if_last):
+// kSerial, the first (fences around the arrival count; each lane walks the splits), or kLanes (one acquire-release
+// count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits.
+enum class SplitMerge : int { kSerial = 0, kLanes = 1 };
+
 // A KV-cache call's index tensors as the caller gave them (null: not given), read by the check kernel
 // alone (common/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
 // cache_batch_idx 0..num_cache_rows - 1, cache_leftpad 0..capacity, block_table 0..num_cache_rows - 1
@@ -131,6 +136,9 @@ struct FwdParams {
   // a (batch, head), zero before the launch; the CTA whose split arrives last at a block merges its rows
   // and sets the counter back to zero, so the memory is zero for the next launch (and graph replay).
   unsigned* split_counters;
+  // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
+  // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kLanes unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
+  SplitMerge split_merge;
 
   // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of
   // cache row cache_batch_idx[b] (b when null), skipping its first cache_leftpad[b] rows (0 when

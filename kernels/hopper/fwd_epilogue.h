@@ -14,7 +14,7 @@
 // The LSE goes straight from registers (one lane per row of each quad).
 #pragma once
 
-#include "common/splitkv_combine.h"  // combine_row
+#include "common/splitkv_combine.h"  // combine_row, combine_row_lanes
 #include "hopper/accumulator.h"
 #include "hopper/fwd_params.h"
 #include "hopper/tile_scheduler.h"
@@ -231,25 +231,40 @@ struct FwdEpilogue {
   }
 
   // The fused split combine (p.split_counters set, after store_split): the CTA whose split of this query block
-  // arrives last merges the block's rows from every split's partials (combine_row, one warp a row) into O and
-  // the LSE, so decoding needs no combine kernel (a launch: 14-20 % of a batch-1 call's GPU time,
-  // benchmarks/decode/README.md). Arrival: the consumers meet at a barrier once their partials are stored, and
-  // one thread fences and counts the arrival; atomicInc wraps the
-  // counter back to 0 at the last of num_splits arrivals, so the counters are zero again when the launch ends
-  // (what the next launch, or the next replay of a captured graph, needs) with no kernel to clear them.
-  // Nothing waits on another CTA: a CTA that is not last goes on to its next tile.
+  // arrives last merges the block's rows from every split's partials (one warp a row) into O and the LSE, so
+  // decoding needs no combine kernel (a launch: 14-20 % of a batch-1 call's GPU time, benchmarks/decode/README.md).
+  // Arrival: the consumers meet at a barrier once their partials are stored, and one thread counts the arrival;
+  // atomicInc's wrap sets the counter back to 0 at the last of num_splits arrivals, so the counters are zero again
+  // when the launch ends (what the next launch, or the next replay of a captured graph, needs) with no kernel to
+  // clear them. Nothing waits on another CTA: a CTA that is not last goes on to its next tile.
+  // Two tails, picked per launch by p.split_merge (common/params.h), the same results bit for bit:
+  //   kSerial: fences around the count, combine_row (a lane walks the splits one LSE load at a time);
+  //   kLanes: one acquire-release count, combine_row_lanes (LSEs one per lane, partials loaded in groups).
   CUTE_DEVICE static void combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
                                           int thread_idx) {
     barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);  // every consumer's partial stores are issued
+    const bool lanes = p.split_merge == SplitMerge::kLanes;
     bool last = false;
     if (thread_idx == 0) {
-      // The fence is cumulative: it orders the stores the barrier ordered before it (the whole CTA's partials)
-      // before the count, at device scope; one thread's fence, not 128. The same fence after the count orders
-      // the other splits' partials (fenced before their counts) before our reads of them.
-      const int64_t block = (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
-      __threadfence();
-      last = atomicInc(p.split_counters + block, unsigned(p.num_splits - 1)) == unsigned(p.num_splits - 1);
-      if (last) { __threadfence(); }
+      unsigned* counter = p.split_counters + (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
+      const unsigned wrap = unsigned(p.num_splits - 1);
+      if (lanes) {
+        // Release: the barrier ordered the whole CTA's partial stores before this thread's count, and a release
+        // is cumulative, so it publishes them at device scope. Acquire: the other splits' partials, released by
+        // their counts, are visible to our reads after it (the barrier below hands that on to the other warps).
+        // One fence before the atomic (MEMBAR.ALL.GPU) and an L1 invalidate after it, in the SASS; kSerial has a
+        // sequentially consistent fence on each side. atom.inc, not cuda::atomic_ref: it has no wrapping add.
+        unsigned old;
+        asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(counter), "r"(wrap) : "memory");
+        last = old == wrap;
+      } else {
+        // The fence is cumulative: it orders the stores the barrier ordered before it (the whole CTA's partials)
+        // before the count, at device scope; one thread's fence, not 128. The same fence after the count orders
+        // the other splits' partials (fenced before their counts) before our reads of them.
+        __threadfence();
+        last = atomicInc(counter, wrap) == wrap;
+        if (last) { __threadfence(); }
+      }
     }
     if (!barrier_or(FwdBarrier::kSplitArrived, kNumMmaThreads, last)) { return; }
     const int skip = kBottomAligned ? seq.q_skip : 0;
@@ -257,8 +272,21 @@ struct FwdEpilogue {
     const int end = min((tile.m_block + 1) * kBlockM - skip, p.seqlen_q);
     const int64_t row0 = (int64_t(tile.batch) * p.nheads + tile.head) * p.seqlen_q;
     constexpr int kWarps = kNumMmaThreads / cutlass::NumThreadsPerWarp;
-    for (int row = first + thread_idx / cutlass::NumThreadsPerWarp; row < end; row += kWarps) {
-      combine_row<kHeadDim, Element>(p, row0 + row, thread_idx % cutlass::NumThreadsPerWarp);
+    const int lane = thread_idx % cutlass::NumThreadsPerWarp;
+    if (lanes) {
+      // The row's addresses from the tile's coordinates: products, no division (combine_row divides its index).
+      const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;  // one split's rows in lse_accum
+      Element* o = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride;
+      float* lse = p.lse + tile.batch * p.lse_batch_stride + tile.head * p.lse_head_stride;
+      for (int row = first + thread_idx / cutlass::NumThreadsPerWarp; row < end; row += kWarps) {
+        combine_row_lanes<kHeadDim, Element>(p.num_splits, p.lse_accum + row0 + row,
+                                             p.o_accum + (row0 + row) * kHeadDim, rows, o + row * p.o_row_stride,
+                                             lse + row, lane);
+      }
+    } else {
+      for (int row = first + thread_idx / cutlass::NumThreadsPerWarp; row < end; row += kWarps) {
+        combine_row<kHeadDim, Element>(p, row0 + row, lane);
+      }
     }
   }
 

@@ -4,13 +4,15 @@ where it reads it (no check kernel: CacheIndexCheck::at_read, kernels/common/par
 of a query block finishes last merges the splits (no combine kernel: FwdEpilogue::combine_if_last,
 kernels/hopper/fwd_epilogue.h), counting arrivals in a buffer the kernel leaves zero for the next launch.
 
-Checked here: the outputs equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the check,
-attention and combine kernels) and meet the fp32 reference, over split counts 2-16 and auto, packed and unpacked
-query rows, causal rows, several query blocks a head, paged caches, empty splits and empty rows; a profile
-counts one kernel; graph replays with new lengths, pages and queries equal eager calls bit for bit, many
-replays in a row (the counters go back to zero); calls on two streams at once stay right (each stream its own
-counters); bad indices are the named error and the call after them is right; a call with more query blocks
-than the counter buffer holds merges in the combine kernel and is right.
+Checked here: the outputs of both merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge and lane-merge, SplitMerge in
+kernels/common/params.h) equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the check,
+attention and combine kernels) and meet the fp32 reference, over split counts 2-16, 40 and 128 (more than a
+warp's 32 lanes: the lane tail's later chunks) and auto, packed and unpacked query rows, causal rows, several
+query blocks a head, paged caches, empty splits and empty rows; a profile counts one kernel; graph replays with
+new lengths, pages and queries equal eager calls bit for bit, many replays in a row (the counters go back to
+zero), with either tail; calls on two streams at once stay right (each stream its own counters); bad indices
+are the named error and the call after them is right; a call with more query blocks than the counter buffer
+holds merges in the combine kernel and is right; an unknown FLASHBUILD_SPLITKV_PATH is a named error.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from test_kvcache_prefill_gpu import kernels_of  # noqa: E402
 
 PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
+MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default: lane-merge)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +80,7 @@ def shape_id(s):
 
 
 @pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged"])
-@pytest.mark.parametrize("num_splits", [0, 2, 5, 16])
+@pytest.mark.parametrize("num_splits", [0, 2, 5, 16, 40, 128])
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_one_launch_equals_the_previous_path_and_the_reference(m, monkeypatch, head_dim, shape, num_splits, paged):
@@ -100,6 +103,11 @@ def test_one_launch_equals_the_previous_path_and_the_reference(m, monkeypatch, h
     out, lse = call()
     monkeypatch.setenv(PATH_VAR, "previous")
     out_prev, lse_prev = call()
+    for merge in MERGES:
+        monkeypatch.setenv(PATH_VAR, merge)
+        out_m, lse_m = call()
+        assert torch.equal(out_m, out_prev), f"{merge}: out differs: {(out_m - out_prev).abs().max()}"
+        assert torch.equal(lse_m, lse_prev), f"{merge}: lse differs: {(lse_m - lse_prev).abs().max()}"
     monkeypatch.delenv(PATH_VAR)
     assert torch.equal(out, out_prev), f"out differs from the previous path: {(out - out_prev).abs().max()}"
     assert torch.equal(lse, lse_prev), f"lse differs from the previous path: {(lse - lse_prev).abs().max()}"
@@ -114,15 +122,22 @@ def test_a_decoding_call_is_one_launch(m, monkeypatch):
     for splits in (0, 8):  # auto (several splits at batch 1) and forced
         names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, num_splits=splits))
         assert len(names) == 1 and "fwd_kernel" in names[0], names
+    for merge in MERGES:
+        monkeypatch.setenv(PATH_VAR, merge)
+        names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, num_splits=8))
+        assert len(names) == 1 and "fwd_kernel" in names[0], (merge, names)
     monkeypatch.setenv(PATH_VAR, "previous")
     names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, num_splits=8))
     assert any("combine" in n for n in names) and any("index_check" in n for n in names), names
 
 
+@pytest.mark.parametrize("merge", [None, *MERGES], ids=["default", *MERGES])
 @pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged"])
-def test_replays_equal_eager_calls(m, paged):
+def test_replays_equal_eager_calls(m, monkeypatch, paged, merge):
     """Many replays of one graph (with splits: the counters must be zero again after each), new lengths, queries
     and pages between replays, each bit-identical to an eager call (on another stream's counters)."""
+    if merge:
+        monkeypatch.setenv(PATH_VAR, merge)  # read at capture and at each eager call
     torch.manual_seed(2 + paged)
     batch, nheads, nheads_k, d, capacity = 2, 16, 4, 128, 4096
     q = randn(batch, 1, nheads, d)
@@ -219,3 +234,15 @@ def test_more_query_blocks_than_counters_merge_in_the_combine_kernel(m):
     check_reference(q, k_cache, v_cache, out, lse, cache_seqlens=lens)
     names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2))
     assert any("combine" in n for n in names) and not any("index_check" in n for n in names), names
+
+
+def test_an_unknown_path_is_a_named_error(m, monkeypatch):
+    q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
+    monkeypatch.setenv(PATH_VAR, "lanes")
+    message = r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge or lane-merge"
+    with pytest.raises(RuntimeError, match=message):
+        m.flash_attn_with_kvcache(q, k, v, num_splits=2)
+    monkeypatch.setenv(PATH_VAR, "")  # empty: the default
+    out = m.flash_attn_with_kvcache(q, k, v, num_splits=2)
+    monkeypatch.delenv(PATH_VAR)
+    assert torch.equal(out, m.flash_attn_with_kvcache(q, k, v, num_splits=2))
