@@ -10,3 +10,8 @@ def pytest_configure(config):
     count = int(os.environ.get("GPU_PIN_COUNT", "1"))
     if worker.startswith("gw") and count > 1:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % count)
+
+
+if __name__ == "__main__":  # a pytest plugin, not a script: run directly, it says how it is used
+    print("usage: GPU_PIN_COUNT=N python3 -m pytest -n WORKERS -p gpu_pin tests/gpu   (this folder on PYTHONPATH)\n")
+    print(__doc__)
