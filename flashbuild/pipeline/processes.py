@@ -74,11 +74,28 @@ def stop(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
         process.wait()
 
 
+# Signals signals_raise's handler took. Python runs a handler at the next bytecode of the main thread,
+# which can be inside code whose exceptions it only prints ("Exception ignored in ..."): an at-fork
+# callback while subprocess forks ninja (logging's _releaseLock), a __del__, a weakref callback. There
+# the Terminated is lost and the build would go on; raise_pending() raises it again where the normal
+# flow passes only if it was lost.
+_pending: list[int] = []
+
+
+def raise_pending() -> None:
+    """Raise Terminated for a signal whose handler's exception Python swallowed (see _pending)."""
+    if _pending:
+        signum = _pending[-1]
+        _pending.clear()
+        raise Terminated(signum)
+
+
 @contextlib.contextmanager
 def running(command: list[str], **kwargs) -> Iterator[subprocess.Popen]:
     """`start` the command; however the block is left, the process and its compilers are gone."""
     process = start(command, **kwargs)
     try:
+        raise_pending()  # a signal during the fork: its Terminated went to an at-fork callback
         yield process
     finally:
         stop(process)
@@ -95,14 +112,17 @@ def signals_raise() -> Iterator[None]:
         return
 
     def handler(signum, _frame):
+        _pending.append(signum)  # in case the exception below lands where Python swallows it
         raise Terminated(signum)
 
+    _pending.clear()
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        _pending.clear()
 
 
 def _marked(pid: int, target: str) -> bool:
