@@ -17,6 +17,7 @@ from helpers import REPO
 
 SDISTS = REPO / "configs" / "sources" / "sdists.toml"
 LINE = REPO / "configs" / "profiles" / "releases" / "flash-attn-2" / "2.6.toml"
+FA3_LINE = REPO / "configs" / "profiles" / "releases" / "flash-attn-3" / "3.0.0.toml"  # has tests.known_failures
 
 
 def _write(tmp: Path, name: str, data) -> Path:
@@ -60,3 +61,18 @@ def test_a_release_line_file_is_read_and_applied_or_refused(tmp_path_factory, da
             profiles.read_profile(profiles.profiles_dir() / "flash-attn-2.toml", line)
         except SelectionError as error:
             assert "\n" not in str(error)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(mutated(tomllib.loads(FA3_LINE.read_text()), TOML_VALUES) | st.binary(max_size=60))
+def test_an_fa3_release_line_with_known_failures_is_read_and_applied_or_refused(tmp_path_factory, data):
+    path = _write(tmp_path_factory.mktemp("line"), "3.0.0.toml", data)
+    with timebox(20, "read_release"):
+        try:
+            line = releases.read_release(path, "flash-attn-3")
+            found = profiles.read_profile(profiles.profiles_dir() / "flash-attn-3.toml", line)
+        except SelectionError as error:
+            assert "\n" not in str(error)
+        else:
+            assert all(isinstance(k, str) and isinstance(v, str) and "\n" not in v
+                       for k, v in found.tests.known_failures.items())
