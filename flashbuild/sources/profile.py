@@ -190,8 +190,7 @@ class _Reader:
                                  f"remove or rename it")
 
 
-def _is_str(value) -> bool:
-    return isinstance(value, str) and bool(value.strip()) and "\n" not in value and "\0" not in value
+_is_str = profile_checks.one_line
 
 
 def _is_relative(value) -> bool:

@@ -43,6 +43,11 @@ PATH_TEXT = re.compile(r"[A-Za-z0-9_.+@=,/-]+")
 PROFILE_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 GENCODE = re.compile(r"-gencode arch=compute_\d{2,3}[af]?,code=(sm|compute)_\d{2,3}[af]?")
 NAME_MAX = 160  # a TU name: with .cu / .o.d / .o.fatbin it stays far below a file name's 255 bytes
+
+
+def one_line(value) -> bool:
+    """A profile's text value: a str, not blank, one line, no NUL."""
+    return isinstance(value, str) and bool(value.strip()) and "\n" not in value and "\0" not in value
 # Variables the plugin must never set: they change which code a process (or its children) loads.
 UNSAFE_ENV = re.compile(r"(PATH|HOME|SHELL|IFS|ENV|BASH_ENV|LD_.*|DYLD_.*|PYTHON.*|CUDA_.*|NVCC_.*|FLASHBUILD_.*|"
                         r"CC|CXX|TMPDIR)")

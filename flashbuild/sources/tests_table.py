@@ -8,9 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-
-def _is_str(value) -> bool:  # as profile.py's: a name, not blank, one line
-    return isinstance(value, str) and bool(value.strip()) and "\n" not in value and "\0" not in value
+from .profile_checks import one_line as _is_str
 
 
 @dataclass(frozen=True)
