@@ -38,6 +38,8 @@ class Toolchain:
     gencodes: dict[str, str] = field(hash=False, compare=False)  # arch -> "-gencode ..."
     flags: tuple[str, ...] = ()          # the profile's nvcc flags and defines
     launcher: str | None = None          # e.g. ccache: prefixes every compile command
+    overlap: tuple[str, ...] = ()        # the driver that runs nvcc's host and device front ends at once
+                                         # (python, nvcc_overlap.py): prefixes the `nvcc` rule's nvcc
 
 
 TORCH_ABI_FILE = "torch_abi.h"  # the ABI probe's output (a header of torch's ABI macros), in the build dir
@@ -251,7 +253,11 @@ def graph_text(units: tuple[Unit, ...], *, toolchain: Toolchain, gen_dir: Path, 
     every = nvcc_flags(toolchain, gen_dir, flags)
     w.variable("nvcc_flags", shell(every[:own] + _checked_nvcc(every[own:])))
     w.newline()
-    w.rule("nvcc", "$nvcc $nvcc_flags $gencode -MD -MF $out.d -c $in -o $out",
+    compile_nvcc = "$nvcc"
+    if toolchain.overlap and not launcher:  # a compiler cache must see nvcc itself
+        w.variable("nvcc_overlap", shell([*toolchain.overlap, _checked_nvcc([toolchain.nvcc])[0]]))
+        compile_nvcc = "$nvcc_overlap"
+    w.rule("nvcc", f"{compile_nvcc} $nvcc_flags $gencode -MD -MF $out.d -c $in -o $out",
            description="$variant", depfile="$out.d", deps="gcc")
     if any(is_kernel_part(u.part) for u in units):
         # A kernel TU (units.is_kernel_part): device code alone (nvcc -fatbin: no cudafe++, no host compiler),

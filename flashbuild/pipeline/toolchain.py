@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import env
 from ..errors import BuildError
 from ..sources import profile as profiles, tree_check
-from . import cache, graph, render, torch_abi
+from . import cache, graph, nvcc_overlap, render, torch_abi
 from .plan import Plan
 
 # torch_spec()'s record in the build dir: written only for a profile whose kernels include torch (the
@@ -87,7 +87,15 @@ def toolchain(plan: Plan) -> graph.Toolchain:
         if not spec.cuda:  # compile-only against a CPU torch: its c10/cuda headers lack one generated file
             flags.append(NO_CUDA_CONFIG_HEADER)
     return graph.Toolchain(nvcc=plan.nvcc.path, include_dirs=tuple(includes), gencodes=dict(profile.gencodes),
-                           flags=tuple(flags), launcher=plan.options.launcher)
+                           flags=tuple(flags), launcher=plan.options.launcher, overlap=overlap_driver())
+
+
+def overlap_driver() -> tuple[str, ...]:
+    """The command that runs an `nvcc -c` with its host and device front ends at once (nvcc_overlap.py, a
+    stdlib-only script: ninja runs it without flashbuild on the path); () when FLASHBUILD_NVCC_OVERLAP=0."""
+    if os.environ.get("FLASHBUILD_NVCC_OVERLAP", "1").strip() == "0":
+        return ()
+    return (sys.executable, str(Path(nvcc_overlap.__file__).resolve()))
 
 
 def _torch_include_dirs(root: Path) -> list[Path]:
