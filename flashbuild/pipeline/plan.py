@@ -25,7 +25,7 @@ from ..version import __version__
 from ..errors import SelectionError
 from ..selection import space
 from ..selection.variants import CompileFlags, Selection, select
-from ..sources import profile as profiles, switches, tree_check, units as units_module
+from ..sources import device_kernels, profile as profiles, switches, tree_check, units as units_module
 from ..sources.profile import Profile
 from ..sources.units import Unit
 from . import cache, graph, render
@@ -445,4 +445,6 @@ def tree_context(plan: Plan) -> dict:
     if profile.switches is not None:  # the narrowed switch overlay's branches and errors (sources/switches.py)
         context.update(switches.overlay_context(profile.switches, selection, profile,
                                                 lambda **changes: plan.command(linked=True, **changes)))
+        context.update(device_kernels.context(profile.switches.devices, selection, profile,
+                                              lambda **changes: plan.command(linked=True, **changes)))
     return context

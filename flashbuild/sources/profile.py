@@ -385,7 +385,7 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
     flags.done()
     tests = tests_table.parse(top.sub("tests"), features, directions, hdims) if "tests" in data else None
     # `shown`: an error in a release's switch keys names the release file beside the profile
-    switches = switch_tables.parse(shown, top.get("switches", dict, "a table", None), features, directions)
+    switches = switch_tables.parse(shown, top.get("switches", dict, "a table", None), features, directions, hdims)
     if switches is not None and switches.overlay not in {g.file for g in generated}:
         raise SelectionError(f"profile {shown}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
                              f"entry with file = \"{switches.overlay}\" (template = \"profiles/switches.h.j2\")")

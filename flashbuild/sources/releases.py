@@ -14,7 +14,8 @@ is a few lines of data and the differences between releases can be read side by 
     description = "..."                             # key, anything else replaces)
     tree.required = ["...", "..."]
 
-The keyed lists of tables (KEYED: [[switches.macro]] by name and site, [[generated]] by file) merge
+The keyed lists of tables (KEYED: [[switches.macro]] by name and site, [[switches.device]] by launcher
+and traits, [[generated]] by file) merge
 entry by entry: a release's entry replaces the profile's entry of the same key and a new key is
 appended, so that a release changes one switch or one generated file without restating the others.
 `key[NAME]` in release.remove drops the entry of that key (a switch site is NAME:SITE, e.g.
@@ -48,7 +49,7 @@ _PRE = {"a": 0, "b": 1, "rc": 2, None: 3}  # a pre-release sorts before its rele
 # release.remove: a dotted key, maybe ending in [NAME] (an entry of a list: a keyed table or a string)
 REMOVE_KEY = re.compile(r"[\w-]+(\.[\w-]+)*(\[[\w.:/-]+\])?")
 # Lists of tables that merge by key (the key fields, joined by ":" where more than one is set).
-KEYED = {"switches.macro": ("name", "site"), "generated": ("file",)}
+KEYED = {"switches.macro": ("name", "site"), "switches.device": ("launcher", "traits"), "generated": ("file",)}
 
 
 def parse_version(text: str) -> tuple | None:

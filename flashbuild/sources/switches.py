@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import SelectionError
+from . import device_kernels
 
 CAUSAL_NEEDS = ("causal", "not_causal")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -77,6 +78,8 @@ class Switches:
     # feature -> the directions whose TUs hold its sites (FA3's gqa and deterministic: the backward's);
     # a feature not named here may be reached from any direction
     directions: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False, compare=False)
+    # kernels the tree's launchers pick by the device ([[switches.device]], sources/device_kernels.py)
+    devices: tuple[device_kernels.DeviceKernel, ...] = ()
 
 
 def _error(path: Path, key: str, expected: str, found: Any) -> SelectionError:
@@ -194,13 +197,14 @@ def _tests(path: Path, raw: Any, features: tuple[str, ...]) -> TestNeeds:
 
 
 def parse(path: Path, raw: Any, profile_features: tuple[str, ...],
-          profile_directions: tuple[str, ...] = ("fwd", "bwd", "splitkv")) -> Switches | None:
+          profile_directions: tuple[str, ...] = ("fwd", "bwd", "splitkv"),
+          hdims: tuple[int, ...] = (32, 64, 96, 128, 192, 256)) -> Switches | None:
     """The [switches] table of profile `path` (None when it has none), checked."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise _error(path, "", "a table", raw)
-    _check_keys(path, "", raw, {"features", "header", "overlay", "macro", "tests", "about", "directions"})
+    _check_keys(path, "", raw, {"features", "header", "overlay", "macro", "tests", "about", "directions", "device"})
     features = raw.get("features", [])
     if not (isinstance(features, list) and all(isinstance(f, str) and f.isidentifier() for f in features)
             and len(set(features)) == len(features)) or set(features) & set(profile_features):
@@ -229,7 +233,8 @@ def parse(path: Path, raw: Any, profile_features: tuple[str, ...],
         raise _error(path, "directions", f"feature = [directions whose TUs hold its sites] for features of "
                      f"switches.features, directions of {', '.join(profile_directions)}", directions)
     return Switches(tuple(features), header, overlay, parsed, _tests(path, raw.get("tests"), tuple(features)),
-                    dict(about), {k: tuple(v) for k, v in directions.items()})
+                    dict(about), {k: tuple(v) for k, v in directions.items()},
+                    device_kernels.parse(path, raw.get("device"), hdims))
 
 
 def unreachable(switches: Switches, directions: Iterable[str]) -> tuple[str, ...]:
