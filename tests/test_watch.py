@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -434,3 +435,27 @@ def test_a_round_whose_rebuilt_variants_this_gpu_runs_none_of_is_not_a_pass():
     first = fake.loop().round([], 0.0)
     assert first.result == "nothing checked" and first.checks == 0
     assert "not checked here" in first.line() and "pass" not in first.line()
+
+
+def test_a_spare_check_process_runs_the_next_round_and_another_is_started_for_the_one_after(tmp_path):
+    """An external tree's rounds each check in a process of their own, started a round ahead."""
+    from flashbuild.debug.watch import SpareChild
+
+    log = tmp_path / "rounds.txt"
+    script = ("import sys, pathlib; line = sys.stdin.readline().strip(); "
+              f"pathlib.Path({str(log)!r}).open('a').write(line + '\\n'); sys.exit(3 if line else 0)")
+    started = []
+
+    def start():
+        started.append(subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, text=True))
+        return started[-1]
+
+    spare = SpareChild(start)
+    spare.warm()
+    assert len(started) == 1
+    assert spare.run(["python", "-m", "flashbuild.debug.watch", "/req/1.json"]) == 3
+    assert len(started) == 2 and started[0].returncode == 3 and started[1].poll() is None  # the next, waiting
+    assert spare.run(["python", "-m", "flashbuild.debug.watch", "/req/2.json"]) == 3
+    spare.close()  # the watch ends: the waiting spare reads no request and exits
+    assert all(p.poll() is not None for p in started) and started[-1].returncode == 0
+    assert log.read_text().split() == ["/req/1.json", "/req/2.json"]

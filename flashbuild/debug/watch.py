@@ -14,7 +14,8 @@ again, so the loop restarts itself in a new process.
 An external tree's slice (tree_loop) keeps the same rounds with one difference: the build runs in the
 warm watching process, and the checks run in a fresh child process (`python -m flashbuild.debug.watch`),
 told which variants to check: those of the units whose objects were recompiled. The tree's module
-cannot be reloaded in-process (TREE_RELOAD). `--fresh-process` keeps the older loop: each round is
+cannot be reloaded in-process (TREE_RELOAD). Each child is started a round ahead (SpareChild): it has
+imported torch and opened the GPU before the save, and waits for its round. `--fresh-process` keeps the older loop: each round is
 a whole `flashbuild test` in a new process.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -388,19 +390,65 @@ def _request(selection, options) -> dict:
             "jobs": options.jobs, "launcher": options.launcher}
 
 
+class SpareChild:
+    """The next round's check process, started ahead (`python -m flashbuild.debug.watch --serve`): it imports
+    torch and flashbuild and opens the GPU while the user edits and the build compiles, then waits for a
+    round's request on its stdin. Each round still checks in a process of its own (TREE_RELOAD); only the
+    start-up is paid before the save. The watching process's end closes the stdin, and the spare exits."""
+
+    def __init__(self, start: Callable[[], subprocess.Popen] | None = None):
+        self._start = start or (lambda: subprocess.Popen(
+            [sys.executable, "-m", "flashbuild.debug.watch", "--serve"], stdin=subprocess.PIPE, text=True))
+        self._process: subprocess.Popen | None = None
+
+    def warm(self) -> None:
+        if self._process is None or self._process.poll() is not None:
+            self._process = self._start()
+
+    def run(self, command: list[str]) -> int:
+        """Run a round (`command`'s last argument is the request file) in the spare; start the next one."""
+        self.warm()
+        process, self._process = self._process, None
+        try:
+            process.stdin.write(command[-1] + "\n")
+            process.stdin.close()
+        except (BrokenPipeError, OSError):  # the spare died while waiting (e.g. no GPU): a fresh one says why
+            process.wait()
+            code = subprocess.run(command, check=False).returncode
+        else:
+            code = process.wait()
+        self.warm()
+        return code
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            try:
+                self._process.stdin.close()
+                self._process.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self._process.kill()
+        self._process = None
+
+
 def tree_loop(selection, options, *, shapes: str, seed: int = 0, test_all: bool = False,
               echo: Callable[[str], None],
-              run: Callable[[list[str]], int] = lambda cmd: subprocess.run(cmd, check=False).returncode) -> WarmLoop:
+              run: Callable[[list[str]], int] | None = None) -> WarmLoop:
     """A WarmLoop for an external tree's slice: builder.build in this process; each round's checks in a
     child (`python -m flashbuild.debug.watch REQUEST.json`) that imports the relinked build once, checks the
-    named variants, echoes its failed rows and writes its counts back (TREE_RELOAD says why a child)."""
+    named variants, echoes its failed rows and writes its counts back (TREE_RELOAD says why a child). The
+    child is started a round ahead (SpareChild), so a round pays for the tree's import and the checks only."""
+    import atexit
     import json as json_module
-    import sys
     import tempfile
 
     from ..pipeline import builder
 
     plan = builder.make_plan(selection, options)
+    if run is None:
+        spare = SpareChild()
+        spare.warm()
+        atexit.register(spare.close)
+        run = spare.run
 
     def load(result):
         if result.extension is None:
@@ -469,7 +517,22 @@ def child(request_path: str) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    import sys
+def serve() -> int:
+    """SpareChild's process: import what a round needs and open the GPU, then run the request whose path
+    arrives on stdin (none: the watch ended, exit)."""
+    from ..pipeline import builder  # noqa: F401 (imported ahead: the round's start-up)
+    from . import checking, runtime  # noqa: F401
 
-    raise SystemExit(child(sys.argv[1]))
+    try:
+        runtime.require_gpu("watch")
+        import torch
+
+        torch.empty(1, device="cuda")  # the CUDA context, ahead
+    except FlashbuildError:
+        pass  # the round's child() says it, in its own words
+    line = sys.stdin.readline().strip()
+    return child(line) if line else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve() if sys.argv[1:] == ["--serve"] else child(sys.argv[1]))
