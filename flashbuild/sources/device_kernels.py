@@ -145,7 +145,7 @@ def context(kernels: Iterable[DeviceKernel], selection, profile, command: Callab
         fix = command(arch=",".join(dict.fromkeys((*archs, arch)))) if arch else "a build of the tree for that device"
         message = (f"this GPU (compute capability {_capabilities(k.devices)}) runs {profile.name}'s "
                    f"{k.tree_spelling().replace('Headdim', str(k.hdim))}> kernel from {k.launcher}, which this "
-                   f"flashbuild slice compiles out (it is built for {', '.join(archs)}); rebuild with: {fix}")
+                   f"flashbuild slice of {profile.name} compiles out (it is built for {', '.join(archs)}); rebuild with: {fix}")
         for dtype in selection.dtypes:
             traits = k.traits.replace("{hdim}", str(k.hdim)).replace("{T}", types[dtype])
             # every listed value, whatever the TU's: a specialization no launch names is never emitted (inline)

@@ -16,6 +16,11 @@ Directions: the module's own switch for a direction the slice leaves out is set 
 flash-attn 3's FLASH_ATTENTION_DISABLE_BACKWARD), and the cases of a test function that always calls a
 direction or feature the slice leaves out are deselected (tests.functions: flash-attn 2's tests run the
 backward of every forward they check, and its KV-cache test the split-KV kernels).
+A case that reaches a branch or kernel the slice compiled out in a way its parameters do not say (flash-attn
+2's num_splits heuristic sends a small forward to the split-KV kernels; a random window that reduces to
+another branch) ends in the slice's own error ("this flashbuild slice of ... rebuild with: ..."): it is
+reported as skipped with that error as the reason, and counted in the summary, never as a pass or a
+failure of the tree (REFUSED).
 A test function the tree's own build fails too (tests.known_failures of its release line, with why)
 runs as an xfail: counted as an expected failure, never as a pass; if it passes (a newer tree fixed the
 test), pytest reports it XPASS, which says the entry is stale.
@@ -25,11 +30,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from . import switches
 
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
+# The slice's own error, raised where a call needs what the build left out (stubs, switch misses, device
+# kernels: each says "this flashbuild slice of PROFILE ... rebuild with: COMMAND").
+REFUSED = re.compile(r"this flashbuild slice of \S+.*?rebuild with: ", re.S)
+_refused: list[str] = []   # the cases skipped for it, for the summary
 
 
 SLICE_FIX = ("run pytest under `flashbuild run SELECTION -- python3 -m pytest ... -p flashbuild.sources.pytest_slice`, "
@@ -280,6 +290,47 @@ def pytest_collection_modifyitems(config, items):
     items[:] = keep
     if drop:
         config.hook.pytest_deselected(items=drop)
+
+
+def refusal(exc: BaseException | None) -> str | None:
+    """The slice's error in `exc` or what it was raised from (its first line), or None."""
+    seen = 0
+    while exc is not None and seen < 8:
+        text = str(exc)
+        found = REFUSED.search(text)
+        if found:
+            start = text.rfind("\n", 0, found.start()) + 1
+            end = text.find("\n", found.end())
+            return text[start:end if end >= 0 else None].strip()
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _hookwrapper(function):
+    import pytest
+
+    return pytest.hookimpl(hookwrapper=True)(function)
+
+
+@_hookwrapper
+def pytest_runtest_makereport(item, call):
+    """A case that failed on the slice's own error is a skip naming it (REFUSED), unless it is an xfail."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or not report.failed or call.excinfo is None or hasattr(report, "wasxfail"):
+        return
+    why = refusal(call.excinfo.value)
+    if why is not None:
+        _refused.append(item.nodeid)
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1], f"needs what this slice compiled out: {why}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _refused:
+        terminalreporter.write_line(
+            f"flashbuild slice: {len(_refused)} case(s) reached a branch or kernel the slice compiled out and raised "
+            f"its error (reported as skipped, with the command that adds it: -rs shows them)")
 
 
 def pytest_report_header(config):
