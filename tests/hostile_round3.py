@@ -408,6 +408,21 @@ ROUND3 = [
                  must=("copy.toml", "tests.known_failures")),
     profile_case("tests-known-failures-not-a-table", put("tests", "known_failures", value=["test_x"]),
                  must=("copy.toml", "tests.known_failures")),
+    # [[switches.device]] (issue 43): its traits are written into a generated C++ header
+    *(profile_case(f"switches-device-{id}", put("switches", value={
+        "header": "common/params.h", "overlay": "flashbuild_switches.h",
+        "device": [{"launcher": "run_mha_fwd_hdim128", "call": "run_flash_fwd", "hdim": 128,
+                    "traits": "Flash_fwd_kernel_traits<{hdim}, 64, 64, 4, false, false, {T}>", "devices": ["8.6"],
+                    **entry}]}), must=("copy.toml", f"switches.device[0].{key}"))
+      for id, key, entry in (
+          ("traits-injection", "traits", {"traits": "X<{hdim}, {T}>() { system(\"touch pwned\"); } void f<int"}),
+          ("traits-newline", "traits", {"traits": "X<{hdim},\n{T}>"}),
+          ("launcher-shell", "launcher", {"launcher": "f; touch pwned"}),
+          ("call-unknown", "call", {"call": "system"}),
+          ("devices-shell", "devices", {"devices": ["8.6; touch pwned"]}),
+          ("hdim-bool", "hdim", {"hdim": True}),
+          ("args-unknown", "args", {"args": ["dropout", "causal", "evil"]}),
+          ("unknown-key", "when", {"when": "always"}))),
     profile_case("named-flashbuild", add_flag("defines", "-DMINE"), must=("flashbuild.toml",), name="mine/flashbuild.toml",
                  input="--profile mine/flashbuild.toml (a user's profile named as the built-in one)"),
     profile_case("file-name-space", None, must=("my tree",), name="my tree.toml"),
