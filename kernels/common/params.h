@@ -139,6 +139,11 @@ struct FwdParams {
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
   // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kLanes unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
   SplitMerge split_merge;
+  // Launch the Hopper split-KV as a programmatic dependent launch (hopper/splitkv_launch.h): its CTAs may start
+  // while the stream's previous kernel drains, and wait for it before their first global access
+  // (hopper/splitkv_dependent_launch.h). The binding sets it on the one-launch path unless asked not to
+  // (FLASHBUILD_SPLITKV_PATH=no-pdl); false, as a zeroed FwdParams has it, is an ordinary launch.
+  bool dependent_launch;
 
   // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of
   // cache row cache_batch_idx[b] (b when null), skipping its first cache_leftpad[b] rows (0 when

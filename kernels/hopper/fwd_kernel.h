@@ -8,6 +8,7 @@
 #include "hopper/fwd_epilogue.h"
 #include "hopper/fwd_mainloop.h"
 #include "hopper/fwd_params.h"
+#include "hopper/splitkv_dependent_launch.h"
 #include "hopper/tile_scheduler.h"
 
 namespace flashbuild::hopper {
@@ -83,6 +84,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   PipelineKV pipe_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialised and visible before anyone waits on them
+  // The split-KV launch may start while the previous kernel drains: nothing global before this.
+  if constexpr (kIsSplitKV<kFeatures>) { dependent_launch_wait_then_release(); }
 
   const typename Kernel::Scheduler& scheduler = params.scheduler;
   if (warpgroup == 0) {
