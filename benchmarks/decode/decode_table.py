@@ -5,7 +5,8 @@ HBM copy bandwidth measured in the same run.
 Usage:
     python3 benchmarks/decode/decode_table.py [--hdim 128,64] [--batch 1,8,64] [--cache 4096,16384,65536]
                                               [--reps 20] [--sweep-splits 4,8,16,32] [--paths previous,lane-merge]
-                                              [--skip-no-idx] [--json out.json]
+                                              [--skip-no-idx] [--build-hdims 64,128] [--nvcc-flag=-D...]
+                                              [--json out.json]
 
 One query token per sequence, 32 query heads on 8 K/V heads, fp16, cache_seqlens = the cache length (an int32
 tensor on the device: ours then runs its index check kernel, docs/serving.md); `ours no-idx` passes
@@ -193,17 +194,23 @@ def main() -> None:
     parser.add_argument("--paths", default="previous",
                         help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
+    parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
+    parser.add_argument("--nvcc-flag", action="append", default=[],
+                        help="an nvcc flag of the build to load (repeatable: a sweep's build, e.g. "
+                             "-DFLASHBUILD_SPLITKV_STAGES_HDIM64=6)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     hdims = [int(x) for x in args.hdim.split(",")]
-    m = flashbuild.load(hdim=",".join(map(str, sorted(hdims))), dtype="fp16", arch="native", direction="splitkv",
-                        causal="off", features=[])
+    build_hdims = args.build_hdims or ",".join(map(str, sorted(hdims)))
+    m = flashbuild.load(hdim=build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",
+                        features=[], **({"nvcc_flags": args.nvcc_flag} if args.nvcc_flag else {}))
     copy_tbs = hbm_copy_tbs()
     sweep = [int(x) for x in args.sweep_splits.split(",") if x]
     paths = [x for x in args.paths.split(",") if x]
     rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx) for h in hdims for b in map(int, args.batch.split(","))
             for c in map(int, args.cache.split(","))]
-    print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
+          + (f"; build with {' '.join(args.nvcc_flag)}" if args.nvcc_flag else ""))
     ours_cols = ["ours"] + (["ours_no_idx"] if not args.skip_no_idx else []) + [f"ours_{p}" for p in paths]
     print("| hdim | batch | cache | " + " | ".join(f"{c.replace('_', ' ')} µs (graph)" for c in ours_cols) +
           " | SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | " +

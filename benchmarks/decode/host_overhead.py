@@ -1,18 +1,21 @@
 """Where an eager decoding call's host time goes: calls back to back on one small cache (batch 1, 4k keys, GQA 32:8,
 fp16), timed with the host clock over many calls, so each number is the host's time per call (the GPU's kernel is
-shorter than it and keeps up). Rows: the public API (flash_attn_with_kvcache), the binding alone (the raw extension
-call the API's eager path makes), SDPA's flash and cuDNN backends on the same tensors, and the allocations a call
-makes (four torch.empty) as a floor; and the time of one cudaGetDriverEntryPointByVersion lookup (CuTe looks up
+shorter than it and keeps up). Rows: the public API (flash_attn_with_kvcache) as the default launches it eagerly
+(plainly) and as a programmatic dependent launch (FLASHBUILD_SPLITKV_PATH=pdl-early), the binding alone (the raw
+extension call the API's eager path makes), SDPA's flash and cuDNN backends on the same tensors, and the
+allocations a call makes (four torch.empty) as a floor; and the time of one cudaGetDriverEntryPointByVersion lookup (CuTe looks up
 cuTensorMapEncodeTiled that way for each TMA descriptor it builds on the host: four per Hopper split-KV launch).
 
 Usage:
-    python3 benchmarks/decode/host_overhead.py [--hdim 128] [--calls 3000] [--rounds 5]
+    python3 benchmarks/decode/host_overhead.py [--hdim 128] [--build-hdims 64,128] [--calls 3000] [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import os
 import statistics
 import time
 
@@ -57,10 +60,12 @@ def entry_point_lookup_us(calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hdim", type=int, default=128, help="head dim")
+    parser.add_argument("--build-hdims", default="64,128",
+                        help="head dims of the build to load (decode_table.py's build: no new build)")
     parser.add_argument("--calls", type=int, default=3000, help="calls per timed loop")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of all rows in turns (median)")
     args = parser.parse_args()
-    m = flashbuild.load(hdim=str(args.hdim), dtype="fp16", arch="native", direction="splitkv", causal="off",
+    m = flashbuild.load(hdim=args.build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",
                         features=[])
     d = args.hdim
     q = torch.randn(1, 1, HEADS, d, device="cuda", dtype=torch.float16)
@@ -76,8 +81,24 @@ def main() -> None:
                 F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True)
         return call
 
+    @contextlib.contextmanager
+    def path(value):
+        os.environ["FLASHBUILD_SPLITKV_PATH"] = value
+        try:
+            yield
+        finally:
+            del os.environ["FLASHBUILD_SPLITKV_PATH"]
+
+    def api_on(value):
+        def call():
+            with path(value):
+                m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
+        return call
+
     rows = {
         "api": lambda: m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens),
+        "api, pdl-early": api_on("pdl-early"),
+        "api, no-pdl": api_on("no-pdl"),
         "binding": lambda: _fwd_kvcache_raw(m.ext, q, k, v, None, None, None, None, lens, None, None, None, False,
                                             scale, True, 0, -1, -1, 0.0),
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),

@@ -65,7 +65,7 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const dim3 grid(kp.scheduler.grid_size(sm_count()));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,
-                                                             kIsSplitKV<kFeatures> && params.dependent_launch);
+                                                             kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone);
 }
 
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>

@@ -13,9 +13,10 @@ new lengths, pages and queries equal eager calls bit for bit, many replays in a 
 zero), with either tail; calls on two streams at once stay right (each stream its own counters); bad indices
 are the named error and the call after them is right; a call with more query blocks than the counter buffer
 holds merges in the combine kernel and is right; an unknown FLASHBUILD_SPLITKV_PATH is a named error.
-The default launch is a programmatic dependent launch (kernels/hopper/splitkv_dependent_launch.h): its outputs equal
-the same path launched plainly (FLASHBUILD_SPLITKV_PATH=no-pdl) bit for bit, and so do chains of calls back to back,
-eager and replayed, in which each call reads what the kernel before it wrote (its q, its cache, its cache_seqlens).
+The programmatic dependent launch (kernels/hopper/splitkv_dependent_launch.h: the default's inside a graph capture;
+FLASHBUILD_SPLITKV_PATH=pdl-early and pdl-late, captured or not) gives the outputs of plain launches
+(FLASHBUILD_SPLITKV_PATH=no-pdl) bit for bit, and so do chains of calls back to back, eager and replayed, in which
+each call reads what the kernel before it wrote (its q, its cache, its cache_seqlens).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default: lane-merge)
 PLAIN = "no-pdl"  # the default path launched without the programmatic dependent launch
+DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one, captured or not (the default: pdl-early when captured)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +109,7 @@ def test_one_launch_equals_the_previous_path_and_the_reference(m, monkeypatch, h
     out, lse = call()
     monkeypatch.setenv(PATH_VAR, "previous")
     out_prev, lse_prev = call()
-    for merge in [*MERGES, PLAIN]:
+    for merge in [*MERGES, PLAIN, *DEPENDENT]:
         monkeypatch.setenv(PATH_VAR, merge)
         out_m, lse_m = call()
         assert torch.equal(out_m, out_prev), f"{merge}: out differs: {(out_m - out_prev).abs().max()}"
@@ -243,8 +245,8 @@ def test_more_query_blocks_than_counters_merge_in_the_combine_kernel(m):
 def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
-    message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge "
-               r"or no-pdl")
+    message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
+               r"no-pdl, pdl-early or pdl-late")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
@@ -253,14 +255,15 @@ def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     assert torch.equal(out, m.flash_attn_with_kvcache(q, k, v, num_splits=2))
 
 
+@pytest.mark.parametrize("path", [None, *DEPENDENT], ids=["default", *DEPENDENT])
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_back_to_back_calls_read_what_the_kernel_before_wrote(m, monkeypatch, head_dim, graph):
+def test_back_to_back_calls_read_what_the_kernel_before_wrote(m, monkeypatch, head_dim, graph, path):
     """A chain of decoding calls in which each reads what the kernel just before it wrote: its q is the previous
     call's output (our kernel after our kernel, the programmatic launch's case: it may start while the one before
     drains), or that output scaled by a torch kernel; its cache holds a row a torch kernel wrote from that output,
-    and its cache_seqlens a torch kernel advanced. Run with the default (programmatic) launch and with plain
-    launches (no-pdl), eager and captured: every output equal bit for bit."""
+    and its cache_seqlens a torch kernel advanced. Run with each programmatic launch (and the default) and with
+    plain launches (no-pdl), eager and captured: every output equal bit for bit."""
     torch.manual_seed(6 + head_dim)
     batch, nheads, nheads_k, capacity, steps = 2, 32, 8, 4096, 24
     q0 = randn(batch, 1, nheads, head_dim)
@@ -303,7 +306,7 @@ def test_back_to_back_calls_read_what_the_kernel_before_wrote(m, monkeypatch, he
 
     plain = run(PLAIN).clone()
     for _ in range(3):
-        got = run(None)
+        got = run(path)
         assert torch.equal(got, plain), f"differs from plain launches: {(got - plain).abs().max()}"
     assert torch.isfinite(plain).all()
     m.check_errors()
