@@ -7,7 +7,9 @@
 # with four stages and with six, processes alternating; the host time of an eager call; flashbuild test's KV-cache
 # checks; the KV-cache, index-check and graph-capture GPU tests of the Hopper family. Every step bounded so the
 # whole stays under DEADLINE seconds; logs under $OUT/r (tarred to $OUT/r.tar.gz), the short tables last.
-# Run from the repo root.
+# Run from the repo root. As run (commit 3b0999a: results/issue45-run7/); since, the six stages lost and their macro
+# is gone (the "six" build is the four-stage kernel again), and the default is the programmatic launch eagerly too
+# (the table's pdl-early column).
 set -u
 OUT=${OUT:-small-calls-final}
 R="$OUT/r"

@@ -97,13 +97,7 @@ inline constexpr bool kIsSplitKV = (kFeatures & kSplitKVKernel) != 0;
 // With the forward's tiles (192 rows at hdim 64) the same work ran 1.05-1.43x the Ampere-path split-KV
 // kernel's time from batch 64; with this one 0.38-0.86x everywhere measured (benchmarks/decode/README.md,
 // "The tile a Hopper split-KV would take").
-// A sweep overrides the count at head dims up to 64 for a whole build: nvcc -DFLASHBUILD_SPLITKV_STAGES_HDIM64=6.
-constexpr int splitkv_stages(int head_dim) {
-#ifdef FLASHBUILD_SPLITKV_STAGES_HDIM64
-  if (head_dim <= 64) { return FLASHBUILD_SPLITKV_STAGES_HDIM64; }
-#endif
-  return head_dim <= 96 ? 4 : 3;
-}
+constexpr int splitkv_stages(int head_dim) { return head_dim <= 96 ? 4 : 3; }
 template <int kHeadDim, DType kDType>
 using SplitKVTraits = FwdTraits<kHeadDim, 64, 128, splitkv_stages(kHeadDim), false, typename ElementOf<kDType>::type>;
 

@@ -13,8 +13,8 @@ new lengths, pages and queries equal eager calls bit for bit, many replays in a 
 zero), with either tail; calls on two streams at once stay right (each stream its own counters); bad indices
 are the named error and the call after them is right; a call with more query blocks than the counter buffer
 holds merges in the combine kernel and is right; an unknown FLASHBUILD_SPLITKV_PATH is a named error.
-The programmatic dependent launch (kernels/hopper/splitkv_dependent_launch.h: the default's inside a graph capture;
-FLASHBUILD_SPLITKV_PATH=pdl-early and pdl-late, captured or not) gives the outputs of plain launches
+The programmatic dependent launch (kernels/hopper/splitkv_dependent_launch.h: the default, releasing the next launch
+at its start; FLASHBUILD_SPLITKV_PATH=pdl-late, once its tiles are computed) gives the outputs of plain launches
 (FLASHBUILD_SPLITKV_PATH=no-pdl) bit for bit, and so do chains of calls back to back, eager and replayed, in which
 each call reads what the kernel before it wrote (its q, its cache, its cache_seqlens).
 """
@@ -38,7 +38,7 @@ PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default: lane-merge)
 PLAIN = "no-pdl"  # the default path launched without the programmatic dependent launch
-DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one, captured or not (the default: pdl-early when captured)
+DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one: the default (pdl-early) spelled out, and a late release
 
 
 @pytest.fixture(scope="module")
