@@ -39,8 +39,8 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
 // time; one wave is 16. With the combine fused into the kernel (one launch), a forced sweep of 4-32 splits found
 // this count the best or within 1.4 us of it (the same count timed twice) at batch 1 and 8
 // (benchmarks/decode/README.md, "One launch for a decoding call"). Its splits keep two key blocks, not four: with
-// the lane merge tail, batch 1 with 4k keys ran 16 splits of 2 blocks in 0.87-0.88x (hdim 64) and 0.94-0.96x
-// (hdim 128) the time of 8 splits of 4, graph-replayed, in two runs; 32 of 1 ran 1.2-1.4x (README.md, "Small calls").
+// the lane merge tail, batch 1 with 4k keys ran 16 splits of 2 blocks in 0.87-0.88x (hdim 64) and 0.94-0.95x
+// (hdim 128) the time of 8 splits of 4, graph-replayed, in two runs; 32 of 1 ran 1.2-1.3x (README.md, "Small calls").
 constexpr int kOneWaveMinBlocksPerSplit = 2;
 inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int seqlen_k, int block_m, int block_n,
                                       int num_sms) {
