@@ -5,7 +5,8 @@ HBM copy bandwidth measured in the same run.
 Usage:
     python3 benchmarks/decode/decode_table.py [--hdim 128,64] [--batch 1,8,64] [--cache 4096,16384,65536]
                                               [--reps 20] [--sweep-splits 4,8,16,32] [--paths previous,lane-merge]
-                                              [--skip-no-idx] [--json out.json]
+                                              [--skip-no-idx] [--build-hdims 64,128] [--nvcc-flag=-D...]
+                                              [--json out.json]
 
 One query token per sequence, 32 query heads on 8 K/V heads, fp16, cache_seqlens = the cache length (an int32
 tensor on the device: ours then runs its index check kernel, docs/serving.md); `ours no-idx` passes
@@ -18,16 +19,20 @@ merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / 
 Every timed call reads another copy of the cache (as many copies as make 256 MB, at least two), so no call
 reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
 back-to-back calls, the host's time included where it is the longer (eager) and not (graph: one replay runs
-the pass). Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
+the pass). The columns of a row are timed in turns (each rep one eager pass of each, one after the other; then
+each rep one replay of each), so a slow spell of the machine falls on all of them, and each rep starts at the next
+column (the order rotates): in run 7 (benchmarks/decode/README.md, "Small calls"), with a fixed order, the column
+timed first ran the same configuration as a later one 1.01-1.39x slower eager and up to 1.05x slower replayed. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
 read + write bytes / time, median of 10.
-FlashInfer is not measured: its decode kernels are compiled on first use (JIT) on the GPU host, and its
-package with its dependencies must be carried there as wheels (no index reachable from it); neither fits the
-device time of this run (benchmarks/decode/README.md).
+FlashInfer is not measured: flashinfer-python 0.7.4 is a 101 MB wheel (716 MB unpacked, its kernels CUDA sources
+compiled on first use, JIT, on the GPU host), over the 64 MiB a device call carries, with dependencies not on the GPU
+host (apache-tvm-ffi, cuda-tile, nvidia-cutlass-dsl, nccl4py, ...): benchmarks/decode/README.md, 2026-11-28.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -44,17 +49,14 @@ PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 ROTATE_BYTES = 256e6
 
 
-def timed_pass(fn, reps: int) -> float:
-    """Median ms of one call of fn (which runs one pass and returns how many calls it made)."""
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        calls = fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return statistics.median(times)
+def timed_once(fn) -> float:
+    """ms of one call of fn (which runs one pass and returns how many calls it made), per call."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    calls = fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
 
 
 def graphed(step, copies: int):
@@ -72,40 +74,71 @@ def graphed(step, copies: int):
     return graph
 
 
-def measure(step, copies: int, reps: int) -> tuple[float, float]:
-    """(eager ms, graph ms) per call; nan where the call fails (a backend that refuses the shape)."""
-    def eager():
-        for i in range(copies):
-            step(i)
-        return copies
-    try:
-        eager()
-        eager_ms = timed_pass(eager, reps)
-    except RuntimeError:
-        return math.nan, math.nan
-    try:
-        graph = graphed(step, copies)
-        graph_ms = timed_pass(lambda: (graph.replay(), copies)[1], reps)
-    except RuntimeError:
-        graph_ms = math.nan
-    return eager_ms, graph_ms
+class Contender:
+    """One column of a row: a call on cache copy i (step), run with FLASHBUILD_SPLITKV_PATH=path when set (read by
+    the binding at every eager call and at capture), eager and from a graph, or from a graph alone."""
+
+    def __init__(self, key: str, step, copies: int, path: str | None = None, eager: bool = True):
+        self.key, self.step, self.copies, self.path, self.eager = key, step, copies, path, eager
+        self.eager_ms: list[float] = []
+        self.graph_ms: list[float] = []
+        self.graph = None
+        self.failed = False
+        try:
+            with self.env():
+                self.eager_pass()  # warm-up: a backend that refuses the shape fails here
+        except RuntimeError:
+            self.failed = True
+
+    @contextlib.contextmanager
+    def env(self):
+        if self.path is not None:
+            os.environ[PATH_VAR] = self.path
+        try:
+            yield
+        finally:
+            if self.path is not None:
+                del os.environ[PATH_VAR]
+
+    def eager_pass(self) -> int:
+        for i in range(self.copies):
+            self.step(i)
+        return self.copies
+
+    def time_eager(self) -> None:
+        if self.eager and not self.failed:
+            with self.env():
+                self.eager_ms.append(timed_once(self.eager_pass))
+
+    def capture(self) -> None:
+        if not self.failed:
+            with self.env():
+                try:
+                    self.graph = graphed(self.step, self.copies)
+                except RuntimeError:
+                    self.graph = None
+
+    def time_graph(self) -> None:
+        if self.graph is not None:
+            self.graph_ms.append(timed_once(lambda: (self.graph.replay(), self.copies)[1]))
+
+    def result(self):
+        med = lambda xs: statistics.median(xs) if xs else math.nan  # noqa: E731
+        return (med(self.eager_ms), med(self.graph_ms)) if self.eager else med(self.graph_ms)
 
 
 def hbm_copy_tbs() -> float:
     src = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     dst.copy_(src)
-    ms = timed_pass(lambda: (dst.copy_(src), 1)[1], 10)
+    ms = statistics.median(timed_once(lambda: (dst.copy_(src), 1)[1]) for _ in range(10))
     return 2 * src.numel() / ms / 1e9
 
 
-def measure_graph(step, copies: int, reps: int) -> float:
-    """Graph-replayed ms per call."""
-    graph = graphed(step, copies)
-    return timed_pass(lambda: (graph.replay(), copies)[1], reps)
-
-
 def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths: list[str], no_idx: bool) -> dict:
+    """Every column of a row timed in turns: each rep times one eager pass of every contender, one after the other,
+    then each rep one graph replay of every contender, so a slow spell of the machine falls on all of them (medians
+    over the reps); each rep starts one contender later than the one before, so no column is always first."""
     bytes_kv = 2 * batch * cache * KV_HEADS * hdim * 2
     copies = max(2, math.ceil(ROTATE_BYTES / bytes_kv))
     torch.manual_seed(0)
@@ -115,26 +148,43 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
     lens = torch.full((batch,), cache, dtype=torch.int32, device="cuda")
     q_sdpa = q.transpose(1, 2)  # (batch, heads, 1, hdim); the caches as (batch, kv_heads, cache, hdim) views
     out = {"hdim": hdim, "batch": batch, "cache": cache, "copies": copies, "bytes": bytes_kv}
-    out["ours"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens), copies, reps)
-    for path in paths:
-        os.environ[PATH_VAR] = path  # read by the binding at every call (and at capture)
-        try:
-            out[f"ours_{path}"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens),
-                                          copies, reps)
-        finally:
-            del os.environ[PATH_VAR]
-    for splits in sweep if batch <= 8 else ():
-        out[f"splits_{splits}"] = measure_graph(
-            lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens, num_splits=splits), copies, reps)
-    if no_idx:
-        out["ours_no_idx"] = measure(lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies, reps)
-    for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
-        def sdpa(i, backend=backend):
+
+    def ours(i, splits=0):
+        return m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens, num_splits=splits)
+
+    def sdpa(backend):
+        def call(i):
             with sdpa_kernel(backend):
                 return F.scaled_dot_product_attention(q_sdpa, ks[i].transpose(1, 2), vs[i].transpose(1, 2),
                                                       enable_gqa=True)
-        out[name] = measure(sdpa, copies, reps)
-    del ks, vs
+        return call
+
+    contenders = [Contender("ours", ours, copies)]
+    contenders += [Contender(f"ours_{path}", ours, copies, path=path) for path in paths]
+    contenders += [Contender(f"splits_{n}", lambda i, n=n: ours(i, n), copies, eager=False)
+                   for n in (sweep if batch <= 8 else ())]
+    if no_idx:
+        contenders.append(Contender("ours_no_idx", lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies))
+    contenders += [Contender("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION), copies),
+                   Contender("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION), copies)]
+    # Eager first, then the graphs, each in turns: the graphs' memory pools (SDPA flash's expanded K/V at batch 64
+    # is 69 GB a call) and an eager pass's cached blocks never held at once.
+    def rotated(rep):
+        k = rep % len(contenders)
+        return contenders[k:] + contenders[:k]
+
+    for rep in range(reps):
+        for c in rotated(rep):
+            c.time_eager()
+    torch.cuda.empty_cache()
+    for c in contenders:
+        c.capture()
+    for rep in range(reps):
+        for c in rotated(rep):
+            c.time_graph()
+    for c in contenders:
+        out[c.key] = c.result()
+    ks.clear(), vs.clear(), contenders.clear()  # the caches and the graphs' pools, before the next row's
     torch.cuda.empty_cache()
     return out
 
@@ -150,17 +200,23 @@ def main() -> None:
     parser.add_argument("--paths", default="previous",
                         help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
+    parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
+    parser.add_argument("--nvcc-flag", action="append", default=[],
+                        help="an nvcc flag of the build to load (repeatable: a sweep's build, e.g. "
+                             "-DFLASHBUILD_SPLITKV_STAGES_HDIM64=6)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     hdims = [int(x) for x in args.hdim.split(",")]
-    m = flashbuild.load(hdim=",".join(map(str, sorted(hdims))), dtype="fp16", arch="native", direction="splitkv",
-                        causal="off", features=[])
+    build_hdims = args.build_hdims or ",".join(map(str, sorted(hdims)))
+    m = flashbuild.load(hdim=build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",
+                        features=[], **({"nvcc_flags": args.nvcc_flag} if args.nvcc_flag else {}))
     copy_tbs = hbm_copy_tbs()
     sweep = [int(x) for x in args.sweep_splits.split(",") if x]
     paths = [x for x in args.paths.split(",") if x]
     rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx) for h in hdims for b in map(int, args.batch.split(","))
             for c in map(int, args.cache.split(","))]
-    print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
+          + (f"; build with {' '.join(args.nvcc_flag)}" if args.nvcc_flag else ""))
     ours_cols = ["ours"] + (["ours_no_idx"] if not args.skip_no_idx else []) + [f"ours_{p}" for p in paths]
     print("| hdim | batch | cache | " + " | ".join(f"{c.replace('_', ' ')} µs (graph)" for c in ours_cols) +
           " | SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | " +

@@ -875,22 +875,31 @@ void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g
 
 // FLASHBUILD_SPLITKV_PATH (read at every call: A/B runs in one process, benchmarks/decode/decode_table.py) picks how
 // decoding runs on the Hopper split-KV: unset or empty, the default (one launch, the kLanes merge tail: 0.85-1.00x the
-// kSerial tail's time graph-replayed, bit-identical, benchmarks/decode/README.md run 5); "previous",
-// as before its one-launch path (the check kernel, the attention kernel, the combine kernel); "serial-merge" or
-// "lane-merge", one launch with that merge tail (SplitMerge, common/params.h). Another value is refused by name.
+// kSerial tail's time graph-replayed, bit-identical, benchmarks/decode/README.md run 5; a programmatic dependent
+// launch that releases the next launch at its start, DependentLaunch::kEarly: 0.5-0.7 us off a graph-replayed call
+// at batch 1 with 4k keys in two runs, within noise elsewhere, "Small calls" there); "previous", as before its
+// one-launch path (the check kernel, the attention kernel, the combine kernel, ordinary launches); "serial-merge",
+// one launch with the first merge tail (SplitMerge, common/params.h); "no-pdl" and "pdl-late", the default launched
+// plainly, or releasing the next launch once its tiles are computed (kLate); "lane-merge" and "pdl-early", the
+// default spelled out. Another value is refused by name.
 struct SplitKVPath {
   bool previous;
   SplitMerge merge;
+  DependentLaunch dependent_launch;
 };
 
 SplitKVPath splitkv_path() {
   const char* v = std::getenv("FLASHBUILD_SPLITKV_PATH");
-  if (v == nullptr || *v == '\0') return {false, SplitMerge::kLanes};
-  if (std::strcmp(v, "previous") == 0) return {true, SplitMerge::kSerial};
-  if (std::strcmp(v, "serial-merge") == 0) return {false, SplitMerge::kSerial};
-  if (std::strcmp(v, "lane-merge") == 0) return {false, SplitMerge::kLanes};
+  const SplitKVPath fallback{false, SplitMerge::kLanes, DependentLaunch::kEarly};
+  if (v == nullptr || *v == '\0') return fallback;
+  if (std::strcmp(v, "previous") == 0) return {true, SplitMerge::kSerial, DependentLaunch::kNone};
+  if (std::strcmp(v, "serial-merge") == 0) return {false, SplitMerge::kSerial, DependentLaunch::kEarly};
+  if (std::strcmp(v, "lane-merge") == 0 || std::strcmp(v, "pdl-early") == 0) return fallback;
+  if (std::strcmp(v, "no-pdl") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kNone};
+  if (std::strcmp(v, "pdl-late") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kLate};
   TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", std::string(v).substr(0, 64),
-              "' is not a split-KV path; it takes previous, serial-merge or lane-merge (or unset it for the default)");
+              "' is not a split-KV path; it takes previous, serial-merge, lane-merge, no-pdl, pdl-early or pdl-late "
+              "(or unset it for the default)");
   return {};
 }
 
@@ -1061,6 +1070,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous) {
     read_indices_at_use(p, a, g, k.size(0), q);
     p.split_merge = path.merge;
+    p.dependent_launch = path.dependent_launch;
     const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
     if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
   }

@@ -51,9 +51,12 @@ class KernelHandle {
   KernelHandle(const KernelHandle&) = delete;
   KernelHandle& operator=(const KernelHandle&) = delete;
 
-  // One launch of a kernel whose single parameter is `params` (passed by value, as <<<>>> would).
+  // One launch of a kernel whose single parameter is `params` (passed by value, as <<<>>> would). programmatic:
+  // a programmatic dependent launch (the kernel waits for the stream's previous kernel itself before reading
+  // memory: hopper/splitkv_dependent_launch.h).
   template <class Params>
-  void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params) const {
+  void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params,
+              bool programmatic = false) const {
     int device = 0;
     check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
     // The limit holds per device: raised on a device's first launch. Every launch of a handle asks for
@@ -64,7 +67,17 @@ class KernelHandle {
       if (device < kMaxDevices) { smem_limit_[device].store(smem_bytes, std::memory_order_release); }
     }
     void* args[] = {const_cast<Params*>(&params)};
-    check(cudaLaunchKernel(func_, grid, block, args, size_t(smem_bytes), stream), nullptr, "cudaLaunchKernel");
+    if (!programmatic) {
+      check(cudaLaunchKernel(func_, grid, block, args, size_t(smem_bytes), stream), nullptr, "cudaLaunchKernel");
+      return;
+    }
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = size_t(smem_bytes);
+    config.stream = stream, config.attrs = &attribute, config.numAttrs = 1;
+    check(cudaLaunchKernelExC(&config, func_, args), nullptr, "cudaLaunchKernelExC");
   }
 
  private:

@@ -56,6 +56,11 @@ inline void check_grid_yz(const char* entry, int64_t nheads, int64_t batch_block
 // count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits.
 enum class SplitMerge : int { kSerial = 0, kLanes = 1 };
 
+// Whether the Hopper split-KV is a programmatic dependent launch (hopper/splitkv_dependent_launch.h), and when its
+// CTAs let the stream's next kernel launch: kEarly once past their wait at the start, kLate once a CTA's last tile
+// is computed (before its partials are stored and merged). kNone: an ordinary launch.
+enum class DependentLaunch : int { kNone = 0, kEarly = 1, kLate = 2 };
+
 // A KV-cache call's index tensors as the caller gave them (null: not given), read by the check kernel
 // alone (common/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
 // cache_batch_idx 0..num_cache_rows - 1, cache_leftpad 0..capacity, block_table 0..num_cache_rows - 1
@@ -139,6 +144,11 @@ struct FwdParams {
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
   // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kLanes unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
   SplitMerge split_merge;
+  // Launch the Hopper split-KV as a programmatic dependent launch (hopper/splitkv_launch.h): its CTAs may start
+  // while the stream's previous kernel drains, and wait for it before their first global access
+  // (hopper/splitkv_dependent_launch.h). The binding picks (FLASHBUILD_SPLITKV_PATH, docs/serving.md); kNone, as a
+  // zeroed FwdParams has it, is an ordinary launch.
+  DependentLaunch dependent_launch;
 
   // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of
   // cache row cache_batch_idx[b] (b when null), skipping its first cache_leftpad[b] rows (0 when

@@ -14,10 +14,10 @@ constexpr int splitkv_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64;
 // page size the binding accepts there); above, the Ampere path's (flashbuild/selection/variants.py, HEAD_DIM_FAMILY).
 constexpr bool hopper_splitkv_head_dim(int head_dim) { return head_dim <= 128; }
 
-// The wanted split count held to at least four key blocks per split (so each split amortises its fixed costs)
-// and to 1..kMaxSplits.
-inline int clamp_num_splits(int wanted, int n_blocks) {
-  const int splits = wanted < n_blocks / 4 ? wanted : n_blocks / 4;
+// The wanted split count held to at least min_blocks key blocks per split (so each split amortises its fixed
+// costs) and to 1..kMaxSplits.
+inline int clamp_num_splits(int wanted, int n_blocks, int min_blocks = 4) {
+  const int splits = wanted < n_blocks / min_blocks ? wanted : n_blocks / min_blocks;
   return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
 }
 
@@ -38,13 +38,16 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
 // batch 1 with 64k keys took 33 splits by the rule above and ran 1.04-1.09x the Ampere-path kernel's
 // time; one wave is 16. With the combine fused into the kernel (one launch), a forced sweep of 4-32 splits found
 // this count the best or within 1.4 us of it (the same count timed twice) at batch 1 and 8
-// (benchmarks/decode/README.md, "One launch for a decoding call").
+// (benchmarks/decode/README.md, "One launch for a decoding call"). Its splits keep two key blocks, not four: with
+// the lane merge tail, batch 1 with 4k keys ran 16 splits of 2 blocks in 0.87-0.88x (hdim 64) and 0.94-0.95x
+// (hdim 128) the time of 8 splits of 4, graph-replayed, in two runs; 32 of 1 ran 1.2-1.3x (README.md, "Small calls").
+constexpr int kOneWaveMinBlocksPerSplit = 2;
 inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int seqlen_k, int block_m, int block_n,
                                       int num_sms) {
   const int m_blocks = (seqlen_q + block_m - 1) / block_m;
   const int ctas = batch * nheads * m_blocks;
   if (ctas <= 0 || ctas >= num_sms) return 1;
-  return clamp_num_splits(num_sms / ctas, (seqlen_k + block_n - 1) / block_n);
+  return clamp_num_splits(num_sms / ctas, (seqlen_k + block_n - 1) / block_n, kOneWaveMinBlocksPerSplit);
 }
 
 }  // namespace flashbuild

@@ -8,6 +8,7 @@
 #include "hopper/fwd_epilogue.h"
 #include "hopper/fwd_mainloop.h"
 #include "hopper/fwd_params.h"
+#include "hopper/splitkv_dependent_launch.h"
 #include "hopper/tile_scheduler.h"
 
 namespace flashbuild::hopper {
@@ -83,6 +84,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   PipelineKV pipe_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
   __syncthreads();  // barriers initialised and visible before anyone waits on them
+  // The split-KV launch may start while the previous kernel drains: nothing global before this.
+  if constexpr (kIsSplitKV<kFeatures>) { dependent_launch_start(p.dependent_launch); }
 
   const typename Kernel::Scheduler& scheduler = params.scheduler;
   if (warpgroup == 0) {
@@ -144,6 +147,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
       softmax.finalize(tOrO_rc, score.scale, lse);
       if constexpr (kIsSplitKV<kFeatures>) {
+        dependent_launch_tile_done(p.dependent_launch);
         if (p.num_splits > 1) {  // chosen at run time: one kernel serves one split and several
           Epilogue::store_split(p, tile, seq, thread_idx, tOrO, lse);
           if (p.split_counters) { Epilogue::combine_if_last(p, tile, seq, scheduler.num_m_blocks, thread_idx); }

@@ -63,7 +63,10 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits})};
   const dim3 grid(kp.scheduler.grid_size(sm_count()));
-  FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
+  // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
+  const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
+  FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,
+                                                             programmatic);
 }
 
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>

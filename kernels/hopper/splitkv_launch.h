@@ -4,8 +4,10 @@
 // the Ampere path (ampere/splitkv_launch.h): the index check and append kernels when the call adds keys,
 // the combine kernel when it splits them. A plain decoding call is one launch: the attention kernel checks
 // the caller's indices where it reads them (CacheIndexCheck::at_read) and merges its splits itself
-// (FwdParams::split_counters); the binding sets both (kernels/binding/flash_api.cpp, mha_fwd_kvcache). Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key
-// blocks, 96 and 80 rows, do not divide the page sizes the binding accepts).
+// (FwdParams::split_counters), launched as a programmatic dependent launch (FwdParams::dependent_launch:
+// hopper/splitkv_dependent_launch.h); the binding sets all three (kernels/binding/flash_api.cpp, mha_fwd_kvcache).
+// Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key blocks, 96 and 80 rows, do not divide the
+// page sizes the binding accepts).
 // Like the forward's launch (hopper/fwd_launch.h), this header holds host code alone: the Hopper kernel
 // compiles device-only in <variant>_kernel.cu and the launch reaches it through FwdKernelEntry; the append
 // and combine kernels compile in one TU of the head dim and dtype (SplitKVSmallKernels, below).

@@ -13,6 +13,10 @@ new lengths, pages and queries equal eager calls bit for bit, many replays in a 
 zero), with either tail; calls on two streams at once stay right (each stream its own counters); bad indices
 are the named error and the call after them is right; a call with more query blocks than the counter buffer
 holds merges in the combine kernel and is right; an unknown FLASHBUILD_SPLITKV_PATH is a named error.
+The programmatic dependent launch (kernels/hopper/splitkv_dependent_launch.h: the default, releasing the next launch
+at its start; FLASHBUILD_SPLITKV_PATH=pdl-late, once its tiles are computed) gives the outputs of plain launches
+(FLASHBUILD_SPLITKV_PATH=no-pdl) bit for bit, and so do chains of calls back to back, eager and replayed, in which
+each call reads what the kernel before it wrote (its q, its cache, its cache_seqlens).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from test_kvcache_prefill_gpu import kernels_of  # noqa: E402
 PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default: lane-merge)
+PLAIN = "no-pdl"  # the default path launched without the programmatic dependent launch
+DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one: the default (pdl-early) spelled out, and a late release
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +109,7 @@ def test_one_launch_equals_the_previous_path_and_the_reference(m, monkeypatch, h
     out, lse = call()
     monkeypatch.setenv(PATH_VAR, "previous")
     out_prev, lse_prev = call()
-    for merge in MERGES:
+    for merge in [*MERGES, PLAIN, *DEPENDENT]:
         monkeypatch.setenv(PATH_VAR, merge)
         out_m, lse_m = call()
         assert torch.equal(out_m, out_prev), f"{merge}: out differs: {(out_m - out_prev).abs().max()}"
@@ -239,10 +245,68 @@ def test_more_query_blocks_than_counters_merge_in_the_combine_kernel(m):
 def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
-    message = r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge or lane-merge"
+    message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
+               r"no-pdl, pdl-early or pdl-late")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
     out = m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.delenv(PATH_VAR)
     assert torch.equal(out, m.flash_attn_with_kvcache(q, k, v, num_splits=2))
+
+
+@pytest.mark.parametrize("path", [None, *DEPENDENT], ids=["default", *DEPENDENT])
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_back_to_back_calls_read_what_the_kernel_before_wrote(m, monkeypatch, head_dim, graph, path):
+    """A chain of decoding calls in which each reads what the kernel just before it wrote: its q is the previous
+    call's output (our kernel after our kernel, the programmatic launch's case: it may start while the one before
+    drains), or that output scaled by a torch kernel; its cache holds a row a torch kernel wrote from that output,
+    and its cache_seqlens a torch kernel advanced. Run with each programmatic launch (and the default) and with
+    plain launches (no-pdl), eager and captured: every output equal bit for bit."""
+    torch.manual_seed(6 + head_dim)
+    batch, nheads, nheads_k, capacity, steps = 2, 32, 8, 4096, 24
+    q0 = randn(batch, 1, nheads, head_dim)
+    k0, v0 = randn(batch, capacity, nheads_k, head_dim), randn(batch, capacity, nheads_k, head_dim)
+    lens0 = ints([capacity - 3 * steps, 1500])
+
+    def chain(q, k_cache, v_cache, lens):
+        outs = []
+        for i in range(steps):
+            out = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=[0, 8, 3][i % 3])
+            outs.append(out)
+            if i % 2:  # a torch kernel between: scale q, write a cache row from it, advance the lengths
+                q = out * 16.0
+                row = capacity - 3 * steps + (i - 1) // 2  # row 0's next key: lens[0] before the add below
+                k_cache[:, row].copy_(q[:, 0, ::nheads // nheads_k])
+                v_cache[:, row].copy_(out[:, 0, ::nheads // nheads_k])
+                lens.add_(1)
+            else:  # our kernel right after ours: q is its output as written
+                q = out
+        return torch.stack(outs)
+
+    def run(path):
+        if path:
+            monkeypatch.setenv(PATH_VAR, path)
+        else:
+            monkeypatch.delenv(PATH_VAR, raising=False)
+        q, k_cache, v_cache, lens = q0.clone(), k0.clone(), v0.clone(), lens0.clone()
+        if not graph:
+            return chain(q, k_cache, v_cache, lens)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up on copies, so the captured chain starts from the same state
+            chain(q.clone(), k_cache.clone(), v_cache.clone(), lens.clone())
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = chain(q, k_cache, v_cache, lens)
+        g.replay()
+        return outs
+
+    plain = run(PLAIN).clone()
+    for _ in range(3):
+        got = run(path)
+        assert torch.equal(got, plain), f"differs from plain launches: {(got - plain).abs().max()}"
+    assert torch.isfinite(plain).all()
+    m.check_errors()
