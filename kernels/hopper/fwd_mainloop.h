@@ -51,6 +51,17 @@ struct FwdMainloop {
 
   CUTE_DEVICE static void prefetch_descriptors(Params const& mp) { Loads::prefetch_descriptors(mp); }
 
+  // L2 eviction priorities of the loads: K and V are read by every query block of their head, Q once.
+  // EVICT_LAST / EVICT_FIRST as FA3 gives them, with -DFLASHBUILD_HOPPER_FWD_L2_HINTS=1 (a sweep; the
+  // split-KV kernel, whose cache is read once, keeps the normal priority).
+#if defined(FLASHBUILD_HOPPER_FWD_L2_HINTS) && FLASHBUILD_HOPPER_FWD_L2_HINTS
+  static constexpr bool kL2Hints = !kIsSplitKV<kFeatures>;
+#else
+  static constexpr bool kL2Hints = false;
+#endif
+  static constexpr TMA::CacheHintSm90 kKVHint = kL2Hints ? TMA::CacheHintSm90::EVICT_LAST : TMA::CacheHintSm90::EVICT_NORMAL;
+  static constexpr TMA::CacheHintSm90 kQHint = kL2Hints ? TMA::CacheHintSm90::EVICT_FIRST : TMA::CacheHintSm90::EVICT_NORMAL;
+
   // The mask and the key blocks [n_block_min, n_block_max) of a query block. The mask cuts the keys
   // past the sequence's seqlen_k that a TMA box still loads: with seqused_k, the rest of its
   // seqlen_k rows; packed, the next sequence's first rows (see can_run in fwd_launch.h).
@@ -113,11 +124,12 @@ struct FwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
 
+    const TMA::CacheHintSm90 kv_hint = kKVHint, q_hint = kQHint;  // with() takes references: locals, not the members
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
       if (leader) {
         const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, box.row, head_k, box.batch,
+        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write), 0, kv_hint), mK, box.row, head_k, box.batch,
                               sK(_, _, write.index()));
       }
     };
@@ -125,7 +137,7 @@ struct FwdMainloop {
       pipe_v.producer_acquire(write);
       if (leader) {
         const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, box.row, head_k, box.batch,
+        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write), 0, kv_hint), mV, box.row, head_k, box.batch,
                               sV(_, _, write.index()));
       }
     };
@@ -137,7 +149,7 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
+      tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full, 0, q_hint), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
                             sQ);
     }
     if (!has_keys) { return; }
@@ -240,7 +252,7 @@ struct FwdMainloop {
     ++read_k;
     scores(n_block);
     softmax.template step<true>(tSrS_rc, row_scale);
-    to_p();
+    if constexpr (!Traits::kOverlapSoftmax) { to_p(); }  // with it, at the top of the loop's first step
     // The first P V reads this block's V: clear its rows past the keys first. Here, before the loop,
     // not at that P V inside it, where the dense hdim-64 forward ran 1.8-2.5 % slower than without
     // the clearing (here 0.6-1.8 %; benchmarks/hopper_varlen). The loop's wait on this stage then
@@ -250,27 +262,65 @@ struct FwdMainloop {
       zero_v_rows(storage, read_v.index(), v_rows_valid, thread_idx);
     }
 
-    CUTE_NO_UNROLL
-    for (--n_block; n_block >= k.n_block_min; --n_block) {
-      pipe_k.consumer_wait(read_k);
-      wait_turn();
-      wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-      pipe_v.consumer_wait(read_v);
-      wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
-      pass_turn();
-      warpgroup_wait<1>();  // S is ready; P V may still run
-      pipe_k.consumer_release(read_k);
-      ++read_k;
-      scores(n_block);
-      softmax.template step<false>(tSrS_rc, row_scale);
-      warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
-      pipe_v.consumer_release(read_v);
-      ++read_v;
+    if constexpr (Traits::kOverlapSoftmax) {
+      // The same steps with the wait on P V, O's rescale and P's conversion moved from the end of a
+      // step to the start of the next (across the loop's back edge, where ptxas does not move the
+      // wait): the softmax of S_j then runs under this warpgroup's P_{j-1} V (fwd_traits.h,
+      // kOverlapSoftmax). In the first step the wait finds nothing in flight, O (zero) is scaled by
+      // 1 and P converted from the first block's S.
+      bool pv_in_flight = false;
+      CUTE_NO_UNROLL
+      for (--n_block; n_block >= k.n_block_min; --n_block) {
+        warpgroup_wait<0>();  // the last P V is done: O may be rescaled and P overwritten
+        if (pv_in_flight) {
+          pipe_v.consumer_release(read_v);
+          ++read_v;
+        }
+        Softmax::rescale(tOrO_rc, row_scale);
+        to_p();
+        pipe_k.consumer_wait(read_k);
+        wait_turn();
+        wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+        pipe_v.consumer_wait(read_v);
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
+        pass_turn();
+        pv_in_flight = true;
+        warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
+        pipe_k.consumer_release(read_k);
+        ++read_k;
+        scores(n_block);
+        softmax.template step<false>(tSrS_rc, row_scale);
+      }
+      q_done();  // every S of this tile is computed (the last one waited on above)
+      warpgroup_wait<0>();
+      if (pv_in_flight) {
+        pipe_v.consumer_release(read_v);
+        ++read_v;
+      }
       Softmax::rescale(tOrO_rc, row_scale);
       to_p();
+    } else {
+      CUTE_NO_UNROLL
+      for (--n_block; n_block >= k.n_block_min; --n_block) {
+        pipe_k.consumer_wait(read_k);
+        wait_turn();
+        wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+        pipe_v.consumer_wait(read_v);
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
+        pass_turn();
+        warpgroup_wait<1>();  // S is ready; P V may still run
+        pipe_k.consumer_release(read_k);
+        ++read_k;
+        scores(n_block);
+        softmax.template step<false>(tSrS_rc, row_scale);
+        warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
+        pipe_v.consumer_release(read_v);
+        ++read_v;
+        Softmax::rescale(tOrO_rc, row_scale);
+        to_p();
+      }
+      q_done();  // every S of this tile is computed (the last one waited on above)
     }
-
-    q_done();  // every S of this tile is computed (the last one waited on above)
 
     // The last key block's P V.
     pipe_v.consumer_wait(read_v);

@@ -105,6 +105,18 @@ struct FwdTraits {
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
   static constexpr int kNThreads = kNumMmaThreads + kWarpgroupThreads;  // + the producer warpgroup
   static constexpr bool kPingpong = kPingpong_ && kNumMmaWarpgroups > 1;
+  // The softmax of key block j under this warpgroup's own P V of block j - 1 (fwd_mainloop.h, mma):
+  // the wait on that P V, O's rescale and P's conversion come at the start of the next step instead
+  // of the end of this one. In one step, ptxas hoisted the wait above the exponentials (the SASS of
+  // the hdim-128 loop before: all 64 MUFU.EX2 after WARPGROUP.DEPBAR.LE gsb0, 0x0; FA3's at 0251105a
+  // has 13 of 64 before it), so P V and the softmax ran one after the other. Same registers, same
+  // instructions. On for the prefill tiles of the head dims it was measured at (benchmarks/fwd_softmax_overlap).
+  // nvcc -DFLASHBUILD_HOPPER_FWD_OVERLAP=0 (or 1) sets it for a whole build, for sweeps.
+#ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
+  static constexpr bool kOverlapSoftmax = FLASHBUILD_HOPPER_FWD_OVERLAP != 0;
+#else
+  static constexpr bool kOverlapSoftmax = kNumMmaWarpgroups >= 2 && (kHeadDim == 128 || kHeadDim == 256);
+#endif
 
   static_assert(kBlockM % kRowsPerWarpgroup == 0, "block_m must be whole consumer warpgroups (64 rows each)");
   static_assert(kNumMmaWarpgroups >= 1 && kNumMmaWarpgroups <= kMaxConsumerWarpgroups,
