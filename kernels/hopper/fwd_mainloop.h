@@ -5,9 +5,10 @@
 //   Consumers (kBlockM / 64 warpgroups, 64 query rows each, all reading the same K/V tile):
 //   S = Q K^T (wgmma, both operands in shared memory), the score transform and mask, the online
 //   softmax in registers, O += P V (wgmma, P from registers). Within a warpgroup the product of the
-//   next S is issued before the previous P V, so the softmax of S runs while the tensor cores
-//   work on P V (intra-warpgroup overlap); between warpgroups, with kPingpong, each issues its
-//   products only in its turn, so one warpgroup's softmax runs under the other's products.
+//   next S is issued before the previous P V, so that the softmax of S can run while the tensor cores
+//   work on P V (intra-warpgroup overlap; in the SASS only with kOverlapSoftmax, which keeps ptxas
+//   from hoisting the wait on P V above the softmax); between warpgroups, with kPingpong, each issues
+//   its products only in its turn, so one warpgroup's softmax runs under the other's products.
 // Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
 // and V rows times zero probabilities add nothing: past a view's end they are zeros, and rows the
 // box loads past the sequence's keys (seqused_k, or the next packed sequence) are zeroed in shared
@@ -43,6 +44,14 @@ struct FwdMainloop {
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
   using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
   using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
+  // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels
+  // where it was measured faster; causal and local-window ones walk masked steps, where it was slower
+  // (causal) or not measured (local), unless a sweep's define forces it.
+#ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
+  static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax;
+#else
+  static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
+#endif
 
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
   // header, not this one).
@@ -50,17 +59,6 @@ struct FwdMainloop {
   using Params = typename Loads::Params;
 
   CUTE_DEVICE static void prefetch_descriptors(Params const& mp) { Loads::prefetch_descriptors(mp); }
-
-  // L2 eviction priorities of the loads: K and V are read by every query block of their head, Q once.
-  // EVICT_LAST / EVICT_FIRST as FA3 gives them, with -DFLASHBUILD_HOPPER_FWD_L2_HINTS=1 (a sweep; the
-  // split-KV kernel, whose cache is read once, keeps the normal priority).
-#if defined(FLASHBUILD_HOPPER_FWD_L2_HINTS) && FLASHBUILD_HOPPER_FWD_L2_HINTS
-  static constexpr bool kL2Hints = !kIsSplitKV<kFeatures>;
-#else
-  static constexpr bool kL2Hints = false;
-#endif
-  static constexpr TMA::CacheHintSm90 kKVHint = kL2Hints ? TMA::CacheHintSm90::EVICT_LAST : TMA::CacheHintSm90::EVICT_NORMAL;
-  static constexpr TMA::CacheHintSm90 kQHint = kL2Hints ? TMA::CacheHintSm90::EVICT_FIRST : TMA::CacheHintSm90::EVICT_NORMAL;
 
   // The mask and the key blocks [n_block_min, n_block_max) of a query block. The mask cuts the keys
   // past the sequence's seqlen_k that a TMA box still loads: with seqused_k, the rest of its
@@ -124,12 +122,11 @@ struct FwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
 
-    const TMA::CacheHintSm90 kv_hint = kKVHint, q_hint = kQHint;  // with() takes references: locals, not the members
     auto load_k = [&](int n_block) {
       pipe_k.producer_acquire(write);
       if (leader) {
         const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write), 0, kv_hint), mK, box.row, head_k, box.batch,
+        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, box.row, head_k, box.batch,
                               sK(_, _, write.index()));
       }
     };
@@ -137,7 +134,7 @@ struct FwdMainloop {
       pipe_v.producer_acquire(write);
       if (leader) {
         const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write), 0, kv_hint), mV, box.row, head_k, box.batch,
+        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, box.row, head_k, box.batch,
                               sV(_, _, write.index()));
       }
     };
@@ -149,7 +146,7 @@ struct FwdMainloop {
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
-      tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full, 0, q_hint), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
+      tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
                             sQ);
     }
     if (!has_keys) { return; }
@@ -252,7 +249,7 @@ struct FwdMainloop {
     ++read_k;
     scores(n_block);
     softmax.template step<true>(tSrS_rc, row_scale);
-    if constexpr (!Traits::kOverlapSoftmax) { to_p(); }  // with it, at the top of the loop's first step
+    if constexpr (!kOverlapSoftmax) { to_p(); }  // with it, at the top of the loop's first step
     // The first P V reads this block's V: clear its rows past the keys first. Here, before the loop,
     // not at that P V inside it, where the dense hdim-64 forward ran 1.8-2.5 % slower than without
     // the clearing (here 0.6-1.8 %; benchmarks/hopper_varlen). The loop's wait on this stage then
@@ -262,7 +259,7 @@ struct FwdMainloop {
       zero_v_rows(storage, read_v.index(), v_rows_valid, thread_idx);
     }
 
-    if constexpr (Traits::kOverlapSoftmax) {
+    if constexpr (kOverlapSoftmax) {
       // The same steps with the wait on P V, O's rescale and P's conversion moved from the end of a
       // step to the start of the next (across the loop's back edge, where ptxas does not move the
       // wait): the softmax of S_j then runs under this warpgroup's P_{j-1} V (fwd_traits.h,
