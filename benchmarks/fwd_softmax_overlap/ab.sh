@@ -7,8 +7,9 @@
 #   bash benchmarks/fwd_softmax_overlap/ab.sh       # rows.txt and results.tgz (every log and run) under $OUT
 # SEL: the selection (default hdim 128,256, fp16+bf16, causal both, no features); HINTS=1 adds a third tree,
 # this one built with -DFLASHBUILD_HOPPER_FWD_L2_HINTS=1 (K/V loads EVICT_LAST, Q EVICT_FIRST: the define
-# exists at 7606248 only); TESTS=0 skips the GPU tests; BUDGET (s, 440): no bench round starts past it.
-if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,10p "$0" | cut -c3-; exit 0; fi
+# exists at 7606248 only); TESTS=0 skips the GPU tests, TESTS=sel runs `flashbuild test` of SEL alone;
+# BUDGET (s, 440): no bench round starts past it.
+if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,11p "$0" | cut -c3-; exit 0; fi
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/overlap_out}; W=/tmp/overlap_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-440}; REPS=${REPS:-25}
@@ -26,7 +27,10 @@ sel() { if [ "$1" = hints ]; then echo "$S16 $H"; else echo "$S"; fi; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | tee "$W/gpu.txt"
 for v in $trees; do fb_$v 240 $(sel $v) -j 6 > "$W/build-$v.txt" 2>&1 & done
 wait; echo "== builds $(at)"; for v in $trees; do echo "$v: $(grep -E '^compiled|rror' "$W/build-$v.txt" | head -2)"; done
-if [ "${TESTS:-1}" = 1 ]; then
+if [ "${TESTS:-1}" = sel ]; then
+  fb_new 150 test $S --shapes full > "$W/test-new.txt" 2>&1; echo "== test new rc $? $(at)"
+  grep -E "passed, [0-9]+ failed" "$W/test-new.txt" | tail -1
+elif [ "${TESTS:-1}" = 1 ]; then
   # The new tree: every built variant on the full shapes; the masked-first-blocks rows (hdim 128 and 256) and the
   # persistent hdim-256 kernel; hdim 128 causal with local+softcap compiled in.
   (fb_new 150 test $S --shapes full > "$W/test-new.txt" 2>&1; echo "== rc $?" >> "$W/test-new.txt") &

@@ -118,7 +118,7 @@ struct FwdTraits {
 #ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
   static constexpr bool kOverlapSoftmax = FLASHBUILD_HOPPER_FWD_OVERLAP != 0;
 #else
-  static constexpr bool kOverlapSoftmax = kNumMmaWarpgroups == 2 && kHeadDim == 128;
+  static constexpr bool kOverlapSoftmax = kNumMmaWarpgroups == 2 && kHeadDim > 64 && kHeadDim <= 192;
 #endif
 
   static_assert(kBlockM % kRowsPerWarpgroup == 0, "block_m must be whole consumer warpgroups (64 rows each)");
