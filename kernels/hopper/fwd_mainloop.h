@@ -5,9 +5,10 @@
 //   Consumers (kBlockM / 64 warpgroups, 64 query rows each, all reading the same K/V tile):
 //   S = Q K^T (wgmma, both operands in shared memory), the score transform and mask, the online
 //   softmax in registers, O += P V (wgmma, P from registers). Within a warpgroup the product of the
-//   next S is issued before the previous P V, so the softmax of S runs while the tensor cores
-//   work on P V (intra-warpgroup overlap); between warpgroups, with kPingpong, each issues its
-//   products only in its turn, so one warpgroup's softmax runs under the other's products.
+//   next S is issued before the previous P V, so that the softmax of S can run while the tensor cores
+//   work on P V (intra-warpgroup overlap; in the SASS only with kOverlapSoftmax, which keeps ptxas
+//   from hoisting the wait on P V above the softmax); between warpgroups, with kPingpong, each issues
+//   its products only in its turn, so one warpgroup's softmax runs under the other's products.
 // Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
 // and V rows times zero probabilities add nothing: past a view's end they are zeros, and rows the
 // box loads past the sequence's keys (seqused_k, or the next packed sequence) are zeroed in shared
@@ -43,6 +44,14 @@ struct FwdMainloop {
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
   using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
   using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
+  // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels
+  // where it was measured faster; causal and local-window ones walk masked steps, where it was slower
+  // (causal) or not measured (local), unless a sweep's define forces it.
+#ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
+  static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax;
+#else
+  static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
+#endif
 
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
   // header, not this one).
@@ -240,7 +249,7 @@ struct FwdMainloop {
     ++read_k;
     scores(n_block);
     softmax.template step<true>(tSrS_rc, row_scale);
-    to_p();
+    if constexpr (!kOverlapSoftmax) { to_p(); }  // with it, at the top of the loop's first step
     // The first P V reads this block's V: clear its rows past the keys first. Here, before the loop,
     // not at that P V inside it, where the dense hdim-64 forward ran 1.8-2.5 % slower than without
     // the clearing (here 0.6-1.8 %; benchmarks/hopper_varlen). The loop's wait on this stage then
@@ -250,27 +259,65 @@ struct FwdMainloop {
       zero_v_rows(storage, read_v.index(), v_rows_valid, thread_idx);
     }
 
-    CUTE_NO_UNROLL
-    for (--n_block; n_block >= k.n_block_min; --n_block) {
-      pipe_k.consumer_wait(read_k);
-      wait_turn();
-      wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-      pipe_v.consumer_wait(read_v);
-      wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
-      pass_turn();
-      warpgroup_wait<1>();  // S is ready; P V may still run
-      pipe_k.consumer_release(read_k);
-      ++read_k;
-      scores(n_block);
-      softmax.template step<false>(tSrS_rc, row_scale);
-      warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
-      pipe_v.consumer_release(read_v);
-      ++read_v;
+    if constexpr (kOverlapSoftmax) {
+      // The same steps with the wait on P V, O's rescale and P's conversion moved from the end of a
+      // step to the start of the next (across the loop's back edge, where ptxas does not move the
+      // wait): the softmax of S_j then runs under this warpgroup's P_{j-1} V (fwd_traits.h,
+      // kOverlapSoftmax). In the first step the wait finds nothing in flight, O (zero) is scaled by
+      // 1 and P converted from the first block's S.
+      bool pv_in_flight = false;
+      CUTE_NO_UNROLL
+      for (--n_block; n_block >= k.n_block_min; --n_block) {
+        warpgroup_wait<0>();  // the last P V is done: O may be rescaled and P overwritten
+        if (pv_in_flight) {
+          pipe_v.consumer_release(read_v);
+          ++read_v;
+        }
+        Softmax::rescale(tOrO_rc, row_scale);
+        to_p();
+        pipe_k.consumer_wait(read_k);
+        wait_turn();
+        wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+        pipe_v.consumer_wait(read_v);
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
+        pass_turn();
+        pv_in_flight = true;
+        warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
+        pipe_k.consumer_release(read_k);
+        ++read_k;
+        scores(n_block);
+        softmax.template step<false>(tSrS_rc, row_scale);
+      }
+      q_done();  // every S of this tile is computed (the last one waited on above)
+      warpgroup_wait<0>();
+      if (pv_in_flight) {
+        pipe_v.consumer_release(read_v);
+        ++read_v;
+      }
       Softmax::rescale(tOrO_rc, row_scale);
       to_p();
+    } else {
+      CUTE_NO_UNROLL
+      for (--n_block; n_block >= k.n_block_min; --n_block) {
+        pipe_k.consumer_wait(read_k);
+        wait_turn();
+        wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+        pipe_v.consumer_wait(read_v);
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
+        pass_turn();
+        warpgroup_wait<1>();  // S is ready; P V may still run
+        pipe_k.consumer_release(read_k);
+        ++read_k;
+        scores(n_block);
+        softmax.template step<false>(tSrS_rc, row_scale);
+        warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
+        pipe_v.consumer_release(read_v);
+        ++read_v;
+        Softmax::rescale(tOrO_rc, row_scale);
+        to_p();
+      }
+      q_done();  // every S of this tile is computed (the last one waited on above)
     }
-
-    q_done();  // every S of this tile is computed (the last one waited on above)
 
     // The last key block's P V.
     pipe_v.consumer_wait(read_v);

@@ -105,6 +105,22 @@ struct FwdTraits {
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
   static constexpr int kNThreads = kNumMmaThreads + kWarpgroupThreads;  // + the producer warpgroup
   static constexpr bool kPingpong = kPingpong_ && kNumMmaWarpgroups > 1;
+  // The softmax of key block j under this warpgroup's own P V of block j - 1 (fwd_mainloop.h, mma):
+  // the wait on that P V, O's rescale and P's conversion come at the start of the next step instead
+  // of the end of this one. In one step ptxas hoisted the wait above the exponentials (the SASS of
+  // the hdim-128 loop: all 64 MUFU.EX2 after WARPGROUP.DEPBAR.LE gsb0, 0x0, and at hdim 96, 192 and
+  // 256 the same; FA3's at 0251105a has 13 of 64 before it), so P V and the softmax ran one after
+  // the other. Same registers, same instructions. Measured in turns on the H200, non-causal
+  // (benchmarks/fwd_softmax_overlap): hdim 128 1.012-1.025x (683 / 706 TFLOPS fp16 / bf16 at 16k),
+  // hdim 192 1.009-1.027x (fp16); slower at hdim 96 (0.983-0.987x), 256 (0.975-0.995x) and at hdim
+  // 128 causal up to 4k (0.976-0.994x); so on at hdim 128 and 192, where the mainloop takes it for
+  // the non-causal kernels without a local window (FwdMainloop::kOverlapSoftmax).
+  // nvcc -DFLASHBUILD_HOPPER_FWD_OVERLAP=0 (or 1) sets it for every tile of a whole build, for sweeps.
+#ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
+  static constexpr bool kOverlapSoftmax = FLASHBUILD_HOPPER_FWD_OVERLAP != 0;
+#else
+  static constexpr bool kOverlapSoftmax = kNumMmaWarpgroups == 2 && (kHeadDim == 128 || kHeadDim == 192);
+#endif
 
   static_assert(kBlockM % kRowsPerWarpgroup == 0, "block_m must be whole consumer warpgroups (64 rows each)");
   static_assert(kNumMmaWarpgroups >= 1 && kNumMmaWarpgroups <= kMaxConsumerWarpgroups,

@@ -22,6 +22,7 @@ from test_api_gpu import check, poison_allocator  # noqa: E402
     (64, 128, 192, 4.0),    # rows 0-63 see no key of the last block (keys 128-191); raw score -1024, x 1/8
     (64, 128, 192, 1.0),    # the same rows, scores -8: passed before, a control
     (256, 128, 128, 3.0),   # 64-key blocks under 128-row tiles: rows 0-63 see none of the last block
+    (128, 128, 192, 4.0),   # 128 x 128 tiles: rows 0-63 see none of the last block (keys 128-191)
 ])
 def test_rows_whose_first_key_blocks_are_masked_stay_finite(hdim, seqlen_q, seqlen_k, scale):
     m = flashbuild.load(hdim=hdim, dtype="fp16", arch="native", direction="fwd", causal="on", features=[])
