@@ -119,12 +119,18 @@ def test_arguments_it_cannot_overlap_are_left_to_nvcc():
         assert nvcc_overlap._split_args(args) is None, args
 
 
-def test_build_ninja_compiles_through_the_driver_unless_a_launcher_or_the_switch_says_no(monkeypatch):
+def test_build_ninja_compiles_through_the_driver_unless_a_launcher_or_the_switch_says_no(monkeypatch, tmp_path):
     from test_graph import TOOLS, text_for
 
     monkeypatch.delenv("FLASHBUILD_NVCC_OVERLAP", raising=False)
-    driver = toolchain.overlap_driver()
+    kit = tmp_path / "cuda"
+    for tool in ("bin/nvcc", "bin/cudafe++", "nvvm/bin/cicc"):
+        (kit / tool).parent.mkdir(parents=True, exist_ok=True)
+        (kit / tool).write_text("")
+    driver = toolchain.overlap_driver(kit / "bin/nvcc")
     assert driver == (sys.executable, str(DRIVER.resolve()))
+    (kit / "bin/cudafe++").unlink()  # a stand-in nvcc (a test's, a wrapper script): run as it is, once a compile
+    assert toolchain.overlap_driver(kit / "bin/nvcc") == ()
     tools = graph.Toolchain(**{**TOOLS.__dict__, "overlap": driver})
     _, text = text_for(tools=tools, hdim="64", dtype="fp16", arch="sm80", direction="fwd", causal="off")
     assert re.search(r"^rule nvcc\n  command = \$nvcc_overlap ", text, re.M)
@@ -133,4 +139,5 @@ def test_build_ninja_compiles_through_the_driver_unless_a_launcher_or_the_switch
     _, text = text_for(tools=cached, hdim="64", dtype="fp16", arch="sm80", direction="fwd", causal="off")
     assert "nvcc_overlap" not in text  # a compiler cache must see nvcc's own command
     monkeypatch.setenv("FLASHBUILD_NVCC_OVERLAP", "0")
-    assert toolchain.overlap_driver() == ()
+    (kit / "bin/cudafe++").write_text("")
+    assert toolchain.overlap_driver(kit / "bin/nvcc") == ()

@@ -87,13 +87,18 @@ def toolchain(plan: Plan) -> graph.Toolchain:
         if not spec.cuda:  # compile-only against a CPU torch: its c10/cuda headers lack one generated file
             flags.append(NO_CUDA_CONFIG_HEADER)
     return graph.Toolchain(nvcc=plan.nvcc.path, include_dirs=tuple(includes), gencodes=dict(profile.gencodes),
-                           flags=tuple(flags), launcher=plan.options.launcher, overlap=overlap_driver())
+                           flags=tuple(flags), launcher=plan.options.launcher, overlap=overlap_driver(plan.nvcc.path))
 
 
-def overlap_driver() -> tuple[str, ...]:
+def overlap_driver(nvcc: Path) -> tuple[str, ...]:
     """The command that runs an `nvcc -c` with its host and device front ends at once (nvcc_overlap.py, a
-    stdlib-only script: ninja runs it without flashbuild on the path); () when FLASHBUILD_NVCC_OVERLAP=0."""
+    stdlib-only script: ninja runs it without flashbuild on the path); () when FLASHBUILD_NVCC_OVERLAP=0,
+    or when `nvcc` is not a CUDA toolkit's (no cudafe++ beside it, no nvvm/bin/cicc): a wrapper or a
+    stand-in is run as it is, once per compile."""
     if os.environ.get("FLASHBUILD_NVCC_OVERLAP", "1").strip() == "0":
+        return ()
+    bin_dir = Path(nvcc).resolve().parent
+    if not ((bin_dir / "cudafe++").is_file() and (bin_dir.parent / "nvvm" / "bin" / "cicc").is_file()):
         return ()
     return (sys.executable, str(Path(nvcc_overlap.__file__).resolve()))
 
