@@ -141,3 +141,17 @@ def test_build_ninja_compiles_through_the_driver_unless_a_launcher_or_the_switch
     monkeypatch.setenv("FLASHBUILD_NVCC_OVERLAP", "0")
     (kit / "bin/cudafe++").write_text("")
     assert toolchain.overlap_driver(kit / "bin/nvcc") == ()
+
+
+@requires_nvcc
+@pytest.mark.compile
+def test_no_writable_temporary_dir_runs_plain_nvcc_never_a_traceback(tree):
+    import os
+
+    result = subprocess.run([sys.executable, str(DRIVER), "nvcc", *GENCODE, "-c", "k.cu", "-o", "t.o"], cwd=tree,
+                            capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tree / "missing")})
+    assert "Traceback" not in result.stderr
+    # nvcc itself then reports (or works around) the missing dir, in its own words, with its status
+    plain = subprocess.run(["nvcc", *GENCODE, "-c", "k.cu", "-o", "p.o"], cwd=tree, capture_output=True, text=True,
+                           env={**os.environ, "TMPDIR": str(tree / "missing")})
+    assert result.returncode == plain.returncode

@@ -167,9 +167,14 @@ class _Chain(threading.Thread):
             with self._lock:
                 if self.stopped:
                     return
-                self.process = subprocess.Popen(["bash", "-c", command], env=self.env, text=True,
-                                                stdout=subprocess.PIPE if self.capture else None,
-                                                stderr=subprocess.STDOUT if self.capture else None)
+                try:
+                    self.process = subprocess.Popen(["bash", "-c", command], env=self.env, text=True,
+                                                    stdout=subprocess.PIPE if self.capture else None,
+                                                    stderr=subprocess.STDOUT if self.capture else None)
+                except OSError as exc:  # no bash to run nvcc's step line: say which step, as a failed step
+                    self.output += f"nvcc_overlap: could not start nvcc's step {command[:200]!r}: {exc}\n"
+                    self.returncode = 127
+                    return
             out, _ = self.process.communicate()
             self.output += out or ""
             if self.process.returncode:
@@ -208,33 +213,42 @@ def run(nvcc: str, args: list[str]) -> int:
     split = _split_args(args)
     if split is None:
         return _plain(nvcc, args)
-    plain_args, depfile, obj = split
-    keep = tempfile.mkdtemp(prefix=f"flashbuild-nvcc-{Path(obj).name}-")  # beside nvcc's own temporaries
     try:
-        dry = subprocess.run([nvcc, *plain_args, "--dryrun", "--keep", "--keep-dir", keep],
-                             capture_output=True, text=True)
-        plan = parse_dryrun(dry.stderr, keep) if dry.returncode == 0 else None
-        sources = [a for a in plain_args if a.endswith((".cu", ".cpp", ".cc", ".cxx"))]
-        if plan is None or len(sources) != 1:
-            return _plain(nvcc, args)
-        Path(plan.module_id_file).write_text(module_id(sources[0], obj))
-        env = {**os.environ, **plan.env}
-        chains = [_Chain(plan.host, env, capture=True), _Chain(plan.device, env, capture=True)]
-        if depfile is not None:
-            deps = [nvcc, *_without_compile(plain_args), "-M", "-MT", obj, "-MF", depfile]
-            chains.append(_Chain((shlex.join(deps),), dict(os.environ), capture=True))
-        failed = _run_chains(chains)
-        if failed is not None:
-            sys.stderr.write(failed.output)
-            return failed.returncode if failed.returncode < 0 else _STEP_FAILED
-        for chain in chains:
-            sys.stderr.write(chain.output)
-        sys.stderr.flush()
-        final = _Chain(plan.last, env, capture=False)
-        final.run()
-        return final.returncode
+        keep = tempfile.mkdtemp(prefix=f"flashbuild-nvcc-{Path(split[2]).name}-")  # beside nvcc's own temporaries
+    except OSError:  # no writable temporary dir: nvcc itself says so, in its words
+        return _plain(nvcc, args)
+    try:
+        return _overlapped(nvcc, args, split, keep)
+    except OSError:  # the driver's own plumbing (a step it could not start, a file it could not write): plain nvcc
+        return _plain(nvcc, args)
     finally:
         shutil.rmtree(keep, ignore_errors=True)
+
+
+def _overlapped(nvcc: str, args: list[str], split: tuple[list[str], str | None, str], keep: str) -> int:
+    plain_args, depfile, obj = split
+    dry = subprocess.run([nvcc, *plain_args, "--dryrun", "--keep", "--keep-dir", keep],
+                         capture_output=True, text=True)
+    plan = parse_dryrun(dry.stderr, keep) if dry.returncode == 0 else None
+    sources = [a for a in plain_args if a.endswith((".cu", ".cpp", ".cc", ".cxx"))]
+    if plan is None or len(sources) != 1:
+        return _plain(nvcc, args)
+    Path(plan.module_id_file).write_text(module_id(sources[0], obj))
+    env = {**os.environ, **plan.env}
+    chains = [_Chain(plan.host, env, capture=True), _Chain(plan.device, env, capture=True)]
+    if depfile is not None:
+        deps = [nvcc, *_without_compile(plain_args), "-M", "-MT", obj, "-MF", depfile]
+        chains.append(_Chain((shlex.join(deps),), dict(os.environ), capture=True))
+    failed = _run_chains(chains)
+    if failed is not None:
+        sys.stderr.write(failed.output)
+        return failed.returncode if failed.returncode < 0 else _STEP_FAILED
+    for chain in chains:
+        sys.stderr.write(chain.output)
+    sys.stderr.flush()
+    final = _Chain(plan.last, env, capture=False)
+    final.run()
+    return final.returncode
 
 
 def _without_compile(args: list[str]) -> list[str]:
