@@ -60,6 +60,32 @@ def test_a_profile_is_read_checked_or_refused(data):
             assert profile_checks.flag_problem(flag) is None or flag.startswith("-Xcompiler"), flag
 
 
+FA2_PROFILE = tomllib.loads((REPO / "configs" / "profiles" / "flash-attn-2.toml").read_text())
+TRAITS = __import__("re").compile(r"[A-Za-z_][A-Za-z0-9_]*<[A-Za-z0-9_{}, ]+>")
+
+
+@settings(max_examples=examples(40))
+@given(mutated(FA2_PROFILE["switches"]["device"], TOML_VALUES))
+def test_a_profiles_device_kernels_are_read_checked_or_refused(devices):
+    """[[switches.device]] (issue 43): its traits and launcher are written into a generated C++ header."""
+    import copy
+
+    from flashbuild.errors import SelectionError
+    from flashbuild.sources import profile as profiles
+
+    data = copy.deepcopy(FA2_PROFILE)
+    data["switches"]["device"] = devices
+    with sandbox() as box:
+        path = box.cwd / "fuzzed.toml"
+        path.write_text(toml_dump(data), errors="surrogatepass")
+        found = expect(lambda: profiles.read_profile(path), SelectionError, path)
+        if found is None:
+            return
+        for kernel in found.switches.devices:  # what reaches the header: identifiers, digits, commas, spaces
+            assert TRAITS.fullmatch(kernel.traits) and kernel.launcher.isidentifier(), kernel
+            assert all(isinstance(d, str) and len(d) <= 4 for d in kernel.devices), kernel
+
+
 @settings(max_examples=examples(8))
 @given(mutated(PROFILE, TOML_VALUES, edits=2))
 def test_a_fuzzed_profile_on_the_command_line(data):
