@@ -127,7 +127,7 @@ def left_out(kernels: Iterable[DeviceKernel], archs: Iterable[str]) -> list[Devi
 def arch_for(kernel: DeviceKernel, profile_archs: Iterable[str]) -> str | None:
     """The profile's arch to add for the kernel's devices (for the error's command): one built for a device
     of the kernel exactly, else one whose cubin runs there."""
-    archs = tuple(profile_archs)
+    archs = [a for a in profile_archs if _ARCH.fullmatch(a)]
     exact = [a for a in archs for d in kernel.devices if reaches(a, d) and _ARCH.fullmatch(a).group(2) == d[-1]]
     return (exact or [a for a in archs for d in kernel.devices if reaches(a, d)] or [None])[0]
 
