@@ -520,6 +520,11 @@ def child(request_path: str) -> int:
 def serve() -> int:
     """SpareChild's process: import what a round needs and open the GPU, then run the request whose path
     arrives on stdin (none: the watch ended, exit)."""
+    import signal
+
+    # Ctrl-C in the terminal reaches this process too: while it waits, the watching process ends it (its
+    # stdin closes), so it ignores SIGINT until its round starts (no traceback under the watch's last line).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from ..pipeline import builder  # noqa: F401 (imported ahead: the round's start-up)
     from . import checking, runtime  # noqa: F401
 
@@ -531,7 +536,10 @@ def serve() -> int:
     except FlashbuildError:
         pass  # the round's child() says it, in its own words
     line = sys.stdin.readline().strip()
-    return child(line) if line else 0
+    if not line:
+        return 0
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the round: Ctrl-C stops it, as before
+    return child(line)
 
 
 if __name__ == "__main__":
