@@ -144,3 +144,13 @@ def test_the_hdim_128_causal_forward_tu_of_an_sm90_slice_holds_one_kernel(tmp_pa
     stubs = {line.split()[-1] for line in names.splitlines() if len(line.split()) == 3 and line.split()[1] in "tT"
              and "__device_stub__" in line and not line.endswith(".cold")}
     assert len(stubs) == 1 and "Flash_fwd_kernel_traitsILi128ELi128ELi64ELi4E" in stubs.pop()
+
+
+def test_device_entries_without_the_header_that_renders_them_are_the_profiles_error(tmp_path):
+    text = (profiles.profiles_dir() / "flash-attn-2.toml").read_text()
+    cut = text.replace('file = "flashbuild_devices_bwd.h"', 'file = "something_else.h"')
+    assert cut != text
+    path = tmp_path / "fa2.toml"
+    path.write_text(cut)
+    with pytest.raises(SelectionError, match=r"switches\.device.*flashbuild_devices_bwd\.h"):
+        profiles.load(str(path))

@@ -58,6 +58,11 @@ class DeviceKernel:
         return f"{self.call}<{self.traits.replace('{hdim}', 'Headdim').replace('{T}', 'T')}"
 
 
+def header(direction: str) -> str:
+    """The generated header a TU of `direction` includes for its specializations (the profile renders it)."""
+    return f"flashbuild_devices_{direction}.h"
+
+
 def _error(path: Path, key: str, expected: str, found: Any) -> SelectionError:
     return SelectionError(f"profile {path}: key switches.{key}: expected {expected}, found {found!r}; fix the "
                           f"profile (docs/switches.md describes the format)")

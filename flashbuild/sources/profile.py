@@ -25,7 +25,7 @@ from .. import env
 from ..errors import SelectionError
 from ..selection import space as variant_space
 from . import releases as releases_module
-from . import switches as switch_tables
+from . import device_kernels, switches as switch_tables
 from . import tests_table
 from .tests_table import TestNames
 from . import profile_checks
@@ -389,6 +389,11 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
     if switches is not None and switches.overlay not in {g.file for g in generated}:
         raise SelectionError(f"profile {shown}: switches.overlay {switches.overlay} is not rendered: add a [[generated]] "
                              f"entry with file = \"{switches.overlay}\" (template = \"profiles/switches.h.j2\")")
+    for header in sorted({device_kernels.header(k.direction) for k in (switches.devices if switches else ())}):
+        if header not in {g.file for g in generated}:
+            raise SelectionError(f"profile {shown}: switches.device names kernels its {header} would specialize, and "
+                                 f"no [[generated]] entry renders it: add file = \"{header}\" (template = "
+                                 f"\"profiles/flash-attn-2/devices.h.j2\") or remove the entries")
     if switches is not None:
         # Switch features join the selection's; nothing in the tree reads their define (it only names the
         # choice in build.ninja and the plan): the overlay narrows the kernels, the API keeps its checks.
