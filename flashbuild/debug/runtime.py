@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..pipeline import builder
 from .. import env
 from ..errors import NoGpuError, SelectionError
+from ..selection.space import cubin_runs_on
 from ..selection.variants import ARCH_NUMBER, Selection, Variant
 
 NO_GPU_HINT = "`flashbuild inspect` and `flashbuild build --compile-only` work without one"
@@ -55,8 +56,7 @@ def runs_on(variant_arch: str, gpu_arch_number: int) -> bool:
     """Whether the binding runs a kernel built for variant_arch on this GPU: the exact arch, or an
     older one of the same major (sm80 machine code runs on sm86 and sm89), as device_arch() in
     kernels/binding/flash_api.cpp picks it."""
-    built = ARCH_NUMBER[variant_arch]
-    return built == gpu_arch_number or (built // 10 == gpu_arch_number // 10 and built < gpu_arch_number)
+    return cubin_runs_on(ARCH_NUMBER[variant_arch], gpu_arch_number)
 
 
 def runnable(variants: list[Variant], gpu: Gpu) -> tuple[list[Variant], list[Variant]]:

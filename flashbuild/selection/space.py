@@ -29,6 +29,13 @@ ARCH_NUMBERS = (80, 86, 89, 90)
 ARCHS = tuple(f"{ARCH_PREFIX}{n}" for n in ARCH_NUMBERS)
 ARCH_NUMBER = dict(zip(ARCHS, ARCH_NUMBERS))
 NATIVE = "native"                           # --arch native: the arch of each GPU present
+
+
+def cubin_runs_on(built: int, device: int) -> bool:
+    """Whether machine code for compute capability `built` x 10 (86) runs on a device of `device` x 10 (89):
+    the same major version, a minor no newer than the device's (a cubin only: no PTX to JIT)."""
+    return built // 10 == device // 10 and built <= device
+
 DIRECTIONS = ("fwd", "bwd", "splitkv")
 CAUSAL_MODES = {"off": (False,), "on": (True,), "both": (False, True)}
 

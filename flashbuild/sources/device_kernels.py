@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..errors import SelectionError
+from ..selection.space import cubin_runs_on
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CAPABILITY = re.compile(r"([1-9][0-9]?)\.([0-9])")
@@ -120,7 +121,7 @@ def reaches(arch: str, device: str) -> bool:
     a, d = _ARCH.fullmatch(arch), _CAPABILITY.fullmatch(device)
     if a is None or d is None:
         return True  # not a shape we know: never narrow on it
-    return a.group(1) == d.group(1) and int(d.group(2)) >= int(a.group(2))
+    return cubin_runs_on(int(a.group(1) + a.group(2)), int(d.group(1) + d.group(2)))
 
 
 def left_out(kernels: Iterable[DeviceKernel], archs: Iterable[str]) -> list[DeviceKernel]:
