@@ -1052,7 +1052,10 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // persistent CTAs; the Ampere path's kernel two CTAs per SM.
   const bool hopper_splitkv = c.arch >= 90 && hopper_splitkv_head_dim(c.hdim);
   p.num_splits = num_splits > 0 ? int(num_splits)
-                 : hopper_splitkv ? choose_num_splits_one_wave(batch, p.nheads, p.seqlen_q, p.seqlen_k, 64, 128, num_sms)
+                 : hopper_splitkv ? choose_num_splits_one_wave(batch, p.nheads, p.seqlen_q, p.seqlen_k, kSplitKVBlockM,
+                                                               hopper_splitkv_block_n(c.hdim),
+                                                               num_sms * kHopperSplitKVCtasPerSm,
+                                                               hopper_splitkv_min_blocks(c.hdim))
                                   : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
   at::Tensor o_accum, lse_accum;
   if (p.num_splits > 1) {

@@ -43,11 +43,27 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
 // (hdim 128) the time of 8 splits of 4, graph-replayed, in two runs; 32 of 1 ran 1.2-1.3x (README.md, "Small calls").
 constexpr int kOneWaveMinBlocksPerSplit = 2;
 inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int seqlen_k, int block_m, int block_n,
-                                      int num_sms) {
+                                      int num_sms, int min_blocks = kOneWaveMinBlocksPerSplit) {
   const int m_blocks = (seqlen_q + block_m - 1) / block_m;
   const int ctas = batch * nheads * m_blocks;
   if (ctas <= 0 || ctas >= num_sms) return 1;
-  return clamp_num_splits(num_sms / ctas, (seqlen_k + block_n - 1) / block_n, kOneWaveMinBlocksPerSplit);
+  return clamp_num_splits(num_sms / ctas, (seqlen_k + block_n - 1) / block_n, min_blocks);
+}
+
+// The Hopper split-KV's CTA (hopper/fwd_params.h, SplitKVTraits): how many are resident on one SM, its key block
+// and the key blocks a split keeps at least. One CTA (the default) holds 145-230 KB of shared memory and the whole
+// register file: each CTA's chain (the wait for K, QK, softmax, PV, the partial, the merge) runs alone on its SM.
+// With two (-DFLASHBUILD_SPLITKV_CTAS_PER_SM=2, a study build: benchmarks/decode/README.md, "Two CTAs per SM"), two
+// stages of 64-key (hdim 128) or 128-key (hdim <= 96) K/V boxes, 128 registers a thread at launch, so two CTAs'
+// chains overlap on one SM, as cuDNN's small decode CTAs do; a split keeps at least 128 keys then.
+#ifndef FLASHBUILD_SPLITKV_CTAS_PER_SM
+#define FLASHBUILD_SPLITKV_CTAS_PER_SM 1
+#endif
+constexpr int kHopperSplitKVCtasPerSm = FLASHBUILD_SPLITKV_CTAS_PER_SM;
+static_assert(kHopperSplitKVCtasPerSm == 1 || kHopperSplitKVCtasPerSm == 2, "the Hopper split-KV runs 1 or 2 CTAs an SM");
+constexpr int hopper_splitkv_block_n(int head_dim) { return kHopperSplitKVCtasPerSm == 2 && head_dim > 96 ? 64 : 128; }
+constexpr int hopper_splitkv_min_blocks(int head_dim) {
+  return kHopperSplitKVCtasPerSm == 2 ? 128 / hopper_splitkv_block_n(head_dim) : kOneWaveMinBlocksPerSplit;
 }
 
 }  // namespace flashbuild
