@@ -50,20 +50,33 @@ inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int s
   return clamp_num_splits(num_sms / ctas, (seqlen_k + block_n - 1) / block_n, min_blocks);
 }
 
-// The Hopper split-KV's CTA (hopper/fwd_params.h, SplitKVTraits): how many are resident on one SM, its key block
-// and the key blocks a split keeps at least. One CTA (the default) holds 145-230 KB of shared memory and the whole
-// register file: each CTA's chain (the wait for K, QK, softmax, PV, the partial, the merge) runs alone on its SM.
-// With two (-DFLASHBUILD_SPLITKV_CTAS_PER_SM=2, a study build: benchmarks/decode/README.md, "Two CTAs per SM"), two
-// stages of 64-key (hdim 128) or 128-key (hdim <= 96) K/V boxes, 128 registers a thread at launch, so two CTAs'
-// chains overlap on one SM, as cuDNN's small decode CTAs do; a split keeps at least 128 keys then.
-#ifndef FLASHBUILD_SPLITKV_CTAS_PER_SM
-#define FLASHBUILD_SPLITKV_CTAS_PER_SM 1
-#endif
-constexpr int kHopperSplitKVCtasPerSm = FLASHBUILD_SPLITKV_CTAS_PER_SM;
-static_assert(kHopperSplitKVCtasPerSm == 1 || kHopperSplitKVCtasPerSm == 2, "the Hopper split-KV runs 1 or 2 CTAs an SM");
-constexpr int hopper_splitkv_block_n(int head_dim) { return kHopperSplitKVCtasPerSm == 2 && head_dim > 96 ? 64 : 128; }
-constexpr int hopper_splitkv_min_blocks(int head_dim) {
-  return kHopperSplitKVCtasPerSm == 2 ? 128 / hopper_splitkv_block_n(head_dim) : kOneWaveMinBlocksPerSplit;
+// The Hopper split-KV's CTA (hopper/fwd_params.h, SplitKVTraits): two are resident on one SM, each with two stages
+// of K/V boxes of hopper_splitkv_block_n keys (64 above head dim 64, where 128-key boxes would not leave room for a
+// second CTA), 128 registers a thread at launch (the consumer warpgroup takes 216 with setmaxnreg). So two CTAs'
+// latency chains (the wait for K, QK, softmax, PV, the partial, the merge) overlap on one SM, as cuDNN's small
+// decode CTAs do. Main's one CTA an SM (three or four stages of 128-key boxes, 145-230 KB of shared memory, the whole
+// register file) ran its chain alone. On the H200, graph-replayed, two runs, the same split counts: the two-CTA
+// kernel took 0.89-0.98x main's time at batch 1 with hdim 128, 0.95-1.02x in the other rows of issue 45's table but
+// one, hdim 64 at batch 1 with 4k keys (1.05-1.07x; 0.95-0.97x with 32 splits: choose_num_splits_hopper below)
+// (benchmarks/decode/README.md, "Two CTAs per SM").
+constexpr int kHopperSplitKVCtasPerSm = 2;
+constexpr int hopper_splitkv_block_n(int head_dim) { return head_dim > 64 ? 64 : 128; }
+
+// Its split count: one CTA an SM's worth of splits (choose_num_splits_one_wave over the SMs, each split keeping 256
+// keys at least, as main's rule), and two CTAs an SM's worth where a split would then read at most 64 KB of keys and
+// values (splits of 128 keys at least). In two runs' forced sweeps (README.md, "Two CTAs per SM"), doubling paid
+// where a split was that short (head dim 64, batch 1, 4k keys: 8.7-8.9 us against 9.5-9.9 with 16 splits) and was
+// even or worse elsewhere (hdim 128 at batch 1 with 4k keys: 10.2 and 11.9 against 10.3 and 10.6; hdim 64 at batch 8
+// with 16k-64k keys 2-3 % slower). fp16 and bf16: two bytes an element.
+constexpr int kTwoCtaSplitMaxBytes = 64 * 1024;
+inline int choose_num_splits_hopper(int batch, int nheads, int seqlen_q, int seqlen_k, int head_dim, int num_sms) {
+  const int block_n = hopper_splitkv_block_n(head_dim);
+  const int one = choose_num_splits_one_wave(batch, nheads, seqlen_q, seqlen_k, kSplitKVBlockM, block_n, num_sms,
+                                             256 / block_n);
+  const long long split_bytes = (long long)((seqlen_k + one - 1) / one) * head_dim * 2 * 2;
+  if (split_bytes > kTwoCtaSplitMaxBytes) return one;
+  return choose_num_splits_one_wave(batch, nheads, seqlen_q, seqlen_k, kSplitKVBlockM, block_n,
+                                    num_sms * kHopperSplitKVCtasPerSm, 128 / block_n);
 }
 
 }  // namespace flashbuild

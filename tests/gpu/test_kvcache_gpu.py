@@ -28,7 +28,7 @@ from test_api_gpu import check, poison_allocator, randn  # noqa: E402
 # variants (the default): the build `flashbuild test --hdim 64,128 --dtype fp16 --direction splitkv`
 # and benchmarks/decode/decode_bandwidth.py use too.
 # FLASHBUILD_TEST_NVCC_FLAGS (space-separated nvcc flags): these tests and the one-launch ones on a study build of the
-# kernels, e.g. -DFLASHBUILD_SPLITKV_CTAS_PER_SM=2 (benchmarks/decode/two_ctas_run.sh).
+# kernels (benchmarks/decode/two_ctas_run.sh ran them so on a build with a tile macro since made the default).
 STUDY_FLAGS = os.environ.get("FLASHBUILD_TEST_NVCC_FLAGS", "").split()
 SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both",
                  **({"nvcc_flags": STUDY_FLAGS} if STUDY_FLAGS else {}))
