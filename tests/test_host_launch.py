@@ -163,7 +163,8 @@ def test_the_hopper_split_count_fills_two_ctas_an_sm_only_for_short_splits(tmp_p
               const int slots = kHopperSplitKVCtasPerSm * sms;
               if (s < 1 || s > kMaxSplits || (ctas >= slots && s != 1) || (ctas == 0 && s != 1) ||
                   (s > 1 && (s * ctas > slots || s * (128 / block_n) > n_blocks))) {
-                if (bad++ < 5) std::printf("bad %d %d %d %d %d %d -> %d\n", hdim, batch, nheads, seqlen_q, seqlen_k, sms, s);
+                if (bad++ < 5)
+                  std::printf("bad %d %d %d %d %d %d -> %d\n", hdim, batch, nheads, seqlen_q, seqlen_k, sms, s);
               }
             }
   std::printf("%d %d %d %d %d %d calls %d bad %d\n", choose_num_splits_hopper(1, 8, 1, 4096, 64, 132),

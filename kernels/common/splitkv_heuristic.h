@@ -31,16 +31,16 @@ inline int choose_num_splits(int batch, int nheads, int seqlen_q, int seqlen_k, 
   return clamp_num_splits((2 * num_sms + ctas - 1) / ctas, n_blocks);
 }
 
-// The Hopper split-KV (sm90, head dims 32-128: hopper/splitkv_launch.h) runs one persistent CTA per SM,
-// each walking its tiles one after the other: a second wave of tiles runs behind the first rather than
-// beside it. So split until the tiles fill one wave of the SMs, not two CTAs per SM, keeping four key
-// blocks per split as above. On the H200, kernel time (benchmarks/decode/README.md, "The Hopper split-KV"):
-// batch 1 with 64k keys took 33 splits by the rule above and ran 1.04-1.09x the Ampere-path kernel's
-// time; one wave is 16. With the combine fused into the kernel (one launch), a forced sweep of 4-32 splits found
-// this count the best or within 1.4 us of it (the same count timed twice) at batch 1 and 8
-// (benchmarks/decode/README.md, "One launch for a decoding call"). Its splits keep two key blocks, not four: with
-// the lane merge tail, batch 1 with 4k keys ran 16 splits of 2 blocks in 0.87-0.88x (hdim 64) and 0.94-0.95x
-// (hdim 128) the time of 8 splits of 4, graph-replayed, in two runs; 32 of 1 ran 1.2-1.3x (README.md, "Small calls").
+// The Hopper split-KV (sm90, head dims 32-128: hopper/splitkv_launch.h) ran one persistent CTA per SM (two since:
+// choose_num_splits_hopper below calls this rule with its block and SM counts), each walking its tiles one after the
+// other: a second wave of tiles runs behind the first rather than beside it. So split until the tiles fill one wave of
+// the SMs, not two CTAs per SM, keeping four key blocks per split as above. On the H200, kernel time
+// (benchmarks/decode/README.md, "The Hopper split-KV"): batch 1 with 64k keys took 33 splits by the rule above and ran
+// 1.04-1.09x the Ampere-path kernel's time; one wave is 16. With the combine fused into the kernel (one launch), a
+// forced sweep of 4-32 splits found this count the best or within 1.4 us of it (the same count timed twice) at batch 1
+// and 8 (benchmarks/decode/README.md, "One launch for a decoding call"). Its splits keep two key blocks, not four: with
+// the lane merge tail, batch 1 with 4k keys ran 16 splits of 2 blocks in 0.87-0.88x (hdim 64) and 0.94-0.95x (hdim 128)
+// the time of 8 splits of 4, graph-replayed, in two runs; 32 of 1 ran 1.2-1.3x (README.md, "Small calls").
 constexpr int kOneWaveMinBlocksPerSplit = 2;
 inline int choose_num_splits_one_wave(int batch, int nheads, int seqlen_q, int seqlen_k, int block_m, int block_n,
                                       int num_sms, int min_blocks = kOneWaveMinBlocksPerSplit) {

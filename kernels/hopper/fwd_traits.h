@@ -134,9 +134,12 @@ struct FwdTraits {
 
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O. The
   // counts are multiples of 8 and fill at most the register file.
-  static constexpr int kProducerRegs = kCtasPerSm == 2 ? 40 : kNumMmaWarpgroups == 1 ? 56 : kNumMmaWarpgroups == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kCtasPerSm == 2 ? 216 : kNumMmaWarpgroups == 1 ? 256 : kNumMmaWarpgroups == 2 ? 240 : 160;
-  static_assert(kCtasPerSm == 1 || (kCtasPerSm == 2 && kNumMmaWarpgroups == 1), "two CTAs an SM: one consumer warpgroup");
+  static constexpr int kProducerRegs =
+      kCtasPerSm == 2 ? 40 : kNumMmaWarpgroups == 1 ? 56 : kNumMmaWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs =
+      kCtasPerSm == 2 ? 216 : kNumMmaWarpgroups == 1 ? 256 : kNumMmaWarpgroups == 2 ? 240 : 160;
+  static_assert(kCtasPerSm == 1 || (kCtasPerSm == 2 && kNumMmaWarpgroups == 1),
+                "two CTAs an SM: one consumer warpgroup");
   static_assert((kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads) * kCtasPerSm <= kRegisterFile,
                 "setmaxnreg counts overflow the register file");
 
@@ -186,7 +189,8 @@ struct FwdTraits {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kMaxSmemBytes, "forward tile exceeds sm90's shared memory");
-  static_assert(kCtasPerSm == 1 || kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "two CTAs' shared memory exceeds an SM's");
+  static_assert(kCtasPerSm == 1 || kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
+                "two CTAs' shared memory exceeds an SM's");
 };
 
 }  // namespace flashbuild::hopper
