@@ -139,3 +139,37 @@ def test_the_one_wave_heuristic_fills_the_sms_once(tmp_path):
               choose_num_splits_one_wave(1, 8, 4, 4096, 64, 128, 132), calls, bad);
 ''')
     assert out.strip().endswith("bad 0") and out.split()[:3] == ["16", "2", "16"], out
+
+
+def test_the_hopper_split_count_fills_two_ctas_an_sm_only_for_short_splits(tmp_path):
+    """The Hopper split-KV's count (choose_num_splits_hopper: two CTAs an SM, hopper/fwd_params.h): in range, one
+    split when the CTAs fill two an SM already, never more tiles than two CTAs an SM hold, at least 128 keys a split,
+    and the counts issue 45's table measured (benchmarks/decode/README.md, "Two CTAs per SM"): batch 1 with 4k keys
+    32 splits at head dim 64 (a split of 256 keys reads 64 KB), 16 at head dim 128 (128 KB); 16 at 64k keys; batch 8
+    two; batch 64 one."""
+    out = run_cpp(tmp_path, r'''
+  int bad = 0, calls = 0;
+  for (int hdim : {32, 64, 96, 128})
+    for (int batch : {0, 1, 2, 3, 7, 64, 200})
+      for (int nheads : {0, 1, 2, 8, 32})
+        for (int seqlen_q : {0, 1, 2, 16, 64, 65, 300})
+          for (int seqlen_k : {0, 1, 127, 128, 512, 513, 4096, 65536, 100000})
+            for (int sms : {1, 78, 108, 132}) {
+              const int s = choose_num_splits_hopper(batch, nheads, seqlen_q, seqlen_k, hdim, sms);
+              const int ctas = batch * nheads * ((seqlen_q + 63) / 64);
+              const int block_n = hopper_splitkv_block_n(hdim);
+              const int n_blocks = (seqlen_k + block_n - 1) / block_n;
+              ++calls;
+              const int slots = kHopperSplitKVCtasPerSm * sms;
+              if (s < 1 || s > kMaxSplits || (ctas >= slots && s != 1) || (ctas == 0 && s != 1) ||
+                  (s > 1 && (s * ctas > slots || s * (128 / block_n) > n_blocks))) {
+                if (bad++ < 5)
+                  std::printf("bad %d %d %d %d %d %d -> %d\n", hdim, batch, nheads, seqlen_q, seqlen_k, sms, s);
+              }
+            }
+  std::printf("%d %d %d %d %d %d calls %d bad %d\n", choose_num_splits_hopper(1, 8, 1, 4096, 64, 132),
+              choose_num_splits_hopper(1, 8, 1, 4096, 128, 132), choose_num_splits_hopper(1, 8, 1, 65536, 64, 132),
+              choose_num_splits_hopper(1, 8, 1, 65536, 128, 132), choose_num_splits_hopper(8, 8, 1, 4096, 64, 132),
+              choose_num_splits_hopper(64, 8, 1, 16384, 128, 132), calls, bad);
+''')
+    assert out.strip().endswith("bad 0") and out.split()[:6] == ["32", "16", "16", "16", "2", "1"], out

@@ -1048,11 +1048,11 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   }
 #endif
   const int num_sms = device_attribute(q, cudaDevAttrMultiProcessorCount);
-  // The Hopper split-KV (sm90, head dims 32-128: hopper/splitkv_launch.h, 64 x 128 tiles) fills one wave of its
-  // persistent CTAs; the Ampere path's kernel two CTAs per SM.
+  // The Hopper split-KV (sm90, head dims 32-128: hopper/splitkv_launch.h, 64-row tiles, two CTAs an SM) fills one
+  // wave of its persistent CTAs (choose_num_splits_hopper); the Ampere path's kernel two CTAs per SM.
   const bool hopper_splitkv = c.arch >= 90 && hopper_splitkv_head_dim(c.hdim);
   p.num_splits = num_splits > 0 ? int(num_splits)
-                 : hopper_splitkv ? choose_num_splits_one_wave(batch, p.nheads, p.seqlen_q, p.seqlen_k, 64, 128, num_sms)
+                 : hopper_splitkv ? choose_num_splits_hopper(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms)
                                   : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
   at::Tensor o_accum, lse_accum;
   if (p.num_splits > 1) {

@@ -68,12 +68,15 @@ __device__ __forceinline__ void combine_row(const FwdParams& p, int64_t idx, int
 template <int kHeadDim, class Element>
 __device__ __forceinline__ void combine_row_lanes(int num_splits, const float* lse_row, const float* o_row,
                                                   int64_t split_stride, Element* o, float* lse, int lane) {
-  static_assert(kHeadDim % 32 == 0 && (kHeadDim / 32) <= 4, "each lane owns 1, 2 or 4 adjacent columns");
+  static_assert(kHeadDim % 32 == 0 && (kHeadDim / 32) <= 4, "each lane owns 1 to 4 adjacent columns");
   constexpr int kCols = kHeadDim / 32;
-  constexpr int kGroup = kCols == 4 ? 16 : 32;  // splits whose partials load together: 64 registers at most
+  constexpr int kGroup = kCols >= 3 ? 16 : 32;  // splits whose partials load together: 64 registers at most
   constexpr unsigned kAll = 0xffffffffu;
+  // A lane's columns in one load (1, 2 or 4 floats: head dims 32, 64, 128); head dim 96's three one by one (no
+  // vector of three floats, nor an alignment of three elements for the store below).
+  constexpr bool kOneVector = kCols != 3;
   using Vec = std::conditional_t<kCols == 4, float4, std::conditional_t<kCols == 2, float2, float>>;
-  static_assert(sizeof(Vec) == kCols * sizeof(float), "one vector holds a lane's columns");
+  static_assert(!kOneVector || sizeof(Vec) == kCols * sizeof(float), "one vector holds a lane's columns");
   const int64_t o_split_stride = split_stride * kHeadDim;
   o_row += lane * kCols;
 
@@ -81,10 +84,17 @@ __device__ __forceinline__ void combine_row_lanes(int num_splits, const float* l
   auto load_group = [&](int first) {
     CUTE_UNROLL
     for (int j = 0; j < kGroup; ++j) {
-      Vec v{};
-      if (first + j < num_splits) { v = __ldcg(reinterpret_cast<const Vec*>(o_row + (first + j) * o_split_stride)); }
-      CUTE_UNROLL
-      for (int c = 0; c < kCols; ++c) { part[j][c] = reinterpret_cast<const float*>(&v)[c]; }
+      if constexpr (kOneVector) {
+        Vec v{};
+        if (first + j < num_splits) { v = __ldcg(reinterpret_cast<const Vec*>(o_row + (first + j) * o_split_stride)); }
+        CUTE_UNROLL
+        for (int c = 0; c < kCols; ++c) { part[j][c] = reinterpret_cast<const float*>(&v)[c]; }
+      } else {
+        CUTE_UNROLL
+        for (int c = 0; c < kCols; ++c) {
+          part[j][c] = first + j < num_splits ? __ldcg(o_row + (first + j) * o_split_stride + c) : 0.f;
+        }
+      }
     }
   };
   load_group(0);
@@ -133,11 +143,16 @@ __device__ __forceinline__ void combine_row_lanes(int num_splits, const float* l
       }
     }
   }
-  struct alignas(kCols * sizeof(Element)) Cols { Element v[kCols]; };
-  Cols cols;
-  CUTE_UNROLL
-  for (int c = 0; c < kCols; ++c) { cols.v[c] = Element(out[c]); }
-  *reinterpret_cast<Cols*>(o + lane * kCols) = cols;
+  if constexpr (kOneVector) {
+    struct alignas(kCols * sizeof(Element)) Cols { Element v[kCols]; };
+    Cols cols;
+    CUTE_UNROLL
+    for (int c = 0; c < kCols; ++c) { cols.v[c] = Element(out[c]); }
+    *reinterpret_cast<Cols*>(o + lane * kCols) = cols;
+  } else {
+    CUTE_UNROLL
+    for (int c = 0; c < kCols; ++c) { o[lane * kCols + c] = Element(out[c]); }
+  }
   if (lane == 0) { *lse = lse_total; }
 }
 

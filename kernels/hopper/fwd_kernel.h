@@ -53,7 +53,7 @@ struct FwdKernel {
 // The TMA descriptors live in the kernel parameters (__grid_constant__), where the copy engine
 // reads them directly.
 template <class Traits, bool kIsCausal, int kFeatures>
-__global__ void __launch_bounds__(Traits::kNThreads, 1)
+__global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
     fwd_kernel(CUTE_GRID_CONSTANT typename FwdKernel<Traits, kIsCausal, kFeatures>::Params const params) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Kernel = FwdKernel<Traits, kIsCausal, kFeatures>;

@@ -62,7 +62,7 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits})};
-  const dim3 grid(kp.scheduler.grid_size(sm_count()));
+  const dim3 grid(kp.scheduler.grid_size(sm_count() * Traits::kCtasPerSm));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,

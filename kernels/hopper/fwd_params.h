@@ -11,6 +11,7 @@
 
 #include "common/kernel_library.h"
 #include "common/params.h"
+#include "common/splitkv_heuristic.h"  // kHopperSplitKVCtasPerSm
 #include "hopper/fwd_traits.h"
 #include "hopper/tile_scheduler.h"
 #include "hopper/utils.h"
@@ -97,9 +98,12 @@ inline constexpr bool kIsSplitKV = (kFeatures & kSplitKVKernel) != 0;
 // With the forward's tiles (192 rows at hdim 64) the same work ran 1.05-1.43x the Ampere-path split-KV
 // kernel's time from batch 64; with this one 0.38-0.86x everywhere measured (benchmarks/decode/README.md,
 // "The tile a Hopper split-KV would take").
-constexpr int splitkv_stages(int head_dim) { return head_dim <= 96 ? 4 : 3; }
+// Since issue 45's "Two CTAs per SM" (common/splitkv_heuristic.h, kHopperSplitKVCtasPerSm): two CTAs an SM, each
+// with two stages of hopper_splitkv_block_n keys (64 above head dim 64).
+constexpr int splitkv_stages(int) { return 2; }
 template <int kHeadDim, DType kDType>
-using SplitKVTraits = FwdTraits<kHeadDim, 64, 128, splitkv_stages(kHeadDim), false, typename ElementOf<kDType>::type>;
+using SplitKVTraits = FwdTraits<kHeadDim, 64, hopper_splitkv_block_n(kHeadDim), splitkv_stages(kHeadDim), false,
+                                typename ElementOf<kDType>::type, OStore::kAuto, kHopperSplitKVCtasPerSm>;
 
 // The kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
 // Causal query blocks, and local ones, differ in length: the scheduler deals them longest first.

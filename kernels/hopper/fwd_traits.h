@@ -93,13 +93,16 @@ CUTE_HOST_DEVICE constexpr auto qk_mma_op() {
 }
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kPingpong_, class Element_,
-          OStore kOStore_ = OStore::kAuto>
+          OStore kOStore_ = OStore::kAuto, int kCtasPerSm_ = 1>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  // CTAs resident on one SM (__launch_bounds__' minimum, the persistent grid's size): 1, or 2 for the split-KV
+  // kernel's study build (common/splitkv_heuristic.h, kHopperSplitKVCtasPerSm), each with half the registers.
+  static constexpr int kCtasPerSm = kCtasPerSm_;
 
   static constexpr int kNumMmaWarpgroups = kBlockM / kRowsPerWarpgroup;
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
@@ -131,9 +134,13 @@ struct FwdTraits {
 
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O. The
   // counts are multiples of 8 and fill at most the register file.
-  static constexpr int kProducerRegs = kNumMmaWarpgroups == 1 ? 56 : kNumMmaWarpgroups == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kNumMmaWarpgroups == 1 ? 256 : kNumMmaWarpgroups == 2 ? 240 : 160;
-  static_assert(kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads <= kRegisterFile,
+  static constexpr int kProducerRegs =
+      kCtasPerSm == 2 ? 40 : kNumMmaWarpgroups == 1 ? 56 : kNumMmaWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs =
+      kCtasPerSm == 2 ? 216 : kNumMmaWarpgroups == 1 ? 256 : kNumMmaWarpgroups == 2 ? 240 : 160;
+  static_assert(kCtasPerSm == 1 || (kCtasPerSm == 2 && kNumMmaWarpgroups == 1),
+                "two CTAs an SM: one consumer warpgroup");
+  static_assert((kProducerRegs * kWarpgroupThreads + kConsumerRegs * kNumMmaThreads) * kCtasPerSm <= kRegisterFile,
                 "setmaxnreg counts overflow the register file");
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: (M, N, K)
@@ -182,6 +189,8 @@ struct FwdTraits {
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kMaxSmemBytes, "forward tile exceeds sm90's shared memory");
+  static_assert(kCtasPerSm == 1 || kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
+                "two CTAs' shared memory exceeds an SM's");
 };
 
 }  // namespace flashbuild::hopper

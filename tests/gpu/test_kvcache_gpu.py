@@ -12,6 +12,7 @@ against the rotated keys, and every other row must be bit-for-bit what it was.
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -26,7 +27,11 @@ from test_api_gpu import check, poison_allocator, randn  # noqa: E402
 # The split-KV kernels at head dims 64 and 128 (key blocks of 128 keys), with the local and softcap
 # variants (the default): the build `flashbuild test --hdim 64,128 --dtype fp16 --direction splitkv`
 # and benchmarks/decode/decode_bandwidth.py use too.
-SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both")
+# FLASHBUILD_TEST_NVCC_FLAGS (space-separated nvcc flags): these tests and the one-launch ones on a study build of the
+# kernels (benchmarks/decode/two_ctas_run.sh ran them so on a build with a tile macro since made the default).
+STUDY_FLAGS = os.environ.get("FLASHBUILD_TEST_NVCC_FLAGS", "").split()
+SELECTION = dict(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="both",
+                 **({"nvcc_flags": STUDY_FLAGS} if STUDY_FLAGS else {}))
 NAN = float("nan")
 
 
