@@ -76,8 +76,10 @@ constexpr BwdTile bwd_tile(int head_dim) {
   constexpr DqOrder kBySplit[2] = {DqOrder::kFragmentBulk, DqOrder::kFragment};
   const bool dq_first = head_dim <= 128;
   const bool ds_first = head_dim <= 64;
-  const bool tma_first = false;
-  const bool dq_halves = false;
+  // benchmarks/hopper_bwd_hand_off/README.md: each warpgroup's dQ handed on alone, at hdim 64 and 128; at hdim 64
+  // also the copies first. hdim 96 (the same split, not timed) keeps the shared hand-off.
+  const bool tma_first = head_dim == 64;
+  const bool dq_halves = head_dim == 64 || head_dim == 128;
   const int stages = kBwdStages;
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
   return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first,
