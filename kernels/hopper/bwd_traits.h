@@ -76,8 +76,11 @@ constexpr BwdTile bwd_tile(int head_dim) {
   constexpr DqOrder kBySplit[2] = {DqOrder::kFragmentBulk, DqOrder::kFragment};
   const bool dq_first = head_dim <= 128;
   const bool ds_first = head_dim <= 64;
-  // benchmarks/hopper_bwd_hand_off/README.md: each warpgroup's dQ handed on alone, at hdim 64 and 128; at hdim 64
-  // also the copies first. hdim 96 (the same split, not timed) keeps the shared hand-off.
+  // Each warpgroup's dQ handed on alone (kDqHalves): 1.025-1.069x at hdim 128 in turns with the shared hand-off
+  // (H200, fp16, 1k-16k, causal or not); at hdim 64 together with the copies first (kTmaFirst) 1.041-1.069x from
+  // 4k but 1.005 at 16k non-causal, 1.05 at 1k (4 bytes spilled: the barrier id). The copies first alone:
+  // 0.99-1.03 at hdim 64/128, 0.985-0.989 at hdim 256 from 4k; three Q/dO stages at hdim 128: 0.93-1.02
+  // (benchmarks/hopper_bwd_hand_off/README.md). hdim 96 (the same split, not timed) keeps the shared hand-off.
   const bool tma_first = head_dim == 64;
   const bool dq_halves = head_dim == 64 || head_dim == 128;
   const int stages = kBwdStages;
