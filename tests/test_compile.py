@@ -248,11 +248,13 @@ def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path)
                                           for word in ("dot_do_o", "convert_dq") if word in k}, kernels
     # hdim 64's step is FlashAttention-3's (bwd_tile: kDsFirst and kDqFirst; benchmarks/hopper_bwd_fa3/): dS^T
     # is stored (STSM) before dV's product, the first HGMMA with its A operand in registers, is issued; and
-    # neither kernel spills (the step is compiled as a lambda for that: hopper/bwd_mainloop.h, mma_keys).
+    # neither kernel spills more than the 4 bytes of its warpgroup's dQ hand-off barrier id (kDqHalves: one
+    # store, one load a step, in the kernel timed in benchmarks/hopper_bwd_hand_off/; the step itself is compiled
+    # as a lambda so that it does not spill: hopper/bwd_mainloop.h, mma_keys).
     for name in [f"bwd_hdim64_fp16{c}_sm90{part}" for c in ("", "_causal") for part in ("_kernel", "_kernel_ordered")]:
         obj = build_dir / "obj" / f"{name}.o"
         main = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
-        assert len(main) == 1 and main[0].spill_store_bytes == 0 and main[0].spill_load_bytes == 0, main
+        assert len(main) == 1 and main[0].spill_store_bytes <= 4 and main[0].spill_load_bytes <= 4, main
         sass = inspection.sass_text(obj)
         first_rs = re.search(r"HGMMA\.64x64x16\.F32 R\d+, R\d+, gdesc", sass)
         assert first_rs and 0 <= sass.find("STSM") < first_rs.start(), name

@@ -24,6 +24,18 @@ struct DqAccumLayout {
         mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx));
   }
 
+  // Where consumer thread t's g-th float4 of dQ lies in its block (in float4s): g * kNumMmaThreads + t, a
+  // warp's vectors contiguous; with kDqHalves warpgroup 0's vectors first, then warpgroup 1's (each half one
+  // bulk reduction).
+  static constexpr int kVecsPerThread = kBlockM * kHeadDim / (4 * Traits::kNumMmaThreads);
+  CUTE_HOST_DEVICE static constexpr int vec(int g, int t) {
+    if constexpr (Traits::kDqHalves) {
+      return ((t / kWarpgroupThreads) * kVecsPerThread + g) * kWarpgroupThreads + t % kWarpgroupThreads;
+    } else {
+      return g * Traits::kNumMmaThreads + t;
+    }
+  }
+
   // Query block m_block of a sequence in dq_accum (BwdParams: packed sequences start kDqAccumRowPad
   // rows apart beyond their offsets; dq_batch_stride is then 0).
   CUTE_DEVICE static float* block(BwdParams const& p, SeqRange const& seq, int head, int batch, int m_block) {
@@ -89,7 +101,7 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   const float4* accum = reinterpret_cast<const float4*>(DqAccumLayout<Traits>::block(params, seq, head, batch, m_block));
   float4 a[kLoads];
   CUTE_UNROLL
-  for (int g = 0; g < kLoads; ++g) { a[g] = accum[g * kThreads + t]; }
+  for (int g = 0; g < kLoads; ++g) { a[g] = accum[DqAccumLayout<Traits>::vec(g, t)]; }
   const float s = params.softmax_scale;
   CUTE_UNROLL
   for (int g = 0; g < kLoads; ++g) {

@@ -40,6 +40,17 @@ struct BwdEpilogue {
   static constexpr int kHeadDim = Traits::kHeadDim;
 
   static constexpr int kDqWriterThreads = Traits::kNumMmaThreads + cutlass::NumThreadsPerWarp;
+  // The threads of one dQ hand-off barrier: the writer warp and the consumers whose dQ it takes (kDqHalves:
+  // one warpgroup).
+  static constexpr int kHandOffThreads = (Traits::kDqHalves ? kWarpgroupThreads : Traits::kNumMmaThreads) +
+                                         cutlass::NumThreadsPerWarp;
+  static constexpr int kHalves = Traits::kDqHalves ? Traits::kNumMmaWarpgroups : 1;
+  CUTE_DEVICE static int dq_empty_barrier(int half) {
+    return static_cast<int>(half ? BwdBarrier::kdQEmpty1 : BwdBarrier::kdQEmpty);
+  }
+  CUTE_DEVICE static int dq_full_barrier(int half) {
+    return static_cast<int>(half ? BwdBarrier::kdQFull1 : BwdBarrier::kdQFull);
+  }
 
   // This thread's part of query block m_block's dQ, added to dq_accum (kFragmentBulk: handed to the
   // dQ writer through shared memory; `first`: the CTA's first block, sdQ not yet used). `blocks` and
@@ -50,14 +61,16 @@ struct BwdEpilogue {
                                  FragDq const& tdQrdQ) {
     if constexpr (Traits::kDqBulk) {
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
-      if (!first) { cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty)); }
+      // kDqHalves: this warpgroup's own pair of barriers with the writer warp.
+      const int half = Traits::kDqHalves ? thread_idx / kWarpgroupThreads : 0;
+      if (!first) { cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_empty_barrier(half)); }
       CUTE_UNROLL
       for (int g = 0; g < size(tdQrdQ) / 4; ++g) {
-        *reinterpret_cast<float4*>(storage.dq + (g * Traits::kNumMmaThreads + thread_idx) * 4) =
+        *reinterpret_cast<float4*>(storage.dq + Layout::vec(g, thread_idx) * 4) =
             make_float4(tdQrdQ(4 * g), tdQrdQ(4 * g + 1), tdQrdQ(4 * g + 2), tdQrdQ(4 * g + 3));
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read next by the bulk copy
-      cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
+      cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_full_barrier(half));
     } else {
       // Deterministic mode: consumer thread 0 waits for the turn, the barrier holds the others back;
       // after the adds every thread fences them, and thread 0 hands on once all have.
@@ -93,6 +106,48 @@ struct BwdEpilogue {
           spin_until_turn(dq_counter(p, batch, head, m_block), blocks.turn(n_block, m_block));
           asm volatile("fence.proxy.async.global;\n" ::: "memory");
         }
+      }
+      if constexpr (Traits::kDqHalves) {
+        // Each warpgroup's half by its own reduction, as soon as that warpgroup has written it; each half
+        // handed back once its reduction has read it. Evict-last: the block's other key blocks add into
+        // the same bytes soon.
+        constexpr uint32_t kHalfBytes = kBytes / kHalves;
+        float* dst = Layout::block(p, seq, head, batch, m_block);
+        CUTE_UNROLL
+        for (int h = 0; h < kHalves; ++h) {
+          cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
+          if (leader) {
+            asm volatile(
+                "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
+                    dst + h * (kHalfBytes / sizeof(float))),
+                "r"(smem + h * kHalfBytes), "r"(kHalfBytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
+                : "memory");
+            cute::tma_store_arrive();
+          }
+        }
+        if constexpr (kOrdered) {
+          if (leader) {
+            asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+            release_turn(dq_counter(p, batch, head, m_block));
+          }
+          __syncwarp();
+          if (m_block + 1 < m_block_max) {
+            CUTE_UNROLL
+            for (int h = 0; h < kHalves; ++h) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h)); }
+          }
+        } else {
+          if (leader) { cute::tma_store_wait<kHalves - 1>(); }  // the first half has been read
+          __syncwarp();
+          if (m_block + 1 < m_block_max) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0)); }
+          if (leader) { cute::tma_store_wait<0>(); }
+          __syncwarp();
+          if (m_block + 1 < m_block_max) {
+            CUTE_UNROLL
+            for (int h = 1; h < kHalves; ++h) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h)); }
+          }
+        }
+        continue;
       }
       cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
       if (leader) {
@@ -130,7 +185,7 @@ struct BwdEpilogue {
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
       CUTE_UNROLL
       for (int g = 0; g < size(tdQrdQ) / 4; ++g) {
-        atomic_add4(dq + (g * Traits::kNumMmaThreads + thread_idx) * 4, tdQrdQ(4 * g), tdQrdQ(4 * g + 1),
+        atomic_add4(dq + Layout::vec(g, thread_idx) * 4, tdQrdQ(4 * g), tdQrdQ(4 * g + 1),
                     tdQrdQ(4 * g + 2), tdQrdQ(4 * g + 3));
       }
       return;

@@ -156,6 +156,17 @@ struct BwdMainloop {
       const int stage = iter % kStages;
       // The consumers released this stage's previous block (a fresh barrier passes parity 1).
       cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[stage], ((iter / kStages) & 1) ^ 1);
+      const int q_rows = seq.seqlen_q - m_block * kBlockM;
+      const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
+      if constexpr (Traits::kTmaFirst) {
+        // The copies first: lane 0 arms the bytes without arriving (its arrival comes with the others',
+        // after the stores below), so the barrier cannot pass before every lane's rows are in.
+        if (!landed && leader) {
+          cutlass::arch::ClusterTransactionBarrier::expect_transaction(&storage.qdo_full[stage], Traits::kQdOStageBytes);
+          tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
+          tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
+        }
+      }
       CUTE_UNROLL
       for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
         const int row = m_block * kBlockM + i;
@@ -164,8 +175,7 @@ struct BwdMainloop {
         storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
       }
       // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
-      const int q_rows = seq.seqlen_q - m_block * kBlockM;
-      if (p.cu_seqlens_q && q_rows < kBlockM) {  // see clear_landed
+      if (landed) {
         if (leader) {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_landed, Traits::kQdOStageBytes);
           tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_landed), gQ(_, _, m_block), sQ(_, _, stage));
@@ -173,7 +183,7 @@ struct BwdMainloop {
         }
         clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, stage), q_rows, lane);
         cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
-      } else if (leader) {
+      } else if (!Traits::kTmaFirst && leader) {
         cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
         tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
         tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));

@@ -38,12 +38,17 @@ namespace flashbuild::hopper {
 // 64 non-causal, 16k, in the ratio to cuDNN; its causal runs were not measured).
 enum class DqOrder : int { kRowMajor, kFragment, kFragmentBulk };
 
+constexpr int kBwdStages = 2;  // Q/dO buffers by default: the next query block loads during this one
+
 struct BwdTile {
   int block_m;       // query rows per step (streamed)
   int block_n;       // key rows per CTA (dK and dV accumulate in registers for these)
   DqOrder dq_order;  // how dQ reaches dq_accum
   bool dq_first;     // kKeys: dQ's product before dK's (BwdTraits::kDqFirst)
   bool ds_first;     // kKeys: dS^T stored before dV's product is issued (BwdTraits::kDsFirst)
+  bool tma_first;    // the producer issues a stage's Q/dO copies before its LSE/dsum loads (BwdTraits::kTmaFirst)
+  bool dq_halves;    // kFragmentBulk: each consumer warpgroup hands its half of dQ on alone (BwdTraits::kDqHalves)
+  int stages;        // Q/dO buffers (BwdTraits::kStages)
 };
 
 // Registers per consumer thread, kKeys (64 keys per warpgroup): dK and dV hold d / 2 floats each,
@@ -71,13 +76,22 @@ constexpr BwdTile bwd_tile(int head_dim) {
   constexpr DqOrder kBySplit[2] = {DqOrder::kFragmentBulk, DqOrder::kFragment};
   const bool dq_first = head_dim <= 128;
   const bool ds_first = head_dim <= 64;
+  // Each warpgroup's dQ handed on alone (kDqHalves): 1.025-1.069x at hdim 128 in turns with the shared hand-off
+  // (H200, fp16, 1k-16k, causal or not); at hdim 64 together with the copies first (kTmaFirst) 1.041-1.069x from
+  // 4k but 1.005 at 16k non-causal, 1.05 at 1k (4 bytes spilled: the barrier id). The copies first alone:
+  // 0.99-1.03 at hdim 64/128, 0.985-0.989 at hdim 256 from 4k; three Q/dO stages at hdim 128: 0.93-1.02
+  // (benchmarks/hopper_bwd_hand_off/README.md). hdim 96 (the same split, not timed) keeps the shared hand-off.
+  const bool tma_first = head_dim == 64;
+  const bool dq_halves = head_dim == 64 || head_dim == 128;
+  const int stages = kBwdStages;
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
-  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first};
+  return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first,
+          tma_first, dq_halves, stages};
 #else
-  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first, ds_first}
-         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first, ds_first}  // hdim 96: 152 KB, no spills
-         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first, ds_first}  // kHeadDim with the dQ buffer: 225 KB
-                           : BwdTile{64, 64, kBySplit[1], dq_first, ds_first};
+  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages}
+         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages}  // hdim 96: 152 KB, no spills
+         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first, ds_first, tma_first, dq_halves, stages}  // kHeadDim with the dQ buffer: 225 KB
+                           : BwdTile{64, 64, kBySplit[1], dq_first, ds_first, tma_first, dq_halves, stages};
 #endif
 }
 
@@ -91,10 +105,13 @@ enum class BwdBarrier : int {
   kdQEmpty = 1,  // kFragmentBulk: the dQ writer's bulk reduction has read sdQ: it may be rewritten
   kdQFull = 2,   // kFragmentBulk: the consumers wrote the block's dQ into sdQ
   kdQTurn = 3,   // deterministic mode, dQ from the consumers: the block's turn came / its adds are done
+  // kDqHalves: kdQEmpty / kdQFull are warpgroup 0's pair (the writer warp and that warpgroup alone), these
+  // warpgroup 1's.
+  kdQEmpty1 = 4,
+  kdQFull1 = 5,
 };
 
 constexpr int kBwdConsumerWarpgroups = 2;
-constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads during this one
 
 // kDeferDq: a step's dQ reductions are issued in the next step, after its S^T and dP^T products,
 // so that they leave while the tensor cores work (dQ's registers stay live across the step
@@ -104,20 +121,30 @@ constexpr int kBwdStages = 2;  // Q/dO buffers: the next query block loads durin
 // and the hand-off waits for both, with the tensor cores idle until the next step's S^T.
 // kDsFirst (kKeys): dS^T is stored to shared memory before dV's product is issued, not under it (with
 // kDqFirst, FlashAttention-3's step at hdim 64).
+// kTmaFirst: the producer warp arms a stage's barrier and issues its Q and dO copies as soon as the stage is
+// free, and loads the rows' LSE and dsum under them; otherwise the loads first (a global round trip before
+// the copies start).
+// kDqHalves (kFragmentBulk): sdQ and each block of dq_accum hold warpgroup 0's half of the block's dQ, then
+// warpgroup 1's; each warpgroup hands its half to the writer warp on a barrier pair of its own, and the
+// writer adds each half by its own bulk reduction (L2 evict-last), so the warpgroups never wait for each
+// other at the hand-off; otherwise the halves interleave and all consumers share one pair.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kFragmentBulk,
-          bool kDeferDq_ = false, bool kDqFirst_ = false, bool kDsFirst_ = false>
+          bool kDeferDq_ = false, bool kDqFirst_ = false, bool kDsFirst_ = false, bool kTmaFirst_ = false,
+          bool kDqHalves_ = false, int kStages_ = kBwdStages>
 struct BwdTraits {
   using Element = Element_;
   static constexpr DqOrder kDqOrder = kDqOrder_;
   static constexpr bool kDeferDq = kDeferDq_;
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kDsFirst = kDsFirst_;
+  static constexpr bool kTmaFirst = kTmaFirst_;
+  static constexpr bool kDqHalves = kDqHalves_ && kDqOrder_ == DqOrder::kFragmentBulk;
   static constexpr bool kDqBulk = kDqOrder == DqOrder::kFragmentBulk;
   static constexpr bool kDqFragmentOrder = kDqOrder != DqOrder::kRowMajor;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
-  static constexpr int kStages = kBwdStages;
+  static constexpr int kStages = kStages_;
 
   static constexpr int kNumMmaWarpgroups = kBwdConsumerWarpgroups;
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
