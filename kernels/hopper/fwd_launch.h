@@ -59,10 +59,14 @@ template <class Traits, bool kIsCausal, int kFeatures>
 void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
   const FwdParams tma_params = tma_strides(params);
+  // Pairs of causal query blocks (tile_scheduler.h) need tiles whose lengths grow evenly with the block: a
+  // dense causal call's, not a local window's or a packed batch's.
+  const bool pairs = kIsCausal && !(kFeatures & kLocal) && !kIsSplitKV<kFeatures> && !params.cu_seqlens_q;
+  const int sms = sm_count();
   KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
-                                                 params.num_splits})};
-  const dim3 grid(kp.scheduler.grid_size(sm_count()));
+                                                 params.num_splits, sms, pairs})};
+  const dim3 grid(kp.scheduler.grid_size(sms));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,

@@ -9,6 +9,15 @@
 //   is dealt in turn forwards and backwards (CTA i takes the round's i-th tile, then the next
 //   round's i-th from the end): dealt the same way every round, CTA 0 would take the longest
 //   tile of each, and at 16k the first CTAs would do ~6% more than the mean while the last idle.
+//   Causal with few query blocks per head (a short sequence, many (batch, head)s): a round of that
+//   order holds one query block of each of gridDim.x heads, whose K/V (together more than L2, e.g.
+//   132 heads of 512 KB at 1k, hdim 128) are read again, from DRAM, by the next query block ~2
+//   rounds later. There the CTAs first take pairs: query blocks m and M - 1 - m of one (batch,
+//   head), the long one first (together as long as any other pair), the pairs of a head on adjacent
+//   CTAs at once, so its K/V is read about once; the last pairs' tiles go longest first as above
+//   (pair_rounds, make()). A static deal of equal pairs and a longest-first tail balances the CTAs
+//   as well as longest first alone at these shapes (max / mean CTA work 1.003-1.012 against 1.031 at
+//   1k, hdim 64/128, 132 SMs, counting key blocks; benchmarks/fwd_tile_turnover).
 #pragma once
 
 #include <cute/config.hpp>
@@ -100,40 +109,86 @@ CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   return e;
 }
 
+// Pairs only up to this many query blocks per head: with more, a round of the longest-first order
+// covers several query blocks of each head it touches, which then share its K/V in L2.
+#ifdef FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS
+constexpr int kPairMaxBlocks = FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS;  // sweeps; 0: longest first alone
+#else
+constexpr int kPairMaxBlocks = 16;
+#endif
+
 template <bool kLongestFirst>
 struct PersistentTileScheduler {
   int num_m_blocks;
   int nheads;
   int num_tiles;
+  int pair_rounds = 0;  // longest first: rounds of pairs before the longest-first tail (see the top)
 
   struct Arguments {
     int seqlen_q, block_m, nheads, batch;
     int num_splits = 1;  // read by SplitTileScheduler alone
+    int sm_count = 0;    // the grid (grid_size): pairs need it; 0 for none
+    bool pairs = false;  // the tiles' lengths grow linearly with m (causal, dense): pairs are even
   };
   static PersistentTileScheduler make(Arguments const& a) {
     const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
-    return {m_blocks, a.nheads, m_blocks * a.nheads * a.batch};
+    PersistentTileScheduler s{m_blocks, a.nheads, m_blocks * a.nheads * a.batch};
+    const int grid = s.grid_size(a.sm_count);
+    if (kLongestFirst && a.pairs && grid > 0 && m_blocks >= 2 && m_blocks <= kPairMaxBlocks) {
+      // Whole rounds of pairs but the last: that one goes to the tail, whose longest-first deal then
+      // has enough tiles to even out the CTAs' ends.
+      const int64_t units = int64_t(m_blocks / 2) * a.nheads * a.batch;
+      s.pair_rounds = units / grid > 1 ? int(units / grid) - 1 : 0;
+    }
+    return s;
   }
   // One CTA per SM at most: each holds a whole SM's registers and most of its shared memory.
   int grid_size(int sm_count) const { return num_tiles < sm_count ? num_tiles : sm_count; }
 
-  CUTE_DEVICE int first_tile() const { return int(blockIdx.x); }
-  CUTE_DEVICE int next_tile(int tile) const {
-    const int grid = int(gridDim.x);
-    if constexpr (kLongestFirst) {
-      const int round = tile / grid + 1;  // dealt forwards in even rounds, backwards in odd ones
-      return round * grid + ((round & 1) ? grid - 1 - int(blockIdx.x) : int(blockIdx.x));
-    } else {
-      return tile + grid;
-    }
+  // Longest first, `tile` is the CTA's step: 2 * pair_rounds steps of pairs, then the tail's.
+  CUTE_DEVICE int first_tile() const { return kLongestFirst ? 0 : int(blockIdx.x); }
+  CUTE_DEVICE int next_tile(int tile) const { return kLongestFirst ? tile + 1 : tile + int(gridDim.x); }
+  CUTE_DEVICE bool valid(int tile) const {
+    return kLongestFirst ? tile < 2 * pair_rounds || tail_index(tile) < num_tiles - 2 * pair_rounds * int(gridDim.x)
+                         : tile < num_tiles;
   }
-  CUTE_DEVICE bool valid(int tile) const { return tile < num_tiles; }
+
+  // The tail's tiles dealt round by round, forwards in even rounds and backwards in odd ones.
+  CUTE_DEVICE int tail_index(int step) const {
+    const int grid = int(gridDim.x), round = step - 2 * pair_rounds;
+    return round * grid + ((round & 1) ? grid - 1 - int(blockIdx.x) : int(blockIdx.x));
+  }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
     if constexpr (kLongestFirst) {
-      const int heads_batches = num_tiles / num_m_blocks;
-      const int hb = tile % heads_batches;
-      return {num_m_blocks - 1 - tile / heads_batches, hb % nheads, hb / nheads};
+      const int m_blocks = num_m_blocks, pairs = m_blocks / 2, hbs = num_tiles / m_blocks;
+      auto coord = [&](int m, int hb) { return TileCoord{m, hb % nheads, hb / nheads}; };
+      if (tile < 2 * pair_rounds) {  // pair unit u = hb * pairs + j: tiles M - 1 - j, then j
+        const int u = (tile / 2) * int(gridDim.x) + int(blockIdx.x);
+        const int j = u % pairs;
+        return coord((tile & 1) ? j : m_blocks - 1 - j, u / pairs);
+      }
+      // The tail, longest first: every tile of (batch, head)s h0 + 1.. (h0.. when j0 == 0), head h0's
+      // pairs from j0 on (query blocks j0 .. M - 1 - j0), and every head's middle block when M is odd.
+      const int units = pair_rounds * int(gridDim.x);
+      const int h0 = units / max(pairs, 1), j0 = units % max(pairs, 1);
+      const int rest = hbs - h0;  // heads in a level of [j0, M - 1 - j0]: h0 (partly or wholly) on
+      const int outer = max(rest - 1, 1);  // ... and in the levels outside it (j0 > 0 only): h0 + 1 on
+      int q = tail_index(tile);
+      if (q < j0 * outer) { return coord(m_blocks - 1 - q / outer, h0 + 1 + q % outer); }
+      q -= j0 * outer;
+      const bool odd = m_blocks & 1;
+      const int above = m_blocks - 1 - j0 - pairs + (odd ? 0 : 1);  // levels (middle, M - 1 - j0]
+      if (q < above * rest) { return coord(m_blocks - 1 - j0 - q / rest, h0 + q % rest); }
+      q -= above * rest;
+      if (odd) {
+        if (q < hbs) { return coord(pairs, q); }  // the middle block of every head
+        q -= hbs;
+      }
+      const int below = pairs - j0;  // levels [j0, pairs)
+      if (q < below * rest) { return coord(pairs - 1 - q / rest, h0 + q % rest); }
+      q -= below * rest;
+      return coord(j0 - 1 - q / outer, h0 + 1 + q % outer);
     } else {
       const int hb = tile / num_m_blocks;
       return {tile % num_m_blocks, hb % nheads, hb / nheads};
