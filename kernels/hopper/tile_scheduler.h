@@ -15,9 +15,14 @@
 //   rounds later. There the CTAs first take pairs: query blocks m and M - 1 - m of one (batch,
 //   head), the long one first (together as long as any other pair), the pairs of a head on adjacent
 //   CTAs at once, so its K/V is read about once; the last pairs' tiles go longest first as above
-//   (pair_rounds, make()). A static deal of equal pairs and a longest-first tail balances the CTAs
-//   as well as longest first alone at these shapes (max / mean CTA work 1.003-1.012 against 1.031 at
-//   1k, hdim 64/128, 132 SMs, counting key blocks; benchmarks/fwd_tile_turnover).
+//   (pair_rounds, make()). On the H200 at 1k (16k tokens, causal, fp16, in turns with the tree
+//   before): DRAM reads of a call 638 -> 205 MB at hdim 128, 651 -> 280 MB at 256 (ncu); 1.046x
+//   (hdim 64), 1.163x (128), 1.22-1.23x (192, 256, against the same tree without pairs)
+//   (benchmarks/fwd_tile_turnover). The static deal of pairs and tail evens out the CTAs' key blocks
+//   about as well as longest first alone up to 2k (max / mean 1.003-1.015 against 1.024-1.031; at
+//   1k, hdim 192/256, 1.05-1.07 against 1.03, and the L2 wins), less well from 4k (1.010-1.021
+//   against 1.000-1.014: balance.py there); pairs were not measured from 4k, so they stop at
+//   kPairMaxBlocks query blocks a head.
 #pragma once
 
 #include <cute/config.hpp>
@@ -109,8 +114,8 @@ CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   return e;
 }
 
-// Pairs only up to this many query blocks per head: with more, a round of the longest-first order
-// covers several query blocks of each head it touches, which then share its K/V in L2.
+// Pairs only up to this many query blocks a head (2k at 128-row tiles): measured at 1k; from 4k the
+// static deal of pairs evens the CTAs out less well than longest first (see the top) and is unmeasured.
 #ifdef FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS
 constexpr int kPairMaxBlocks = FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS;  // sweeps; 0: longest first alone
 #else
