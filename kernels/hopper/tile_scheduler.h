@@ -21,8 +21,9 @@
 //   (benchmarks/fwd_tile_turnover). The static deal of pairs and tail evens out the CTAs' key blocks
 //   about as well as longest first alone up to 2k (max / mean 1.003-1.015 against 1.024-1.031; at
 //   1k, hdim 192/256, 1.05-1.07 against 1.03, and the L2 wins), less well from 4k (1.010-1.021
-//   against 1.000-1.014: balance.py there); pairs were not measured from 4k, so they stop at
-//   kPairMaxBlocks query blocks a head.
+//   against 1.000-1.014: balance.py there). From 4k pairs were timed at hdim 128 alone (1.073x at 4k,
+//   1.021x at 16k, one round), so they stop at kPairMaxBlocks query blocks a head until the other
+//   head dims are.
 #pragma once
 
 #include <cute/config.hpp>
@@ -114,8 +115,9 @@ CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   return e;
 }
 
-// Pairs only up to this many query blocks a head (2k at 128-row tiles): measured at 1k; from 4k the
-// static deal of pairs evens the CTAs out less well than longest first (see the top) and is unmeasured.
+// Pairs only up to this many query blocks a head (2k at 128-row tiles): measured at 1k at every head dim;
+// from 4k the static deal of pairs evens the CTAs out less well than longest first, and pairs there were
+// timed at hdim 128 alone (see the top; -DFLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS=128 turns them on up to 16k).
 #ifdef FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS
 constexpr int kPairMaxBlocks = FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS;  // sweeps; 0: longest first alone
 #else
