@@ -102,7 +102,8 @@ template <int kHeadDim, DType kDType>
 using SplitKVTraits = FwdTraits<kHeadDim, 64, 128, splitkv_stages(kHeadDim), false, typename ElementOf<kDType>::type>;
 
 // The kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
-// Causal query blocks, and local ones, differ in length: the scheduler deals them longest first.
+// Causal query blocks, and local ones, differ in length: the scheduler deals them longest first (short dense causal
+// calls: pairs of them first, tile_scheduler.h).
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelParams {
   using Scheduler = std::conditional_t<kIsSplitKV<kFeatures>, SplitTileScheduler,
