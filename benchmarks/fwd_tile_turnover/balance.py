@@ -3,7 +3,8 @@
 pairs of query blocks (m, M - 1 - m) of one (batch, head) followed by a longest-first tail
 (PersistentTileScheduler in kernels/hopper/tile_scheduler.h; `--tail-rounds` pair rounds left to the tail), and
 for FA3's L2 sections (heads whose K/V fit 32 MB, longest first within a section) dealt the same static way
-(FA3 deals them dynamically). It also checks that the pair order covers every tile once. Tile shapes as fwd_tile() in kernels/hopper/fwd_traits.h.
+(FA3 deals them dynamically). It also checks that the pair order covers every tile once. Tile shapes as
+fwd_tile() in kernels/hopper/fwd_traits.h.
 
     python3 benchmarks/fwd_tile_turnover/balance.py [--sms 132] [--tail-rounds 1]
 """
@@ -88,7 +89,8 @@ def sections(ln, hbs, grid, kv_bytes):
 
 
 PAIR_MAX_BLOCKS = 16  # kPairMaxBlocks: the kernel pairs only up to this many query blocks a head
-print(f"{'hdim':>4} {'seqlen':>6} {'M':>3} {'heads':>5} {'pairs in kernel':>15} {'pair rounds':>11} {'longest first':>13}"
+print(f"{'hdim':>4} {'seqlen':>6} {'M':>3} {'heads':>5} {'pairs in kernel':>15} {'pair rounds':>11}"
+      f" {'longest first':>13}"
       f" {'pairs + tail':>12} {'FA3 sections':>12}")
 for hdim, (block_m, block_n) in TILES.items():
     for seqlen in (1024, 2048, 4096, 16384):
@@ -103,4 +105,5 @@ for hdim, (block_m, block_n) in TILES.items():
             cells.append(max(work) / (sum(work) / grid))
         cells.append(sections(ln, hbs, grid, seqlen * hdim * 2 * 2))
         used = "yes" if 2 <= m_blocks <= PAIR_MAX_BLOCKS and rounds > 0 else "no"
-        print(f"{hdim:>4} {seqlen:>6} {m_blocks:>3} {hbs:>5} {used:>15} {rounds:>11} {cells[0]:>13.3f} {cells[1]:>12.3f} {cells[2]:>12.3f}")
+        print(f"{hdim:>4} {seqlen:>6} {m_blocks:>3} {hbs:>5} {used:>15} {rounds:>11}"
+              + "".join(f" {c:>{w}.3f}" for c, w in zip(cells, (13, 12, 12))))
