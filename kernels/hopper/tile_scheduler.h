@@ -22,13 +22,19 @@
 //   about as well as longest first alone up to 2k (max / mean 1.003-1.015 against 1.024-1.031; at
 //   1k, hdim 192/256, 1.05-1.07 against 1.03, and the L2 wins), less well from 4k (1.010-1.021
 //   against 1.000-1.014: balance.py there). From 4k pairs were timed at hdim 128 alone (1.073x at 4k,
-//   1.021x at 16k, one round), so they stop at kPairMaxBlocks query blocks a head until the other
-//   head dims are.
+//   1.021x at 16k, one round), so by default they stop at kPairMaxBlocks query blocks a head until the
+//   other head dims are; the launcher picks the bound per launch (FLASHBUILD_HOPPER_FWD_PAIRS,
+//   hopper/fwd_launch.h). make() lays the deal out on the host (pair_rounds, the tail's segments), so a
+//   tile's decode is a few compares and two multiplicative divisions, the same code with pairs or
+//   without (without: the plain longest-first order; benchmarks/fwd_tile_turnover/deal_check.cu walks
+//   the deal on the host and checks both).
 #pragma once
 
 #include <cute/config.hpp>
 
 #include <type_traits>
+
+#include <cutlass/fast_math.h>
 
 #include "common/params.h"
 
@@ -115,90 +121,136 @@ CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   return e;
 }
 
-// Pairs only up to this many query blocks a head (2k at 128-row tiles): measured at 1k at every head dim;
-// from 4k the static deal of pairs evens the CTAs out less well than longest first, and pairs there were
-// timed at hdim 128 alone (see the top; -DFLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS=128 turns them on up to 16k).
+// FLASHBUILD_HOPPER_FWD_PAIRS=short (the launcher's default, hopper/fwd_launch.h) pairs only up to this many
+// query blocks a head (2k at 128-row tiles): measured at 1k at every head dim; from 4k the static deal of pairs
+// evens the CTAs out less well than longest first, and pairs there were timed at hdim 128 alone (see the top;
+// FLASHBUILD_HOPPER_FWD_PAIRS=all pairs at every length).
 #ifdef FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS
 constexpr int kPairMaxBlocks = FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS;  // sweeps; 0: longest first alone
 #else
 constexpr int kPairMaxBlocks = 16;
 #endif
 
+// The longest-first tail as the host lays it out (PersistentTileScheduler::make): its tiles, by their index q in
+// the tail's deal, fall into at most five segments of query-block levels, each level of a segment holding the
+// (batch, head)s hb0 .. hb0 + heads - 1: levels M - 1 .. M - j0 (heads h0 + 1 on: their pairs all went to the
+// tail), M - 1 - j0 down to the middle (h0 on: head h0's pairs from j0 on too), the middle block of odd M (every
+// head), the levels below it down to j0 (h0 on), and j0 - 1 .. 0 (h0 + 1 on), where the pair rounds dealt the
+// pair units before unit h0 x (M / 2) + j0. Without pair rounds one segment: every level, every head, the
+// longest-first order of the top. The device picks a tile's segment with a few compares and divides once (by
+// a divisor precomputed here), instead of recomputing the layout per tile.
+struct TailSegment {
+  int q0 = 0;     // the tail index of its first tile (the tail's length for a segment not in use)
+  int m_top = 0;  // its first, longest level
+  int hb0 = 0;    // the first (batch, head) of each of its levels
+  cutlass::FastDivmod heads;  // (batch, head)s a level
+};
+constexpr int kTailSegments = 5;
+
 template <bool kLongestFirst>
 struct PersistentTileScheduler {
-  int num_m_blocks;
-  int nheads;
-  int num_tiles;
-  int pair_rounds = 0;  // longest first: rounds of pairs before the longest-first tail (see the top)
+  int num_m_blocks = 0;
+  int nheads = 0;
+  int num_tiles = 0;
+  // Longest first (see the top): pair_rounds rounds of pairs, then tail_tiles tiles longest first.
+  int pair_rounds = 0;
+  int tail_tiles = 0;
+  cutlass::FastDivmod pairs_div;   // M / 2: a pair unit's (batch, head) and pair
+  cutlass::FastDivmod nheads_div;  // a (batch, head)'s batch and head
+  TailSegment tail[kTailSegments];
 
   struct Arguments {
     int seqlen_q, block_m, nheads, batch;
     int num_splits = 1;  // read by SplitTileScheduler alone
     int sm_count = 0;    // the grid (grid_size): pairs need it; 0 for none
-    bool pairs = false;  // the tiles' lengths grow linearly with m (causal, dense): pairs are even
+    // Pairs when M = ceil(seqlen_q / block_m) is at most this (0: none). The launcher sets it only where the
+    // tiles' lengths grow evenly with m (causal, dense), from FLASHBUILD_HOPPER_FWD_PAIRS (fwd_launch.h).
+    int pair_max_blocks = 0;
   };
   static PersistentTileScheduler make(Arguments const& a) {
     const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
-    PersistentTileScheduler s{m_blocks, a.nheads, m_blocks * a.nheads * a.batch};
-    const int grid = s.grid_size(a.sm_count);
-    if (kLongestFirst && a.pairs && grid > 0 && m_blocks >= 2 && m_blocks <= kPairMaxBlocks) {
-      // Whole rounds of pairs but the last: that one goes to the tail, whose longest-first deal then
-      // has enough tiles to even out the CTAs' ends.
-      const int64_t units = int64_t(m_blocks / 2) * a.nheads * a.batch;
-      s.pair_rounds = units / grid > 1 ? int(units / grid) - 1 : 0;
+    PersistentTileScheduler s;
+    s.num_m_blocks = m_blocks, s.nheads = a.nheads, s.num_tiles = m_blocks * a.nheads * a.batch;
+    if constexpr (kLongestFirst) {
+      const int grid = s.grid_size(a.sm_count), hbs = a.nheads * a.batch, pairs = m_blocks / 2;
+      s.nheads_div = cutlass::FastDivmod(a.nheads > 0 ? a.nheads : 1);  // no heads: no tiles, never read
+      if (grid > 0 && m_blocks >= 2 && m_blocks <= a.pair_max_blocks) {
+        // Whole rounds of pairs but the last: that one goes to the tail, whose longest-first deal then has
+        // enough tiles to even out the CTAs' ends.
+        const int64_t units = int64_t(pairs) * hbs;
+        s.pair_rounds = units / grid > 1 ? int(units / grid) - 1 : 0;
+      }
+      if (s.pair_rounds > 0) { s.pairs_div = cutlass::FastDivmod(pairs); }
+      const int paired = s.pair_rounds * grid;  // pair units dealt before the tail: < pairs x hbs
+      const int h0 = pairs > 0 ? paired / pairs : 0, j0 = pairs > 0 ? paired % pairs : 0, rest = hbs - h0;
+      int n = 0, q = 0, top_levels = 0;  // segments so far, their tiles, the last one's levels
+      auto add = [&](int levels, int m_top, int hb0, int heads) {
+        if (levels <= 0 || heads <= 0) { return; }
+        TailSegment* last = n > 0 ? &s.tail[n - 1] : nullptr;
+        if (last && last->hb0 == hb0 && last->heads.divisor == heads && last->m_top - top_levels == m_top) {
+          top_levels += levels;  // the levels below the last segment's, of the same heads: one segment
+        } else {
+          s.tail[n++] = TailSegment{q, m_top, hb0, cutlass::FastDivmod(heads)};
+          top_levels = levels;
+        }
+        q += levels * heads;
+      };
+      add(j0, m_blocks - 1, h0 + 1, rest - 1);
+      add(pairs - j0, m_blocks - 1 - j0, h0, rest);
+      add(m_blocks & 1, pairs, 0, hbs);
+      add(pairs - j0, pairs - 1, h0, rest);
+      add(j0, j0 - 1, h0 + 1, rest - 1);
+      s.tail_tiles = q;  // num_tiles - 2 x paired: each tile once, in the pairs or the tail
+      for (int i = n; i < kTailSegments; ++i) { s.tail[i].q0 = q; }
     }
     return s;
   }
   // One CTA per SM at most: each holds a whole SM's registers and most of its shared memory.
   int grid_size(int sm_count) const { return num_tiles < sm_count ? num_tiles : sm_count; }
 
-  // Longest first, `tile` is the CTA's step: 2 * pair_rounds steps of pairs, then the tail's.
+  // Longest first, `tile` is the CTA's step: 2 x pair_rounds steps of pairs, then the tail's.
   CUTE_DEVICE int first_tile() const { return kLongestFirst ? 0 : int(blockIdx.x); }
   CUTE_DEVICE int next_tile(int tile) const { return kLongestFirst ? tile + 1 : tile + int(gridDim.x); }
-  CUTE_DEVICE bool valid(int tile) const {
-    return kLongestFirst ? tile < 2 * pair_rounds || tail_index(tile) < num_tiles - 2 * pair_rounds * int(gridDim.x)
-                         : tile < num_tiles;
-  }
+  CUTE_DEVICE bool valid(int tile) const { return valid_at(tile, int(blockIdx.x), int(gridDim.x)); }
+  CUTE_DEVICE TileCoord decode(int tile) const { return decode_at(tile, int(blockIdx.x), int(gridDim.x)); }
 
-  // The tail's tiles dealt round by round, forwards in even rounds and backwards in odd ones.
-  CUTE_DEVICE int tail_index(int step) const {
-    const int grid = int(gridDim.x), round = step - 2 * pair_rounds;
-    return round * grid + ((round & 1) ? grid - 1 - int(blockIdx.x) : int(blockIdx.x));
-  }
-
-  CUTE_DEVICE TileCoord decode(int tile) const {
+  // The same for CTA `cta` of `grid` (host code can walk the deal: benchmarks/fwd_tile_turnover/deal_check.cu).
+  CUTE_HOST_DEVICE bool valid_at(int tile, int cta, int grid) const {
     if constexpr (kLongestFirst) {
-      const int m_blocks = num_m_blocks, pairs = m_blocks / 2, hbs = num_tiles / m_blocks;
-      auto coord = [&](int m, int hb) { return TileCoord{m, hb % nheads, hb / nheads}; };
-      if (tile < 2 * pair_rounds) {  // pair unit u = hb * pairs + j: tiles M - 1 - j, then j
-        const int u = (tile / 2) * int(gridDim.x) + int(blockIdx.x);
-        const int j = u % pairs;
-        return coord((tile & 1) ? j : m_blocks - 1 - j, u / pairs);
-      }
-      // The tail, longest first: every tile of (batch, head)s h0 + 1.. (h0.. when j0 == 0), head h0's
-      // pairs from j0 on (query blocks j0 .. M - 1 - j0), and every head's middle block when M is odd.
-      const int units = pair_rounds * int(gridDim.x);
-      const int h0 = units / max(pairs, 1), j0 = units % max(pairs, 1);
-      const int rest = hbs - h0;  // heads in a level of [j0, M - 1 - j0]: h0 (partly or wholly) on
-      const int outer = max(rest - 1, 1);  // ... and in the levels outside it (j0 > 0 only): h0 + 1 on
-      int q = tail_index(tile);
-      if (q < j0 * outer) { return coord(m_blocks - 1 - q / outer, h0 + 1 + q % outer); }
-      q -= j0 * outer;
-      const bool odd = m_blocks & 1;
-      const int above = m_blocks - 1 - j0 - pairs + (odd ? 0 : 1);  // levels (middle, M - 1 - j0]
-      if (q < above * rest) { return coord(m_blocks - 1 - j0 - q / rest, h0 + q % rest); }
-      q -= above * rest;
-      if (odd) {
-        if (q < hbs) { return coord(pairs, q); }  // the middle block of every head
-        q -= hbs;
-      }
-      const int below = pairs - j0;  // levels [j0, pairs)
-      if (q < below * rest) { return coord(pairs - 1 - q / rest, h0 + q % rest); }
-      q -= below * rest;
-      return coord(j0 - 1 - q / outer, h0 + 1 + q % outer);
+      return tile < 2 * pair_rounds || tail_index(tile, cta, grid) < tail_tiles;
     } else {
-      const int hb = tile / num_m_blocks;
-      return {tile % num_m_blocks, hb % nheads, hb / nheads};
+      return tile < num_tiles;
+    }
+  }
+  // The tail's tiles dealt round by round, forwards in even rounds and backwards in odd ones.
+  CUTE_HOST_DEVICE int tail_index(int step, int cta, int grid) const {
+    const int round = step - 2 * pair_rounds;
+    return round * grid + ((round & 1) ? grid - 1 - cta : cta);
+  }
+  CUTE_HOST_DEVICE TileCoord decode_at(int tile, int cta, int grid) const {
+    int m, hb;
+    if constexpr (kLongestFirst) {
+      if (tile < 2 * pair_rounds) {  // pair unit u = hb x (M / 2) + j: query blocks M - 1 - j, then j
+        int j;
+        pairs_div(hb, j, (tile >> 1) * grid + cta);
+        m = (tile & 1) ? j : num_m_blocks - 1 - j;
+      } else {
+        const int q = tail_index(tile, cta, grid);
+        TailSegment seg = tail[0];
+        CUTE_UNROLL
+        for (int i = 1; i < kTailSegments; ++i) {
+          if (q >= tail[i].q0) { seg = tail[i]; }  // a segment not in use starts at tail_tiles: never taken
+        }
+        int level, at;
+        seg.heads(level, at, q - seg.q0);
+        m = seg.m_top - level, hb = seg.hb0 + at;
+      }
+      int batch, head;
+      nheads_div(batch, head, hb);
+      return {m, head, batch};
+    } else {
+      hb = tile / num_m_blocks, m = tile % num_m_blocks;
+      return {m, hb % nheads, hb / nheads};
     }
   }
 };
