@@ -1,10 +1,10 @@
 // Walks PersistentTileScheduler<true>'s deal on the host (kernels/hopper/tile_scheduler.h: make(), valid_at,
 // decode_at), no GPU: every (batch, head, query block) is dealt exactly once, over query blocks a head 1-160,
-// 1-600 (batch, head)s, grids of 1-132 CTAs (a small grid stands for a MIG slice) and the pair bounds of
-// FLASHBUILD_HOPPER_FWD_PAIRS (off, short, all); without pair rounds the deal is the plain longest-first order
-// (the last query block of every (batch, head), then the one before, each round dealt forwards and backwards in
-// turn), CTA by CTA; with pairs, the order they were measured with (measured_decode). Exit status 0 when every
-// case holds. From the repository root:
+// 1-600 (batch, head)s, grids of 1-132 CTAs (a small grid stands for a MIG slice) and the settings of
+// FLASHBUILD_HOPPER_FWD_PAIRS (off, short, all; 1-3 pair rounds left to the tail); without pair rounds the deal
+// is the plain longest-first order (the last query block of every (batch, head), then the one before, each round
+// dealt forwards and backwards in turn), CTA by CTA; with pairs, the order they were measured with
+// (measured_decode). Exit status 0 when every case holds. From the repository root:
 //   nvcc -std=c++17 --expt-relaxed-constexpr -Ikernels -I<cutlass>/include -x cu \
 //     benchmarks/fwd_tile_turnover/deal_check.cu -o /tmp/deal_check && /tmp/deal_check
 // (<cutlass>: the CUTLASS the builds use, e.g. `python3 -c "import cutlass_library, os;
@@ -58,9 +58,9 @@ static bool measured_decode(const Scheduler& s, int tile, int cta, int grid, Til
 static long cases = 0, paired_cases = 0;
 
 // nullptr when the deal holds, else what failed.
-static const char* check(int m_blocks, int nheads, int batch, int sms, int pair_max) {
+static const char* check(int m_blocks, int nheads, int batch, int sms, int pair_max, int tail_rounds) {
   const int block_m = 128, seqlen_q = m_blocks * block_m - 5;  // a part block, as the kernel's bottom alignment
-  const Scheduler s = Scheduler::make({seqlen_q, block_m, nheads, batch, 1, sms, pair_max});
+  const Scheduler s = Scheduler::make({seqlen_q, block_m, nheads, batch, 1, sms, pair_max, tail_rounds});
   const int grid = s.grid_size(sms), hbs = nheads * batch;
   if (s.num_tiles != m_blocks * hbs) { return "num_tiles"; }
   if (s.tail_tiles != s.num_tiles - 2 * s.pair_rounds * grid) { return "tail_tiles is not what the pairs left"; }
@@ -106,10 +106,12 @@ int main() {
       for (int batch : batches) {
         for (int sms : grids) {
           for (int pair_max : pair_bounds) {
-            if (const char* why = check(m_blocks, nheads, batch, sms, pair_max)) {
-              if (failed++ < 20) {
-                std::printf("FAIL M %d nheads %d batch %d sms %d pair_max %d: %s\n", m_blocks, nheads, batch, sms,
-                            pair_max, why);
+            for (int tail_rounds = 1; tail_rounds <= (pair_max ? 3 : 1); ++tail_rounds) {
+              if (const char* why = check(m_blocks, nheads, batch, sms, pair_max, tail_rounds)) {
+                if (failed++ < 20) {
+                  std::printf("FAIL M %d nheads %d batch %d sms %d pair_max %d tail rounds %d: %s\n", m_blocks,
+                              nheads, batch, sms, pair_max, tail_rounds, why);
+                }
               }
             }
           }

@@ -166,6 +166,9 @@ struct PersistentTileScheduler {
     // Pairs when M = ceil(seqlen_q / block_m) is at most this (0: none). The launcher sets it only where the
     // tiles' lengths grow evenly with m (causal, dense), from FLASHBUILD_HOPPER_FWD_PAIRS (fwd_launch.h).
     int pair_max_blocks = 0;
+    // Whole rounds of pairs left to the tail (at least 1): its longest-first deal then has enough tiles to
+    // even out the CTAs' ends. 1 as measured; more evens long calls out better (balance.py --tail-rounds).
+    int pair_tail_rounds = 1;
   };
   static PersistentTileScheduler make(Arguments const& a) {
     const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
@@ -175,10 +178,9 @@ struct PersistentTileScheduler {
       const int grid = s.grid_size(a.sm_count), hbs = a.nheads * a.batch, pairs = m_blocks / 2;
       s.nheads_div = cutlass::FastDivmod(a.nheads > 0 ? a.nheads : 1);  // no heads: no tiles, never read
       if (grid > 0 && m_blocks >= 2 && m_blocks <= a.pair_max_blocks) {
-        // Whole rounds of pairs but the last: that one goes to the tail, whose longest-first deal then has
-        // enough tiles to even out the CTAs' ends.
-        const int64_t units = int64_t(pairs) * hbs;
-        s.pair_rounds = units / grid > 1 ? int(units / grid) - 1 : 0;
+        // Whole rounds of pairs but the last pair_tail_rounds (the tail's, see Arguments).
+        const int64_t rounds = int64_t(pairs) * hbs / grid, tail = a.pair_tail_rounds > 1 ? a.pair_tail_rounds : 1;
+        s.pair_rounds = rounds > tail ? int(rounds - tail) : 0;
       }
       if (s.pair_rounds > 0) { s.pairs_div = cutlass::FastDivmod(pairs); }
       const int paired = s.pair_rounds * grid;  // pair units dealt before the tail: < pairs x hbs

@@ -5,7 +5,8 @@ exactly once, in the pair phase or the tail, with an even and an odd number of b
 starting inside a head's pairs, and the keys longer than the queries (the mask's bottom-right corner). Each
 shape runs under every FLASHBUILD_HOPPER_FWD_PAIRS setting (read by the launcher at every launch,
 kernels/hopper/fwd_launch.h): short (the default: pairs up to 16 query blocks a head), all (pairs at every
-length) and off (longest first alone); the shapes past 16 query blocks a head pair under `all` alone. The
+length), off (longest first alone) and all:3 (three rounds of pairs left to the tail instead of one); the
+shapes past 16 query blocks a head pair under `all` alone. The
 shapes are chosen so that the pair phase runs on this GPU where the setting pairs (the test says so if it
 cannot). At hdim 192 and 256 the same calls walk many tiles whose O leaves through V's ring
 (FwdTraits::kOAliasesV). Held to the fp32 reference as docs/correctness.md states it; the settings give the
@@ -25,9 +26,10 @@ from flashbuild.reference import attention_ref  # noqa: E402
 
 BLOCK_M = {64: 192, 128: 128, 192: 128, 256: 128}  # fwd_tile() in kernels/hopper/fwd_traits.h
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
-# The most query blocks a head each setting pairs (fwd_pair_max_blocks() in kernels/hopper/fwd_launch.h;
-# short: kPairMaxBlocks in tile_scheduler.h).
+# The most query blocks a head each setting pairs (fwd_pairs() in kernels/hopper/fwd_launch.h; short:
+# kPairMaxBlocks in tile_scheduler.h); `NAME:N` leaves N rounds of pairs to the tail instead of 1.
 PAIR_MAX_BLOCKS = {"short": 16, "all": 1 << 31, "off": 0}
+SETTINGS = ["short", "all", "off", "all:3"]
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +41,13 @@ def m():
 
 def pair_rounds(setting, seqlen_q, hdim, heads_batches):
     """The scheduler's rounds of pairs on this GPU under this setting (make() in tile_scheduler.h)."""
+    name, _, tail = setting.partition(":")
+    tail = int(tail or 1)
     m_blocks = -(-seqlen_q // BLOCK_M[hdim])
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     grid = min(m_blocks * heads_batches, sms)
     units = (m_blocks // 2) * heads_batches
-    return units // grid - 1 if 2 <= m_blocks <= PAIR_MAX_BLOCKS[setting] and units // grid > 1 else 0
+    return units // grid - tail if 2 <= m_blocks <= PAIR_MAX_BLOCKS[name] and units // grid > tail else 0
 
 
 def check(name, out, lse, q, k, v):
@@ -79,17 +83,18 @@ SHAPES = [  # hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k
 ]
 LONG = [  # past kPairMaxBlocks query blocks a head: pairs under `all` alone
     (128, 2, 2500, 2500, 32, 8),    # 20 blocks, the first partial; GQA
-    (128, 1, 2300, 3100, 40, 40),   # 18 blocks, keys past the queries
-    (64, 1, 4000, 4000, 32, 32),    # 21 blocks of 192 rows (odd: middles in the tail)
-    (256, 1, 2200, 2200, 48, 48),   # 18 blocks, O through V's ring
+    (128, 2, 2300, 3100, 40, 40),   # 18 blocks, keys past the queries
+    (64, 2, 3500, 3500, 32, 32),    # 19 blocks of 192 rows (odd: middles in the tail)
+    (256, 2, 2200, 2200, 48, 48),   # 18 blocks, O through V's ring
 ]
 
 
-@pytest.mark.parametrize("setting", ["short", "all", "off"])
+@pytest.mark.parametrize("setting", SETTINGS)
 @pytest.mark.parametrize("hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k", SHAPES + LONG)
 def test_causal_pairs_cover_every_block(m, monkeypatch, setting, hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k):
     rounds = pair_rounds(setting, seqlen_q, hdim, batch * nheads)
-    pairs = setting != "off" and (setting == "all" or -(-seqlen_q // BLOCK_M[hdim]) <= PAIR_MAX_BLOCKS["short"])
+    name = setting.partition(":")[0]
+    pairs = name != "off" and (name == "all" or -(-seqlen_q // BLOCK_M[hdim]) <= PAIR_MAX_BLOCKS["short"])
     assert (rounds > 0) == pairs, (f"{setting}: b{batch} h{nheads} sq{seqlen_q}: {rounds} pair rounds on this GPU: "
                                    f"the shape misses its purpose")
     monkeypatch.setenv(ENV, setting)
@@ -103,7 +108,7 @@ def test_every_setting_gives_the_same_bits(m, monkeypatch, hdim, batch, seqlen_q
     """The settings only reorder the tiles, each computed whole by one CTA: the same output bits under each, and
     unset or empty are accepted (they are short; which order ran is not visible in the output)."""
     outs = {}
-    for setting in (None, "", "short", "all", "off"):
+    for setting in (None, "", *SETTINGS, "short:2"):
         if setting is None:
             monkeypatch.delenv(ENV, raising=False)
         else:
@@ -113,7 +118,8 @@ def test_every_setting_gives_the_same_bits(m, monkeypatch, hdim, batch, seqlen_q
     assert not differ, f"{ENV}={differ} give other bits than off (longest first alone)"
 
 
-@pytest.mark.parametrize("value", ["SHORT", "long", "16", "all ", "off\x1b[2J" + "x" * 200])
+@pytest.mark.parametrize("value", ["SHORT", "long", "16", "all ", "all:0", "all:9", "off:2", "short:",
+                                   "off\x1b[2J" + "x" * 200])
 def test_an_unknown_setting_is_a_named_error(m, monkeypatch, value):
     monkeypatch.setenv(ENV, value)
     with pytest.raises(RuntimeError) as err:
