@@ -3,6 +3,7 @@
 # peer"): hdim 64/128, fp16/bf16, fwd+bwd, causal both, against SDPA's flash, cuDNN and efficient backends.
 # From the repository root, carrying .device/fa3 (the tree and its CUTLASS, git-ignored):
 #   bash benchmarks/fa3_slice/peer.sh                 # BUDGET seconds in all (default 560); output under $OUT
+# HDIMS, DTYPES, DIRECTION (default fwd,bwd: DIRECTION=fwd builds FA3's forward alone), SEQLENS, REPS narrow it.
 # Our slice is built first (and checked with `flashbuild test`), then FA3's (features compiled out: the
 # bench calls plain attention), then the bench; each phase under a timeout, a short summary last.
 set -o pipefail
@@ -16,9 +17,9 @@ TREE=/tmp/fa3/flash-attention-0251105a
 [ -d "$TREE" ] || tar -C /tmp/fa3 -xzf .device/fa3/flash-attention-0251105a-hopper-cutlass-7127592.tar.gz || exit 1
 export FLASHBUILD_CACHE_DIR=$PWD/.flashbuild-cache
 FB="python3 -m flashbuild"
-OURS=(--hdim "${HDIMS:-64,128}" --dtype "${DTYPES:-fp16,bf16}" --arch sm90 --direction fwd,bwd --features none)
+OURS=(--hdim "${HDIMS:-64,128}" --dtype "${DTYPES:-fp16,bf16}" --arch sm90 --direction "${DIRECTION:-fwd,bwd}" --features none)
 PEER=(--source "$TREE" --profile flash-attn-3 --hdim "${HDIMS:-64,128}" --dtype "${DTYPES:-fp16,bf16}" --arch sm90
-      --direction fwd,bwd --features none)
+      --direction "${DIRECTION:-fwd,bwd}" --features none)
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader; echo "cores $(nproc)";
   python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"; } | tee "$OUT/host.txt"
 

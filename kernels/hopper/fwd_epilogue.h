@@ -2,8 +2,9 @@
 // (OStore in fwd_traits.h):
 //   TMA: stmatrix into sO, then one TMA store, which drops the rows past seqlen_q by itself. sO is
 //   reused by every tile: before writing it, the thread that issued the last store waits until
-//   that store has read it (kOutputEmpty). When sO is sQ's buffer (Traits::kOAliasesQ), the
-//   consumers let the producer reload Q only after the store has read it (kQueryEmpty).
+//   that store has read it (kOutputEmpty). When sO is the start of V's ring (Traits::kOAliasesV),
+//   each consumer thread releases it once it is done with it (release_o, the store thread once the
+//   store has read it), and the producer loads the next tile's V only after every release.
 //   Direct: each thread stores its column pairs straight to global memory, rows outside the
 //   sequence skipped: no shared memory, no barrier.
 // Packed sequences (cu_seqlens_q) with the TMA choice: a tile that ends inside its sequence leaves
@@ -171,10 +172,17 @@ struct FwdEpilogue {
       Tensor mO = ep.tma_o.get_tma_tensor(make_shape(p.seqlen_q, int32_t(kHeadDim), p.nheads, p.batch));
       store_box(ep.tma_o, sO, mO, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch);
       tma_store_arrive();
-      if constexpr (Traits::kOAliasesQ) { tma_store_wait<0>(); }  // sO is sQ: free it for the next Q
     }
-    if constexpr (Traits::kOAliasesQ) {
-      barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
+  }
+
+  // kOAliasesV: this thread is done with sO (written, or read by copy_rows); the store thread waits
+  // until the TMA store has read it first. Once per tile and consumer thread (fwd_kernel.h decides
+  // when: FwdTraits::kReleaseOLate); the producer's V loads wait for all of them (FwdMainloop::load).
+  template <class Storage>
+  CUTE_DEVICE static void release_o(Storage& storage, int thread_idx) {
+    if constexpr (Traits::kOAliasesV) {
+      if (is_store_thread(thread_idx)) { tma_store_wait<0>(); }
+      cutlass::arch::ClusterBarrier::arrive(&storage.o_read);
     }
   }
 
@@ -224,9 +232,6 @@ struct FwdEpilogue {
         }
         if (thread_idx % 4 == 0) { p.lse_accum[at] = lse[r] == INFINITY ? -INFINITY : lse[r]; }
       }
-    }
-    if constexpr (Traits::kOAliasesQ) {  // sQ would have been freed by the store
-      barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
     }
   }
 

@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
     Mainloop::prefetch_descriptors(params.mainloop);
     Epilogue::prefetch_descriptors(params.epilogue);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.q_full, 1);
+    if constexpr (Traits::kOAliasesV) { cutlass::arch::ClusterBarrier::init(&storage.o_read, kNumMmaThreads); }
   }
 
   // Both rings: one producer arrival (with the transaction bytes) fills a stage; every consumer
@@ -99,12 +100,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
       auto produce = [&](auto paged) {
         auto write = cutlass::make_producer_start_state<PipelineKV>();
         bool first = true;
+        uint32_t o_phase = 0;
         for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
           const TileCoord tile = scheduler.decode(t);
           const SeqRange seq = Kernel::sequence(p, tile.batch);
           if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }  // the consumers skip it too
           Mainloop::template load<decltype(paged)::value>(params.mainloop, p, storage, pipe_k, pipe_v, write, tile,
-                                                          seq, first, leader);
+                                                          seq, first, leader, o_phase);
           first = false;
         }
         // Match the consumers' release of the last tile's sQ (every tile's is waited on once).
@@ -130,19 +132,29 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
     typename PipelineKV::PipelineState read_k, read_v;
     uint32_t q_phase = 0;
     Tensor tOrO = make_tensor<float>(typename Mainloop::AccumulatorShapeO{});
+    // Traits::kOAliasesV: this thread still owes the producer the release of the last tile's sO
+    // (Epilogue::release_o), made early (after the epilogue) or late (under the next tile's first S).
+    bool o_owed = false;
+    auto release_o = [&] {
+      if (o_owed) { Epilogue::release_o(storage, thread_idx); }
+      o_owed = false;
+    };
+    auto tile_done = [&] {
+      o_owed = Traits::kOAliasesV;
+      if constexpr (!Traits::kReleaseOLate) { release_o(); }
+    };
     for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
       const TileCoord tile = scheduler.decode(t);
       const SeqRange seq = Kernel::sequence(p, tile.batch);
       if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }
       OnlineSoftmax<2> softmax(score.scale_log2);
-      // sQ is free for the next tile's Q as soon as the last S is computed, unless sO lives in it
-      // (then the epilogue frees it once the store has read O).
-      Mainloop::mma(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, seq, thread_idx, mma_warpgroup, tOrO,
-                    softmax, score, [] {
-                      if constexpr (!Traits::kOAliasesQ) {
-                        barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp);
-                      }
-                    });
+      // sQ is free for the next tile's Q as soon as the last S is computed.
+      Mainloop::mma(
+          p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, seq, thread_idx, mma_warpgroup, tOrO, softmax,
+          score, [] { barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); },
+          [&] {
+            if constexpr (Traits::kReleaseOLate) { release_o(); }
+          });
       float lse[2];
       Tensor tOrO_rc = make_tensor(tOrO.data(), acc_rowcol(tOrO.layout()));
       softmax.finalize(tOrO_rc, score.scale, lse);
@@ -151,10 +163,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
         if (p.num_splits > 1) {  // chosen at run time: one kernel serves one split and several
           Epilogue::store_split(p, tile, seq, thread_idx, tOrO, lse);
           if (p.split_counters) { Epilogue::combine_if_last(p, tile, seq, scheduler.num_m_blocks, thread_idx); }
+          tile_done();
           continue;
         }
       }
       Epilogue::store(params.epilogue, p, storage, tile, seq, thread_idx, tOrO, lse);
+      tile_done();
     }
     Epilogue::drain(thread_idx);
   }

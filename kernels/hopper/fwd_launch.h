@@ -17,6 +17,12 @@
 // kernel through FwdKernelEntry, which <variant>_kernel.cu compiles device-only.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
 #include "common/launch.h"  // check_head_dim, sm_count
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
 #include "hopper/tma_checks.h"
@@ -53,16 +59,59 @@ inline FwdParams tma_strides(FwdParams p) {
   return p;
 }
 
+// Pairs of causal query blocks (tile_scheduler.h: a head's query blocks m and M - 1 - m on neighbouring CTAs
+// before a longest-first tail, so its K/V is read about once instead of once per ~2 rounds of other heads) up to
+// how many query blocks a head. FLASHBUILD_HOPPER_FWD_PAIRS, read at every launch (one process can time the
+// settings in turns: benchmarks/fwd_tile_turnover/pairs_ab.sh), picks:
+//   short (the default, also when unset or empty): up to kPairMaxBlocks (16: 2k queries at 128-row tiles).
+//     Measured on the H200 (fp16, 16k tokens): causal 1k 1.046x (hdim 64), 1.163x (128), 1.22-1.24x (192, 256).
+//   all: at every length. Timed at hdim 128 fp16 alone, one round: 1.073x at 4k, 1.021x at 16k against short;
+//     the static deal of pairs evens out the CTAs' key blocks less well from 4k (balance.py: max / mean
+//     1.010-1.021 against 1.000-1.014, hdim 64 at 16k ~2 % behind), so it is not the default until every
+//     head dim is timed (benchmarks/fwd_tile_turnover/README.md).
+//   off: longest first alone.
+//   short:N, all:N (N 1-8): N whole rounds of pairs left to the longest-first tail instead of 1, for sweeps
+//     (balance.py --tail-rounds 3: max / mean key blocks at hdim 64, 16k, 1.009 instead of 1.021; not timed).
+// Another value is an error naming these (never a silent default).
+struct FwdPairs {
+  int max_blocks;   // PersistentTileScheduler::Arguments::pair_max_blocks
+  int tail_rounds;  // ... ::pair_tail_rounds
+};
+inline FwdPairs fwd_pairs() {
+  const char* v = std::getenv("FLASHBUILD_HOPPER_FWD_PAIRS");
+  if (v == nullptr || *v == 0) { return {kPairMaxBlocks, 1}; }
+  const char* colon = std::strchr(v, ':');
+  const size_t name = colon ? size_t(colon - v) : std::strlen(v);
+  int tail = 1;
+  bool ok = !colon || (colon[1] >= '1' && colon[1] <= '8' && colon[2] == 0);
+  if (colon && ok) { tail = colon[1] - '0'; }
+  if (ok && name == 5 && std::strncmp(v, "short", 5) == 0) { return {kPairMaxBlocks, tail}; }
+  if (ok && name == 3 && std::strncmp(v, "all", 3) == 0) { return {std::numeric_limits<int>::max(), tail}; }
+  if (!colon && std::strcmp(v, "off") == 0) { return {0, 1}; }
+  std::string shown;  // the value as asked, printable and short
+  for (const char* c = v; *c && shown.size() < 64; ++c) { shown += (*c >= 0x20 && *c < 0x7f) ? *c : '?'; }
+  throw std::runtime_error("flashbuild: FLASHBUILD_HOPPER_FWD_PAIRS='" + shown +
+                           "' is not a setting of the Hopper forward's causal scheduler: short (the default), all, "
+                           "off, or short:N / all:N with N 1-8 pair rounds left to the tail; unset it (unset "
+                           "FLASHBUILD_HOPPER_FWD_PAIRS) or set one of these");
+}
+
 // One launch of the Hopper forward kernel with these traits (tuning sweeps call it directly, with
 // fwd_kernel.h included: FwdKernelEntry, fwd_params.h).
 template <class Traits, bool kIsCausal, int kFeatures>
 void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
   const FwdParams tma_params = tma_strides(params);
+  // Pairs need tiles whose lengths grow evenly with the block: a dense causal call's, not a local window's or a
+  // packed batch's (the split-KV kernel has its own scheduler).
+  const bool pairs = kIsCausal && !(kFeatures & kLocal) && !kIsSplitKV<kFeatures> && !params.cu_seqlens_q;
+  const FwdPairs setting = pairs ? fwd_pairs() : FwdPairs{0, 1};
+  // The grid's slots: one CTA an SM, two for the split-KV kernel's two-CTA traits (Traits::kCtasPerSm).
+  const int slots = sm_count() * Traits::kCtasPerSm;
   KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
-                                                 params.num_splits})};
-  const dim3 grid(kp.scheduler.grid_size(sm_count() * Traits::kCtasPerSm));
+                                                 params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};
+  const dim3 grid(kp.scheduler.grid_size(slots));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,

@@ -107,10 +107,11 @@ struct FwdMainloop {
 
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
+  // o_phase: the parity of the o_read barrier's next phase (Traits::kOAliasesV), kept across tiles.
   template <bool kPaged, class Storage>
   CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, PipelineState& write, TileCoord tile, SeqRange const& seq,
-                               bool first_tile, bool leader) {
+                               bool first_tile, bool leader, uint32_t& o_phase) {
     const Keys k = keys(p, seq, tile);
     const int head_k = tile.head / (p.nheads / p.nheads_k);
 
@@ -149,6 +150,15 @@ struct FwdMainloop {
       tma_load_box<kBlockM>(mp.tma_q.with(storage.q_full), mQ, seq.q_row0 + tile.m_block * kBlockM, tile.head, seq.q_batch,
                             sQ);
     }
+    // sO in V's ring: the previous tile's O must have left it (every consumer released it, the
+    // store's read included) before a V lands there. Every tile but the first waits, keys or not, so
+    // the consumers are never two releases ahead of this wait's parity.
+    if constexpr (Traits::kOAliasesV) {
+      if (!first_tile) {
+        cutlass::arch::ClusterBarrier::wait(&storage.o_read, o_phase);
+        o_phase ^= 1;
+      }
+    }
     if (!has_keys) { return; }
     load_v(k.n_block_max - 1);
     ++write;
@@ -180,11 +190,13 @@ struct FwdMainloop {
   // Consumers: one warpgroup's share of a tile. thread_idx counts the consumer threads from 0;
   // tOrO receives the unnormalised O and `softmax` the row statistics (finalize() normalises).
   // q_done() runs once this warpgroup has no Q K^T left in flight: sQ may then be reloaded.
-  template <class Storage, class FragO, class Softmax, class QDone>
+  // started() runs once the tile's first Q K^T is issued (or, with no key, Q has landed), before any
+  // wait on V: the kernel releases the previous tile's sO there (FwdTraits::kReleaseOLate).
+  template <class Storage, class FragO, class Softmax, class QDone, class Started>
   CUTE_DEVICE static void mma(FwdParams const& p, Storage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
                               PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
                               SeqRange const& seq, int thread_idx, int warpgroup, FragO& tOrO, Softmax& softmax,
-                              ScoreScale<kFeatures> const& score, QDone&& q_done) {
+                              ScoreScale<kFeatures> const& score, QDone&& q_done, Started&& started) {
     typename Traits::TiledMmaQK mma_qk;
     typename Traits::TiledMmaPV mma_pv;
 
@@ -234,6 +246,7 @@ struct FwdMainloop {
     cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
     q_phase ^= 1;
     if (k.n_block_max <= k.n_block_min) {  // no key visible: O = 0, LSE = +inf
+      started();
       q_done();
       return;
     }
@@ -244,6 +257,7 @@ struct FwdMainloop {
     wait_turn();
     wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
     pass_turn();
+    started();
     warpgroup_wait<0>();
     pipe_k.consumer_release(read_k);
     ++read_k;

@@ -106,7 +106,8 @@ using SplitKVTraits = FwdTraits<kHeadDim, 64, hopper_splitkv_block_n(kHeadDim), 
                                 typename ElementOf<kDType>::type, OStore::kAuto, kHopperSplitKVCtasPerSm>;
 
 // The kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
-// Causal query blocks, and local ones, differ in length: the scheduler deals them longest first.
+// Causal query blocks, and local ones, differ in length: the scheduler deals them longest first (short dense causal
+// calls: pairs of them first, tile_scheduler.h).
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelParams {
   using Scheduler = std::conditional_t<kIsSplitKV<kFeatures>, SplitTileScheduler,

@@ -29,8 +29,8 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // hopper/gmma_extra.h adds 80. Registers per consumer thread: S holds block_n / 2 floats, P
 // block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups each gets 240 registers.
 // Shared memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q
-// and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in Q's
-// (OStore below). hdim 64 takes 192-row tiles, three consumer warpgroups of 160 registers (S 64
+// and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in V's
+// ring (OStore below). hdim 64 takes 192-row tiles, three consumer warpgroups of 160 registers (S 64
 // floats, O 32): each K/V tile then serves 1.5x the rows, 8-19 % faster from 2k than 128 rows
 // (benchmarks/fwd_tile_hdim64; causal at 1k 3 % slower); hdim 32 takes the same tile, 1.32-1.46x the
 // Ampere-path kernel it replaced from 4k (benchmarks/fwd_hdim32). hdim 256 takes 80-key tiles (O 128
@@ -57,17 +57,18 @@ constexpr FwdTile fwd_tile(int head_dim) {
 }
 
 // How O leaves the CTA. kTma: through its own shared-memory buffer (stmatrix, one TMA store that
-// clips rows past seqlen_q), or through sQ's buffer when no other fits, which then holds the next
-// tile's Q back until the store has read it. kDirect: from registers to global memory (two
-// elements per store, rows predicated), so sQ is free as soon as the last S is computed; measured
-// slower all the same (hdim 256 causal 4-9%, hdim 128 with a buffer of its own ~10%:
+// clips rows past seqlen_q), or, when no other fits (hdim 192, 256), through the first rows of V's
+// ring, which then hold the next tile's V loads back until the store has read them (the next tile's
+// Q and first K go out at once: FwdTraits::kOAliasesV). kDirect: from registers to global memory (two
+// elements per store, rows predicated), no shared memory and no wait; measured slower (when sO was
+// sQ's buffer) (hdim 256 causal 4-9%, hdim 128 with a buffer of its own ~10%:
 // benchmarks/hopper_fwd/README.md), so kAuto is kTma and kDirect is kept for sweeps.
 enum class OStore : int { kAuto, kTma, kDirect };
 
 // Named barriers of the kernel (ids after CUTLASS's reserved ones; the hardware has 16).
 enum class FwdBarrier : int {
   kWarpgroupTurn0 = 0,  // ping-pong: consumer warpgroup i waits on kWarpgroupTurn0 + i (up to 3)
-  kQueryEmpty = 4,      // consumers are done with sQ (and sO when it aliases sQ): Q may be reloaded
+  kQueryEmpty = 4,      // consumers are done with sQ: Q may be reloaded
   kOutputEmpty = 5,     // sO may be written (the last tile's store has read it)
   kOutputFull = 6,      // sO is written: the TMA store may read it
   kSplitArrived = 7,    // split-KV, fused combine: the tile's partials are stored (FwdEpilogue::combine_if_last)
@@ -167,8 +168,25 @@ struct FwdTraits {
 
   static constexpr bool kOBufferFits = !fwd_o_aliases_q(kHeadDim, kBlockM, kBlockN, kStages);
   static constexpr bool kStoreOTma = kOStore_ != OStore::kDirect;
-  static constexpr bool kOAliasesQ = kStoreOTma && !kOBufferFits;  // sO is sQ's buffer
+  // With no room for an O buffer of its own, sO is the start of V's ring (SharedStorage::o), which
+  // the last P V of a tile has finished reading before the epilogue writes it; the producer loads the
+  // next tile's V only once the store has read sO (the o_read barrier), while the next tile's Q and
+  // first K load at once. sO in sQ's buffer instead (the kernel until issue 46) held the next Q back
+  // until the store had read O, so the next tile's first S waited for the stmatrix, the store's read
+  // and Q's load one after the other: in turns on the H200 (fp16, without the causal pairs of
+  // tile_scheduler.h), 1.002-1.045x at hdim 192 and 256, most at 1k non-causal and 4k causal
+  // (benchmarks/fwd_tile_turnover).
+  static constexpr bool kOAliasesV = kStoreOTma && !kOBufferFits;
   static constexpr bool kOwnOBuffer = kStoreOTma && kOBufferFits;
+  static_assert(!kOAliasesV || kBlockM <= kStages * kBlockN, "sO in V's ring needs the ring to hold block_m rows");
+  // When a consumer thread releases sO (FwdEpilogue::release_o): late, once the next tile's first
+  // Q K^T is issued (the store thread's wait for the store's read then runs under it), or at the end
+  // of the tile's epilogue. nvcc -DFLASHBUILD_HOPPER_FWD_O_RELEASE_LATE=0|1 for sweeps.
+#ifdef FLASHBUILD_HOPPER_FWD_O_RELEASE_LATE
+  static constexpr bool kReleaseOLate = FLASHBUILD_HOPPER_FWD_O_RELEASE_LATE != 0;
+#else
+  static constexpr bool kReleaseOLate = true;
+#endif
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
   static constexpr int kKVTileBytes = kBlockN * kHeadDim * int(sizeof(Element));  // one K or V stage
 
@@ -184,8 +202,11 @@ struct FwdTraits {
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType q_full;
+    // kOAliasesV: every consumer thread arrives once per tile when it is done with sO (the store
+    // thread once the TMA store has read it); the producer waits on it before a tile's first V.
+    alignas(8) cutlass::arch::ClusterBarrier::ValueType o_read;
 
-    CUTE_DEVICE Element* o() { return kOAliasesQ ? q.data() : o_own.data(); }
+    CUTE_DEVICE Element* o() { return kOAliasesV ? v.data() : o_own.data(); }
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kMaxSmemBytes, "forward tile exceeds sm90's shared memory");
