@@ -4,9 +4,9 @@ scheduler deals pairs of query blocks (m, M - 1 - m) of one (batch, head) before
 exactly once, in the pair phase or the tail, with an even and an odd number of blocks per head, the tail
 starting inside a head's pairs, and the keys longer than the queries (the mask's bottom-right corner). Each
 shape runs under every FLASHBUILD_HOPPER_FWD_PAIRS setting (read by the launcher at every launch,
-kernels/hopper/fwd_launch.h): short (the default: pairs up to 16 query blocks a head), all (pairs at every
+kernels/hopper/fwd_launch.h): short (the default: pairs up to 32 query blocks a head), all (pairs at every
 length), off (longest first alone) and all:3 (three rounds of pairs left to the tail instead of one); the
-shapes past 16 query blocks a head pair under `all` alone. The
+shapes past 16 query blocks a head (MID) pair under short and all, those past 32 (LONG) under `all` alone. The
 shapes are chosen so that the pair phase runs on this GPU where the setting pairs (the test says so if it
 cannot). At hdim 192 and 256 the same calls walk many tiles whose O leaves through V's ring
 (FwdTraits::kOAliasesV). Held to the fp32 reference as docs/correctness.md states it; the settings give the
@@ -28,7 +28,7 @@ BLOCK_M = {64: 192, 128: 128, 192: 128, 256: 128}  # fwd_tile() in kernels/hoppe
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
 # The most query blocks a head each setting pairs (fwd_pairs() in kernels/hopper/fwd_launch.h; short:
 # kPairMaxBlocks in tile_scheduler.h); `NAME:N` leaves N rounds of pairs to the tail instead of 1.
-PAIR_MAX_BLOCKS = {"short": 16, "all": 1 << 31, "off": 0}
+PAIR_MAX_BLOCKS = {"short": 32, "all": 1 << 31, "off": 0}
 SETTINGS = ["short", "all", "off", "all:3"]
 
 
@@ -81,16 +81,22 @@ SHAPES = [  # hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k
     (256, 4, 1024, 1024, 80, 80),   # O through V's ring, many tiles per CTA
     (192, 4, 900, 900, 80, 16),     # the same at hdim 192 (ping-pong), 8 blocks, the first partial
 ]
-LONG = [  # past kPairMaxBlocks query blocks a head: pairs under `all` alone
+MID = [  # 17-32 query blocks a head: pairs under short and all
     (128, 2, 2500, 2500, 32, 8),    # 20 blocks, the first partial; GQA
     (128, 2, 2300, 3100, 40, 40),   # 18 blocks, keys past the queries
     (64, 2, 3500, 3500, 32, 32),    # 19 blocks of 192 rows (odd: middles in the tail)
     (256, 2, 2200, 2200, 48, 48),   # 18 blocks, O through V's ring
 ]
+LONG = [  # past kPairMaxBlocks (32) query blocks a head: pairs under `all` alone
+    (128, 2, 4500, 4500, 32, 8),    # 36 blocks, the first partial; GQA
+    (128, 1, 4300, 5000, 40, 40),   # 34 blocks, keys past the queries
+    (64, 1, 6500, 6500, 32, 32),    # 34 blocks of 192 rows
+    (256, 1, 4200, 4200, 48, 48),   # 33 blocks (odd: middles in the tail), O through V's ring
+]
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
-@pytest.mark.parametrize("hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k", SHAPES + LONG)
+@pytest.mark.parametrize("hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k", SHAPES + MID + LONG)
 def test_causal_pairs_cover_every_block(m, monkeypatch, setting, hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k):
     rounds = pair_rounds(setting, seqlen_q, hdim, batch * nheads)
     name = setting.partition(":")[0]
