@@ -173,3 +173,33 @@ def test_the_hopper_split_count_fills_two_ctas_an_sm_only_for_short_splits(tmp_p
               choose_num_splits_hopper(64, 8, 1, 16384, 128, 132), calls, bad);
 ''')
     assert out.strip().endswith("bad 0") and out.split()[:6] == ["32", "16", "16", "16", "2", "1"], out
+
+
+def test_the_hopper_tile_count_past_32_bits_is_refused_with_the_batch_that_fits(tmp_path):
+    """check_tile_count (common/params.h), which the Hopper forward and split-KV launches call: a packed call whose
+    tiles (query blocks x heads x batch x splits) pass INT32_MAX less the grid would wrap the scheduler's int (65,537
+    sequences of up to 128k rows, 64 heads, 128-row blocks: 2^32 + 2^16 tiles, read as 65,536, the rest of the
+    output never written); it is refused naming the counts and the batch that fits. The largest call that fits
+    passes, and so do empty ones."""
+    out = run_cpp(tmp_path, r'''
+  auto show = [](const char* name, auto&& call) {
+    try { call(); std::printf("%s ok\n", name); }
+    catch (const std::exception& e) { std::printf("%s error %s\n", name, e.what()); }
+  };
+  show("wraps", [] { check_tile_count("the Hopper forward", 1024, 64, 65537, 1, 132); });
+  show("negative", [] { check_tile_count("the Hopper forward", 1024, 32, 65536, 1, 132); });
+  show("splits", [] { check_tile_count("the Hopper split-KV", 1, 64, 300000, 128, 264); });
+  show("one_too_many", [] { check_tile_count("the Hopper forward", 1, 1, 1LL << 40, 1, 132); });
+  show("fits", [] { check_tile_count("the Hopper forward", 1024, 64, (INT32_MAX - 132) / (1024 * 64), 1, 132); });
+  show("past", [] { check_tile_count("the Hopper forward", 1024, 64, (INT32_MAX - 132) / (1024 * 64) + 1, 1, 132); });
+  show("empty", [] { check_tile_count("the Hopper forward", 0, 64, 1 << 30, 1, 132); });
+  show("dense", [] { check_tile_count("the Hopper forward", 128, 16, 8, 1, 132); });
+''')
+    got = {line.split()[0]: line.split(" ", 1)[1] for line in out.splitlines()}
+    for name in ("fits", "empty", "dense"):
+        assert got[name] == "ok", (name, got[name])
+    for name in ("wraps", "negative", "splits", "one_too_many", "past"):
+        assert got[name].startswith("error flashbuild: the Hopper "), (name, got[name])
+        assert "32 bits" in got[name] and "Split the call into batches of at most" in got[name], got[name]
+    assert "1024 x 64 x 65537 x 1" in got["wraps"] and "at most 32767 sequences" in got["wraps"], got["wraps"]
+    assert "1 x 64 x 300000 x 128" in got["splits"], got["splits"]

@@ -88,7 +88,7 @@ def sections(ln, hbs, grid, kv_bytes):
     return max(work) / (sum(work) / grid)
 
 
-PAIR_MAX_BLOCKS = 16  # kPairMaxBlocks: the kernel pairs only up to this many query blocks a head
+PAIR_MAX_BLOCKS = 32  # kPairMaxBlocks: the kernel pairs only up to this many query blocks a head
 print(f"{'hdim':>4} {'seqlen':>6} {'M':>3} {'heads':>5} {'pairs in kernel':>15} {'pair rounds':>11}"
       f" {'longest first':>13}"
       f" {'pairs + tail':>12} {'FA3 sections':>12}")

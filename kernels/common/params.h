@@ -51,6 +51,23 @@ inline void check_grid_yz(const char* entry, int64_t nheads, int64_t batch_block
   }
 }
 
+// The Hopper persistent kernels number their tiles (query blocks x heads x batch x splits) with an int, and a CTA's
+// next tile is its tile plus the grid: a call with more tiles would wrap and leave most of its output unwritten
+// (a packed batch of 65,537 sequences, the longest 128k rows, 64 heads, at 128-row blocks: 2^32 + 2^16 tiles, read
+// as 65,536). Refused by name here, with the batch size that fits.
+inline void check_tile_count(const char* entry, int64_t m_blocks, int64_t nheads, int64_t batch, int64_t splits,
+                             int64_t grid) {
+  const int64_t per_sequence = m_blocks * nheads * splits, room = int64_t(INT32_MAX) - grid;
+  if (per_sequence > 0 && batch > room / per_sequence) {
+    const int64_t fits = room / per_sequence;
+    throw std::runtime_error(std::string("flashbuild: ") + entry + " numbers its tiles (query blocks x heads x " +
+                             "batch x splits) with 32 bits; got " + std::to_string(m_blocks) + " x " +
+                             std::to_string(nheads) + " x " + std::to_string(batch) + " x " + std::to_string(splits) +
+                             ", more than " + std::to_string(room) + ". Split the call into batches of at most " +
+                             (fits > 0 ? std::to_string(fits) + " sequences" : "fewer heads (one sequence is too many)"));
+  }
+}
+
 // The tail that merges the Hopper split-KV's splits in the kernel (hopper/fwd_epilogue.h, combine_if_last):
 // kSerial, the first (fences around the arrival count; each lane walks the splits), or kLanes (one acquire-release
 // count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits.

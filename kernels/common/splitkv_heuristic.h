@@ -10,8 +10,8 @@ constexpr int kSplitKVBlockM = 64;
 // Keys per main-loop step of the split-KV kernel (its tile, see ampere/splitkv_launch.h).
 constexpr int splitkv_block_n(int head_dim) { return head_dim <= 128 ? 128 : 64; }
 
-// The head dims whose sm90 split-KV is the Hopper kernel (hopper/splitkv_launch.h: its 128-key boxes divide every
-// page size the binding accepts there); above, the Ampere path's (flashbuild/selection/variants.py, HEAD_DIM_FAMILY).
+// The head dims whose sm90 split-KV is the Hopper kernel (hopper/splitkv_launch.h: its boxes of hopper_splitkv_block_n
+// keys, 64 or 128, divide every page size the binding accepts there); above, the Ampere path's (flashbuild/selection/variants.py, HEAD_DIM_FAMILY).
 constexpr bool hopper_splitkv_head_dim(int head_dim) { return head_dim <= 128; }
 
 // The wanted split count held to at least min_blocks key blocks per split (so each split amortises its fixed

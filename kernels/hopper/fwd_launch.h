@@ -63,12 +63,9 @@ inline FwdParams tma_strides(FwdParams p) {
 // before a longest-first tail, so its K/V is read about once instead of once per ~2 rounds of other heads) up to
 // how many query blocks a head. FLASHBUILD_HOPPER_FWD_PAIRS, read at every launch (one process can time the
 // settings in turns: benchmarks/fwd_tile_turnover/pairs_ab.sh), picks:
-//   short (the default, also when unset or empty): up to kPairMaxBlocks (32: 4k queries at 128-row tiles).
-//     Measured on the H200 (fp16, 16k tokens): causal 1k 1.046x (hdim 64), 1.163x (128), 1.22-1.24x (192, 256)
-//     against longest first; at 4k pairs gave 1.091x (hdim 64), 1.034x (128), 1.015x (256).
-//   all: at every length. At 16k 0.989x (hdim 64), 0.997x (128, 256) against short, two rounds in one process:
-//     the static deal of pairs evens out the CTAs' key blocks less well there (balance.py: max / mean
-//     1.010-1.021 against 1.000-1.014), so it is not the default (benchmarks/checks/merged-5/results/pairs.txt).
+//   short (the default, also when unset or empty): up to kPairMaxBlocks (32: 4k queries at 128-row tiles; the
+//     measurements behind the bound are at kPairMaxBlocks in tile_scheduler.h).
+//   all: at every length (slightly slower at 16k, tile_scheduler.h).
 //   off: longest first alone.
 //   short:N, all:N (N 1-8): N whole rounds of pairs left to the longest-first tail instead of 1, for sweeps
 //     (balance.py --tail-rounds 3: max / mean key blocks at hdim 64, 16k, 1.009 instead of 1.021; not timed).
@@ -108,6 +105,9 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const FwdPairs setting = pairs ? fwd_pairs() : FwdPairs{0, 1};
   // The grid's slots: one CTA an SM, two for the split-KV kernel's two-CTA traits (Traits::kCtasPerSm).
   const int slots = sm_count() * Traits::kCtasPerSm;
+  check_tile_count(kIsSplitKV<kFeatures> ? "the Hopper split-KV" : "the Hopper forward",
+                   (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch,
+                   kIsSplitKV<kFeatures> ? params.num_splits : 1, slots);
   KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};

@@ -92,17 +92,17 @@ constexpr int kSplitKVKernel = 1 << 8;
 template <int kFeatures>
 inline constexpr bool kIsSplitKV = (kFeatures & kSplitKVKernel) != 0;
 
-// The split-KV kernel's tile: 64 query rows (one consumer warpgroup: a decoding call fills 1-8 of them
-// with the query heads of one K/V head), 128 keys (the split-KV key block: every page size the binding
-// accepts holds whole boxes), as many stages as shared memory holds (4 up to head dim 96, 3 at 128).
-// With the forward's tiles (192 rows at hdim 64) the same work ran 1.05-1.43x the Ampere-path split-KV
+// The split-KV kernel's tile: kSplitKVBlockM (64) query rows (one consumer warpgroup: a decoding call fills 1-8
+// of them with the query heads of one K/V head) and hopper_splitkv_block_n keys (every page size the binding
+// accepts holds whole boxes). Its first form had 128 keys and as many stages as one CTA's shared memory held;
+// with the forward's tiles (192 rows at hdim 64) the same work ran 1.05-1.43x the Ampere-path split-KV
 // kernel's time from batch 64; with this one 0.38-0.86x everywhere measured (benchmarks/decode/README.md,
 // "The tile a Hopper split-KV would take").
 // Since issue 45's "Two CTAs per SM" (common/splitkv_heuristic.h, kHopperSplitKVCtasPerSm): two CTAs an SM, each
 // with two stages of hopper_splitkv_block_n keys (64 above head dim 64).
 constexpr int splitkv_stages(int) { return 2; }
 template <int kHeadDim, DType kDType>
-using SplitKVTraits = FwdTraits<kHeadDim, 64, hopper_splitkv_block_n(kHeadDim), splitkv_stages(kHeadDim), false,
+using SplitKVTraits = FwdTraits<kHeadDim, kSplitKVBlockM, hopper_splitkv_block_n(kHeadDim), splitkv_stages(kHeadDim), false,
                                 typename ElementOf<kDType>::type, OStore::kAuto, kHopperSplitKVCtasPerSm>;
 
 // The kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).

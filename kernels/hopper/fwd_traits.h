@@ -102,7 +102,7 @@ struct FwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   // CTAs resident on one SM (__launch_bounds__' minimum, the persistent grid's size): 1, or 2 for the split-KV
-  // kernel's study build (common/splitkv_heuristic.h, kHopperSplitKVCtasPerSm), each with half the registers.
+  // kernel (common/splitkv_heuristic.h, kHopperSplitKVCtasPerSm), each with half the registers.
   static constexpr int kCtasPerSm = kCtasPerSm_;
 
   static constexpr int kNumMmaWarpgroups = kBlockM / kRowsPerWarpgroup;

@@ -1,4 +1,5 @@
-// Persistent tile scheduler: the grid is at most one CTA per SM, and CTA i walks tiles i, i + grid,
+// Persistent tile scheduler: the grid is at most one CTA per SM (two for the split-KV kernel's traits, kCtasPerSm),
+// and CTA i walks tiles i, i + grid,
 // i + 2 grid, ... of a fixed order. A tile is one query block of one (batch, head).
 //   Non-causal: query blocks vary fastest, so the CTAs running at once share one (batch, head)'s
 //   K/V and stream it through L2 together.

@@ -24,7 +24,7 @@ from flashbuild.reference import apply_rotary, cache_slots, kvcache_ref  # noqa:
 
 from test_api_gpu import check, poison_allocator, randn  # noqa: E402
 
-# The split-KV kernels at head dims 64 and 128 (key blocks of 128 keys), with the local and softcap
+# The split-KV kernels at head dims 64 and 128 (key blocks of 128 and 64 keys: hopper_splitkv_block_n), with the local and softcap
 # variants (the default): the build `flashbuild test --hdim 64,128 --dtype fp16 --direction splitkv`
 # and benchmarks/decode/decode_bandwidth.py use too.
 # FLASHBUILD_TEST_NVCC_FLAGS (space-separated nvcc flags): these tests and the one-launch ones on a study build of the
