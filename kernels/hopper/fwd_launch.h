@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/launch.h"  // check_head_dim, sm_count
+#include "hopper/fwd_pairs.h"  // fwd_pairs: FLASHBUILD_HOPPER_FWD_PAIRS
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
 #include "hopper/tma_checks.h"
 
@@ -57,40 +58,6 @@ inline FwdParams tma_strides(FwdParams p) {
   fix(p.q_row_stride, e.rows_q), fix(p.o_row_stride, e.rows_q);
   fix(p.k_row_stride, e.rows_k), fix(p.v_row_stride, e.rows_k);
   return p;
-}
-
-// Pairs of causal query blocks (tile_scheduler.h: a head's query blocks m and M - 1 - m on neighbouring CTAs
-// before a longest-first tail, so its K/V is read about once instead of once per ~2 rounds of other heads) up to
-// how many query blocks a head. FLASHBUILD_HOPPER_FWD_PAIRS, read at every launch (one process can time the
-// settings in turns: benchmarks/fwd_tile_turnover/pairs_ab.sh), picks:
-//   short (the default, also when unset or empty): up to kPairMaxBlocks (32: 4k queries at 128-row tiles; the
-//     measurements behind the bound are at kPairMaxBlocks in tile_scheduler.h).
-//   all: at every length (slightly slower at 16k, tile_scheduler.h).
-//   off: longest first alone.
-//   short:N, all:N (N 1-8): N whole rounds of pairs left to the longest-first tail instead of 1, for sweeps
-//     (balance.py --tail-rounds 3: max / mean key blocks at hdim 64, 16k, 1.009 instead of 1.021; not timed).
-// Another value is an error naming these (never a silent default).
-struct FwdPairs {
-  int max_blocks;   // PersistentTileScheduler::Arguments::pair_max_blocks
-  int tail_rounds;  // ... ::pair_tail_rounds
-};
-inline FwdPairs fwd_pairs() {
-  const char* v = std::getenv("FLASHBUILD_HOPPER_FWD_PAIRS");
-  if (v == nullptr || *v == 0) { return {kPairMaxBlocks, 1}; }
-  const char* colon = std::strchr(v, ':');
-  const size_t name = colon ? size_t(colon - v) : std::strlen(v);
-  int tail = 1;
-  bool ok = !colon || (colon[1] >= '1' && colon[1] <= '8' && colon[2] == 0);
-  if (colon && ok) { tail = colon[1] - '0'; }
-  if (ok && name == 5 && std::strncmp(v, "short", 5) == 0) { return {kPairMaxBlocks, tail}; }
-  if (ok && name == 3 && std::strncmp(v, "all", 3) == 0) { return {std::numeric_limits<int>::max(), tail}; }
-  if (!colon && std::strcmp(v, "off") == 0) { return {0, 1}; }
-  std::string shown;  // the value as asked, printable and short
-  for (const char* c = v; *c && shown.size() < 64; ++c) { shown += (*c >= 0x20 && *c < 0x7f) ? *c : '?'; }
-  throw std::runtime_error("flashbuild: FLASHBUILD_HOPPER_FWD_PAIRS='" + shown +
-                           "' is not a setting of the Hopper forward's causal scheduler: short (the default), all, "
-                           "off, or short:N / all:N with N 1-8 pair rounds left to the tail; unset it (unset "
-                           "FLASHBUILD_HOPPER_FWD_PAIRS) or set one of these");
 }
 
 // One launch of the Hopper forward kernel with these traits (tuning sweeps call it directly, with

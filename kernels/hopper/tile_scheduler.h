@@ -23,7 +23,7 @@
 //   about as well as longest first alone up to 2k (max / mean 1.003-1.015 against 1.024-1.031; at
 //   1k, hdim 192/256, 1.05-1.07 against 1.03, and the L2 wins), less well from 4k (1.010-1.021
 //   against 1.000-1.014: balance.py there). Timed from 4k at hdim 64/128/256, pairs win at 4k and lose
-//   slightly at 16k, so by default they stop at kPairMaxBlocks query blocks a head (4k); the launcher
+//   slightly at 16k, so by default they stop at kPairMaxBlocks (hopper/fwd_pairs.h) query blocks a head (4k); the launcher
 //   picks the bound per launch (FLASHBUILD_HOPPER_FWD_PAIRS,
 //   hopper/fwd_launch.h). make() lays the deal out on the host (pair_rounds, the tail's segments), so a
 //   tile's decode is a few compares and two multiplicative divisions, the same code with pairs or
@@ -121,17 +121,6 @@ CUTE_HOST_DEVICE ViewExtents view_extents(Params const& p) {
   }
   return e;
 }
-
-// FLASHBUILD_HOPPER_FWD_PAIRS=short (the launcher's default, hopper/fwd_launch.h) pairs only up to this many
-// query blocks a head (4k at 128-row tiles, 6k at hdim 64's 192 rows). Timed against pairs at every length
-// (`all`) at hdim 64/128/256 fp16, two rounds in one H200 process (benchmarks/checks/merged-5): `all` won at 4k
-// (1.091x, 1.034x, 1.015x) and lost at 16k (0.989x, 0.997x, 0.997x), where the static deal of pairs evens the
-// CTAs out less well than longest first (balance.py); 8k was not timed, so it stays with longest first.
-#ifdef FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS
-constexpr int kPairMaxBlocks = FLASHBUILD_HOPPER_FWD_PAIR_MAX_BLOCKS;  // sweeps; 0: longest first alone
-#else
-constexpr int kPairMaxBlocks = 32;
-#endif
 
 // The longest-first tail as the host lays it out (PersistentTileScheduler::make): its tiles, by their index q in
 // the tail's deal, fall into at most five segments of query-block levels, each level of a segment holding the

@@ -26,8 +26,8 @@ from flashbuild.reference import attention_ref  # noqa: E402
 
 BLOCK_M = {64: 192, 128: 128, 192: 128, 256: 128}  # fwd_tile() in kernels/hopper/fwd_traits.h
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
-# The most query blocks a head each setting pairs (fwd_pairs() in kernels/hopper/fwd_launch.h; short:
-# kPairMaxBlocks in tile_scheduler.h); `NAME:N` leaves N rounds of pairs to the tail instead of 1.
+# The most query blocks a head each setting pairs (fwd_pairs() in kernels/hopper/fwd_pairs.h; short:
+# kPairMaxBlocks there); `NAME:N` leaves N rounds of pairs to the tail instead of 1.
 PAIR_MAX_BLOCKS = {"short": 32, "all": 1 << 31, "off": 0}
 SETTINGS = ["short", "all", "off", "all:3"]
 
