@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "hopper/fwd_pairs.h"  // kPairMaxBlocks
 #include "hopper/tile_scheduler.h"
 
 using flashbuild::hopper::PersistentTileScheduler;
