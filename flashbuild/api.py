@@ -489,7 +489,7 @@ class AttentionOps:
         the device (check_errors)."""
         if (k is None and v is None and rotary_cos is None and rotary_sin is None and cache_batch_idx is None
                 and cache_leftpad is None and block_table is None and alibi_slopes is None
-                and window_size is _NO_WINDOW and _DECODE_FAST_PATH):
+                and window_size is _NO_WINDOW and type(rotary_interleaved) is bool and _DECODE_FAST_PATH):
             plain = _plain_decode(self.ext, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, softcap,
                                   num_splits)
             if plain is not None:
