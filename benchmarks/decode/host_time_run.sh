@@ -43,10 +43,10 @@ echo "table rc=$? at $(since)"
 timeout "$(left 25)" python3 benchmarks/decode/host_overhead.py --hdim 128 --calls 1000 --rounds 3 \
   > "$R/host_overhead.txt" 2>&1
 echo "host overhead rc=$? at $(since)"
-metrics="regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__pipe_.*_cycles_active\.avg\.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,gpu__time_duration.sum"
-timeout "$(left 35)" ncu --clock-control none --profile-from-start off --section SpeedOfLight --section LaunchStats \
-  --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
-  --metrics "$metrics" python3 benchmarks/decode/ncu_small_calls.py --hdim 64 --batch 8 --cache 4096,16384 --build-hdims 64,128 \
+timeout "$(left 35)" ncu --clock-control none --profile-from-start off --print-details all --section SpeedOfLight \
+  --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  python3 benchmarks/decode/ncu_small_calls.py --hdim 64 --batch 8 --cache 4096,16384 --build-hdims 64,128 \
   > "$R/ncu.txt" 2>&1
 echo "ncu rc=$? at $(since)"
 timeout "$(left 30)" $fb test --hdim 32,96 --direction splitkv --dtype fp16 --arch native --causal both --no-local \
