@@ -10,7 +10,8 @@
 # $OUT/r.tar.gz), the short tables last. Run from the tree's root.
 set -u
 OUT=${OUT:-host-time-run}
-R=/tmp/r  # the logs; $OUT gets their tarball and the main files (the run tool brings back 8 files at most)
+R=${R:-/tmp/r-host-time}  # the logs; $OUT gets their tarball and the main files (the run tool brings back 8 at most)
+rm -rf "$R"
 mkdir -p "$R" "$OUT"
 DEADLINE=${DEADLINE:-285}
 start=$(date +%s)
