@@ -24,9 +24,12 @@ Every timed call reads another copy of the cache (as many copies as make 256 MB,
 reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
 back-to-back calls, the host's time included where it is the longer (eager) and not (graph: one replay runs
 the pass). The columns of a row are timed in turns (each rep one eager pass of each, one after the other; then
-each rep one replay of each), so a slow spell of the machine falls on all of them, and each rep starts at the next
-column (the order rotates): in run 7 (benchmarks/decode/README.md, "Small calls"), with a fixed order, the column
-timed first ran the same configuration as a later one 1.01-1.39x slower eager and up to 1.05x slower replayed. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
+each rep one replay of each), so a slow spell of the machine falls on all of them, in an order shuffled each rep
+(seeded: the same orders every run), so that no column is always first nor always after the same one: in run 7
+(benchmarks/decode/README.md, "Small calls"), with a fixed order, the column timed first ran the same configuration as
+a later one 1.01-1.39x slower eager and up to 1.05x slower replayed; in run 11, with the order rotated (each column
+always after the same one), `main-host` (always timed right after `ours`) ran 0.97-1.00x ours' time replayed with the
+same kernels. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
 read + write bytes / time, median of 10.
 FlashInfer is not measured: flashinfer-python 0.7.4 is a 101 MB wheel (716 MB unpacked, its kernels CUDA sources
 compiled on first use, JIT, on the GPU host), over the 64 MiB a device call carries, with dependencies not on the GPU
@@ -40,6 +43,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import statistics
 
 import torch
@@ -150,7 +154,8 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
         study=None) -> dict:
     """Every column of a row timed in turns: each rep times one eager pass of every contender, one after the other,
     then each rep one graph replay of every contender, so a slow spell of the machine falls on all of them (medians
-    over the reps); each rep starts one contender later than the one before, so no column is always first."""
+    over the reps), each rep in another order (shuffled, seeded by the rep), so no column is always first nor always
+    after the same column."""
     bytes_kv = 2 * batch * cache * KV_HEADS * hdim * 2
     copies = max(2, math.ceil(ROTATE_BYTES / bytes_kv))
     torch.manual_seed(0)
@@ -187,18 +192,19 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
                    Contender("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION), copies)]
     # Eager first, then the graphs, each in turns: the graphs' memory pools (SDPA flash's expanded K/V at batch 64
     # is 69 GB a call) and an eager pass's cached blocks never held at once.
-    def rotated(rep):
-        k = rep % len(contenders)
-        return contenders[k:] + contenders[:k]
+    def shuffled(rep):
+        order = list(contenders)
+        random.Random(rep).shuffle(order)
+        return order
 
     for rep in range(reps):
-        for c in rotated(rep):
+        for c in shuffled(rep):
             c.time_eager()
     torch.cuda.empty_cache()
     for c in contenders:
         c.capture()
     for rep in range(reps):
-        for c in rotated(rep):
+        for c in shuffled(rep):
             c.time_graph()
     for c in contenders:
         out[c.key] = c.result()
