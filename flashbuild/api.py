@@ -282,20 +282,63 @@ def _fwd_kvcache_raw(ext, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cac
     return out.contiguous(), lse.contiguous()
 
 
+# flash_attn_with_kvcache's default window, by identity: a call that leaves window_size out may take the plain
+# decoding path (_plain_decode) without _window's checks.
+_NO_WINDOW = (-1, -1)
+
+# Whether plain decoding calls take _plain_decode (True, the default). benchmarks/decode/decode_table.py --host-ab turns
+# it off for a column, to time the checks it skips (with FLASHBUILD_SPLITKV_PATH=fresh-descriptors) beside it.
+_DECODE_FAST_PATH = True
+
+
+def _plain_decode(ext, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, softcap, num_splits):
+    """(out, lse) of a plain decoding call made straight through the binding, or None for any call the checks of
+    flash_attn_with_kvcache might change or refuse (it then takes them). A serving loop's step pays its host time in
+    full when eager, and the checks cost more than the binding's launch (benchmarks/decode/README.md, "Host time of
+    an eager call"). Plain: nothing appended, rotated, indexed or paged (the caller has checked those are None and
+    window_size is the default), q and the caches plain tensors with a unit head-dim stride and no gradient, eager
+    (_plain_eager), cache_seqlens None or already int32, contiguous and on q's device, the flags of the types the
+    binding takes. Shapes, dtypes and devices are the binding's checks, as on the other path."""
+    if type(softcap) is not float or softcap != 0.0 or type(causal) is not bool or type(num_splits) is not int:
+        return None
+    if type(q) is not Tensor or type(k_cache) is not Tensor or type(v_cache) is not Tensor:
+        return None
+    if q.stride(-1) != 1 or k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
+        return None
+    if cache_seqlens is not None and (type(cache_seqlens) is not Tensor or cache_seqlens.dtype is not torch.int32
+                                      or not cache_seqlens.is_contiguous()
+                                      or cache_seqlens.get_device() != q.get_device()):
+        return None
+    if q.requires_grad or k_cache.requires_grad or v_cache.requires_grad or not _eager():
+        return None
+    out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
+        q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=_softmax_scale(softmax_scale),
+        num_splits=num_splits, window_size_left=-1, window_size_right=-1, softcap=softcap)
+    return out.contiguous(), lse.contiguous()
+
+
 def _plain_eager(tensors) -> bool:
     """Whether a decode call may skip its custom op's dispatch and call the binding itself: eager (not traced
     by torch.compile, no torch function or dispatch mode active, so no FakeTensor), on plain tensors that need
     no gradient. The op's dispatch costs tens of microseconds a call (more than a small decode kernel), and
     does nothing more in such a call than the binding does, but bump the mutated caches' version counters,
     which the caller then does itself."""
+    return _eager() and all(t is None or (type(t) is Tensor and not t.requires_grad) for t in tensors)
+
+
+def _eager() -> bool:
+    """Not traced by torch.compile, no torch function or dispatch mode active (so no FakeTensor)."""
     try:
         if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
-                torch._C._is_torch_function_mode_enabled() or \
-                any(torch._C._get_dispatch_mode(key) is not None for key in _INFRA_MODE_KEYS):
+                torch._C._is_torch_function_mode_enabled():
             return False
+        get_mode = torch._C._get_dispatch_mode
+        for key in _INFRA_MODE_KEYS:
+            if get_mode(key) is not None:
+                return False
     except AttributeError:  # a torch without these: the op's path, always right
         return False
-    return all(t is None or (type(t) is Tensor and not t.requires_grad) for t in tensors)
+    return True
 
 
 # The dispatch modes torch keeps off the user stack (FakeTensorMode, make_fx's proxy, functionalization).
@@ -408,7 +451,7 @@ class AttentionOps:
 
     def flash_attn_with_kvcache(self, q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                                 cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
-                                softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                                softmax_scale=None, causal=False, window_size=_NO_WINDOW, softcap=0.0,
                                 rotary_interleaved=True, alibi_slopes=None, num_splits=0,
                                 return_softmax_lse=False):
         """Decode attention of q (batch, seqlen_q, nheads, head_dim) against the first
@@ -444,6 +487,13 @@ class AttentionOps:
         count from the shapes and the SM count alone (no device memory is read), so a captured call
         keeps its split count when cache_seqlens changes between replays. Bad index values are found on
         the device (check_errors)."""
+        if (k is None and v is None and rotary_cos is None and rotary_sin is None and cache_batch_idx is None
+                and cache_leftpad is None and block_table is None and alibi_slopes is None
+                and window_size is _NO_WINDOW and type(rotary_interleaved) is bool and _DECODE_FAST_PATH):
+            plain = _plain_decode(self.ext, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, softcap,
+                                  num_splits)
+            if plain is not None:
+                return plain if return_softmax_lse else plain[0]
         _check_common(0.0, alibi_slopes)
         window, softcap = _window(window_size), _softcap(softcap)
         softmax_scale = _softmax_scale(softmax_scale)

@@ -6,7 +6,7 @@ Usage:
     python3 benchmarks/decode/decode_table.py [--hdim 128,64] [--batch 1,8,64] [--cache 4096,16384,65536]
                                               [--reps 20] [--sweep-splits 4,8,16,32] [--paths previous,lane-merge]
                                               [--skip-no-idx] [--build-hdims 64,128] [--nvcc-flag=-D...]
-                                              [--json out.json]
+                                              [--study-nvcc-flag=-D...] [--json out.json]
 
 One query token per sequence, 32 query heads on 8 K/V heads, fp16, cache_seqlens = the cache length (an int32
 tensor on the device: ours then runs its index check kernel, docs/serving.md); `ours no-idx` passes
@@ -14,15 +14,22 @@ cache_seqlens=None (the same keys, no index tensor, no check kernel): the check'
 `ours previous` runs with FLASHBUILD_SPLITKV_PATH=previous: the Hopper split-KV's path before its one-launch
 decode (the index check kernel, the attention kernel, the combine kernel when it splits), an A/B in the same run;
 --paths times other values of it beside (`ours serial-merge`, `ours lane-merge`: the one-launch path with that
-merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`.
+merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`; the path `main-host` is the
+default with the host work it had before issue 45's host changes: TMA descriptors built for each call
+(FLASHBUILD_SPLITKV_PATH=fresh-descriptors) and flash_attn_with_kvcache's full argument checks (no _plain_decode).
+--study-nvcc-flag loads a second build of the same selection with those nvcc flags (a study form of the kernels) in
+the same process and times it as one more column, `ours study`, in turns with the others (ratio `study / ours`).
 --sweep-splits adds a graph-replayed sweep of forced num_splits for the rows of batch <= 8 (the one-launch path).
 Every timed call reads another copy of the cache (as many copies as make 256 MB, at least two), so no call
 reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
 back-to-back calls, the host's time included where it is the longer (eager) and not (graph: one replay runs
 the pass). The columns of a row are timed in turns (each rep one eager pass of each, one after the other; then
-each rep one replay of each), so a slow spell of the machine falls on all of them, and each rep starts at the next
-column (the order rotates): in run 7 (benchmarks/decode/README.md, "Small calls"), with a fixed order, the column
-timed first ran the same configuration as a later one 1.01-1.39x slower eager and up to 1.05x slower replayed. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
+each rep one replay of each), so a slow spell of the machine falls on all of them, in an order shuffled each rep
+(seeded: the same orders every run), so that no column is always first nor always after the same one: in run 7
+(benchmarks/decode/README.md, "Small calls"), with a fixed order, the column timed first ran the same configuration as
+a later one 1.01-1.39x slower eager and up to 1.05x slower replayed; in run 11, with the order rotated (each column
+always after the same one), `main-host` (always timed right after `ours`) ran 0.97-1.00x ours' time replayed with the
+same kernels. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
 read + write bytes / time, median of 10.
 FlashInfer is not measured: flashinfer-python 0.7.4 is a 101 MB wheel (716 MB unpacked, its kernels CUDA sources
 compiled on first use, JIT, on the GPU host), over the 64 MiB a device call carries, with dependencies not on the GPU
@@ -36,6 +43,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import statistics
 
 import torch
@@ -43,9 +51,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashbuild
+from flashbuild import api
 
 HEADS, KV_HEADS = 32, 8
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
+MAIN_HOST = "main-host"  # the pseudo-path of the host work before the kept descriptors and _plain_decode
 ROTATE_BYTES = 256e6
 
 
@@ -93,10 +103,12 @@ class Contender:
     @contextlib.contextmanager
     def env(self):
         if self.path is not None:
-            os.environ[PATH_VAR] = self.path
+            os.environ[PATH_VAR] = "fresh-descriptors" if self.path == MAIN_HOST else self.path
+        api._DECODE_FAST_PATH = self.path != MAIN_HOST
         try:
             yield
         finally:
+            api._DECODE_FAST_PATH = True
             if self.path is not None:
                 del os.environ[PATH_VAR]
 
@@ -135,10 +147,15 @@ def hbm_copy_tbs() -> float:
     return 2 * src.numel() / ms / 1e9
 
 
-def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths: list[str], no_idx: bool) -> dict:
+STUDY = "study"  # the column of the --study-nvcc-flag build
+
+
+def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths: list[str], no_idx: bool,
+        study=None) -> dict:
     """Every column of a row timed in turns: each rep times one eager pass of every contender, one after the other,
     then each rep one graph replay of every contender, so a slow spell of the machine falls on all of them (medians
-    over the reps); each rep starts one contender later than the one before, so no column is always first."""
+    over the reps), each rep in another order (shuffled, seeded by the rep), so no column is always first nor always
+    after the same column."""
     bytes_kv = 2 * batch * cache * KV_HEADS * hdim * 2
     copies = max(2, math.ceil(ROTATE_BYTES / bytes_kv))
     torch.manual_seed(0)
@@ -160,7 +177,13 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
         return call
 
     contenders = [Contender("ours", ours, copies)]
-    contenders += [Contender(f"ours_{path}", ours, copies, path=path) for path in paths]
+    contenders += [Contender(f"ours_{path}", ours, copies, path=path) for path in paths if path != STUDY]
+    if study is not None:
+        def ours_study(i):
+            return study.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens)
+        contenders.append(Contender(f"ours_{STUDY}", ours_study, copies))
+        # not a test: the study build's output beside the default's on this row's first cache copy
+        out[f"{STUDY}_max_abs_diff"] = (ours_study(0).float() - ours(0).float()).abs().max().item()
     contenders += [Contender(f"splits_{n}", lambda i, n=n: ours(i, n), copies, eager=False)
                    for n in (sweep if batch <= 8 else ())]
     if no_idx:
@@ -169,18 +192,19 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
                    Contender("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION), copies)]
     # Eager first, then the graphs, each in turns: the graphs' memory pools (SDPA flash's expanded K/V at batch 64
     # is 69 GB a call) and an eager pass's cached blocks never held at once.
-    def rotated(rep):
-        k = rep % len(contenders)
-        return contenders[k:] + contenders[:k]
+    def shuffled(rep):
+        order = list(contenders)
+        random.Random(rep).shuffle(order)
+        return order
 
     for rep in range(reps):
-        for c in rotated(rep):
+        for c in shuffled(rep):
             c.time_eager()
     torch.cuda.empty_cache()
     for c in contenders:
         c.capture()
     for rep in range(reps):
-        for c in rotated(rep):
+        for c in shuffled(rep):
             c.time_graph()
     for c in contenders:
         out[c.key] = c.result()
@@ -198,12 +222,16 @@ def main() -> None:
     parser.add_argument("--sweep-splits", default="",
                         help="forced num_splits to time (graph) at batch <= 8, comma-separated")
     parser.add_argument("--paths", default="previous",
-                        help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated")
+                        help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated (main-host: "
+                             "the default with the host work before the kept descriptors and the plain-call path)")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
     parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
     parser.add_argument("--nvcc-flag", action="append", default=[],
                         help="an nvcc flag of the build to load (repeatable: a sweep's build, e.g. "
                              "-DFLASHBUILD_SPLITKV_STAGES_HDIM64=6)")
+    parser.add_argument("--study-nvcc-flag", action="append", default=[],
+                        help="time a second build with this nvcc flag (repeatable) beside, as the column `ours study` "
+                             "(e.g. -DFLASHBUILD_HOPPER_FWD_OVERLAP=1)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     hdims = [int(x) for x in args.hdim.split(",")]
@@ -213,10 +241,19 @@ def main() -> None:
     copy_tbs = hbm_copy_tbs()
     sweep = [int(x) for x in args.sweep_splits.split(",") if x]
     paths = [x for x in args.paths.split(",") if x]
-    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx) for h in hdims for b in map(int, args.batch.split(","))
-            for c in map(int, args.cache.split(","))]
+    study = None
+    if args.study_nvcc_flag:
+        try:
+            study = flashbuild.load(hdim=build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",
+                                    features=[], nvcc_flags=[*args.nvcc_flag, *args.study_nvcc_flag])
+            paths.append(STUDY)
+        except Exception as e:  # the table without the column, and why
+            print(f"the study build did not load, no `ours study` column: {e}")
+    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx, study)
+            for h in hdims for b in map(int, args.batch.split(",")) for c in map(int, args.cache.split(","))]
     print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
-          + (f"; build with {' '.join(args.nvcc_flag)}" if args.nvcc_flag else ""))
+          + (f"; build with {' '.join(args.nvcc_flag)}" if args.nvcc_flag else "")
+          + (f"; study build with {' '.join(args.study_nvcc_flag)}" if args.study_nvcc_flag else ""))
     ours_cols = ["ours"] + (["ours_no_idx"] if not args.skip_no_idx else []) + [f"ours_{p}" for p in paths]
     print("| hdim | batch | cache | " + " | ".join(f"{c.replace('_', ' ')} µs (graph)" for c in ours_cols) +
           " | SDPA flash µs (graph) | SDPA cuDNN µs (graph) | best SDPA / ours eager (graph) | " +
@@ -234,6 +271,9 @@ def main() -> None:
         print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | " + " | ".join(us(c) for c in ours_cols) +
               f" | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | {ratios}"
               f"{tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
+    if study is not None:
+        print("\nmax |study - ours| of each row's output: " +
+              ", ".join(f"{r['hdim']}/{r['batch']}/{r['cache'] // 1024}k {r[f'{STUDY}_max_abs_diff']:.2e}" for r in rows))
     if sweep:
         print("\nGraph-replayed µs with num_splits forced (auto = ours above):")
         print("| hdim | batch | cache | auto | " + " | ".join(f"{n} splits" for n in sweep) + " |")
@@ -245,6 +285,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"hbm_copy_tbs": copy_tbs, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "nvcc_flags": args.nvcc_flag, "study_nvcc_flags": args.study_nvcc_flag,
                        "rows": rows}, f, indent=1)
 
 

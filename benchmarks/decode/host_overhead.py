@@ -2,7 +2,10 @@
 fp16), timed with the host clock over many calls, so each number is the host's time per call (the GPU's kernel is
 shorter than it and keeps up). Rows: the public API (flash_attn_with_kvcache) as the default launches it eagerly
 (plainly) and as a programmatic dependent launch (FLASHBUILD_SPLITKV_PATH=pdl-early), the binding alone (the raw
-extension call the API's eager path makes), SDPA's flash and cuDNN backends on the same tensors, and the
+extension call the API's eager path makes), each also with its TMA descriptors built for the call
+(FLASHBUILD_SPLITKV_PATH=fresh-descriptors; by default a launch reuses an earlier call's, hopper/splitkv_descriptors.h),
+the API with the host work it had before both of issue 45's host changes (`main-host`: fresh descriptors and the full
+argument checks, not _plain_decode), SDPA's flash and cuDNN backends on the same tensors, and the
 allocations a call makes (four torch.empty) as a floor; and the time of one cudaGetDriverEntryPointByVersion lookup (CuTe looks up
 cuTensorMapEncodeTiled that way for each TMA descriptor it builds on the host: four per Hopper split-KV launch).
 
@@ -24,6 +27,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashbuild
+from flashbuild import api
 from flashbuild.api import _fwd_kvcache_raw
 
 HEADS, KV_HEADS, CACHE = 32, 8, 4096
@@ -95,12 +99,31 @@ def main() -> None:
                 m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
         return call
 
+    def api_main_host():
+        # the host work before the kept TMA descriptors and _plain_decode (decode_table.py's `main-host` column)
+        api._DECODE_FAST_PATH = False
+        try:
+            with path("fresh-descriptors"):
+                m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
+        finally:
+            api._DECODE_FAST_PATH = True
+
+    def binding_on(value):
+        def call():
+            with path(value):
+                _fwd_kvcache_raw(m.ext, q, k, v, None, None, None, None, lens, None, None, None, False, scale, True, 0,
+                                 -1, -1, 0.0)
+        return call
+
     rows = {
         "api": lambda: m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens),
         "api, pdl-early": api_on("pdl-early"),
         "api, no-pdl": api_on("no-pdl"),
+        "api, main-host (fresh descriptors, full checks)": api_main_host,
+        "api, fresh-descriptors": api_on("fresh-descriptors"),
         "binding": lambda: _fwd_kvcache_raw(m.ext, q, k, v, None, None, None, None, lens, None, None, None, False,
                                             scale, True, 0, -1, -1, 0.0),
+        "binding, fresh-descriptors": binding_on("fresh-descriptors"),
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
         "empty4": lambda: [torch.empty(1, 1, HEADS, d, device="cuda", dtype=torch.float16) for _ in range(4)],

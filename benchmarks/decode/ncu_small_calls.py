@@ -6,7 +6,7 @@ comes from HBM as in the timed table (decode_table.py).
 
 Usage (as benchmarks/decode/small_calls_run.sh runs it):
     ncu --clock-control none --profile-from-start off --section SpeedOfLight ... \\
-        python3 benchmarks/decode/ncu_small_calls.py [--hdim 128,64] [--batch 1,8]
+        python3 benchmarks/decode/ncu_small_calls.py [--hdim 128,64] [--batch 1,8] [--cache 4096] [--build-hdims 64,128]
 """
 
 from __future__ import annotations
@@ -19,33 +19,36 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashbuild
 
-HEADS, KV_HEADS, CACHE = 32, 8, 4096
+HEADS, KV_HEADS = 32, 8
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hdim", default="128,64", help="head dims, comma-separated")
     parser.add_argument("--batch", default="1,8", help="batch sizes, comma-separated")
+    parser.add_argument("--cache", default="4096", help="cache lengths (keys), comma-separated")
+    parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
     args = parser.parse_args()
     hdims = [int(x) for x in args.hdim.split(",")]
-    m = flashbuild.load(hdim=",".join(map(str, sorted(hdims))), dtype="fp16", arch="native", direction="splitkv",
-                        causal="off", features=[])
+    build_hdims = args.build_hdims or ",".join(map(str, sorted(hdims)))
+    m = flashbuild.load(hdim=build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off", features=[])
     calls = []
-    for d in hdims:
-        for b in map(int, args.batch.split(",")):
-            q = torch.randn(b, 1, HEADS, d, device="cuda", dtype=torch.float16)
-            k = torch.randn(b, CACHE, KV_HEADS, d, device="cuda", dtype=torch.float16)
-            v = torch.randn_like(k)
-            lens = torch.full((b,), CACHE, dtype=torch.int32, device="cuda")
+    batches, caches = [int(x) for x in args.batch.split(",")], [int(x) for x in args.cache.split(",")]
+    shapes = [(d, b, n) for d in hdims for b in batches for n in caches]
+    for d, b, n in shapes:
+        q = torch.randn(b, 1, HEADS, d, device="cuda", dtype=torch.float16)
+        k = torch.randn(b, n, KV_HEADS, d, device="cuda", dtype=torch.float16)
+        v = torch.randn_like(k)
+        lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
 
-            def ours(q=q, k=k, v=v, lens=lens):
-                m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
+        def ours(q=q, k=k, v=v, lens=lens):
+            m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
 
-            def cudnn(q=q, k=k, v=v):
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                   enable_gqa=True)
-            calls += [ours, cudnn]
+        def cudnn(q=q, k=k, v=v):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               enable_gqa=True)
+        calls += [ours, cudnn]
     for call in calls:  # warm-up: module load, cuDNN's plan
         call()
     torch.cuda.synchronize()

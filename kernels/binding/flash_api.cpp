@@ -48,6 +48,7 @@
 #include "common/params.h"
 #include "common/splitkv_heuristic.h"
 #include "flashbuild_dispatch.h"
+#include "hopper/splitkv_descriptor_switch.h"  // the TMA descriptors kept from call to call: on, or off for an A/B
 #include "flashbuild_table.h"
 
 namespace flashbuild {
@@ -881,11 +882,14 @@ void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g
 // one-launch path (the check kernel, the attention kernel, the combine kernel, ordinary launches); "serial-merge",
 // one launch with the first merge tail (SplitMerge, common/params.h); "no-pdl" and "pdl-late", the default launched
 // plainly, or releasing the next launch once its tiles are computed (kLate); "lane-merge" and "pdl-early", the
-// default spelled out. Another value is refused by name.
+// default spelled out; "fresh-descriptors", the default with its TMA descriptors built for the call as before they
+// were kept from call to call (hopper/splitkv_descriptors.h: an A/B of the host time). Another value is refused by
+// name.
 struct SplitKVPath {
   bool previous;
   SplitMerge merge;
   DependentLaunch dependent_launch;
+  bool keep_descriptors = true;
 };
 
 SplitKVPath splitkv_path() {
@@ -897,9 +901,10 @@ SplitKVPath splitkv_path() {
   if (std::strcmp(v, "lane-merge") == 0 || std::strcmp(v, "pdl-early") == 0) return fallback;
   if (std::strcmp(v, "no-pdl") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kNone};
   if (std::strcmp(v, "pdl-late") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kLate};
+  if (std::strcmp(v, "fresh-descriptors") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kEarly, false};
   TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", std::string(v).substr(0, 64),
-              "' is not a split-KV path; it takes previous, serial-merge, lane-merge, no-pdl, pdl-early or pdl-late "
-              "(or unset it for the default)");
+              "' is not a split-KV path; it takes previous, serial-merge, lane-merge, no-pdl, pdl-early, pdl-late or "
+              "fresh-descriptors (or unset it for the default)");
   return {};
 }
 
@@ -1054,12 +1059,15 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   p.num_splits = num_splits > 0 ? int(num_splits)
                  : hopper_splitkv ? choose_num_splits_hopper(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms)
                                   : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
-  at::Tensor o_accum, lse_accum;
+  // The splits' fp32 partials: O (num_splits, batch, nheads, seqlen_q, hdim) then the LSEs (num_splits, batch,
+  // nheads, seqlen_q), one allocation (a decoding call's host time is its own: README.md, "Host time of an eager
+  // call"); O's part is a whole number of hdim-float rows, so the LSEs start 16-byte aligned.
+  at::Tensor accum;
   if (p.num_splits > 1) {
-    o_accum = at::empty({p.num_splits, batch, p.nheads, p.seqlen_q, c.hdim}, q.options().dtype(at::kFloat));
-    lse_accum = at::empty({p.num_splits, batch, p.nheads, p.seqlen_q}, q.options().dtype(at::kFloat));
-    p.o_accum = o_accum.data_ptr<float>();
-    p.lse_accum = lse_accum.data_ptr<float>();
+    const int64_t rows = int64_t(p.num_splits) * batch * p.nheads * p.seqlen_q;
+    accum = at::empty({rows * (c.hdim + 1)}, q.options().dtype(at::kFloat));
+    p.o_accum = accum.data_ptr<float>();
+    p.lse_accum = p.o_accum + rows * c.hdim;
   }
 #if FLASHBUILD_HAS_SPLITKV
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -1067,6 +1075,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // merge in the kernel when the counters of the call's query blocks fit the buffer (else the combine kernel).
   // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
   const SplitKVPath path = hopper_splitkv ? splitkv_path() : SplitKVPath{};
+  hopper::splitkv_descriptor_cache_on().store(path.keep_descriptors, std::memory_order_relaxed);
   if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous) {
     read_indices_at_use(p, a, g, k.size(0), q);
     p.split_merge = path.merge;

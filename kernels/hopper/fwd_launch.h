@@ -26,6 +26,7 @@
 #include "common/launch.h"  // check_head_dim, sm_count
 #include "hopper/fwd_pairs.h"  // fwd_pairs: FLASHBUILD_HOPPER_FWD_PAIRS
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
+#include "hopper/splitkv_descriptors.h"  // launch_descriptors: the split-KV kernel's kept from call to call
 #include "hopper/tma_checks.h"
 
 namespace flashbuild {
@@ -75,7 +76,8 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   check_tile_count(kIsSplitKV<kFeatures> ? "the Hopper split-KV" : "the Hopper forward",
                    (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch,
                    kIsSplitKV<kFeatures> ? params.num_splits : 1, slots);
-  KernelParams kp{params, FwdLoads<Traits>::to_params(tma_params), FwdStores<Traits>::to_params(tma_params),
+  const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
+  KernelParams kp{params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};
   const dim3 grid(kp.scheduler.grid_size(slots));

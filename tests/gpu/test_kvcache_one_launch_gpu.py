@@ -246,7 +246,7 @@ def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
     message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
-               r"no-pdl, pdl-early or pdl-late")
+               r"no-pdl, pdl-early, pdl-late or fresh-descriptors")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
