@@ -48,7 +48,7 @@
 #include "common/params.h"
 #include "common/splitkv_heuristic.h"
 #include "flashbuild_dispatch.h"
-#include "hopper/splitkv_descriptor_switch.h"  // the TMA descriptors kept from call to call: on, or off for an A/B
+#include "common/splitkv_descriptor_switch.h"  // the TMA descriptors kept from call to call: on, or off for an A/B
 #include "flashbuild_table.h"
 
 namespace flashbuild {
@@ -1075,7 +1075,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // merge in the kernel when the counters of the call's query blocks fit the buffer (else the combine kernel).
   // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
   const SplitKVPath path = hopper_splitkv ? splitkv_path() : SplitKVPath{};
-  hopper::splitkv_descriptor_cache_on().store(path.keep_descriptors, std::memory_order_relaxed);
+  splitkv_descriptor_cache_on().store(path.keep_descriptors, std::memory_order_relaxed);
   if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous) {
     read_indices_at_use(p, a, g, k.size(0), q);
     p.split_merge = path.merge;

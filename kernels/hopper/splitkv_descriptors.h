@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "hopper/fwd_params.h"
-#include "hopper/splitkv_descriptor_switch.h"  // splitkv_descriptor_cache_on
+#include "common/splitkv_descriptor_switch.h"  // splitkv_descriptor_cache_on
 
 namespace flashbuild::hopper {
 
