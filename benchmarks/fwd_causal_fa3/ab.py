@@ -7,7 +7,7 @@ script exits 1 at the end). The builds must exist in FLASHBUILD_CACHE_DIR or are
 side by side first). Prints a table (each arm's TFLOPS, its ratio to the base per round and of the medians) and
 writes OUT/ab.json.
 
-    python3 benchmarks/fwd_causal_fa3/ab.py --out OUT [--plan default] [--rounds 3] [--reps 20] [--budget 150]
+    python3 benchmarks/fwd_causal_fa3/ab.py --out OUT [--plan study|confirm] [--rounds 3] [--reps 20] [--budget 150]
 """
 from __future__ import annotations
 
@@ -23,30 +23,51 @@ import time
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
 TOKENS, MODEL_DIM = 16384, 2048  # benchmarks/README.md, "How numbers are measured"
 
-# Builds: name -> (flashbuild.load keywords beyond direction/arch/features, nvcc flags). run.sh builds the same.
+# Builds: name -> (flashbuild.load keywords beyond direction/arch/features, nvcc flags); run.sh builds the same.
+# With the kernels of this tree (kernels/hopper/fwd_mainloop.h: kPeelMasked, kOverlapSoftmax):
+#   base     the one loop testing needs_mask every step, no causal overlap: the kernel before the study
+#   new      the default: masked steps peeled at the 128-row tiles (hdim 96-256), no causal overlap
+#   peel     masked steps peeled at every tile (hdim 64 too)
+#   overlap  peeled, and the softmax under its own P V at every tile, causal too
+# The first run (results/h200-1, at 9cb3166, whose defaults differed) named its arms otherwise: README.md maps them.
 BUILDS = {
     "base": (dict(hdim="64,128,192,256", dtype="fp16,bf16", causal="on"), ["-DFLASHBUILD_HOPPER_FWD_PEEL=0"]),
     "new": (dict(hdim="64,128,192,256", dtype="fp16,bf16", causal="both"), []),
-    "peel": (dict(hdim="128,192", dtype="fp16", causal="on"), ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0"]),
-    "ovall": (dict(hdim="64,256", dtype="fp16", causal="on"), ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=1"]),
+    "peel": (dict(hdim="64", dtype="fp16,bf16", causal="on"), ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"]),
+    "overlap": (dict(hdim="64,128,192,256", dtype="fp16", causal="on"),
+                ["-DFLASHBUILD_HOPPER_FWD_PEEL=1", "-DFLASHBUILD_HOPPER_FWD_OVERLAP=1"]),
+}
+# The confirm plan's builds: the head dims it times, and the new build as its GPU tests check it.
+CONFIRM_BUILDS = {
+    "base": (dict(hdim="96,128,192", dtype="fp16,bf16", causal="on"), ["-DFLASHBUILD_HOPPER_FWD_PEEL=0"]),
+    "new": (dict(hdim="96,128,192,256", dtype="fp16,bf16", causal="on"), []),
 }
 
 
+def builds(plan):
+    return CONFIRM_BUILDS if plan == "confirm" else BUILDS
+
+
 def plan_rows(plan):
-    """(hdim, dtype, seqlen, arms); an arm is 'build' or 'build@pairs-setting'; the first arm is the base."""
+    """(hdim, dtype, seqlen, arms); an arm is 'build' or 'build@pairs-setting'; the first arm is the base.
+    study: the first run's rows (results/h200-1); confirm: the second's (hdim 96, and bf16 at 128 / 192)."""
+    seqlens = (1024, 4096, 16384)
     if plan == "smoke":
         return [(128, "fp16", 4096, ["base", "new"])]
+    if plan == "confirm":
+        return [(h, dt, s, ["base", "new"]) for h, dt in ((96, "fp16"), (96, "bf16"), (128, "bf16"), (192, "bf16"))
+                for s in seqlens]
     rows = []
     for hdim in (64, 128, 192, 256):
-        extra = ["peel"] if hdim in (128, 192) else ["ovall"]
-        for seqlen in (1024, 4096, 16384):
-            arms = ["base", "new"] + extra
+        for seqlen in seqlens:
+            arms = ["base", "new", "peel" if hdim == 64 else None, "overlap"]
+            arms = [x for x in arms if x]
             if seqlen == 16384 and hdim != 192:  # pairs at 16k, more pair rounds left to the tail (balance.py)
                 arms += ["new@all:2", "new@all:4"]
             rows.append((hdim, "fp16", seqlen, arms))
     for hdim in (64, 128, 256):
-        for seqlen in (1024, 4096, 16384):
-            rows.append((hdim, "bf16", seqlen, ["base", "new"]))
+        for seqlen in seqlens:
+            rows.append((hdim, "bf16", seqlen, ["base", "new"] + (["peel"] if hdim == 64 else [])))
     return rows
 
 
@@ -54,18 +75,25 @@ def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for ab.json (created)")
-    ap.add_argument("--plan", default="default", choices=["default", "smoke"], help="which rows and arms")
+    ap.add_argument("--plan", default="study", choices=["study", "confirm", "smoke"], help="which rows and arms")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the arms' order flips each)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
     ap.add_argument("--budget", type=float, default=150.0,
                     help="seconds after loading: no new row starts past it (rows left are listed)")
     ap.add_argument("--tol", type=float, default=2e-3, help="largest |out - base out| accepted before timing")
+    ap.add_argument("--print-builds", action="store_true",
+                    help="print each build of --plan as `name flashbuild-arguments` (run.sh builds them) and exit")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="nvcc jobs for a build not yet cached")
     return ap.parse_args(argv)
 
 
 def main(argv):
     a = parse(argv)
+    if a.print_builds:
+        for name, (kw, flags) in builds(a.plan).items():
+            print(name, f"--hdim {kw['hdim']} --dtype {kw['dtype']} --causal {kw['causal']}",
+                  " ".join(f"--nvcc-flag={f}" for f in flags))
+        return
     import torch  # after argparse: --help runs without a GPU or torch
 
     import flashbuild
@@ -75,8 +103,8 @@ def main(argv):
     rows_plan = plan_rows(a.plan)
     needed = sorted({arm.split("@")[0] for *_, arms in rows_plan for arm in arms})
     t0 = time.time()
-    mods = {b: flashbuild.load(direction="fwd", arch="sm90", features=[], nvcc_flags=BUILDS[b][1], jobs=a.jobs,
-                               **BUILDS[b][0]) for b in needed}
+    mods = {b: flashbuild.load(direction="fwd", arch="sm90", features=[], nvcc_flags=builds(a.plan)[b][1],
+                               jobs=a.jobs, **builds(a.plan)[b][0]) for b in needed}
     print(f"loaded {', '.join(needed)} in {time.time() - t0:.1f} s; {torch.cuda.get_device_name()}", flush=True)
     t0 = time.time()
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
@@ -96,7 +124,7 @@ def main(argv):
         print(f"  {name} {seqlen}: " + " ".join(f"{s} {r['tflops'][s]:.1f}" for s in arms)
               + "  maxdiff " + " ".join(f"{s} {r['maxdiff'][s]:.1e}" for s in arms[1:]), flush=True)
     os.environ.pop(ENV, None)
-    (out_dir / "ab.json").write_text(json.dumps({"rows": rows, "skipped": skipped, "bad": bad, "builds": BUILDS,
+    (out_dir / "ab.json").write_text(json.dumps({"rows": rows, "skipped": skipped, "bad": bad, "builds": builds(a.plan), "plan": a.plan,
                                                  "device": torch.cuda.get_device_name()}, indent=1))
     print(f"{'variant':<24} {'seqlen':>6} {'arm':>10} {'TFLOPS':>7} {'/ base per round':>22} {'/ base':>7}")
     for r in rows:

@@ -4,11 +4,13 @@
 //   from the last key block down (the blocks that need masking come first).
 //   Consumers (kBlockM / 64 warpgroups, 64 query rows each, all reading the same K/V tile):
 //   S = Q K^T (wgmma, both operands in shared memory), the score transform and mask, the online
-//   softmax in registers, O += P V (wgmma, P from registers). Within a warpgroup the product of the
-//   next S is issued before the previous P V, so that the softmax of S can run while the tensor cores
-//   work on P V (intra-warpgroup overlap; in the SASS only with kOverlapSoftmax, which keeps ptxas
-//   from hoisting the wait on P V above the softmax); between warpgroups, with kPingpong, each issues
-//   its products only in its turn, so one warpgroup's softmax runs under the other's products.
+//   softmax in registers, O += P V (wgmma, P from registers). Causal 128-row tiles walk the steps
+//   that need the mask in a loop of their own, then the rest in one with no mask code (kPeelMasked).
+//   Within a warpgroup the product of the next S is issued before the previous P V, so that the
+//   softmax of S can run while the tensor cores work on P V (intra-warpgroup overlap; in the SASS
+//   only with kOverlapSoftmax, which keeps ptxas from hoisting the wait on P V above the softmax);
+//   between warpgroups, with kPingpong, each issues its products only in its turn, so one
+//   warpgroup's softmax runs under the other's products.
 // Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
 // and V rows times zero probabilities add nothing: past a view's end they are zeros, and rows the
 // box loads past the sequence's keys (seqused_k, or the next packed sequence) are zeroed in shared
@@ -44,29 +46,31 @@ struct FwdMainloop {
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
   using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
   using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
-  // Causal (no window, not split-KV): the steps that need the mask (the diagonal's, the first
-  // ceil(kBlockM / kBlockN) or one more of a query block's walk from its last key block down) are a
-  // loop of their own, and the rest a loop with no mask code, instead of one loop testing needs_mask
-  // every step (the same split as the Ampere forward's, benchmarks/fwd_masked_steps). Each step
-  // body is a generic lambda with exactly two call sites, so nvcc inlines it (three sites put the
-  // accumulators on the stack there). nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 keeps the one loop (the
-  // kernel before issue 46's study benchmarks/fwd_causal_fa3), for A/B runs.
+  // Causal (no window, not split-KV), 128-row tiles (hdim 96-256): the steps that need the mask (the
+  // diagonal's, ceil(kBlockM / kBlockN) or one more of a query block's walk from its last key block
+  // down) are a loop of their own, and the rest a loop with no mask code, instead of one loop testing
+  // needs_mask every step (the Ampere forward's split, benchmarks/fwd_masked_steps). Each step body is a
+  // generic lambda with exactly two call sites, so nvcc inlines it (with three it put the accumulators
+  // on the stack there). In turns on the H200 against the one loop (benchmarks/fwd_causal_fa3), causal
+  // fp16 1k / 4k / 16k: hdim 128 1.038 / 1.047 / 1.046x, 192 1.028 / 1.064 / 1.071x, 256 1.006 / 1.008 /
+  // 1.011x; hdim 64's 192-row tiles 0.988 / 1.007 / 1.014x (bf16 the same), so not there (its 1k row is the
+  // one furthest behind cuDNN). nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 (or 1) sets it for every causal tile of a
+  // whole build, for A/B runs.
 #if defined(FLASHBUILD_HOPPER_FWD_PEEL)
-  static constexpr bool kPeelMasked =
-      FLASHBUILD_HOPPER_FWD_PEEL != 0 && kIsCausal && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
+  static constexpr bool kPeelTile = FLASHBUILD_HOPPER_FWD_PEEL != 0;
 #else
-  static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
+  static constexpr bool kPeelTile = kNumMmaWarpgroups == 2;
 #endif
-  // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels
-  // where it was measured faster: the non-causal ones, and the causal ones with their masked steps
-  // peeled (kPeelMasked; with the per-step needs_mask test it was slower, benchmarks/fwd_softmax_overlap).
-  // Local-window kernels walk masked steps at both ends: not measured, so off, unless a sweep's define
-  // forces it.
+  static constexpr bool kPeelMasked = kPeelTile && kIsCausal && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
+  // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels where it
+  // was measured faster, the non-causal ones. Causal it was slower, with the per-step needs_mask test
+  // (benchmarks/fwd_softmax_overlap) and with the masked steps peeled (0.95-0.98x the peeled loop without
+  // it at hdim 128 and 192, benchmarks/fwd_causal_fa3); local-window kernels were not measured. A sweep's
+  // define (nvcc -DFLASHBUILD_HOPPER_FWD_OVERLAP=1) forces it.
 #ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax;
 #else
-  static constexpr bool kOverlapSoftmax =
-      Traits::kOverlapSoftmax && !kHasLocal<kFeatures> && (!kIsCausal || kPeelMasked);
+  static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
 #endif
 
   // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
