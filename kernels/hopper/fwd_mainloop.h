@@ -52,10 +52,10 @@ struct FwdMainloop {
   // needs_mask every step (the Ampere forward's split, benchmarks/fwd_masked_steps). Each step body is a
   // generic lambda with exactly two call sites, so nvcc inlines it (with three it put the accumulators
   // on the stack there). In turns on the H200 against the one loop (benchmarks/fwd_causal_fa3), causal
-  // fp16 1k / 4k / 16k: hdim 128 1.038 / 1.047 / 1.046x, 192 1.028 / 1.064 / 1.071x, 256 1.006 / 1.008 /
-  // 1.011x; hdim 64's 192-row tiles 0.988 / 1.007 / 1.014x (bf16 the same), so not there (its 1k row is the
-  // one furthest behind cuDNN). nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 (or 1) sets it for every causal tile of a
-  // whole build, for A/B runs.
+  // fp16 1k / 4k / 16k: hdim 128 1.038 / 1.047 / 1.046x, 192 1.028 / 1.064 / 1.071x (bf16 1.028-1.076x),
+  // 96 1.003 / 1.015 / 1.015x, 256 1.006 / 1.008 / 1.011x; hdim 64's 192-row tiles 0.988 / 1.007 / 1.014x
+  // (bf16 the same), so not there (its 1k row is the one furthest behind cuDNN; hdim 32 takes that tile too).
+  // nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 (or 1) sets it for every causal tile of a whole build, for A/B runs.
 #if defined(FLASHBUILD_HOPPER_FWD_PEEL)
   static constexpr bool kPeelTile = FLASHBUILD_HOPPER_FWD_PEEL != 0;
 #else
