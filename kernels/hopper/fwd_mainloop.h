@@ -4,11 +4,13 @@
 //   from the last key block down (the blocks that need masking come first).
 //   Consumers (kBlockM / 64 warpgroups, 64 query rows each, all reading the same K/V tile):
 //   S = Q K^T (wgmma, both operands in shared memory), the score transform and mask, the online
-//   softmax in registers, O += P V (wgmma, P from registers). Within a warpgroup the product of the
-//   next S is issued before the previous P V, so that the softmax of S can run while the tensor cores
-//   work on P V (intra-warpgroup overlap; in the SASS only with kOverlapSoftmax, which keeps ptxas
-//   from hoisting the wait on P V above the softmax); between warpgroups, with kPingpong, each issues
-//   its products only in its turn, so one warpgroup's softmax runs under the other's products.
+//   softmax in registers, O += P V (wgmma, P from registers). Causal 128-row tiles walk the steps
+//   that need the mask in a loop of their own, then the rest in one with no mask code (kPeelMasked).
+//   Within a warpgroup the product of the next S is issued before the previous P V, so that the
+//   softmax of S can run while the tensor cores work on P V (intra-warpgroup overlap; in the SASS
+//   only with kOverlapSoftmax, which keeps ptxas from hoisting the wait on P V above the softmax);
+//   between warpgroups, with kPingpong, each issues its products only in its turn, so one
+//   warpgroup's softmax runs under the other's products.
 // Partial tiles: TMA zero-fills rows past the end of a view, the mask sets keys >= seqlen_k to -inf,
 // and V rows times zero probabilities add nothing: past a view's end they are zeros, and rows the
 // box loads past the sequence's keys (seqused_k, or the next packed sequence) are zeroed in shared
@@ -44,14 +46,35 @@ struct FwdMainloop {
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;
   using AccumulatorShapeS = AccumulatorShape<kBlockN>;    // S = Q K^T
   using AccumulatorShapeO = AccumulatorShape<kHeadDim>;   // O = P V
-  // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels
-  // where it was measured faster; causal and local-window ones walk masked steps, where it was slower
-  // (causal) or not measured (local), unless a sweep's define forces it.
+  // Causal (no window, not split-KV), 128-row tiles (hdim 96-256): the steps that need the mask (the
+  // diagonal's, ceil(kBlockM / kBlockN) or one more of a query block's walk from its last key block
+  // down) are a loop of their own, and the rest a loop with no mask code, instead of one loop testing
+  // needs_mask every step (the Ampere forward's split, benchmarks/fwd_masked_steps). Each step body is a
+  // generic lambda with exactly two call sites, so nvcc inlines it (with three it put the accumulators
+  // on the stack there). In turns on the H200 against the one loop (benchmarks/fwd_causal_fa3), causal
+  // fp16 1k / 4k / 16k: hdim 128 1.038 / 1.047 / 1.046x, 192 1.028 / 1.064 / 1.071x (bf16 1.028-1.076x),
+  // 96 1.003 / 1.015 / 1.015x, 256 1.006 / 1.008 / 1.011x; hdim 64's 192-row tiles 0.988 / 1.007 / 1.014x
+  // (bf16 the same), so not there (its 1k row is the one furthest behind cuDNN; hdim 32 takes that tile too).
+  // nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 (or 1) sets it for every causal tile of a whole build, for A/B runs.
+#if defined(FLASHBUILD_HOPPER_FWD_PEEL)
+  static constexpr bool kPeelTile = FLASHBUILD_HOPPER_FWD_PEEL != 0;
+#else
+  static constexpr bool kPeelTile = kNumMmaWarpgroups == 2;
+#endif
+  static constexpr bool kPeelMasked = kPeelTile && kIsCausal && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
+  // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels where it
+  // was measured faster, the non-causal ones. Causal it was slower, with the per-step needs_mask test
+  // (benchmarks/fwd_softmax_overlap) and with the masked steps peeled (0.95-0.98x the peeled loop without
+  // it at hdim 128 and 192, benchmarks/fwd_causal_fa3); local-window kernels were not measured. A sweep's
+  // define (nvcc -DFLASHBUILD_HOPPER_FWD_OVERLAP=1) forces it.
 #ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax;
 #else
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
 #endif
+
+  // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
+  struct MaskByBlock {};
 
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
   // header, not this one).
@@ -226,9 +249,15 @@ struct FwdMainloop {
     constexpr int kRows = decltype(size<0>(tSrS_rc))::value;
     float row_scale[kRows];
 
-    auto scores = [&](int n_block) {  // raw Q K^T -> masked (transformed) scores
+    // Raw Q K^T -> masked (transformed) scores. `masked`: std::true_type (mask every element),
+    // std::false_type (no mask code), or MaskByBlock (needs_mask decides at run time).
+    auto scores = [&](int n_block, auto masked) {
       score.transform(tSrS);
-      if (k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN)) {
+      if constexpr (std::is_same_v<decltype(masked), MaskByBlock>) {
+        if (k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN)) {
+          k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
+        }
+      } else if constexpr (decltype(masked)::value) {
         k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
       }
     };
@@ -261,7 +290,7 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     pipe_k.consumer_release(read_k);
     ++read_k;
-    scores(n_block);
+    scores(n_block, MaskByBlock{});
     softmax.template step<true>(tSrS_rc, row_scale);
     if constexpr (!kOverlapSoftmax) { to_p(); }  // with it, at the top of the loop's first step
     // The first P V reads this block's V: clear its rows past the keys first. Here, before the loop,
@@ -273,6 +302,24 @@ struct FwdMainloop {
       zero_v_rows(storage, read_v.index(), v_rows_valid, thread_idx);
     }
 
+    // The steps after the first: with kPeelMasked the masked ones (while needs_mask holds: they are
+    // the first walked), then the rest unmasked; otherwise one loop that tests every block. Two call
+    // sites of `step` at most per instantiation (see kPeelMasked).
+    auto walk = [&](auto&& step) {
+      if constexpr (kPeelMasked) {
+        CUTE_NO_UNROLL
+        for (--n_block; n_block >= k.n_block_min && k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN);
+             --n_block) {
+          step(n_block, std::true_type{});
+        }
+        CUTE_NO_UNROLL
+        for (; n_block >= k.n_block_min; --n_block) { step(n_block, std::false_type{}); }
+      } else {
+        CUTE_NO_UNROLL
+        for (--n_block; n_block >= k.n_block_min; --n_block) { step(n_block, MaskByBlock{}); }
+      }
+    };
+
     if constexpr (kOverlapSoftmax) {
       // The same steps with the wait on P V, O's rescale and P's conversion moved from the end of a
       // step to the start of the next (across the loop's back edge, where ptxas does not move the
@@ -280,8 +327,7 @@ struct FwdMainloop {
       // kOverlapSoftmax). In the first step the wait finds nothing in flight, O (zero) is scaled by
       // 1 and P converted from the first block's S.
       bool pv_in_flight = false;
-      CUTE_NO_UNROLL
-      for (--n_block; n_block >= k.n_block_min; --n_block) {
+      walk([&](int block, auto masked) {
         warpgroup_wait<0>();  // the last P V is done: O may be rescaled and P overwritten
         if (pv_in_flight) {
           pipe_v.consumer_release(read_v);
@@ -299,9 +345,9 @@ struct FwdMainloop {
         warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
         pipe_k.consumer_release(read_k);
         ++read_k;
-        scores(n_block);
+        scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
-      }
+      });
       q_done();  // every S of this tile is computed (the last one waited on above)
       warpgroup_wait<0>();
       if (pv_in_flight) {
@@ -311,8 +357,7 @@ struct FwdMainloop {
       Softmax::rescale(tOrO_rc, row_scale);
       to_p();
     } else {
-      CUTE_NO_UNROLL
-      for (--n_block; n_block >= k.n_block_min; --n_block) {
+      walk([&](int block, auto masked) {
         pipe_k.consumer_wait(read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
@@ -322,14 +367,14 @@ struct FwdMainloop {
         warpgroup_wait<1>();  // S is ready; P V may still run
         pipe_k.consumer_release(read_k);
         ++read_k;
-        scores(n_block);
+        scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
         warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
         pipe_v.consumer_release(read_v);
         ++read_v;
         Softmax::rescale(tOrO_rc, row_scale);
         to_p();
-      }
+      });
       q_done();  // every S of this tile is computed (the last one waited on above)
     }
 
