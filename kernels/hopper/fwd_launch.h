@@ -6,7 +6,8 @@
 // sequence's first rows; the consumers zero those V rows before P V reads them (fwd_mainloop.h,
 // zero_v_rows), so whatever they hold (NaN, inf) stays out of the result.
 // A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 32-128) runs here
-// too: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of the key block.
+// too: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of the key block
+// (128 keys: a variant whose main kernel takes 176-key tiles runs paged calls on its 128-key kernel, run_fwd_sm90).
 // What the kernel cannot take is an error, not another kernel: tensors whose pointers or strides are not
 // multiples of 16 bytes (TMA's rule; the binding copies such tensors into aligned ones,
 // binding/flash_api.cpp: vector_aligned) and calls with no keys (the binding answers those itself: out 0,
@@ -85,9 +86,44 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
                                                              programmatic);
 }
 
+// From how many keys (seqlen_k: with cu_seqlens the longest sequence's) a variant with wide tiles (kWideKeys)
+// runs its main kernel; shorter calls, whose last 176-key block would be mostly empty, run its 128-key kernel.
+// Set from the A/B of benchmarks/fwd_tile_hdim128_176. FLASHBUILD_HOPPER_FWD_WIDE_FROM=<keys> sets it per launch
+// (sweeps and tests: 0 runs every unpaged call on the wide tiles, a number past every seqlen_k none).
+constexpr int kWideKeysFrom = 0;
+constexpr const char* kWideFromEnv = "FLASHBUILD_HOPPER_FWD_WIDE_FROM";
+
+inline int wide_keys_from() {
+  const char* text = std::getenv(kWideFromEnv);
+  if (text == nullptr || *text == '\0') { return kWideKeysFrom; }
+  int64_t value = 0;
+  for (const char* c = text; *c; ++c) {
+    value = *c < '0' || *c > '9' ? -1 : value * 10 + (*c - '0');
+    if (value < 0 || value > std::numeric_limits<int>::max()) {
+      throw std::runtime_error(std::string("flashbuild: ") + kWideFromEnv + "='" + std::string(text).substr(0, 32) +
+                               "' is not a number of keys; set it to a whole number from 0 (every unpaged call on "
+                               "the wide tiles) to " + std::to_string(std::numeric_limits<int>::max()) +
+                               " or unset it (the default, " + std::to_string(kWideKeysFrom) + ")");
+    }
+  }
+  return int(value);
+}
+
+// A variant with wide tiles (kWideKeys: the plain non-causal hdim-128 forward) has two kernels: the wide one, and
+// a 128-key one (kKeys128Kernel, its own TU) for a paged cache (a 176-key box would straddle pages, whose size is
+// a multiple of 128) and for keys too short for the wide tiles to pay (wide_keys_from).
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
-  launch_fwd<VariantTraits<kHeadDim, kDType, kIsCausal>, kIsCausal, kFeatures>(params, stream);
+  if constexpr (kWideKeys<kHeadDim, kIsCausal, kFeatures>) {
+    if (params.block_table || params.seqlen_k < wide_keys_from()) {
+      constexpr int kKeys128 = kFeatures | kKeys128Kernel;
+      using Keys128 = VariantTraits<kHeadDim, kDType, kIsCausal, kKeys128>;
+      static_assert(Keys128::kBlockN == fwd_tile(kHeadDim).block_n, "the 128-key kernel takes the head dim's tile");
+      launch_fwd<Keys128, kIsCausal, kKeys128>(params, stream);
+      return;
+    }
+  }
+  launch_fwd<VariantTraits<kHeadDim, kDType, kIsCausal, kFeatures>, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace hopper
