@@ -24,3 +24,7 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
     items[:] = keep
+
+
+if __name__ == "__main__":  # a plugin, not a script: --help (tests/test_benchmark_scripts.py) prints how to use it
+    print(__doc__)

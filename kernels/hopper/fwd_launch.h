@@ -87,10 +87,13 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
 }
 
 // From how many keys (seqlen_k: with cu_seqlens the longest sequence's) a variant with wide tiles (kWideKeys)
-// runs its main kernel; shorter calls, whose last 176-key block would be mostly empty, run its 128-key kernel.
-// Set from the A/B of benchmarks/fwd_tile_hdim128_176. FLASHBUILD_HOPPER_FWD_WIDE_FROM=<keys> sets it per launch
-// (sweeps and tests: 0 runs every unpaged call on the wide tiles, a number past every seqlen_k none).
-constexpr int kWideKeysFrom = 0;
+// runs its main kernel; shorter calls run its 128-key kernel. In turns on the H200 (benchmarks/fwd_tile_hdim128_176)
+// the 176-key tiles were 1.016x at 8k and 1.021x at 16k, 0.987-0.988x at 4k and down to 0.917x at 512 (where a
+// query block walks few key blocks, the last part-empty: 2.9 blocks of 176 keys against 4 of 128; not profiled). Lengths
+// between 4k and 8k were not measured.
+// FLASHBUILD_HOPPER_FWD_WIDE_FROM=<keys> sets it per launch (sweeps and tests: 0 runs every unpaged call on the
+// wide tiles, 2147483647 none).
+constexpr int kWideKeysFrom = 8192;
 constexpr const char* kWideFromEnv = "FLASHBUILD_HOPPER_FWD_WIDE_FROM";
 
 inline int wide_keys_from() {
