@@ -27,6 +27,7 @@
 #include "common/launch.h"  // check_head_dim, sm_count
 #include "hopper/fwd_pairs.h"  // fwd_pairs: FLASHBUILD_HOPPER_FWD_PAIRS
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
+#include "hopper/fwd_wide_keys.h"  // wide_keys_from: FLASHBUILD_HOPPER_FWD_WIDE_FROM
 #include "hopper/tma_checks.h"
 
 namespace flashbuild {
@@ -84,32 +85,6 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,
                                                              programmatic);
-}
-
-// From how many keys (seqlen_k: with cu_seqlens the longest sequence's) a variant with wide tiles (kWideKeys)
-// runs its main kernel; shorter calls run its 128-key kernel. In turns on the H200 (benchmarks/fwd_tile_hdim128_176)
-// the 176-key tiles were 1.016x at 8k and 1.021x at 16k, 0.987-0.988x at 4k and down to 0.917x at 512 (where a
-// query block walks few key blocks, the last part-empty: 2.9 blocks of 176 keys against 4 of 128; not profiled). Lengths
-// between 4k and 8k were not measured.
-// FLASHBUILD_HOPPER_FWD_WIDE_FROM=<keys> sets it per launch (sweeps and tests: 0 runs every unpaged call on the
-// wide tiles, 2147483647 none).
-constexpr int kWideKeysFrom = 8192;
-constexpr const char* kWideFromEnv = "FLASHBUILD_HOPPER_FWD_WIDE_FROM";
-
-inline int wide_keys_from() {
-  const char* text = std::getenv(kWideFromEnv);
-  if (text == nullptr || *text == '\0') { return kWideKeysFrom; }
-  int64_t value = 0;
-  for (const char* c = text; *c; ++c) {
-    value = *c < '0' || *c > '9' ? -1 : value * 10 + (*c - '0');
-    if (value < 0 || value > std::numeric_limits<int>::max()) {
-      throw std::runtime_error(std::string("flashbuild: ") + kWideFromEnv + "='" + std::string(text).substr(0, 32) +
-                               "' is not a number of keys; set it to a whole number from 0 (every unpaged call on "
-                               "the wide tiles) to " + std::to_string(std::numeric_limits<int>::max()) +
-                               " or unset it (the default, " + std::to_string(kWideKeysFrom) + ")");
-    }
-  }
-  return int(value);
 }
 
 // A variant with wide tiles (kWideKeys: the plain non-causal hdim-128 forward) has two kernels: the wide one, and
