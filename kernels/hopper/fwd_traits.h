@@ -46,7 +46,7 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // the 128-key kernel (the same SASS as the one tile before; benchmarks/fwd_tile_hdim128_176, fp16 / bf16,
 // 16k tokens): 1.016 / 1.016x at 8k and 1.021 / 1.022x at 16k (638.7 / 638.0 TFLOPS), but 0.917 / 0.930x
 // at 512, 0.965 / 0.950x at 1k, 0.971 / 0.974x at 2k, 0.988 / 0.987x at 4k, and 0.965-0.988x on packed
-// batches of at most 1.5k and 5.5k keys a sequence: so from 8k keys (kWideKeysFrom). The first try, with
+// batches of at most 1.5k and 5.5k keys a sequence: so from 8k keys (fwd_wide_keys.h). The first try, with
 // O in Q's buffer and before kOverlapSoftmax, was 0.92x at 1k, 0.975x at 4k, 1.01x at 16k
 // (benchmarks/fwd_tile_hdim128).
 // Tuning sweeps override it for a whole build (wide_keys then changes nothing):
