@@ -88,7 +88,8 @@ def test_costs_that_name_none_of_the_selections_tus_are_refused(tmp_path, fake_c
     for path in (other, empty):
         result = run_cli(*SELECTION, "--shard", "1/2", "--costs", str(path), "--dry-run")
         assert result.exit_code == 2, result.output
-        assert f"--costs {path}: times none of the {SELECTION_TUS} TUs of this selection" in result.stderr, result.stderr
+        assert f"--costs {path}: times none of the {SELECTION_TUS} TUs of this selection" in result.stderr, \
+            result.stderr
         assert "drop --costs to split by the estimate" in result.stderr
     partial = tmp_path / "partial.json"  # some TUs timed: the others take the estimate, as documented
     partial.write_text('{"fwd_hdim64_fp16_sm90": 12.5, "gone": 3}')

@@ -141,7 +141,8 @@ def test_each_shard_compiles_only_its_part_and_writes_objects_and_a_manifest(tmp
     artifacts = build_shards(tmp_path, 3)
     manifests = [json.loads((a / "manifest.json").read_text()) for a in artifacts]
     units_per_shard = [m["units"] for m in manifests]
-    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"]) and len(manifests[0]["variants"]) == SELECTION_TUS
+    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"])
+    assert len(manifests[0]["variants"]) == SELECTION_TUS
     assert sorted(compiled(tmp_path / "nvcc.log")) == sorted(manifests[0]["variants"])  # nothing compiled twice
     first = manifests[0]
     assert first["shard"] == {"index": 1, "count": 3} and first["split"]["costs"] == "estimate"
@@ -271,7 +272,7 @@ def test_a_linked_build_loads_without_compiling_until_its_sources_change(tmp_pat
     header = fake_root / "kernels" / "ampere" / "bwd_launch.h"
     header.write_text(header.read_text() + "// edited after the link\n")
     assert builder.load(selection, options) == "module"
-    assert len(compiled(log)) == SELECTION_TUS  # not current any more: every TU compiled here, as a fresh build dir would
+    assert len(compiled(log)) == SELECTION_TUS  # not current any more: every TU compiled here, as a fresh build would
 
 
 def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, fake_cuda, monkeypatch):

@@ -32,7 +32,8 @@ def parse(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for ab.json (created)")
     ap.add_argument("--dtype", default="fp16,bf16", help="fp16 and/or bf16, comma-separated")
-    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384", help="dense sequence lengths, comma-separated")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384",
+                    help="dense sequence lengths, comma-separated")
     ap.add_argument("--varlen", default="16x256-1792,4x2048-6144",
                     help="packed rows: NxLO-HI, N sequences of lengths drawn from [LO, HI] (seed 0), comma-separated")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the order flips each)")

@@ -49,8 +49,8 @@ def forward_kernels(fn) -> list[tuple[int, int]]:
     """(block_n, kFeatures) of every Hopper forward kernel that ran."""
     found = []
     for name in kernels_of(fn):
-        match = re.search(r"hopper::fwd_kernel<flashbuild::hopper::FwdTraits<128, 128, (\d+),.*, (?:true|false), (\d+)>",
-                          name)
+        match = re.search(r"hopper::fwd_kernel<flashbuild::hopper::FwdTraits<128, 128, (\d+),"
+                          r".*, (?:true|false), (\d+)>", name)
         if match:
             found.append((int(match.group(1)), int(match.group(2))))
     return found
