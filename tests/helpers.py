@@ -57,7 +57,8 @@ namespace hopper {
 template <int kHeadDim, DType kDType, bool kIsCausal> struct FakeTraits {
   static constexpr int kValue = 90 * 1000 + kHeadDim + (kIsCausal ? 1 : 0) + int(kDType);
 };
-template <int kHeadDim, DType kDType, bool kIsCausal> using VariantTraits = FakeTraits<kHeadDim, kDType, kIsCausal>;
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures = 0>
+using VariantTraits = FakeTraits<kHeadDim, kDType, kIsCausal>;
 
 template <class Traits, bool kIsCausal, int kFeatures>
 struct FwdKernelEntry {

@@ -35,9 +35,10 @@ def test_the_ci_matrix_has_one_cell_per_arch_and_dtype_and_two_smoke_cells():
     assert [c.name for c in found.cells] == ["sm80-fp16", "sm80-bf16", "sm86-fp16", "sm86-bf16", "sm90-fp16",
                                              "sm90-bf16", "smoke-sm80", "smoke-sm90a"]
     cells = {c.name: c for c in found.cells}
-    # 72 variants, plus the device-only kernel TUs: one per forward (head dims 32-256), two per plain backward
-    # (64-256: its deterministic instantiation too) and per feature backward, one per split-KV variant
-    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 20 + 20 + 24 and cells["sm90-fp16"].shards == 4
+    # 72 variants, plus the device-only kernel TUs: one per forward (head dims 32-256; the plain non-causal hdim-128
+    # one two: its 128-key kernel too), two per plain backward (64-256: its deterministic instantiation too) and per
+    # feature backward, one per split-KV variant
+    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 1 + 20 + 20 + 24 and cells["sm90-fp16"].shards == 4
     assert cells["sm86-bf16"].selection.directions == ("fwd",)  # the include rule: forward only
     assert cells["smoke-sm90a"].units == 2 and cells["smoke-sm90a"].args() == [  # the Hopper launch and kernel
         "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",

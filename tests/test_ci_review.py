@@ -13,7 +13,7 @@ import pytest
 from flashbuild.ci import shard as sharding
 from flashbuild.errors import SelectionError
 from helpers import REPO, run_cli
-from test_ci_shard import SELECTION, build_shards, edit_manifest, fake_cuda  # noqa: F401 (fixture)
+from test_ci_shard import SELECTION, SELECTION_TUS, build_shards, edit_manifest, fake_cuda  # noqa: F401 (fixture)
 
 WORKFLOW = REPO / ".github" / "workflows" / "flashbuild-matrix.yml"
 
@@ -57,7 +57,8 @@ def test_link_refuses_shards_whose_variants_are_not_the_selections(tmp_path, fak
     result = run_cli("link", *map(str, artifacts))
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output
-    assert f"the shards hold 39 TUs, the selection they name has 40 (not in any shard: {dropped};" in result.stderr
+    assert f"the shards hold {SELECTION_TUS - 1} TUs, the selection they name has {SELECTION_TUS} (not in any shard: " \
+           f"{dropped};" in result.stderr
     assert "--shard I/2`" in result.stderr
 
 
@@ -87,7 +88,8 @@ def test_costs_that_name_none_of_the_selections_tus_are_refused(tmp_path, fake_c
     for path in (other, empty):
         result = run_cli(*SELECTION, "--shard", "1/2", "--costs", str(path), "--dry-run")
         assert result.exit_code == 2, result.output
-        assert f"--costs {path}: times none of the 40 TUs of this selection" in result.stderr, result.stderr
+        assert f"--costs {path}: times none of the {SELECTION_TUS} TUs of this selection" in result.stderr, \
+            result.stderr
         assert "drop --costs to split by the estimate" in result.stderr
     partial = tmp_path / "partial.json"  # some TUs timed: the others take the estimate, as documented
     partial.write_text('{"fwd_hdim64_fp16_sm90": 12.5, "gone": 3}')

@@ -16,7 +16,10 @@ from flashbuild.selection.variants import select
 from helpers import make_fake_cuda, run_cli
 
 SELECTION = ["--hdim", "64,128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd,bwd", "--causal", "both",
-             "--no-local"]  # 40 TUs: fwd/bwd x 2 hdims x causal both x plain/softcap, 8 fwd kernel TUs, 16 bwd kernel TUs
+             "--no-local"]
+# 41 TUs: fwd/bwd x 2 hdims x causal both x plain/softcap, 8 fwd kernel TUs (and the plain non-causal hdim-128
+# forward's 128-key kernel), 16 bwd kernel TUs
+SELECTION_TUS = 41
 
 
 CPU_TORCH = "2.13.0+cpu"
@@ -41,8 +44,9 @@ def test_the_split_puts_each_tu_in_one_shard_balanced_by_cost():
     tus = units(hdim="64,128", dtype="fp16,bf16", arch="sm90", direction="fwd,bwd,splitkv")
     result = sharding.split(tus, 4)
     names = [n for shard in result.shards for n in shard]
-    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48 + 16 + 32 + 16
-    # + fwd kernel TUs, bwd kernel TUs (and their ordered twins), split-KV's kernel TUs
+    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48 + 16 + 32 + 16 + 2
+    # + fwd kernel TUs, bwd kernel TUs (and their ordered twins), split-KV's kernel TUs, the plain non-causal
+    # hdim-128 forwards' 128-key kernels
     assert max(result.seconds) - min(result.seconds) <= costs.ESTIMATE_SECONDS["bwd"] * costs.FEATURE_FACTOR
     assert sharding.split(tus, 4) == result  # every machine computes the same split
 
@@ -137,7 +141,8 @@ def test_each_shard_compiles_only_its_part_and_writes_objects_and_a_manifest(tmp
     artifacts = build_shards(tmp_path, 3)
     manifests = [json.loads((a / "manifest.json").read_text()) for a in artifacts]
     units_per_shard = [m["units"] for m in manifests]
-    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"]) and len(manifests[0]["variants"]) == 40
+    assert sorted(sum(units_per_shard, [])) == sorted(manifests[0]["variants"])
+    assert len(manifests[0]["variants"]) == SELECTION_TUS
     assert sorted(compiled(tmp_path / "nvcc.log")) == sorted(manifests[0]["variants"])  # nothing compiled twice
     first = manifests[0]
     assert first["shard"] == {"index": 1, "count": 3} and first["split"]["costs"] == "estimate"
@@ -267,7 +272,7 @@ def test_a_linked_build_loads_without_compiling_until_its_sources_change(tmp_pat
     header = fake_root / "kernels" / "ampere" / "bwd_launch.h"
     header.write_text(header.read_text() + "// edited after the link\n")
     assert builder.load(selection, options) == "module"
-    assert len(compiled(log)) == 40  # not current any more: every TU compiled here, as a fresh build dir would
+    assert len(compiled(log)) == SELECTION_TUS  # not current any more: every TU compiled here, as a fresh build would
 
 
 def test_an_external_tree_matrix_shards_and_links_with_its_stubs_once(tmp_path, fake_cuda, monkeypatch):

@@ -48,10 +48,11 @@ def test_exactly_one_nvcc_edge_per_selected_tu():
     fatbin_edges = {out for out, rule in edges(text).items() if rule == "fatbin"}
     assert nvcc_edges | fatbin_edges == {f"obj/{v.name}.o" for v in variants}
     assert len(nvcc_edges) == 8  # 4 plain TUs and their local+softcap TUs (sm90's: the Hopper launches)
-    # sm90's Hopper kernels, device-only: one fatbin edge each
-    assert fatbin_edges == {f"obj/fwd_hdim{h}_fp16_sm90{f}_kernel.o" for h in (64, 128) for f in ("", "_local_softcap")}
+    # sm90's Hopper kernels, device-only: one fatbin edge each (the plain hdim-128 one's 128-key kernel too)
+    kernels = {f"obj/fwd_hdim{h}_fp16_sm90{f}_kernel.o" for h in (64, 128) for f in ("", "_local_softcap")}
+    assert fatbin_edges == kernels | {"obj/fwd_hdim128_fp16_sm90_kernel_keys128.o"}
     for v in variants:
-        rule = "fatbin" if v.part == "kernel" else "nvcc"
+        rule = "fatbin" if v.part in ("kernel", "kernel_keys128") else "nvcc"
         assert f"build obj/{v.name}.o: {rule} {GEN}/{v.name}.cu\n" in text
     assert "hdim32" not in text and "bf16" not in text
     _, narrowed = text_for(hdim="64,128", dtype="fp16", arch="sm80,sm90", direction="fwd", causal="off", features=[])

@@ -34,9 +34,10 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     tus = sorted(name for name in files if name.endswith(".cu"))
     variants = [f"{d}_hdim{h}_fp16{c}_sm90{f}" for d in ("fwd", "bwd", "splitkv") for h in (64, 128)
                 for c in ("", "_causal") for f in ("", "_local_softcap")]
-    # sm90's Hopper kernels, device-only, each in a TU of its own: every forward's, and every backward's main
+    # sm90's Hopper kernels, device-only, each in a TU of its own: every forward's (and the 128-key kernel of the
+    # plain non-causal hdim-128 forward, whose main kernel takes 176-key tiles), and every backward's main
     # kernel and its deterministic instantiation
-    kernels = [f"{v}_kernel" for v in variants if v.startswith("fwd")]
+    kernels = [f"{v}_kernel" for v in variants if v.startswith("fwd")] + ["fwd_hdim128_fp16_sm90_kernel_keys128"]
     kernels += [f"{v}_{part}" for v in variants if v.startswith("bwd") for part in ("kernel", "kernel_ordered")]
     # and split-KV's forward kernel (one split or several)
     kernels += [f"{v}_kernel" for v in variants if v.startswith("splitkv")]
@@ -44,7 +45,7 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     assert not [name for name in tus if "fallback" in name]  # no Ampere-path kernel beside a Hopper one
     assert sorted(os.listdir(tmp_path)) == sorted(tus + ["flashbuild_dispatch.h", "flashbuild_table.h"])
     narrowed = select(hdim="64,128", dtype="fp16", arch="sm90", causal="both", features=[])
-    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 4 + 8 + 4
+    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 1 + 4 + 8 + 4
 
 
 @pytest.mark.parametrize("kwargs, name, args", [
@@ -248,7 +249,7 @@ def test_a_hopper_forward_kernel_tu_and_its_launch_meet_at_one_symbol(tmp_path):
     name = "fwd_hdim96_bf16_causal_sm90_softcap"
     kernel, launch = files[f"{name}_kernel.cu"], files[f"{name}.cu"]
     entry = ("flashbuild::hopper::FwdKernelEntry< flashbuild::hopper::VariantTraits<96, flashbuild::DType::kBf16, "
-             "true>, true, 2>")
+             "true, 2>, true, 2>")
     symbol = f"flashbuild_fatbin_{name}_kernel"
     assert f"template struct {entry};" in re.sub(r"\s+", " ", kernel)
     assert f'".incbin \\"obj/{name}_kernel.o.fatbin\\"\\n"' in kernel and f'"{symbol}:\\n"' in kernel

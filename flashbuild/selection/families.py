@@ -8,6 +8,7 @@ the variant's direction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import SelectionError
@@ -26,6 +27,15 @@ class KernelTu:
     header: str
     entry: str
     label: str = "kernel"
+    # The variants that have this kernel (Variant.kernel_tus); None: every variant of the family and direction.
+    only: Callable[..., bool] | None = field(default=None, compare=False)
+
+
+# Hopper forward variants whose main kernel takes 176-key tiles, and so keep a 128-key kernel of their own for
+# paged caches and short keys: kernels/hopper/fwd_params.h's kWideKeys (the plain non-causal variant of head dim
+# 128, fwd_traits.h: fwd_tile), which this rule mirrors (tests/test_compile_fwd_keys128.py compares the two).
+def has_wide_keys(variant) -> bool:
+    return variant.hdim == 128 and not variant.causal and not variant.features
 
 
 @dataclass(frozen=True)
@@ -58,9 +68,12 @@ FAMILIES = {
                                "ping-pong consumers, persistent scheduler); sm_90a",
                      {"fwd": "hopper/fwd_launch.h", "bwd": "hopper/bwd_launch.h",
                       "splitkv": "hopper/splitkv_launch.h"},
-                     # The backward's main kernel and its deterministic (ordered) instantiation. Split-KV: the
+                     # The forward's main kernel, and where that takes 176-key tiles its 128-key one; the
+                     # backward's main kernel and its deterministic (ordered) instantiation. Split-KV: the
                      # forward kernel compiled for decoding.
-                     {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_fwd"),),
+                     {"fwd": (KernelTu("kernel", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_fwd"),
+                              KernelTu("kernel_keys128", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_fwd",
+                                       "128-key kernel (paged caches, short keys)", only=has_wide_keys)),
                       "splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_splitkv",
                                            "split-KV kernel"),),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd"),

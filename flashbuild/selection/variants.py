@@ -94,7 +94,7 @@ class Variant:
         (<name>_kernel.cu, ...; nvcc -fatbin), which the variant's TU launches from the fatbins their
         objects embed (kernels/common/kernel_library.h): nvcc's host side (cudafe++, the host compiler)
         and the device sides of the kernels then run in jobs side by side, not one after the other."""
-        return self.family.kernel_tus.get(self.direction, ())
+        return tuple(k for k in self.family.kernel_tus.get(self.direction, ()) if k.only is None or k.only(self))
 
     @property
     def kernel_tu(self) -> bool:

@@ -6,7 +6,8 @@
 // sequence's first rows; the consumers zero those V rows before P V reads them (fwd_mainloop.h,
 // zero_v_rows), so whatever they hold (NaN, inf) stays out of the result.
 // A paged KV cache (block_table: the binding's prefill-sized cache calls at head dims 32-128) runs here
-// too: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of the key block.
+// too: each key box is one page's rows (FwdMainloop::key_box), the page size a multiple of the key block
+// (128 keys: a variant whose main kernel takes 176-key tiles runs paged calls on its 128-key kernel, run_fwd_sm90).
 // What the kernel cannot take is an error, not another kernel: tensors whose pointers or strides are not
 // multiples of 16 bytes (TMA's rule; the binding copies such tensors into aligned ones,
 // binding/flash_api.cpp: vector_aligned) and calls with no keys (the binding answers those itself: out 0,
@@ -26,6 +27,7 @@
 #include "common/launch.h"  // check_head_dim, sm_count
 #include "hopper/fwd_pairs.h"  // fwd_pairs: FLASHBUILD_HOPPER_FWD_PAIRS
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
+#include "hopper/fwd_wide_keys.h"  // wide_keys_from: FLASHBUILD_HOPPER_FWD_WIDE_FROM
 #include "hopper/splitkv_descriptors.h"  // launch_descriptors: the split-KV kernel's kept from call to call
 #include "hopper/tma_checks.h"
 
@@ -87,9 +89,21 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
                                                              programmatic);
 }
 
+// A variant with wide tiles (kWideKeys: the plain non-causal hdim-128 forward) has two kernels: the wide one, and
+// a 128-key one (kKeys128Kernel, its own TU) for a paged cache (a 176-key box would straddle pages, whose size is
+// a multiple of 128) and for keys too short for the wide tiles to pay (wide_keys_from).
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void run_fwd_sm90(const FwdParams& params, cudaStream_t stream) {
-  launch_fwd<VariantTraits<kHeadDim, kDType, kIsCausal>, kIsCausal, kFeatures>(params, stream);
+  if constexpr (kWideKeys<kHeadDim, kIsCausal, kFeatures>) {
+    if (params.block_table || params.seqlen_k < wide_keys_from()) {
+      constexpr int kKeys128 = kFeatures | kKeys128Kernel;
+      using Keys128 = VariantTraits<kHeadDim, kDType, kIsCausal, kKeys128>;
+      static_assert(Keys128::kBlockN == fwd_tile(kHeadDim).block_n, "the 128-key kernel takes the head dim's tile");
+      launch_fwd<Keys128, kIsCausal, kKeys128>(params, stream);
+      return;
+    }
+  }
+  launch_fwd<VariantTraits<kHeadDim, kDType, kIsCausal, kFeatures>, kIsCausal, kFeatures>(params, stream);
 }
 
 }  // namespace hopper

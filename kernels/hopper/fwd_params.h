@@ -118,11 +118,29 @@ struct FwdKernelParams {
   Scheduler scheduler;
 };
 
-// The traits a variant's kernel is built with: its head dim's tile (fwd_traits.h). The generated TUs name them
-// by the variant's causal flag too, which the tile does not depend on: both flags give one type.
-template <int kHeadDim, DType kDType, bool kIsCausal>
-using VariantTraits = FwdTraits<kHeadDim, fwd_tile(kHeadDim).block_m, fwd_tile(kHeadDim).block_n,
-                                fwd_tile(kHeadDim).stages, fwd_tile(kHeadDim).pingpong, typename ElementOf<kDType>::type>;
+// A bit of kFeatures beside the user features and kSplitKVKernel: the 128-key kernel that a variant whose
+// main kernel takes wide tiles (kWideKeys) keeps for the calls those cannot take (a paged cache) or are slower
+// at (short keys): fwd_launch.h, run_fwd_sm90. Its own TU (<variant>_kernel_keys128.cu: selection/families.py,
+// KernelTu "kernel_keys128", whose rule is kWideKeys's) and its own entry type beside the main kernel's.
+constexpr int kKeys128Kernel = 1 << 9;
+
+// Whether the main kernel of a variant takes wide_keys tiles (fwd_traits.h, fwd_tile): the plain (no local
+// window, no softcap) non-causal variant, where no mask cuts a key block but the sequence's end, and only at a
+// head dim whose wide tile differs.
+template <int kHeadDim, bool kIsCausal, int kFeatures>
+inline constexpr bool kWideKeys =
+    !kIsCausal && (kFeatures & (kAllFeatures | kKeys128Kernel)) == 0 &&
+    fwd_tile(kHeadDim, true).block_n != fwd_tile(kHeadDim).block_n;
+
+// The traits a variant's kernel is built with: its head dim's tile (fwd_traits.h), wide where kWideKeys. The
+// generated TUs name them by the variant's causal flag and features too (kFeatures with kKeys128Kernel: the
+// variant's 128-key kernel).
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures = 0>
+using VariantTraits =
+    FwdTraits<kHeadDim, fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).block_m,
+              fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).block_n,
+              fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).stages,
+              fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).pingpong, typename ElementOf<kDType>::type>;
 
 // Where a launch finds the kernel of these traits. fwd_kernel.h defines `get` as the kernel's own
 // symbol, for a TU that compiles the kernel with its launch (a tuning harness: include fwd_kernel.h

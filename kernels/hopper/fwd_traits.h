@@ -26,7 +26,7 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // The tile heuristic in one place. wgmma takes M = 64 per warpgroup, and N (block_n for S = QK^T,
 // head_dim for O += PV) a multiple of 8 up to 256; CuTe's selector offers 64, 96, 128, 192 and 256
 // (the rest need CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which doubles a TU's compile time), and
-// hopper/gmma_extra.h adds 80. Registers per consumer thread: S holds block_n / 2 floats, P
+// hopper/gmma_extra.h adds 80 and 176. Registers per consumer thread: S holds block_n / 2 floats, P
 // block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups each gets 240 registers.
 // Shared memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q
 // and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in V's
@@ -37,16 +37,29 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // floats, S 40; two stages fill 225 of the 227 KB) without ping-pong: against 64-key tiles with it,
 // 1.06-1.17x non-causal and 1.06-1.10x causal from 4k on an H100, causal 1k 4 % slower; ping-pong on
 // was within 1.5 % of off (benchmarks/fwd_tile_hdim256).
-// Tuning sweeps override it for a whole build:
+// wide_keys: the tile of a kernel whose key blocks no causal mask, local window or page cuts (the plain
+// non-causal variant's main kernel; fwd_params.h, kWideKeys). At hdim 128 it is 128 x 176, as
+// FlashAttention-3 tiles it: S 88 floats, P 44 words, O 64; K and V rings of two 176-key stages fill
+// 208 of the 227 KB, so O goes out through V's ring (kOAliasesV). A 176-key box straddles pages
+// whose size is a multiple of 128 only, and 176 keys leave short sequences' last blocks part-empty:
+// such calls run the variant's 128-key kernel (fwd_launch.h, run_fwd_sm90). In turns on the H200 against
+// the 128-key kernel (the same SASS as the one tile before; benchmarks/fwd_tile_hdim128_176, fp16 / bf16,
+// 16k tokens): 1.016 / 1.016x at 8k and 1.021 / 1.022x at 16k (638.7 / 638.0 TFLOPS), but 0.917 / 0.930x
+// at 512, 0.965 / 0.950x at 1k, 0.971 / 0.974x at 2k, 0.988 / 0.987x at 4k, and 0.965-0.988x on packed
+// batches of at most 1.5k and 5.5k keys a sequence: so from 8k keys (fwd_wide_keys.h). The first try, with
+// O in Q's buffer and before kOverlapSoftmax, was 0.92x at 1k, 0.975x at 4k, 1.01x at 16k
+// (benchmarks/fwd_tile_hdim128).
+// Tuning sweeps override it for a whole build (wide_keys then changes nothing):
 //   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
 //   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
-constexpr FwdTile fwd_tile(int head_dim) {
+constexpr FwdTile fwd_tile(int head_dim, bool wide_keys = false) {
 #if defined(FLASHBUILD_HOPPER_BLOCK_M) && defined(FLASHBUILD_HOPPER_BLOCK_N) && defined(FLASHBUILD_HOPPER_STAGES)
   FwdTile tile{FLASHBUILD_HOPPER_BLOCK_M, FLASHBUILD_HOPPER_BLOCK_N, FLASHBUILD_HOPPER_STAGES, true};
+  (void)wide_keys;
 #else
   FwdTile tile = head_dim <= 64    ? FwdTile{192, 128, 4, true}
                  : head_dim <= 96  ? FwdTile{128, 128, 3, true}
-                 : head_dim <= 128 ? FwdTile{128, 128, 2, true}
+                 : head_dim <= 128 ? (wide_keys ? FwdTile{128, 176, 2, true} : FwdTile{128, 128, 2, true})
                  : head_dim <= 192 ? FwdTile{128, 96, 2, true}
                                    : FwdTile{128, 80, 2, false};
 #endif
@@ -85,9 +98,10 @@ CUTE_DEVICE FwdBarrier warpgroup_turn(int warpgroup) {
   return static_cast<FwdBarrier>(static_cast<int>(FwdBarrier::kWarpgroupTurn0) + warpgroup);
 }
 
-// The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256) takes
-// our own m64n80k16 atom (hopper/gmma_extra.h: CuTe's needs a define that doubles the TU's compile
-// time); any other block_n CuTe's selector, which picks N = block_n for the standard shapes.
+// The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256) and a
+// 176-key one (hdim 128, wide_keys) take our own atoms (hopper/gmma_extra.h: CuTe's need a define that
+// doubles the TU's compile time); any other block_n CuTe's selector, which picks N = block_n for the
+// standard shapes.
 template <class Element, int kBlockN, int kHeadDim>
 CUTE_HOST_DEVICE constexpr auto qk_mma_op() {
   return ss_mma_op<Element, kBlockN, kHeadDim>();
