@@ -8,17 +8,8 @@
 # decode columns are not comparable with a quiet host's; the kernel and graph-replayed columns are. From the repo root, carrying .whl and .device/fa3, after the README's wheel
 # install line:
 #   LIMIT=450 bash benchmarks/checks/merged-5/call.sh        # results under $OUT, a short summary last
-set -u
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,11p "$0" | cut -c3-; exit 0; fi
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-OUT=${OUT:-/tmp/merged-5}; mkdir -p "$OUT"
-LIMIT=${LIMIT:-450}
-t0=$(date +%s)
-left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
-{ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader; echo "cores $(nproc)"
-  python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"; } > "$OUT/host.txt" 2>&1
-TREE=/tmp/fa3/flash-attention-0251105a
-mkdir -p /tmp/fa3; [ -d "$TREE" ] || tar -C /tmp/fa3 -xzf .device/fa3/flash-attention-0251105a-hopper-cutlass-7127592.tar.gz
+LIMIT_DEFAULT=450; . benchmarks/checks/call_env.sh
 PEER_ARGS=(--hdim 64,128 --dtype fp16 --arch sm90 --direction fwd,bwd --features none)
 
 # FA3's slice and ours for the peer bench: built on the CPUs from the start.
