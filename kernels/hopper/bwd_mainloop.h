@@ -47,15 +47,17 @@ struct BwdMainloop {
   // monotone here (true, then false, as m_block grows), so the masked loop runs while it holds and every
   // later step is provably unmasked. Each step body is a generic lambda with exactly two call sites, so
   // nvcc inlines it (benchmarks/fwd_masked_steps: a third put the accumulators on the stack).
-  // Not at head dims 64 and 128 (the kKeys tiles at ptxas's register limit): with the two loops their
-  // kernels spill (nvcc 13.0: 60-132 bytes at 64, 72-80 at 128, against 4 and 0 in one loop; the forms tried
-  // are in benchmarks/hopper_bwd_peel/README.md). nvcc -DFLASHBUILD_HOPPER_BWD_PEEL=0 keeps the one loop
-  // everywhere (the kernel before that study), =2 peels at 64 and 128 too (spilling), for A/B runs.
+  // Only at head dim 96, where it was measured faster (benchmarks/hopper_bwd_peel/: causal 1.013-1.029x in
+  // turns on the H200, fp16 and bf16, 1k-16k). At 64 and 128 (the kKeys tiles at ptxas's register limit) the two
+  // loops spill (nvcc 13.0: 60-132 bytes at 64, 72-80 at 128, against 4 and 0 in one loop) and ran 0.96x and
+  // 0.87-0.92x; at 192 and 256 (kHeadDim) 0.996-1.003x and 0.977-0.987x. nvcc -DFLASHBUILD_HOPPER_BWD_PEEL=0
+  // keeps the one loop everywhere (the kernel before that study), =2 peels every causal tile, for A/B runs.
 #if defined(FLASHBUILD_HOPPER_BWD_PEEL)
-  static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> &&
-      (FLASHBUILD_HOPPER_BWD_PEEL == 2 || (FLASHBUILD_HOPPER_BWD_PEEL == 1 && kHeadDim != 64 && kHeadDim != 128));
+  static constexpr bool kPeelMasked =
+      kIsCausal && !kHasLocal<kFeatures> &&
+      (FLASHBUILD_HOPPER_BWD_PEEL == 2 || (FLASHBUILD_HOPPER_BWD_PEEL == 1 && kHeadDim == 96));
 #else
-  static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim != 64 && kHeadDim != 128;
+  static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
 #endif
   // A step's mask chosen at run time, by needs_mask (every step without kPeelMasked).
   struct MaskByBlock {};
