@@ -40,6 +40,27 @@ struct BwdMainloop {
   static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
   using Mask = AttentionMask<kIsCausal, kHasLocal<kFeatures>>;  // a local mask ignores kIsCausal (features.h)
   using Score = ScoreScale<kFeatures>;
+  // Causal (no local window): the query blocks of a key block that need the mask (those crossing the
+  // diagonal, the first ceil(kBlockN / kBlockM) or one more from m_block_min; every one when the block
+  // crosses seqlen_k) are a loop of their own, and the rest a loop with no mask code, instead of one loop
+  // testing needs_mask every step (the forward's split, hopper/fwd_mainloop.h: kPeelMasked). needs_mask is
+  // monotone here (true, then false, as m_block grows), so the masked loop runs while it holds and every
+  // later step is provably unmasked. Each step body is a generic lambda with exactly two call sites, so
+  // nvcc inlines it (benchmarks/fwd_masked_steps: a third put the accumulators on the stack).
+  // Only at head dim 96, where it was measured faster (benchmarks/hopper_bwd_peel/: causal 1.013-1.029x in
+  // turns on the H200, fp16 and bf16, 1k-16k). At 64 and 128 (the kKeys tiles at ptxas's register limit) the two
+  // loops spill (nvcc 13.0: 60-132 bytes at 64, 72-80 at 128, against 4 and 0 in one loop) and ran 0.96x and
+  // 0.87-0.92x; at 192 and 256 (kHeadDim) 0.996-1.003x and 0.977-0.987x. nvcc -DFLASHBUILD_HOPPER_BWD_PEEL=0
+  // keeps the one loop everywhere (the kernel before that study), =2 peels every causal tile, for A/B runs.
+#if defined(FLASHBUILD_HOPPER_BWD_PEEL)
+  static constexpr bool kPeelMasked =
+      kIsCausal && !kHasLocal<kFeatures> &&
+      (FLASHBUILD_HOPPER_BWD_PEEL == 2 || (FLASHBUILD_HOPPER_BWD_PEEL == 1 && kHeadDim == 96));
+#else
+  static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
+#endif
+  // A step's mask chosen at run time, by needs_mask (every step without kPeelMasked).
+  struct MaskByBlock {};
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
   // Each consumer warpgroup's accumulators, one wgmma in M and N (accumulator.h): S^T and dP^T (64 keys,
@@ -234,30 +255,56 @@ struct BwdMainloop {
     }
   }
 
+  // The query blocks of key block n_block in order, each as step(m_block, masked): with kPeelMasked the
+  // ones needs_mask holds for (std::true_type: mask every element), then the rest (std::false_type: no
+  // mask code); otherwise MaskByBlock for all. Two call sites of `step` per instantiation.
+  template <class Step>
+  CUTE_DEVICE static void walk(Queries const& qs, int n_block, Step&& step) {
+    if constexpr (kPeelMasked) {
+      int m_block = qs.m_block_min;
+      CUTE_NO_UNROLL
+      for (; m_block < qs.m_block_max && qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN); ++m_block) {
+        step(m_block, std::true_type{});
+      }
+      CUTE_NO_UNROLL
+      for (; m_block < qs.m_block_max; ++m_block) { step(m_block, std::false_type{}); }
+    } else {
+      CUTE_NO_UNROLL
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { step(m_block, MaskByBlock{}); }
+    }
+  }
+
   // Masked scores of the step's tile to -inf: keys past seqlen_k, and the keys outside each row's
   // window (past last_key under a right edge, before first_key under a local one), in the blocks that
-  // cross an edge. cS holds each value's (key, query row) in the tile.
+  // cross an edge (`masked`: see walk). cS holds each value's (key, query row) in the tile.
+  template <class FragS, class Coords, class Masked>
+  CUTE_DEVICE static void mask_scores(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS,
+                                      Masked) {
+    if constexpr (std::is_same_v<Masked, MaskByBlock>) {
+      if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) { mask_tile(qs, m_block, n_block, cS, tSrS); }
+    } else if constexpr (Masked::value) {
+      mask_tile(qs, m_block, n_block, cS, tSrS);
+    }
+  }
   template <class FragS, class Coords>
-  CUTE_DEVICE static void mask_scores(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS) {
-    if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) {
-        const int key = n_block * kBlockN + get<0>(cS(i));
-        const int row = m_block * kBlockM + get<1>(cS(i));
-        bool masked = key >= qs.seq.seqlen_k;
-        if constexpr (Mask::kHasRightEdge) { masked |= key > qs.mask.last_key(row); }
-        if constexpr (kHasLocal<kFeatures>) { masked |= key < qs.mask.first_key(row); }
-        if (masked) { tSrS(i) = -INFINITY; }
-      }
+  CUTE_DEVICE static void mask_tile(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const int key = n_block * kBlockN + get<0>(cS(i));
+      const int row = m_block * kBlockM + get<1>(cS(i));
+      bool masked = key >= qs.seq.seqlen_k;
+      if constexpr (Mask::kHasRightEdge) { masked |= key > qs.mask.last_key(row); }
+      if constexpr (kHasLocal<kFeatures>) { masked |= key < qs.mask.first_key(row); }
+      if (masked) { tSrS(i) = -INFINITY; }
     }
   }
 
   // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
   // to 0.
-  template <class FragS, class Coords>
+  template <class FragS, class Coords, class Masked>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
-                                        float const* lse_log2, Coords const& cS, FragS& tSrS) {
-    mask_scores(qs, m_block, n_block, cS, tSrS);
+                                        float const* lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
+    mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     const float scale_log2 = p.softmax_scale_log2;
     CUTE_UNROLL
     for (int i = 0; i < size(tSrS); ++i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))])); }
@@ -285,11 +332,11 @@ struct BwdMainloop {
   // sees no key (LSE +inf) gets P^T = 0 and dS^T = 0. Tried and spilled at hdim 64: T computed under the
   // product in place of S^T (48 bytes: ptxas hoists the exp2s to hide their latency and so holds T and
   // P^T at once), the same with a second pass for P^T, and the mask inside this loop (16 bytes with local).
-  template <class FragS, class Coords>
+  template <class FragS, class Coords, class Masked>
   CUTE_DEVICE static void softcap_grads(Score const& score, Queries const& qs, int m_block, int n_block,
                                         float const* lse_log2, float const* dsum, Coords const& cS, FragS& tSrS,
-                                        FragS& tdPrdP) {
-    mask_scores(qs, m_block, n_block, cS, tSrS);
+                                        FragS& tdPrdP, Masked masked) {
+    mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdPrdP);
     CUTE_UNROLL
@@ -353,8 +400,7 @@ struct BwdMainloop {
     const Score score(p);
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
-    CUTE_NO_UNROLL
-    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+    walk(qs, n_block, [&](int m_block, auto masked) {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
@@ -371,10 +417,11 @@ struct BwdMainloop {
       // its previous step's products; these were last read two steps ago, before the barrier below
       // of the previous step), P^T while dP^T's product may still run (with softcap, once it is done).
       if (capped(score)) {
-        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
+        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP,
+                      masked);
         stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
       } else {
-        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS, masked);
         stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
       }
@@ -395,7 +442,7 @@ struct BwdMainloop {
       warpgroup_fence_operand(tdVrdV);
       warpgroup_fence_operand(tdKrdK);
       cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);  // Q and dO are read
-    }
+    });
   }
 
   // kKeys: this warpgroup's 64 keys against all kBlockM query rows of each step.
@@ -439,7 +486,7 @@ struct BwdMainloop {
     // through a lambda that is not, which the optimizer inlines later: that kernel, the one timed in
     // benchmarks/hopper_bwd_fa3/ (the same SASS), has no spills, and spills 4 bytes compiled as the loop's
     // body (nvcc 13.0).
-    auto step = [&](int m_block) __attribute__((always_inline)) {
+    auto step = [&](int m_block, auto masked) __attribute__((always_inline)) {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
@@ -464,9 +511,10 @@ struct BwdMainloop {
       Tensor rdS = make_tensor<Element>(tdPrdP.layout());
       Tensor tdVrP = make_tensor(rP.data(), acc_to_a_operand(tSrS.layout()));
       if (capped(score)) {
-        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP);
+        softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP,
+                      masked);
       } else {
-        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS);
+        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS, masked);
         softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
       }
       convert_into(tSrS, rP);
@@ -506,12 +554,9 @@ struct BwdMainloop {
       }
     };
     if constexpr (Traits::kDsFirst) {
-      auto wrapped = [&](int m_block) { step(m_block); };
-      CUTE_NO_UNROLL
-      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { wrapped(m_block); }
+      walk(qs, n_block, [&](int m_block, auto masked) { step(m_block, masked); });
     } else {
-      CUTE_NO_UNROLL
-      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { step(m_block); }
+      walk(qs, n_block, step);
     }
     if constexpr (Traits::kDeferDq) {
       if (qs.m_block_max > qs.m_block_min) { add_dq(qs.m_block_max - 1, tdQrdQ); }
