@@ -460,9 +460,10 @@ class AttentionOps:
         kernel chooses its number of splits when num_splits=0. causal and window_size align to the
         bottom-right of each row's keys; softcap as in flash_attn_func. Returns out, or (out, lse) with
         return_softmax_lse=True; lse is (batch, nheads, seqlen_q) float32. Forward only. On sm90, a
-        plain cache call (nothing appended or rotated, no block_table, cache_batch_idx or
-        cache_leftpad, num_splits=0) of at least 128 queries runs the Hopper forward kernel when the
-        build holds the forward variant (2.3x the split-KV kernel there: benchmarks/decode/README.md).
+        plain cache call (nothing appended or rotated, no cache_batch_idx or cache_leftpad, a
+        block_table only at head dims 32-128, num_splits=0) of at least 128 queries runs the Hopper
+        forward kernel when the build holds the forward variant (2.3x the split-KV kernel there:
+        benchmarks/decode/README.md).
 
         flash-attn 2's cache arguments:
         - k, v (batch, seqlen_new, nheads_k, head_dim): written into k_cache/v_cache in place at rows
