@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import subprocess
 
 from hypothesis import HealthCheck, settings
 
@@ -49,6 +51,37 @@ def timebox(seconds: float, what: str):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+# ---------------------------------------------------------------- kernel settings read from the environment
+# A kernel header's setting parser (host code alone, e.g. kernels/hopper/fwd_pairs.h) compiled with the host
+# compiler into a program that prints what it parsed; run once per example with one variable set.
+
+
+def host_program(where, source: str):
+    """`source` (a C++ main including kernels/ headers) compiled into `where`/p with the host compiler, or the
+    test skipped when there is none."""
+    import pytest
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("needs a host C++ compiler (g++)")
+    kernels = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels")
+    (where / "p.cpp").write_text(source)
+    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{kernels}", str(where / "p.cpp"), "-o", str(where / "p")],
+                   check=True, capture_output=True, text=True)
+    return where / "p"
+
+
+def run_with_env(binary, name: str, value) -> str:
+    """What `binary` prints with the variable `name` set to `value` (None: unset); it must exit 0 within 10 s."""
+    env = {k: v for k, v in os.environ.items() if k != name}
+    if value is not None:
+        env[name] = value
+    with timebox(10, f"{name}={value!r}"):
+        done = subprocess.run([str(binary)], env=env, capture_output=True, timeout=10)
+    assert done.returncode == 0, (value, done.returncode, done.stderr[-2000:])
+    return done.stdout.decode("utf-8", "replace").strip()
 
 
 # ---------------------------------------------------------------- what the examples are made of

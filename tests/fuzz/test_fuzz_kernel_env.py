@@ -7,19 +7,14 @@ never another value accepted."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fuzzing import examples, timebox
+from fuzzing import examples, host_program, run_with_env
 
-REPO = Path(__file__).resolve().parents[2]
-CXX = shutil.which("g++") or shutil.which("c++")
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
 INT_MAX = 2**31 - 1
 PROGRAM = r'''
@@ -39,23 +34,11 @@ int main() {
 
 @pytest.fixture(scope="module")
 def parser(tmp_path_factory) -> Path:
-    if CXX is None:
-        pytest.skip("needs a host C++ compiler (g++)")
-    where = tmp_path_factory.mktemp("pairs")
-    (where / "p.cpp").write_text(PROGRAM)
-    subprocess.run([CXX, "-std=c++17", "-O1", f"-I{REPO / 'kernels'}", str(where / "p.cpp"), "-o", str(where / "p")],
-                   check=True, capture_output=True, text=True)
-    return where / "p"
+    return host_program(tmp_path_factory.mktemp("pairs"), PROGRAM)
 
 
 def parse(binary: Path, value: str | None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != ENV}
-    if value is not None:
-        env[ENV] = value
-    with timebox(10, f"{ENV}={value!r}"):
-        done = subprocess.run([str(binary)], env=env, capture_output=True, timeout=10)
-    assert done.returncode == 0, (value, done.returncode, done.stderr[-2000:])
-    return done.stdout.decode("utf-8", "replace").strip()
+    return run_with_env(binary, ENV, value)
 
 
 def expected(value: str | None, short: int) -> tuple[int, int] | None:
