@@ -73,6 +73,30 @@ struct FwdMainloop {
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
 #endif
 
+  // Q's wgmma descriptors from the warp-uniform warpgroup index (mma): without it, ptxas kept the eight
+  // descriptors of this warpgroup's sQ slices in 16 vector registers and moved each into a uniform register
+  // (R2UR) before every Q K^T wgmma: 16 R2UR a step, between the turn's barrier and the product's issue,
+  // where FA3's hdim-128 loop has none (benchmarks/fwd_sass_fa3). nvcc -DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=0|1.
+#ifdef FLASHBUILD_HOPPER_FWD_UNIFORM_Q
+  static constexpr bool kUniformQ = FLASHBUILD_HOPPER_FWD_UNIFORM_Q != 0;
+#else
+  static constexpr bool kUniformQ = false;
+#endif
+
+  // FA3's inter-warpgroup form (kPingpong tiles): the turns only inside the loop's steps (a tile's first
+  // Q K^T and its last P V are issued without one, so a warpgroup starts its next tile without waiting on
+  // the other's last P V), and inside the steps only the first consumer warpgroup waits on the K and V
+  // stages' full barriers: the others take their turn after it has issued that step's products, so after
+  // its waits. Our SASS had, per step of each warpgroup, two mbarrier waits (one between Q K^T's issue
+  // and P V's) and a turn on each tile's first and last product; FA3's hdim-128 loop waits in its first
+  // warpgroup alone and takes no turn outside the steps (benchmarks/fwd_sass_fa3).
+  // nvcc -DFLASHBUILD_HOPPER_FWD_FA3_TURNS=0|1.
+#ifdef FLASHBUILD_HOPPER_FWD_FA3_TURNS
+  static constexpr bool kFa3Turns = Traits::kPingpong && FLASHBUILD_HOPPER_FWD_FA3_TURNS != 0;
+#else
+  static constexpr bool kFa3Turns = false;
+#endif
+
   // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
   struct MaskByBlock {};
 
@@ -228,7 +252,11 @@ struct FwdMainloop {
     Tensor sVt = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutVt{});
     const auto thr_vmnk = mma_qk.get_thr_layout_vmnk().get_flat_coord(thread_idx);
     // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's rows of sQ, all of sK and sVt.
-    Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sQ, get<1>(thr_vmnk)));
+    // kUniformQ: sQ's rows picked by `warpgroup` (the kernel's, from cutlass::canonical_warp_group_idx's
+    // shuffle: warp-uniform to ptxas) rather than by thread_idx / 128, so Q's descriptors live in uniform
+    // registers, as FA3's do (its mainloop shuffles the index the same way).
+    Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(
+        k_major_slices<kRowsPerWarpgroup>(sQ, kUniformQ ? warpgroup : int(get<1>(thr_vmnk))));
     Tensor tSrK = Traits::TiledMmaQK::make_fragment_B(k_major_slices<kBlockN>(sK, get<2>(thr_vmnk)));
     Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(mn_major_slices<kHeadDim>(sVt, _0{}));  // (MMA, MMA_N, MMA_K, stage)
 
@@ -270,6 +298,17 @@ struct FwdMainloop {
         barrier_arrive(warpgroup_turn((warpgroup + 1) % kNumMmaWarpgroups), 2 * kWarpgroupThreads);
       }
     };
+    // A tile's first Q K^T and last P V: a turn each, unless kFa3Turns.
+    auto wait_edge_turn = [&]() {
+      if constexpr (!kFa3Turns) { wait_turn(); }
+    };
+    auto pass_edge_turn = [&]() {
+      if constexpr (!kFa3Turns) { pass_turn(); }
+    };
+    // Inside a step: with kFa3Turns the first warpgroup alone waits for the stage (see kFa3Turns).
+    auto step_wait = [&](PipelineKV& pipe, PipelineState& read) {
+      if (!kFa3Turns || warpgroup == 0) { pipe.consumer_wait(read); }
+    };
 
     clear(tOrO);
     cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
@@ -283,9 +322,9 @@ struct FwdMainloop {
     // First key block: S, then its softmax (nothing to rescale yet).
     int n_block = k.n_block_max - 1;
     pipe_k.consumer_wait(read_k);
-    wait_turn();
+    wait_edge_turn();
     wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-    pass_turn();
+    pass_edge_turn();
     started();
     warpgroup_wait<0>();
     pipe_k.consumer_release(read_k);
@@ -335,10 +374,10 @@ struct FwdMainloop {
         }
         Softmax::rescale(tOrO_rc, row_scale);
         to_p();
-        pipe_k.consumer_wait(read_k);
+        step_wait(pipe_k, read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-        pipe_v.consumer_wait(read_v);
+        step_wait(pipe_v, read_v);
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         pv_in_flight = true;
@@ -358,10 +397,10 @@ struct FwdMainloop {
       to_p();
     } else {
       walk([&](int block, auto masked) {
-        pipe_k.consumer_wait(read_k);
+        step_wait(pipe_k, read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-        pipe_v.consumer_wait(read_v);
+        step_wait(pipe_v, read_v);
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         warpgroup_wait<1>();  // S is ready; P V may still run
@@ -380,9 +419,9 @@ struct FwdMainloop {
 
     // The last key block's P V.
     pipe_v.consumer_wait(read_v);
-    wait_turn();
+    wait_edge_turn();
     wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
-    pass_turn();
+    pass_edge_turn();
     warpgroup_wait<0>();
     pipe_v.consumer_release(read_v);
     ++read_v;
