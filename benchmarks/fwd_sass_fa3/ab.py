@@ -22,17 +22,30 @@ import time
 
 TOKENS, MODEL_DIM = 16384, 2048  # benchmarks/README.md, "How numbers are measured"
 SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
-# Arms: name -> nvcc flags (kernels/hopper/fwd_mainloop.h); the first is the base, the tree as it is.
-#   base     the tree before the study (both defines off: their defaults)
-#   uq       Q's wgmma descriptors from the warp-uniform warpgroup index (kUniformQ)
-#   turns    FA3's inter-warpgroup form: turns inside the steps only, the first warpgroup alone waits (kFa3Turns)
-#   both     uq and turns
+# Arms: name -> nvcc flags (kernels/hopper/fwd_mainloop.h: kUniformQ, kEdgeTurns, kLeadWaits; a define set
+# applies to every kernel of the build); the first arm of --arms is the base.
+#   base    the tree before the study (Q's descriptors by thread index, turns on a tile's edges, every warpgroup waits)
+#   new     this tree's defaults (kUniformQ in hdim 128's plain kernels; FA3's turns and waits in the 176-key one)
+#   uq      kUniformQ alone, every kernel                          (call 1)
+#   turns   FA3's form alone: no edge turns, the lead waits       (call 1, then one define: FA3_TURNS=1)
+#   both    uq and turns, every kernel                             (call 1)
+#   lead    uq and the lead waits, edge turns kept, every kernel   (call 2)
+#   edge    uq and no edge turns, every warpgroup waits           (call 2)
+def _flags(uq, edge, lead):
+    return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
+            f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
+
+
 ARMS = {
-    "base": ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=0", "-DFLASHBUILD_HOPPER_FWD_FA3_TURNS=0"],
-    "uq": ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1", "-DFLASHBUILD_HOPPER_FWD_FA3_TURNS=0"],
-    "turns": ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=0", "-DFLASHBUILD_HOPPER_FWD_FA3_TURNS=1"],
-    "both": ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1", "-DFLASHBUILD_HOPPER_FWD_FA3_TURNS=1"],
+    "base": _flags(0, 1, 0),
+    "new": [],
+    "uq": _flags(1, 1, 0),
+    "turns": _flags(0, 0, 1),
+    "both": _flags(1, 0, 1),
+    "lead": _flags(1, 1, 1),
+    "edge": _flags(1, 0, 0),
 }
+DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"
 
 
@@ -45,7 +58,8 @@ def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--out", help="folder for ab.json (created); needed unless --print-builds")
-    ap.add_argument("--arms", default=",".join(ARMS), help="comma list of arms, the first the base (default: all)")
+    ap.add_argument("--arms", default=DEFAULT_ARMS,
+                    help=f"comma list of arms, the first the base (default {DEFAULT_ARMS}; call 1: base,uq,turns,both)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the arms' order flips each)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
     ap.add_argument("--budget", type=float, default=120.0,

@@ -73,28 +73,36 @@ struct FwdMainloop {
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
 #endif
 
-  // Q's wgmma descriptors from the warp-uniform warpgroup index (mma): without it, ptxas kept the eight
-  // descriptors of this warpgroup's sQ slices in 16 vector registers and moved each into a uniform register
-  // (R2UR) before every Q K^T wgmma: 16 R2UR a step, between the turn's barrier and the product's issue,
-  // where FA3's hdim-128 loop has none (benchmarks/fwd_sass_fa3). nvcc -DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=0|1.
+  // Three choices from the SASS beside FA3's hdim-128 forward (benchmarks/fwd_sass_fa3), each settable for a
+  // whole build for A/B runs (nvcc -DFLASHBUILD_HOPPER_FWD_UNIFORM_Q / _EDGE_TURNS / _LEAD_WAITS = 0 or 1):
+  // kUniformQ: Q's wgmma descriptors from the warp-uniform warpgroup index (mma). Without it ptxas kept the
+  // eight descriptors of this warpgroup's sQ slices in 16 vector registers and moved each into a uniform
+  // register (R2UR) before every Q K^T wgmma: 16 R2UR a step, between the turn's barrier and the product,
+  // where FA3's loop has none (its mainloop shuffles the index, as cutlass::canonical_warp_group_idx does).
+  // In turns on the H200: 1.001-1.008x at 1k-4k, 0.997-1.002x at 16k; on at hdim 128's plain kernels, the
+  // head dim and kernels measured (not the split-KV kernel's, nor the local or softcap ones).
 #ifdef FLASHBUILD_HOPPER_FWD_UNIFORM_Q
   static constexpr bool kUniformQ = FLASHBUILD_HOPPER_FWD_UNIFORM_Q != 0;
 #else
-  static constexpr bool kUniformQ = false;
+  static constexpr bool kUniformQ =
+      kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
-
-  // FA3's inter-warpgroup form (kPingpong tiles): the turns only inside the loop's steps (a tile's first
-  // Q K^T and its last P V are issued without one, so a warpgroup starts its next tile without waiting on
-  // the other's last P V), and inside the steps only the first consumer warpgroup waits on the K and V
-  // stages' full barriers: the others take their turn after it has issued that step's products, so after
-  // its waits. Our SASS had, per step of each warpgroup, two mbarrier waits (one between Q K^T's issue
-  // and P V's) and a turn on each tile's first and last product; FA3's hdim-128 loop waits in its first
-  // warpgroup alone and takes no turn outside the steps (benchmarks/fwd_sass_fa3).
-  // nvcc -DFLASHBUILD_HOPPER_FWD_FA3_TURNS=0|1.
-#ifdef FLASHBUILD_HOPPER_FWD_FA3_TURNS
-  static constexpr bool kFa3Turns = Traits::kPingpong && FLASHBUILD_HOPPER_FWD_FA3_TURNS != 0;
+  // kEdgeTurns (ping-pong tiles): a tile's first Q K^T and last P V each take a turn, as the steps' products do.
+  // FA3 issues them without one. kLeadWaits: inside the steps only the first consumer warpgroup waits on the
+  // K and V stages' full barriers; the others take their turn after it has issued that step's products, so
+  // after its waits (FA3's form: our SASS had two mbarrier waits a step in each warpgroup, one between Q K^T's
+  // issue and P V's). Both FA3's way: 1.018-1.025x on the 176-key kernel at 16k (kWideKeys), 0.975-0.99x on
+  // the 128-key kernels (1k-16k, causal or not), so only in the 176-key kernel.
+  static constexpr bool kWideTile = kWideKeys<kHeadDim, kIsCausal, kFeatures>;
+#ifdef FLASHBUILD_HOPPER_FWD_EDGE_TURNS
+  static constexpr bool kEdgeTurns = FLASHBUILD_HOPPER_FWD_EDGE_TURNS != 0;
 #else
-  static constexpr bool kFa3Turns = false;
+  static constexpr bool kEdgeTurns = !kWideTile;
+#endif
+#ifdef FLASHBUILD_HOPPER_FWD_LEAD_WAITS
+  static constexpr bool kLeadWaits = Traits::kPingpong && FLASHBUILD_HOPPER_FWD_LEAD_WAITS != 0;
+#else
+  static constexpr bool kLeadWaits = Traits::kPingpong && kWideTile;
 #endif
 
   // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
@@ -298,16 +306,16 @@ struct FwdMainloop {
         barrier_arrive(warpgroup_turn((warpgroup + 1) % kNumMmaWarpgroups), 2 * kWarpgroupThreads);
       }
     };
-    // A tile's first Q K^T and last P V: a turn each, unless kFa3Turns.
+    // A tile's first Q K^T and last P V: a turn each with kEdgeTurns.
     auto wait_edge_turn = [&]() {
-      if constexpr (!kFa3Turns) { wait_turn(); }
+      if constexpr (kEdgeTurns) { wait_turn(); }
     };
     auto pass_edge_turn = [&]() {
-      if constexpr (!kFa3Turns) { pass_turn(); }
+      if constexpr (kEdgeTurns) { pass_turn(); }
     };
-    // Inside a step: with kFa3Turns the first warpgroup alone waits for the stage (see kFa3Turns).
+    // Inside a step: with kLeadWaits the first warpgroup alone waits for the stage.
     auto step_wait = [&](PipelineKV& pipe, PipelineState& read) {
-      if (!kFa3Turns || warpgroup == 0) { pipe.consumer_wait(read); }
+      if (!kLeadWaits || warpgroup == 0) { pipe.consumer_wait(read); }
     };
 
     clear(tOrO);
