@@ -9,6 +9,9 @@ waits; MUFU.EX2; named barriers; mbarrier waits and arrivals; FSEL, the mask), a
 events in address order, runs of one kind collapsed, plain ALU work counted between them.
 
     python3 sass_loops.py KERNEL.sass [--function SUBSTRING] [--list] [--timeline]
+
+In a timeline, [n] counts the plain instructions since the last event printed (those between the
+instructions of one collapsed run, e.g. the eight HGMMA of one product, go into the next bracket).
 """
 from __future__ import annotations
 
@@ -221,6 +224,23 @@ def timeline(body: list[Insn]) -> str:
     return " ".join(parts)
 
 
+def waits(body: list[Insn]) -> str:
+    """Where the waits sit in a step (instruction indices in the body): the turn's barrier, the products, the
+    wgmma waits, and how many exponentials run between the wait for S (WAIT1) and the wait for the own P V
+    (WAIT0), i.e. under that P V; R2UR moves (vector to uniform register) in the step."""
+    ks = [classify(x) for x in body]
+
+    def first(prefix):
+        return next((i for i, k in enumerate(ks) if k and k.startswith(prefix)), None)
+
+    w0, w1 = first("WAIT0"), first("WAIT1")
+    under = sum(1 for k in ks[w1:w0] if k == "EX2") if w0 is not None and w1 is not None and w0 > w1 else 0
+    r2ur = sum(1 for x in body if x.op.startswith("R2UR"))
+    return (f"turn sync at {first('BAR.SYNC')}, first QK at {first('QK')}, first PV at {first('PV')}, turn pass at "
+            f"{first('BAR.ARV')}, WAIT1 at {w1}, WAIT0 at {w0}; EX2 {ks.count('EX2')}, of them {under} between WAIT1 "
+            f"and WAIT0 (under the own P V; WAIT0 at the step's top: 0); R2UR {r2ur}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -260,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         always = loop_insns(insns, blocks, lp, dom)
         ca = counts(always)
         print(f"  every iteration (blocks dominating the back edge): " + ", ".join(f"{k} {v}" for k, v in ca.items()))
+        print("  waits: " + waits(always))
         if a.timeline:
             print("  all:   " + timeline(body))
             print("  every: " + timeline(always))
