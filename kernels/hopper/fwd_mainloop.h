@@ -73,6 +73,43 @@ struct FwdMainloop {
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
 #endif
 
+  // Three choices from the SASS beside FA3's hdim-128 forward (benchmarks/fwd_sass_fa3: two H200 calls, in turns,
+  // outputs bit-identical), each settable for a whole build for A/B runs
+  // (nvcc -DFLASHBUILD_HOPPER_FWD_UNIFORM_Q / _EDGE_TURNS / _LEAD_WAITS = 0 or 1).
+  // kUniformQ: Q's wgmma descriptors from the warp-uniform warpgroup index (mma). Without it ptxas kept the
+  // eight descriptors of this warpgroup's sQ slices in 16 vector registers and moved each into a uniform
+  // register (R2UR) before every Q K^T wgmma: 16 R2UR a step, between the turn's barrier and the product,
+  // where FA3's loop has none (its mainloop shuffles the index, as cutlass::canonical_warp_group_idx does).
+  // 19 instructions fewer a step (causal unmasked 485 -> 466; FA3 455-469) but within the noise of the
+  // clock: 0.995-1.008x per row, 1.001-1.006x at 1k-4k and 0.996-1.002x at causal 16k over the two calls.
+  // On at hdim 128's plain kernels, the ones measured (not the split-KV kernel's, nor local or softcap ones).
+#ifdef FLASHBUILD_HOPPER_FWD_UNIFORM_Q
+  static constexpr bool kUniformQ = FLASHBUILD_HOPPER_FWD_UNIFORM_Q != 0;
+#else
+  static constexpr bool kUniformQ =
+      kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+#endif
+  // kEdgeTurns (ping-pong tiles): a tile's first Q K^T and last P V each take a turn, as the steps' products do;
+  // FA3 issues them without one. kLeadWaits: inside the steps only the first consumer warpgroup waits on the
+  // K and V stages' full barriers; the others take their turn after it has issued that step's products, so
+  // after its waits (FA3's form: our SASS had two mbarrier waits a step in each warpgroup, one inside the
+  // turn, between Q K^T's issue and P V's). On the 176-key kernel (kWideKeys) the lead waits pay, 1.019-1.025x
+  // at 16k, the edge turns not (dropped alone: 0.996-0.999x); so both FA3's way there. On the 128-key kernels
+  // both lose at 1k (0.976-0.992x) and the two calls disagree at 4k-16k causal (FA3's two together
+  // 0.974-0.991x in the first, each alone 1.005-1.031x in the second): kept as they were, a lead for a
+  // longer A/B.
+  static constexpr bool kWideTile = kWideKeys<kHeadDim, kIsCausal, kFeatures>;
+#ifdef FLASHBUILD_HOPPER_FWD_EDGE_TURNS
+  static constexpr bool kEdgeTurns = FLASHBUILD_HOPPER_FWD_EDGE_TURNS != 0;
+#else
+  static constexpr bool kEdgeTurns = !kWideTile;
+#endif
+#ifdef FLASHBUILD_HOPPER_FWD_LEAD_WAITS
+  static constexpr bool kLeadWaits = Traits::kPingpong && FLASHBUILD_HOPPER_FWD_LEAD_WAITS != 0;
+#else
+  static constexpr bool kLeadWaits = Traits::kPingpong && kWideTile;
+#endif
+
   // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
   struct MaskByBlock {};
 
@@ -211,6 +248,7 @@ struct FwdMainloop {
 
   // ---------------------------------------------------------------------------------------------
   // Consumers: one warpgroup's share of a tile. thread_idx counts the consumer threads from 0;
+  // warpgroup is thread_idx / 128 computed warp-uniformly (the kernel's, from cutlass::canonical_warp_group_idx);
   // tOrO receives the unnormalised O and `softmax` the row statistics (finalize() normalises).
   // q_done() runs once this warpgroup has no Q K^T left in flight: sQ may then be reloaded.
   // started() runs once the tile's first Q K^T is issued (or, with no key, Q has landed), before any
@@ -228,7 +266,11 @@ struct FwdMainloop {
     Tensor sVt = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutVt{});
     const auto thr_vmnk = mma_qk.get_thr_layout_vmnk().get_flat_coord(thread_idx);
     // wgmma's shared-memory operands as descriptors (utils.h): this warpgroup's rows of sQ, all of sK and sVt.
-    Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sQ, get<1>(thr_vmnk)));
+    // kUniformQ: sQ's rows picked by `warpgroup` (the kernel's, from cutlass::canonical_warp_group_idx's
+    // shuffle: warp-uniform to ptxas) rather than by thread_idx / 128 (the same number), so Q's descriptors
+    // live in uniform registers.
+    Tensor tSrQ = Traits::TiledMmaQK::make_fragment_A(
+        k_major_slices<kRowsPerWarpgroup>(sQ, kUniformQ ? warpgroup : int(get<1>(thr_vmnk))));
     Tensor tSrK = Traits::TiledMmaQK::make_fragment_B(k_major_slices<kBlockN>(sK, get<2>(thr_vmnk)));
     Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(mn_major_slices<kHeadDim>(sVt, _0{}));  // (MMA, MMA_N, MMA_K, stage)
 
@@ -270,6 +312,17 @@ struct FwdMainloop {
         barrier_arrive(warpgroup_turn((warpgroup + 1) % kNumMmaWarpgroups), 2 * kWarpgroupThreads);
       }
     };
+    // A tile's first Q K^T and last P V: a turn each with kEdgeTurns.
+    auto wait_edge_turn = [&]() {
+      if constexpr (kEdgeTurns) { wait_turn(); }
+    };
+    auto pass_edge_turn = [&]() {
+      if constexpr (kEdgeTurns) { pass_turn(); }
+    };
+    // Inside a step: with kLeadWaits the first warpgroup alone waits for the stage.
+    auto step_wait = [&](PipelineKV& pipe, PipelineState& read) {
+      if (!kLeadWaits || warpgroup == 0) { pipe.consumer_wait(read); }
+    };
 
     clear(tOrO);
     cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
@@ -283,9 +336,9 @@ struct FwdMainloop {
     // First key block: S, then its softmax (nothing to rescale yet).
     int n_block = k.n_block_max - 1;
     pipe_k.consumer_wait(read_k);
-    wait_turn();
+    wait_edge_turn();
     wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-    pass_turn();
+    pass_edge_turn();
     started();
     warpgroup_wait<0>();
     pipe_k.consumer_release(read_k);
@@ -335,10 +388,10 @@ struct FwdMainloop {
         }
         Softmax::rescale(tOrO_rc, row_scale);
         to_p();
-        pipe_k.consumer_wait(read_k);
+        step_wait(pipe_k, read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-        pipe_v.consumer_wait(read_v);
+        step_wait(pipe_v, read_v);
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         pv_in_flight = true;
@@ -358,10 +411,10 @@ struct FwdMainloop {
       to_p();
     } else {
       walk([&](int block, auto masked) {
-        pipe_k.consumer_wait(read_k);
+        step_wait(pipe_k, read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
-        pipe_v.consumer_wait(read_v);
+        step_wait(pipe_v, read_v);
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         warpgroup_wait<1>();  // S is ready; P V may still run
@@ -380,9 +433,9 @@ struct FwdMainloop {
 
     // The last key block's P V.
     pipe_v.consumer_wait(read_v);
-    wait_turn();
+    wait_edge_turn();
     wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
-    pass_turn();
+    pass_edge_turn();
     warpgroup_wait<0>();
     pipe_v.consumer_release(read_v);
     ++read_v;
