@@ -31,6 +31,12 @@ class KernelTu:
     only: Callable[..., bool] | None = field(default=None, compare=False)
 
 
+# Hopper split-KV variants with a decode tile (keys in wgmma's M, a few query rows in N): head dims 64 and 128,
+# kernels/hopper/splitkv_decode_traits.h's decode_tile_head_dim, which this rule mirrors.
+def has_decode_tile(variant) -> bool:
+    return variant.hdim in (64, 128)
+
+
 # Hopper forward variants whose main kernel takes 176-key tiles, and so keep a 128-key kernel of their own for
 # paged caches and short keys: kernels/hopper/fwd_params.h's kWideKeys (the plain non-causal variant of head dim
 # 128, fwd_traits.h: fwd_tile), which this rule mirrors (tests/test_compile_fwd_keys128.py compares the two).
@@ -75,7 +81,10 @@ FAMILIES = {
                               KernelTu("kernel_keys128", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_fwd",
                                        "128-key kernel (paged caches, short keys)", only=has_wide_keys)),
                       "splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_splitkv",
-                                           "split-KV kernel"),),
+                                           "split-KV kernel"),
+                                  KernelTu("kernel_decode", "splitkv_kernel.cu.j2", "hopper/splitkv_decode_kernel.h",
+                                           "hopper_splitkv_decode", "split-KV decode tile (few query rows)",
+                                           only=has_decode_tile)),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd"),
                               KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd",
                                        "deterministic (ordered) kernel"))},

@@ -15,6 +15,7 @@
 
 #include "common/splitkv_checks.h"
 #include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
+#include "hopper/splitkv_decode_launch.h"  // the decode tile: launch_decode_tile, use_decode_tile
 
 namespace flashbuild {
 namespace hopper {
@@ -59,7 +60,16 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
                              "16 bytes; the Python API copies misaligned tensors and answers calls on an empty cache "
                              "itself, so call run_splitkv the way it does (kernels/binding/flash_api.cpp)");
   }
-  hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+  // The decode tile (hopper/splitkv_decode_traits.h) where it serves the call and is chosen, else the 64-row tile.
+  bool decode = false;
+  if constexpr (hopper::decode_tile_head_dim(kHeadDim)) { decode = hopper::use_decode_tile(params, kIsCausal); }
+  if (decode) {
+    if constexpr (hopper::decode_tile_head_dim(kHeadDim)) {
+      hopper::launch_decode_tile<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+    }
+  } else {
+    hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+  }
   // With split_counters the kernel merged the splits itself (FwdEpilogue::combine_if_last).
   if (params.num_splits > 1 && params.split_counters == nullptr) { SmallKernels::combine(params, stream); }
 }
