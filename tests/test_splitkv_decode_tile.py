@@ -42,7 +42,7 @@ def test_the_launch_tu_specializes_the_entry_its_decode_tu_instantiates(tmp_path
     assert "splitkv_hdim96_bf16_causal_sm90_kernel_decode.cu" not in files
     entry = re.search(r"template struct (flashbuild::hopper::DecodeTileEntry<[^;]+>);",
                       files["splitkv_hdim64_bf16_causal_sm90_kernel_decode.cu"])
-    assert entry and "SplitKVTraits<64, flashbuild::DType::kBf16>, true" in entry.group(1)
+    assert entry and "DecodeTileBase<64, flashbuild::DType::kBf16>, true" in entry.group(1)
     assert '#include "hopper/splitkv_decode_kernel.h"' in files["splitkv_hdim64_bf16_causal_sm90_kernel_decode.cu"]
     launch = files["splitkv_hdim64_bf16_causal_sm90.cu"]
     assert f"const flashbuild::KernelHandle& {entry.group(1)}::get()" in launch

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 45, "A decode tile: keys in wgmma's M" (README.md), run 12: one GPU call on this tree. The default build
+# Issue 45, "A decode tile: keys in wgmma's M" (README.md), runs 12 and 13: one GPU call on this tree. The default build
 # (the decode tile where it serves a call, kernels/hopper/splitkv_decode_launch.h) A/Bs the 64-row tile in the same
-# process (FLASHBUILD_SPLITKV_TILE=rows64: the `tile=rows64` column), and a study build with the tile's 8-row form
-# (-DFLASHBUILD_HOPPER_DECODE_ROWS=8) is the `study` column.
+# process (FLASHBUILD_SPLITKV_TILE=rows64: the `tile=rows64` column), and a study build with nvcc flag $STUDY is the
+# `study` column (run 12: -DFLASHBUILD_HOPPER_DECODE_ROWS=8, the 16-row tile the default then; run 13:
+# -DFLASHBUILD_HOPPER_DECODE_STAGES_HDIM64=2, the 8-row tile with three stages at hdim 64 the default).
 # Steps, each bounded so the whole stays under DEADLINE seconds: the builds (bench, study, the KV-cache tests' fp16
 # build, the decode tile tests' bf16 one); the decode tile's GPU tests (both tiles against the fp32 reference); the
 # table on a host running nothing else; test_kvcache_gpu.py, the one-launch and kept-descriptor tests (the decode
@@ -18,11 +19,11 @@ start=$(date +%s)
 since() { echo "$(( $(date +%s) - start ))s"; }
 left() { local rest=$(( DEADLINE - ($(date +%s) - start) )); (( rest < $1 )) && echo $(( rest > 1 ? rest : 1 )) || echo "$1"; }
 export FLASHBUILD_CACHE_DIR=${FLASHBUILD_CACHE_DIR:-/tmp/fbc}
-ROWS8=-DFLASHBUILD_HOPPER_DECODE_ROWS=8
+STUDY=${STUDY:--DFLASHBUILD_HOPPER_DECODE_STAGES_HDIM64=2}
 plain="--dtype fp16 --arch native --causal off --no-local --no-softcap"
 fb="python3 -m flashbuild"
 timeout "$(left 110)" $fb --hdim 64,128 --direction splitkv $plain --jobs 3 > "$R/build-bench.log" 2>&1 &
-timeout "$(left 110)" $fb --hdim 64,128 --direction splitkv $plain --nvcc-flag=$ROWS8 --jobs 2 \
+timeout "$(left 110)" $fb --hdim 64,128 --direction splitkv $plain --nvcc-flag=$STUDY --jobs 2 \
   > "$R/build-study.log" 2>&1 &
 timeout "$(left 110)" $fb --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal both --jobs 9 \
   > "$R/build-tests.log" 2>&1 &
@@ -35,7 +36,7 @@ py="python3 -m pytest -q -rfE -p no:cacheprovider -x"
 timeout "$(left 45)" $py tests/gpu/test_kvcache_decode_tile_gpu.py > "$R/decode-tile-tests.log" 2>&1
 echo "decode tile tests rc=$? at $(since)"
 study=""
-grep -q "^extension" "$R/build-study.log" && study="--study-nvcc-flag=$ROWS8"
+grep -q "^extension" "$R/build-study.log" && study="--study-nvcc-flag=$STUDY"
 timeout "$(left 110)" python3 benchmarks/decode/decode_table.py --reps 10 --paths tile=rows64 --skip-no-idx $study \
   --json "$R/decode_table.json" > "$R/decode_table.txt" 2>&1
 echo "table rc=$? at $(since)"

@@ -44,9 +44,10 @@ inline bool use_decode_tile(const FwdParams& p, bool /*causal*/) {
 
 // One launch of the decode tile's kernel: launch_fwd's split-KV launch (fwd_launch.h) with the decode tile's entry
 // and shared memory; the same parameters, descriptors (kept from call to call) and scheduler.
-template <class Traits, bool kIsCausal, int kFeatures>
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
 void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   static_assert(kIsSplitKV<kFeatures>, "the decode tile is the split-KV kernel's");
+  using Traits = DecodeTileBase<kHeadDim, kDType>;
   using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
   using Decode = DecodeTileTraits<Traits, kDecodeTileRows>;
   const FwdParams tma_params = tma_strides(params);

@@ -23,14 +23,34 @@
 namespace flashbuild::hopper {
 
 constexpr bool decode_tile_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
-// Query rows of the tile (wgmma N): 16, so a GQA group of up to 16 query heads (or 16 query positions) fits one tile;
-// nvcc -DFLASHBUILD_HOPPER_DECODE_ROWS=8 builds the 8-row form for a study (a build holds one of them: a kernel TU
-// compiles one kernel).
+// Query rows of the tile (wgmma N): 8, so a GQA group of up to 8 query heads (or 8 query positions) fits one tile, and
+// larger ones run the 64-row tile. In run 12 (benchmarks/decode/README.md, "A decode tile") the 8-row form ran
+// 0.93-1.00x the 16-row one's time graph-replayed, with the same outputs bit for bit; nvcc
+// -DFLASHBUILD_HOPPER_DECODE_ROWS=16 builds the 16-row form (a build holds one of them: a kernel TU compiles one kernel).
 #ifdef FLASHBUILD_HOPPER_DECODE_ROWS
 constexpr int kDecodeTileRows = FLASHBUILD_HOPPER_DECODE_ROWS;
 #else
-constexpr int kDecodeTileRows = 16;
+constexpr int kDecodeTileRows = 8;
 #endif
+
+// The split-KV tile the decode tile runs on (its producer's boxes, rings and descriptors): SplitKVTraits itself (the
+// same type: one set of kept descriptors for both tiles), or with more stages of K/V boxes the same tile with those
+// stages and no O buffer of its own (OStore::kDirect: the decode tile's O leaves from registers). At head dim 64 three
+// 128-key stages: the decode tile keeps no O buffer, so they fit two CTAs an SM (226 of the SM's 228 KB); at 128 the
+// 64-row Q buffer leaves no room for a third. nvcc -DFLASHBUILD_HOPPER_DECODE_STAGES_HDIM64=2 for the A/B.
+#ifdef FLASHBUILD_HOPPER_DECODE_STAGES_HDIM64
+constexpr int kDecodeTileStagesHdim64 = FLASHBUILD_HOPPER_DECODE_STAGES_HDIM64;
+#else
+constexpr int kDecodeTileStagesHdim64 = 3;
+#endif
+constexpr int decode_tile_stages(int head_dim) {
+  return head_dim == 64 ? kDecodeTileStagesHdim64 : splitkv_stages(head_dim);
+}
+template <int kHeadDim, DType kDType>
+using DecodeTileBase = std::conditional_t<
+    decode_tile_stages(kHeadDim) == splitkv_stages(kHeadDim), SplitKVTraits<kHeadDim, kDType>,
+    FwdTraits<kHeadDim, kSplitKVBlockM, hopper_splitkv_block_n(kHeadDim), decode_tile_stages(kHeadDim), false,
+              typename ElementOf<kDType>::type, OStore::kDirect, kHopperSplitKVCtasPerSm>>;
 
 template <class Base_, int kRowsQ_>
 struct DecodeTileTraits {

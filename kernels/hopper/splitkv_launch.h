@@ -65,7 +65,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   if constexpr (hopper::decode_tile_head_dim(kHeadDim)) { decode = hopper::use_decode_tile(params, kIsCausal); }
   if (decode) {
     if constexpr (hopper::decode_tile_head_dim(kHeadDim)) {
-      hopper::launch_decode_tile<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+      hopper::launch_decode_tile<kHeadDim, kDType, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
     }
   } else {
     hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);

@@ -3,9 +3,10 @@ in N) on an sm90 GPU (skipped elsewhere), beside the 64-row tile it stands in fo
 FLASHBUILD_SPLITKV_TILE (decode / rows64). Both against kvcache_ref in fp32 by the correctness rule
 (docs/correctness.md), on poisoned memory (an output the kernel did not write reads as NaN; every cache position a
 call must not read holds NaN): cache lengths that are not a multiple of the key block, a single key, an empty row,
-forced splits (one, several, more than the blocks), a paged cache, GQA groups of 1 to 16 query heads (the tile's
-rows) and 17 and 32 (the 64-row tile's, the decode tile does not take them), several causal query rows, a window
-and softcap, appended keys, fp16 and bf16.
+forced splits (one, several, more than the blocks), a paged cache, GQA groups of 1 to 32 query heads (up to the
+tile's rows, kDecodeTileRows: 8, or 16 in a build with -DFLASHBUILD_HOPPER_DECODE_ROWS=16, the decode tile's; past
+them the 64-row tile's, with either setting), several causal query rows, a window and softcap, appended keys, fp16
+and bf16.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_lengths_off_the_block_a_single_key_and_an_empty_row(m, monkeypatch, til
 
 
 @pytest.mark.parametrize("tile", TILES)
-@pytest.mark.parametrize("group", [1, 2, 3, 4, 5, 8, 11, 16, 17, 32])
+@pytest.mark.parametrize("group", [1, 2, 3, 4, 5, 7, 8, 9, 11, 16, 17, 32])
 def test_gqa_groups(m, monkeypatch, tile, group):
     # nheads_k 2: a group of `group` query heads packed into one tile's rows (17 and 32: the 64-row tile's).
     for head_dim in (64, 128):
@@ -99,9 +100,10 @@ def test_paged_cache(m, monkeypatch, tile, head_dim):
 
 
 @pytest.mark.parametrize("tile", TILES)
-@pytest.mark.parametrize("seqlen_q", [2, 5, 16, 17])
+@pytest.mark.parametrize("seqlen_q", [2, 5, 8, 9, 16, 17])
 def test_causal_query_rows(m, monkeypatch, tile, seqlen_q):
-    # Several query positions a head (unpacked rows; causal: the bottom-aligned query block), 17: the 64-row tile.
+    # Several query positions a head (unpacked rows; causal: the bottom-aligned query block); past the tile's rows
+    # the 64-row tile.
     for head_dim, num_splits in ((64, 0), (128, 3)):
         step(m, monkeypatch, tile, batch=2, seqlen_q=seqlen_q, nheads=8, nheads_k=8, head_dim=head_dim,
              lens=[900, 40], causal=True, num_splits=num_splits, seed=seqlen_q + head_dim)
