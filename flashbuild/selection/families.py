@@ -20,7 +20,7 @@ class KernelTu:
     """One TU of a variant that compiles one of its family's kernels alone, device-only (nvcc -fatbin):
     <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's). `entry` names
     the kernel's entry type (templates/kernel_entry.j2: hopper_fwd, hopper_bwd, hopper_splitkv,
-    ampere_splitkv), `label` the kernel in the plan ("the <label> of <variant> alone")."""
+    hopper_splitkv_decode, ampere_splitkv), `label` the kernel in the plan ("the <label> of <variant> alone")."""
 
     part: str
     template: str
@@ -104,7 +104,8 @@ FAMILY_NOTES = {
     ("bwd", "sm90"): "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
                      "the Hopper kernel",
     ("splitkv", "sm90"): "the Hopper forward kernel compiled for decoding (64-row tiles, splits, the cache's "
-                         "addressing); cache calls of 128 queries or more with nothing to append or rotate, "
+                         "addressing), and at head dims 64 and 128 a decode tile for calls of at most 8 query rows "
+                         "a block (keys in wgmma's M); cache calls of 128 queries or more with nothing to append or rotate, "
                          "contiguous or paged at head dims 32-128, run on the forward variant's Hopper kernel when "
                          "the build holds it",
     ("fwd", "sm90"): "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on "
