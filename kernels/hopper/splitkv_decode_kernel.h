@@ -1,12 +1,12 @@
 // The Hopper split-KV's decode tile (splitkv_decode_traits.h says why and what): its consumer warpgroup's main
 // loop, its epilogue and the kernel composing them with the split-KV kernel's producer (FwdMainloop::load), as
 // fwd_kernel.h composes the 64-row tile's. One consumer warpgroup, keys in wgmma's M:
-//   per key block j (walked from the last down, as the producer loads them):
-//     S^T_j = K_j Q^T (wgmma, both operands in shared memory), then, while this warpgroup's P_{j-1} V still runs,
-//     the scores' transform and mask, each query column's max (thread, warp by shuffles, warpgroup through
-//     `exchange` and a named barrier), exp2 against it, each thread's share of the column sums, P^T_j into the
-//     sP buffer of j's parity; the wait for P_{j-1} V, O^T's columns rescaled, the barrier that publishes P^T_j;
-//     then O^T += V_j^T P^T_j is issued with S^T_{j-1}'s successor.
+//   per key block, in the order the producer loads them (the sequence's last first): its S^T = K Q^T is issued
+//     (both operands in shared memory), then the previous block's O^T += V^T P^T behind it; once S^T is in, while
+//     that P V runs: the scores' transform and mask, each query column's max (thread, warp by shuffles, warpgroup
+//     through `exchange` and a named barrier), exp2 against it, each thread's share of the column sums, P^T into
+//     the sP buffer the running P V does not read; then the wait for that P V, O^T's columns rescaled, and the
+//     barrier that publishes P^T to the next step's P V (the last block's P V after the loop).
 //   the column sums are reduced once at the end (shuffles, the same exchange), O^T normalised, and O and the LSE
 //   leave from registers: a split's fp32 partial (and the merge: FwdEpilogue::combine_if_last), or O itself.
 // Zeros and masks as the 64-row tile's (fwd_mainloop.h): V rows a box loads past the keys are cleared before the

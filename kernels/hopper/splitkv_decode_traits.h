@@ -2,7 +2,7 @@
 //
 // The split-KV kernel (SplitKVTraits, fwd_params.h) runs a 64-row wgmma tile of query rows. A decoding call fills
 // few of them: GQA 32:8 with one query packs 4 query heads into a K/V head's tile, so its tensor and MUFU work per
-// key block was 16x what the call needs (benchmarks/decode/README.md, "the hdim-64 kernel under Nsight Compute").
+// key block was 16x what the call's rows need (benchmarks/decode/README.md, "the hdim-64 kernel under Nsight Compute").
 // The decode tile turns the products around so that wgmma's M, which is 64 per instruction, runs over keys:
 //   S^T = K Q^T     (M = the block's keys, N = kRowsQ query rows, K = head dim; A = the K stage, K-major,
 //                    B = kRowsQ rows of sQ, K-major)
@@ -11,11 +11,11 @@
 // a query's max over the block's keys is each thread's, then its warp's (shuffles over lane / 4), then the
 // warpgroup's (one exchange through `exchange` in shared memory and a named barrier).
 // Everything around the consumer is the split-KV kernel's as it is: the TMA producer and its rings (FwdMainloop::
-// load, on Base's layouts and descriptors, so the kept descriptors of splitkv_descriptors.h serve both kernels),
-// the scheduler, the partials and the merge (FwdEpilogue::combine_if_last).
+// load, on Base's layouts and descriptors, kept from call to call by splitkv_descriptors.h per Base; DecodeTileBase
+// below), the scheduler, the partials and the merge (FwdEpilogue::combine_if_last).
 // It serves head dims 64 and 128 (O^T's M, the head dim, in whole 64-row wgmmas) and calls of at most kRowsQ rows a
-// query block (splitkv_launch.h: decode_tile_rows), non-causal, causal and local alike (the mask reads each value's
-// (row, key) as the 64-row tile does).
+// query block (splitkv_decode_launch.h: decode_tile_serves), non-causal, causal and local alike (the mask reads each
+// value's (row, key) as the 64-row tile does).
 #pragma once
 
 #include "hopper/fwd_params.h"
