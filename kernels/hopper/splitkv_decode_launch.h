@@ -3,30 +3,16 @@
 // FwdKernelEntry: fwd_launch.h).
 // The decode tile (splitkv_decode_traits.h) takes a call whose query block holds at most kDecodeTileRows rows
 // (seqlen_q as the kernel sees it: a GQA group packed into rows by the binding, or a few query positions) at head
-// dims 64 and 128. FLASHBUILD_SPLITKV_TILE picks per call, for A/B runs in one process: `decode` (the decode tile
-// wherever it serves the call), `rows64` (the 64-row tile always), unset or `auto` (the default rule below).
+// dims 64 and 128. FLASHBUILD_SPLITKV_TILE picks per call, for A/B runs in one process (splitkv_decode_switch.h):
+// `decode` (the decode tile wherever it serves the call), `rows64` (the 64-row tile always), unset or `auto` (the
+// default rule below).
 #pragma once
 
-#include <cstdlib>
-#include <cstring>
-#include <stdexcept>
-#include <string>
-
 #include "hopper/fwd_launch.h"  // tma_strides, launch_descriptors, sm_count
+#include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
 #include "hopper/splitkv_decode_traits.h"
 
 namespace flashbuild::hopper {
-
-enum class SplitKVTile { kAuto, kDecode, kRows64 };
-
-inline SplitKVTile splitkv_tile_choice() {
-  const char* v = std::getenv("FLASHBUILD_SPLITKV_TILE");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) { return SplitKVTile::kAuto; }
-  if (std::strcmp(v, "decode") == 0) { return SplitKVTile::kDecode; }
-  if (std::strcmp(v, "rows64") == 0) { return SplitKVTile::kRows64; }
-  throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_TILE='" + std::string(v).substr(0, 64) +
-                           "' is not a split-KV tile; it takes decode, rows64 or auto (or unset it for the default)");
-}
 
 // Whether the decode tile can take the call: its rows fit (a causal query block is bottom-aligned, so its rows are
 // the 64-row block's last: the kernel reads those, DecodeTile::kRow0).

@@ -135,5 +135,5 @@ def test_the_switch_changes_the_kernel_and_refuses_a_bad_value(m, monkeypatch):
     monkeypatch.setenv(TILE_VAR, "wide")
     q = torch.randn(1, 1, 8, 64, device="cuda", dtype=torch.float16)
     cache = torch.randn(1, 256, 2, 64, device="cuda", dtype=torch.float16)
-    with pytest.raises(RuntimeError, match="FLASHBUILD_SPLITKV_TILE='wide' is not a split-KV tile"):
+    with pytest.raises(RuntimeError, match="FLASHBUILD_SPLITKV_TILE='wide' is not a split-KV tile: set decode"):
         m.flash_attn_with_kvcache(q, cache, cache)
