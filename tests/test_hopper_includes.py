@@ -122,7 +122,7 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     hdim 192/256 sm90 keeps the Ampere path's."""
     tus = rendered(hdim="128,256", dtype="fp16", arch="sm80,sm90", direction="splitkv", causal="on", features=[])
     assert set(tus) == {f"splitkv_hdim{hdim}_fp16_causal_{arch}{part}" for hdim in (128, 256) for arch in ("sm80", "sm90")
-                        for part in ("", "_kernel")}
+                        for part in ("", "_kernel")} | {"splitkv_hdim128_fp16_causal_sm90_kernel_decode"}
     hopper_code = HOPPER_KERNEL["fwd"] | {"hopper/fwd_softmax.h", "common/features.h", "common/mask.h"}
     for hdim, arch in ((128, "sm80"), (256, "sm80"), (256, "sm90")):
         name = f"splitkv_hdim{hdim}_fp16_causal_{arch}"
@@ -136,6 +136,9 @@ def test_a_splitkv_launch_tu_reaches_no_forward_kernel_code():
     assert not hopper_code & tus[name] and "ampere/fwd_kernel.h" not in tus[name], sorted(tus[name])
     assert hopper_code <= tus[name + "_kernel"] and "hopper/splitkv_launch.h" not in tus[name + "_kernel"]
     assert "ampere/fwd_kernel.h" not in tus[name + "_kernel"]
+    # The decode tile's kernel (head dims 64 and 128) compiles device-only too, on the split-KV kernel's code.
+    assert hopper_code | {"hopper/splitkv_decode_kernel.h"} <= tus[name + "_kernel_decode"]
+    assert "hopper/splitkv_launch.h" not in tus[name + "_kernel_decode"]
     # Its steps around the kernel (checks, index check, append, combine) are common/'s: no Ampere header at all.
     assert not any(h.startswith("ampere/") for h in tus[name] | tus[name + "_kernel"]), sorted(tus[name])
 

@@ -14,7 +14,9 @@ cache_seqlens=None (the same keys, no index tensor, no check kernel): the check'
 `ours previous` runs with FLASHBUILD_SPLITKV_PATH=previous: the Hopper split-KV's path before its one-launch
 decode (the index check kernel, the attention kernel, the combine kernel when it splits), an A/B in the same run;
 --paths times other values of it beside (`ours serial-merge`, `ours lane-merge`: the one-launch path with that
-merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`; the path `main-host` is the
+merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`; a path `tile=<tile>` sets
+FLASHBUILD_SPLITKV_TILE=<tile> instead (`tile=rows64`: the 64-row tile, `tile=decode`: the decode tile, where each
+serves the call); the path `main-host` is the
 default with the host work it had before issue 45's host changes: TMA descriptors built for each call
 (FLASHBUILD_SPLITKV_PATH=fresh-descriptors) and flash_attn_with_kvcache's full argument checks (no _plain_decode).
 --study-nvcc-flag loads a second build of the same selection with those nvcc flags (a study form of the kernels) in
@@ -55,6 +57,7 @@ from flashbuild import api
 
 HEADS, KV_HEADS = 32, 8
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
+TILE_VAR = "FLASHBUILD_SPLITKV_TILE"  # a path `tile=<value>` sets this instead (decode, rows64: splitkv_decode_launch.h)
 MAIN_HOST = "main-host"  # the pseudo-path of the host work before the kept descriptors and _plain_decode
 ROTATE_BYTES = 256e6
 
@@ -102,15 +105,18 @@ class Contender:
 
     @contextlib.contextmanager
     def env(self):
+        var, value = PATH_VAR, self.path
+        if self.path is not None and self.path.startswith("tile="):
+            var, value = TILE_VAR, self.path[len("tile="):]
         if self.path is not None:
-            os.environ[PATH_VAR] = "fresh-descriptors" if self.path == MAIN_HOST else self.path
+            os.environ[var] = "fresh-descriptors" if self.path == MAIN_HOST else value
         api._DECODE_FAST_PATH = self.path != MAIN_HOST
         try:
             yield
         finally:
             api._DECODE_FAST_PATH = True
             if self.path is not None:
-                del os.environ[PATH_VAR]
+                del os.environ[var]
 
     def eager_pass(self) -> int:
         for i in range(self.copies):
@@ -223,7 +229,8 @@ def main() -> None:
                         help="forced num_splits to time (graph) at batch <= 8, comma-separated")
     parser.add_argument("--paths", default="previous",
                         help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated (main-host: "
-                             "the default with the host work before the kept descriptors and the plain-call path)")
+                             "the default with the host work before the kept descriptors and the plain-call path; "
+                             "tile=decode, tile=rows64: FLASHBUILD_SPLITKV_TILE set so instead)")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
     parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
     parser.add_argument("--nvcc-flag", action="append", default=[],

@@ -20,7 +20,7 @@ class KernelTu:
     """One TU of a variant that compiles one of its family's kernels alone, device-only (nvcc -fatbin):
     <variant>_<part>.cu, rendered from `template`, which includes `header` (the kernel's). `entry` names
     the kernel's entry type (templates/kernel_entry.j2: hopper_fwd, hopper_bwd, hopper_splitkv,
-    ampere_splitkv), `label` the kernel in the plan ("the <label> of <variant> alone")."""
+    hopper_splitkv_decode, ampere_splitkv), `label` the kernel in the plan ("the <label> of <variant> alone")."""
 
     part: str
     template: str
@@ -29,6 +29,12 @@ class KernelTu:
     label: str = "kernel"
     # The variants that have this kernel (Variant.kernel_tus); None: every variant of the family and direction.
     only: Callable[..., bool] | None = field(default=None, compare=False)
+
+
+# Hopper split-KV variants with a decode tile (keys in wgmma's M, a few query rows in N): head dims 64 and 128,
+# kernels/hopper/splitkv_decode_traits.h's decode_tile_head_dim, which this rule mirrors.
+def has_decode_tile(variant) -> bool:
+    return variant.hdim in (64, 128)
 
 
 # Hopper forward variants whose main kernel takes 176-key tiles, and so keep a 128-key kernel of their own for
@@ -75,7 +81,10 @@ FAMILIES = {
                               KernelTu("kernel_keys128", "fwd_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_fwd",
                                        "128-key kernel (paged caches, short keys)", only=has_wide_keys)),
                       "splitkv": (KernelTu("kernel", "splitkv_kernel.cu.j2", "hopper/fwd_kernel.h", "hopper_splitkv",
-                                           "split-KV kernel"),),
+                                           "split-KV kernel"),
+                                  KernelTu("kernel_decode", "splitkv_kernel.cu.j2", "hopper/splitkv_decode_kernel.h",
+                                           "hopper_splitkv_decode", "split-KV decode tile (few query rows)",
+                                           only=has_decode_tile)),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd"),
                               KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd",
                                        "deterministic (ordered) kernel"))},
@@ -95,7 +104,8 @@ FAMILY_NOTES = {
     ("bwd", "sm90"): "local windows and softcap (the feature TUs), packed (varlen) and deterministic calls run on "
                      "the Hopper kernel",
     ("splitkv", "sm90"): "the Hopper forward kernel compiled for decoding (64-row tiles, splits, the cache's "
-                         "addressing); cache calls of 128 queries or more with nothing to append or rotate, "
+                         "addressing), and at head dims 64 and 128 a decode tile for calls of at most 8 query rows "
+                         "a block (keys in wgmma's M); cache calls of 128 queries or more with nothing to append or rotate, "
                          "contiguous or paged at head dims 32-128, run on the forward variant's Hopper kernel when "
                          "the build holds it",
     ("fwd", "sm90"): "packed (varlen) calls and prefill-sized KV-cache chunks (paged at head dims 32-128) run on "

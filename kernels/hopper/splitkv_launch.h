@@ -6,6 +6,8 @@
 // the caller's indices where it reads them (CacheIndexCheck::at_read) and merges its splits itself
 // (FwdParams::split_counters), launched as a programmatic dependent launch (FwdParams::dependent_launch:
 // hopper/splitkv_dependent_launch.h); the binding sets all three (kernels/binding/flash_api.cpp, mha_fwd_kvcache).
+// A call of at most kDecodeTileRows query rows a block at head dims 64 and 128 runs the decode tile instead
+// (hopper/splitkv_decode_traits.h: keys in wgmma's M; FLASHBUILD_SPLITKV_TILE picks per call, splitkv_decode_launch.h).
 // Head dims 192 and 256 keep the Ampere path's split-KV (their Hopper key blocks, 96 and 80 rows, do not divide the
 // page sizes the binding accepts).
 // Like the forward's launch (hopper/fwd_launch.h), this header holds host code alone: the Hopper kernel
@@ -15,6 +17,7 @@
 
 #include "common/splitkv_checks.h"
 #include "hopper/fwd_launch.h"  // launch_fwd, can_run; SplitKVTraits and kSplitKVKernel (fwd_params.h)
+#include "hopper/splitkv_decode_launch.h"  // the decode tile: launch_decode_tile, use_decode_tile
 
 namespace flashbuild {
 namespace hopper {
@@ -59,7 +62,16 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
                              "16 bytes; the Python API copies misaligned tensors and answers calls on an empty cache "
                              "itself, so call run_splitkv the way it does (kernels/binding/flash_api.cpp)");
   }
-  hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+  // The decode tile (hopper/splitkv_decode_traits.h) where it serves the call and is chosen, else the 64-row tile.
+  bool decode = false;
+  if constexpr (hopper::decode_tile_head_dim(kHeadDim)) { decode = hopper::use_decode_tile(params); }
+  if (decode) {
+    if constexpr (hopper::decode_tile_head_dim(kHeadDim)) {
+      hopper::launch_decode_tile<kHeadDim, kDType, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+    }
+  } else {
+    hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+  }
   // With split_counters the kernel merged the splits itself (FwdEpilogue::combine_if_last).
   if (params.num_splits > 1 && params.split_counters == nullptr) { SmallKernels::combine(params, stream); }
 }

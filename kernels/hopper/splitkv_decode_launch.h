@@ -1,0 +1,56 @@
+// Which tile a Hopper split-KV call runs, and the decode tile's launch (host code alone; the kernel compiles
+// device-only in <variant>_kernel_decode.cu, reached through DecodeTileEntry as the 64-row tile's through
+// FwdKernelEntry: fwd_launch.h).
+// The decode tile (splitkv_decode_traits.h) takes a call whose query block holds at most kDecodeTileRows rows
+// (seqlen_q as the kernel sees it: a GQA group packed into rows by the binding, or a few query positions) at head
+// dims 64 and 128. FLASHBUILD_SPLITKV_TILE picks per call, for A/B runs in one process (splitkv_decode_switch.h):
+// `decode` (the decode tile wherever it serves the call), `rows64` (the 64-row tile always), unset or `auto` (the
+// default rule below).
+#pragma once
+
+#include "hopper/fwd_launch.h"  // tma_strides, launch_descriptors, sm_count
+#include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
+#include "hopper/splitkv_decode_traits.h"
+
+namespace flashbuild::hopper {
+
+// Whether the decode tile can take the call: its rows fit (a causal query block is bottom-aligned, so its rows are
+// the 64-row block's last: the kernel reads those, DecodeTile::kRow0).
+inline bool decode_tile_serves(const FwdParams& p) { return p.seqlen_q >= 1 && p.seqlen_q <= kDecodeTileRows; }
+
+// The default takes the decode tile wherever it serves the call: in runs 12 and 13 (benchmarks/decode/README.md, "A
+// decode tile") the 64-row tile ran 0.999-1.10x its time graph-replayed in the rows of issue 45's table (run 13).
+inline bool use_decode_tile(const FwdParams& p) {
+  if (!decode_tile_serves(p)) { return false; }
+  switch (splitkv_tile_choice()) {
+    case SplitKVTile::kDecode: return true;
+    case SplitKVTile::kRows64: return false;
+    case SplitKVTile::kAuto: break;
+  }
+  return true;
+}
+
+// One launch of the decode tile's kernel: launch_fwd's split-KV launch (fwd_launch.h) with the decode tile's entry
+// and shared memory; the same parameters, descriptors (kept from call to call) and scheduler.
+template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
+void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
+  static_assert(kIsSplitKV<kFeatures>, "the decode tile is the split-KV kernel's");
+  using Traits = DecodeTileBase<kHeadDim, kDType>;
+  using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
+  using Decode = DecodeTileTraits<Traits, kDecodeTileRows>;
+  const FwdParams tma_params = tma_strides(params);
+  const int slots = sm_count() * Traits::kCtasPerSm;
+  check_tile_count("the Hopper split-KV", (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM,
+                   params.nheads, params.batch, params.num_splits, slots);
+  const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
+  KernelParams kp{params, descriptors.loads, descriptors.stores,
+                  KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
+                                                 params.num_splits, slots, 0, 1})};
+  const dim3 grid(kp.scheduler.grid_size(slots));
+  const bool programmatic = params.dependent_launch != DependentLaunch::kNone;
+  DecodeTileEntry<Traits, kIsCausal, kFeatures, kDecodeTileRows>::get().launch(grid, Traits::kNThreads,
+                                                                               Decode::kSmemBytes, stream, kp,
+                                                                               programmatic);
+}
+
+}  // namespace flashbuild::hopper
