@@ -117,11 +117,16 @@ struct FwdMainloop {
   // element's row and column and compares them against seqlen_k and last_key(row): two compares and the
   // index arithmetic a score (benchmarks/fwd_sass_fa3: the masked step 678 instructions against FA3's 602).
   // The same scores masked (bit-identical outputs); not with a local window (its left edge, apply's).
+  // SASS: the masked causal step 678 -> 617 instructions (ISETP 357 -> 291, VIADD 94 -> 34 in the kernel).
+  // In turns on the H200 (benchmarks/fwd_sass_fa3, call 3), hdim 128 causal 1k / 4k / 16k: fp16 1.012 /
+  // 1.015 / 1.031x, bf16 1.016 / 1.016 / 1.033x; non-causal (only the first block is masked) 0.997-1.001x.
+  // On where measured to win: hdim 128's plain causal kernels (not split-KV, local or softcap ones).
   // nvcc -DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=0 or 1 sets it for a whole build, for A/B runs.
 #ifdef FLASHBUILD_HOPPER_FWD_ROW_LIMITS
   static constexpr bool kRowLimits = FLASHBUILD_HOPPER_FWD_ROW_LIMITS != 0 && !kHasLocal<kFeatures>;
 #else
-  static constexpr bool kRowLimits = false;
+  static constexpr bool kRowLimits =
+      kIsCausal && kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
 
   // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued
@@ -130,7 +135,8 @@ struct FwdMainloop {
   // turn held 161 (128 keys) / 142 (176 keys) instructions where FA3's holds ~70; with this 61 / 88.
   // A wgmma fence (WARPGROUP.ARRIVE, operands fenced) between them and the turn did not hold them there
   // (161 / 142, the same SASS); the non-overlapped order with the wait on P V behind a branch, to keep it
-  // below the softmax, made ptxas serialize every wgmma (C7514). benchmarks/fwd_sass_fa3, call 3.
+  // below the softmax, made ptxas serialize every wgmma (C7514). In turns on the H200 (benchmarks/fwd_sass_fa3,
+  // call 3) the shorter turn gained nothing: non-causal 0.996-1.000x (1k-16k, fp16 and bf16). Off.
   // nvcc -DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=0 or 1 (A/B runs).
 #ifdef FLASHBUILD_HOPPER_FWD_PASS_AFTER_QK
   static constexpr bool kPassAfterQK = Traits::kPingpong && FLASHBUILD_HOPPER_FWD_PASS_AFTER_QK != 0;
