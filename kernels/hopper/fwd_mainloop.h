@@ -330,7 +330,8 @@ struct FwdMainloop {
     auto apply_mask = [&](int n_block) {
       if constexpr (kRowLimits) {
         // Row r of this thread is tile row cS_rc(r, 0)'s; column c is the thread's first column plus a
-        // constant of the fragment's layout (cS_rc(r, c) - cS_rc(r, 0) folds to it).
+        // constant of the fragment's layout (cS_rc(r, c) - cS_rc(0, 0) folds to it; a column is the same in
+        // every row).
         Tensor cS_rc = make_tensor(cS.data(), acc_rowcol(cS.layout()));
         const int col0 = n_block * kBlockN + int(get<1>(cS_rc(0, 0)));
         CUTE_UNROLL
