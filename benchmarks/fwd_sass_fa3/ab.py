@@ -25,7 +25,8 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 # Arms: name -> nvcc flags (kernels/hopper/fwd_mainloop.h: kUniformQ, kEdgeTurns, kLeadWaits; a define set
 # applies to every kernel of the build); the first arm of --arms is the base.
 #   base    the tree before the study (Q's descriptors by thread index, turns on a tile's edges, every warpgroup waits)
-#   new     this tree's defaults (kUniformQ in hdim 128's plain kernels; FA3's turns and waits in the 176-key one)
+#   new     this tree's defaults (kUniformQ in hdim 128's plain kernels; FA3's turns and waits in the 176-key one;
+#           from after call 3, kRowLimits in the causal kernel)
 #   uq      kUniformQ alone, every kernel                          (call 1)
 #   turns   FA3's form alone: no edge turns, the lead waits       (call 1, then one define: FA3_TURNS=1)
 #   both    uq and turns, every kernel                             (call 1)
