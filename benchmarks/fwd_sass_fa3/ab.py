@@ -25,12 +25,16 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 # Arms: name -> nvcc flags (kernels/hopper/fwd_mainloop.h: kUniformQ, kEdgeTurns, kLeadWaits; a define set
 # applies to every kernel of the build); the first arm of --arms is the base.
 #   base    the tree before the study (Q's descriptors by thread index, turns on a tile's edges, every warpgroup waits)
-#   new     this tree's defaults (kUniformQ in hdim 128's plain kernels; FA3's turns and waits in the 176-key one)
+#   new     this tree's defaults (kUniformQ in hdim 128's plain kernels; FA3's turns and waits in the 176-key one;
+#           from after call 3, kRowLimits in the causal kernel)
 #   uq      kUniformQ alone, every kernel                          (call 1)
 #   turns   FA3's form alone: no edge turns, the lead waits       (call 1, then one define: FA3_TURNS=1)
 #   both    uq and turns, every kernel                             (call 1)
 #   lead    uq and the lead waits, edge turns kept, every kernel   (call 2)
 #   edge    uq and no edge turns, every warpgroup waits           (call 2)
+#   rows    the defaults and kRowLimits (the mask by a per-row limit, FA3's)           (call 3)
+#   early   the defaults and kPassAfterQK (the overlapped turn passed after Q K^T)     (call 3)
+#   re      the defaults, kRowLimits and kPassAfterQK                                   (call 3)
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
             f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
@@ -44,6 +48,9 @@ ARMS = {
     "both": _flags(1, 0, 1),
     "lead": _flags(1, 1, 1),
     "edge": _flags(1, 0, 0),
+    "rows": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1"],
+    "early": ["-DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=1"],
+    "re": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=1"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"

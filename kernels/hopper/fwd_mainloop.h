@@ -110,6 +110,40 @@ struct FwdMainloop {
   static constexpr bool kLeadWaits = Traits::kPingpong && kWideTile;
 #endif
 
+  // kRowLimits: the mask as FA3's forward writes it. Per row of this thread one limit, computed once per
+  // step (the first key column the row may not see, less the block's first column and this thread's
+  // first column), then each element's column, a constant inside the thread's fragment, compared against
+  // it: one ISETP with an immediate a score. AttentionMask::apply (the Ampere path's too) computes each
+  // element's row and column and compares them against seqlen_k and last_key(row): two compares and the
+  // index arithmetic a score (benchmarks/fwd_sass_fa3: the masked step 678 instructions against FA3's 602).
+  // The same scores masked (bit-identical outputs); not with a local window (its left edge, apply's).
+  // SASS: the masked causal step 678 -> 617 instructions (ISETP 357 -> 291, VIADD 94 -> 34 in the kernel).
+  // In turns on the H200 (benchmarks/fwd_sass_fa3, call 3), hdim 128 causal 1k / 4k / 16k: fp16 1.012 /
+  // 1.015 / 1.031x, bf16 1.016 / 1.016 / 1.033x; non-causal (only the first block is masked) 0.997-1.001x.
+  // On where measured to win: hdim 128's plain causal kernels (not split-KV, local or softcap ones).
+  // nvcc -DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=0 or 1 sets it for a whole build, for A/B runs.
+#ifdef FLASHBUILD_HOPPER_FWD_ROW_LIMITS
+  static constexpr bool kRowLimits = FLASHBUILD_HOPPER_FWD_ROW_LIMITS != 0 && !kHasLocal<kFeatures>;
+#else
+  static constexpr bool kRowLimits =
+      kIsCausal && kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+#endif
+
+  // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued
+  // after it, outside the turn. O's rescale and P's conversion, which the source puts before the turn,
+  // ptxas sinks between the two products (after the turn's BAR.SYNC, up to their first reader), so the
+  // turn held 161 (128 keys) / 142 (176 keys) instructions where FA3's holds ~70; with this 61 / 88.
+  // A wgmma fence (WARPGROUP.ARRIVE, operands fenced) between them and the turn did not hold them there
+  // (161 / 142, the same SASS); the non-overlapped order with the wait on P V behind a branch, to keep it
+  // below the softmax, made ptxas serialize every wgmma (C7514). In turns on the H200 (benchmarks/fwd_sass_fa3,
+  // call 3) the shorter turn gained nothing: non-causal 0.996-1.000x (1k-16k, fp16 and bf16). Off.
+  // nvcc -DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=0 or 1 (A/B runs).
+#ifdef FLASHBUILD_HOPPER_FWD_PASS_AFTER_QK
+  static constexpr bool kPassAfterQK = Traits::kPingpong && FLASHBUILD_HOPPER_FWD_PASS_AFTER_QK != 0;
+#else
+  static constexpr bool kPassAfterQK = false;
+#endif
+
   // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
   struct MaskByBlock {};
 
@@ -293,14 +327,35 @@ struct FwdMainloop {
 
     // Raw Q K^T -> masked (transformed) scores. `masked`: std::true_type (mask every element),
     // std::false_type (no mask code), or MaskByBlock (needs_mask decides at run time).
+    auto apply_mask = [&](int n_block) {
+      if constexpr (kRowLimits) {
+        // Row r of this thread is tile row cS_rc(r, 0)'s; column c is the thread's first column plus a
+        // constant of the fragment's layout (cS_rc(r, c) - cS_rc(0, 0) folds to it; a column is the same in
+        // every row).
+        Tensor cS_rc = make_tensor(cS.data(), acc_rowcol(cS.layout()));
+        const int col0 = n_block * kBlockN + int(get<1>(cS_rc(0, 0)));
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          int limit = k.mask.seqlen_k;  // keys >= limit are hidden from this row
+          if constexpr (kIsCausal) {
+            limit = min(limit, k.mask.last_key(tile.m_block * kBlockM + int(get<0>(cS_rc(r, 0)))) + 1);
+          }
+          limit -= col0;
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(tSrS_rc); ++c) {
+            if (int(get<1>(cS_rc(r, c))) - int(get<1>(cS_rc(0, 0))) >= limit) { tSrS_rc(r, c) = -INFINITY; }
+          }
+        }
+      } else {
+        k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
+      }
+    };
     auto scores = [&](int n_block, auto masked) {
       score.transform(tSrS);
       if constexpr (std::is_same_v<decltype(masked), MaskByBlock>) {
-        if (k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN)) {
-          k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
-        }
+        if (k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN)) { apply_mask(n_block); }
       } else if constexpr (decltype(masked)::value) {
-        k.mask.apply(tSrS, cS, tile.m_block * kBlockM, n_block * kBlockN);
+        apply_mask(n_block);
       }
     };
     auto to_p = [&]() { convert_into(tSrS, tOrP); };  // probabilities to the element type, into P's registers
@@ -391,9 +446,10 @@ struct FwdMainloop {
         step_wait(pipe_k, read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+        if constexpr (kPassAfterQK) { pass_turn(); }
         step_wait(pipe_v, read_v);
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
-        pass_turn();
+        if constexpr (!kPassAfterQK) { pass_turn(); }
         pv_in_flight = true;
         warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
         pipe_k.consumer_release(read_k);
