@@ -81,7 +81,11 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
   KernelParams kp{params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
-                                                 params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};
+                                                 params.num_splits, slots, setting.max_blocks, setting.tail_rounds,
+                                                 kIsSplitKV<kFeatures> ? streamk_key_blocks(params.split_deal,
+                                                                                            params.seqlen_k, Traits::kBlockN)
+                                                                       : 0,
+                                                 streamk_min_blocks(Traits::kBlockN)})};
   const dim3 grid(kp.scheduler.grid_size(slots));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
