@@ -301,19 +301,24 @@ struct SplitTileScheduler {
     return num_tiles < sm_count ? num_tiles : sm_count;
   }
 
-  CUTE_DEVICE int first_tile() const {
-    return key_blocks > 0 ? int(streamk_start(items, grid, int(blockIdx.x))) : int(blockIdx.x);
-  }
-  CUTE_DEVICE int next_tile(int tile) const {
-    return key_blocks > 0 ? int(streamk_next(key_blocks, tile)) : tile + int(gridDim.x);
-  }
-  CUTE_DEVICE bool valid(int tile) const {
-    return key_blocks > 0 ? tile < streamk_start(items, grid, int(blockIdx.x) + 1) : tile < num_tiles;
-  }
+  CUTE_DEVICE int first_tile() const { return first_tile_at(int(blockIdx.x)); }
+  CUTE_DEVICE int next_tile(int tile) const { return next_tile_at(tile, int(gridDim.x)); }
+  CUTE_DEVICE bool valid(int tile) const { return valid_at(tile, int(blockIdx.x)); }
+  CUTE_DEVICE TileCoord decode(int tile) const { return decode_at(tile, int(blockIdx.x)); }
 
-  CUTE_DEVICE TileCoord decode(int tile) const {
+  // The same for CTA `cta` of a grid of `grid` (grid_size): host code walks the deal (tests/host/splitkv_deal_walk.cu).
+  CUTE_HOST_DEVICE int first_tile_at(int cta) const {
+    return key_blocks > 0 ? int(streamk_start(items, grid, cta)) : cta;
+  }
+  CUTE_HOST_DEVICE int next_tile_at(int tile, int grid_ctas) const {
+    return key_blocks > 0 ? int(streamk_next(key_blocks, tile)) : tile + grid_ctas;
+  }
+  CUTE_HOST_DEVICE bool valid_at(int tile, int cta) const {
+    return key_blocks > 0 ? tile < streamk_start(items, grid, cta + 1) : tile < num_tiles;
+  }
+  CUTE_HOST_DEVICE TileCoord decode_at(int tile, int cta) const {
     if (key_blocks > 0) {
-      const StreamKPiece piece = streamk_piece(items, key_blocks, grid, int(blockIdx.x), tile);
+      const StreamKPiece piece = streamk_piece(items, key_blocks, grid, cta, tile);
       const int hb = piece.tile / num_m_blocks;
       return {piece.tile % num_m_blocks, hb % nheads, hb / nheads, piece.index, piece.count, piece.first,
               piece.end == key_blocks ? INT32_MAX : piece.end};
