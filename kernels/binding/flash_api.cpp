@@ -1071,7 +1071,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     const int key_blocks = streamk_key_blocks(SplitKVDeal::kStreamK, p.seqlen_k, block_n);
     if (one_launch && query_blocks <= kSplitCounterSlots && streamk_fits(query_blocks, key_blocks)) {
       const StreamKDeal deal = streamk_deal(query_blocks, key_blocks, num_sms * kHopperSplitKVCtasPerSm,
-                                            streamk_min_blocks(block_n), kMaxSplits);
+                                            streamk_min_blocks(block_n), kStreamKMaxPieces);
       p.split_deal = SplitKVDeal::kStreamK;
       p.num_splits = deal.max_pieces;
     }

@@ -54,6 +54,10 @@ inline SplitKVDeal splitkv_deal_choice() {
 constexpr int kStreamKMinKeys = 128;
 constexpr int streamk_min_blocks(int block_n) { return block_n >= kStreamKMinKeys ? 1 : kStreamKMinKeys / block_n; }
 
+// The most pieces a tile takes: one lane's LSE each in the merge's first chunk of 32 (common/splitkv_combine.h,
+// combine_row_lanes: more walk a slower loop), and within the partial slots a call may have (kMaxSplits).
+constexpr int kStreamKMaxPieces = 32;
+
 // The deal of one launch: W = items (tiles x key_blocks) over `grid` CTAs, and the most pieces a tile can have.
 struct StreamKDeal {
   int64_t items = 0;
@@ -78,7 +82,7 @@ inline int streamk_max_pieces(int64_t items, int key_blocks, int grid) {
 }
 
 // The deal: as many CTAs as slots (two an SM), fewer where a range would hold under min_blocks blocks, and fewer where
-// a tile could take more than max_pieces pieces (its partial slots: kMaxSplits). Items must fit 31 bits (the kernels'
+// a tile could take more than max_pieces pieces (kStreamKMaxPieces). Items must fit 31 bits (the kernels'
 // loop counters): the binding takes the deal only then (streamk_fits).
 inline StreamKDeal streamk_deal(int64_t tiles, int key_blocks, int slots, int min_blocks, int max_pieces) {
   StreamKDeal d;

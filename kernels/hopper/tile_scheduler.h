@@ -40,7 +40,6 @@
 #include <cutlass/fast_math.h>
 
 #include "common/params.h"
-#include "common/splitkv_heuristic.h"  // kMaxSplits
 #include "common/splitkv_streamk.h"  // the stream-K deal (SplitTileScheduler)
 
 namespace flashbuild::hopper {
@@ -285,7 +284,8 @@ struct SplitTileScheduler {
     const int tiles = m_blocks * a.nheads * a.batch;
     if (a.streamk_key_blocks > 0) {
       // The binding sized the partials for this deal's max_pieces (num_splits) with the same arguments.
-      const StreamKDeal d = streamk_deal(tiles, a.streamk_key_blocks, a.sm_count, a.streamk_min_blocks, kMaxSplits);
+      const StreamKDeal d = streamk_deal(tiles, a.streamk_key_blocks, a.sm_count, a.streamk_min_blocks,
+                                         kStreamKMaxPieces);
       if (d.max_pieces > a.num_splits && d.max_pieces > 1) {  // another SM count than the binding's, say
         throw std::runtime_error("flashbuild: the Hopper split-KV's stream-K deal gives a tile up to " +
                                  std::to_string(d.max_pieces) + " pieces, but the call's partials hold " +

@@ -6,7 +6,7 @@ the kernels' loop does (SplitTileScheduler: first_tile, valid, next_tile, decode
 against a Python mirror of the arithmetic and against the deal's promises: every (tile, key block) item is covered
 exactly once, a CTA's pieces are contiguous and in order, each tile's pieces are indexed 0 .. count - 1 in key order
 with the same count, no tile has more pieces than max_pieces (the partial slots the binding allocates) nor more than
-kMaxSplits, no CTA is idle, and the CTAs' ranges differ by at most one item.
+kStreamKMaxPieces, no CTA is idle, and the CTAs' ranges differ by at most one item.
 
 The variable: `streamk`, `splits`, `auto` (unset or empty: auto, the splits) are those choices, anything else the
 named error: printable, short, naming the variable and every value; never a crash, never another value accepted."""
@@ -20,18 +20,17 @@ from hypothesis import given, settings, strategies as st
 
 from fuzzing import examples, host_program, run_with_env
 
-K_MAX_SPLITS = 128  # kernels/common/splitkv_heuristic.h
+MAX_PIECES = 32  # kStreamKMaxPieces, kernels/common/splitkv_streamk.h
 
 DEAL = r'''
 #include <cstdio>
 #include <cstdlib>
-#include "common/splitkv_heuristic.h"
 #include "common/splitkv_streamk.h"
 using namespace flashbuild;
 int main(int argc, char** argv) {
   const long long tiles = std::atoll(argv[1]);
   const int key_blocks = std::atoi(argv[2]), slots = std::atoi(argv[3]), min_blocks = std::atoi(argv[4]);
-  const StreamKDeal d = streamk_deal(tiles, key_blocks, slots, min_blocks, kMaxSplits);
+  const StreamKDeal d = streamk_deal(tiles, key_blocks, slots, min_blocks, kStreamKMaxPieces);
   std::printf("deal %lld %d %d %d\n", (long long)d.items, d.key_blocks, d.grid, d.max_pieces);
   for (int cta = 0; cta < d.grid; ++cta) {  // as the kernels' loop: first_tile, valid, next_tile, decode
     for (long long t = streamk_start(d.items, d.grid, cta); t < streamk_start(d.items, d.grid, cta + 1);
@@ -81,9 +80,9 @@ def mirror_deal(tiles: int, key_blocks: int, slots: int, min_blocks: int) -> tup
         return min(1 + (key_blocks - 1 + length - 1) // length, key_blocks)
 
     grid = max(1, min(slots, items // max(min_blocks, 1)))
-    if K_MAX_SPLITS > 2 and grid > tiles * (K_MAX_SPLITS - 2):
-        grid = tiles * (K_MAX_SPLITS - 2)
-    while grid > 1 and max_pieces(grid) > K_MAX_SPLITS:
+    if MAX_PIECES > 2 and grid > tiles * (MAX_PIECES - 2):
+        grid = tiles * (MAX_PIECES - 2)
+    while grid > 1 and max_pieces(grid) > MAX_PIECES:
         grid -= 1
     return items, grid, max_pieces(grid)
 
@@ -96,7 +95,7 @@ def walk(binary: Path, tiles: int, key_blocks: int, slots: int, min_blocks: int)
     _, items, blocks, grid, max_pieces = out[0].split()
     items, blocks, grid, max_pieces = int(items), int(blocks), int(grid), int(max_pieces)
     assert (items, grid, max_pieces) == mirror_deal(tiles, key_blocks, slots, min_blocks)
-    assert blocks == key_blocks and 1 <= grid <= max(slots, 1) and 1 <= max_pieces <= K_MAX_SPLITS
+    assert blocks == key_blocks and 1 <= grid <= max(slots, 1) and 1 <= max_pieces <= MAX_PIECES
     assert grid <= items, "a CTA with no item"
     pieces = [tuple(map(int, line.split())) for line in out[1:]]
     covered: dict[int, list[tuple[int, int, int, int]]] = {}

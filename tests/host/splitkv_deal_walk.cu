@@ -3,7 +3,7 @@
 // "<cases> cases, <n> fail" last; tests/test_splitkv_deal_walk.py compiles and runs it.
 //   splits: every (query block, head, batch, split) once; each tile's splits = num_splits; no stream-K range.
 //   stream-K: every (query block, head, batch)'s key blocks [0, key_blocks) once, in pieces indexed 0 .. count - 1 in
-//   key order with one count, at most the deal's max_pieces (<= kMaxSplits), the last piece open-ended (INT32_MAX);
+//   key order with one count, at most the deal's max_pieces (<= kStreamKMaxPieces), the last piece open-ended (INT32_MAX);
 //   grid_size = the deal's grid <= the slots, every CTA a piece; make refuses partials sized below max_pieces.
 #include <algorithm>
 #include <cstdio>
@@ -49,7 +49,7 @@ static void walk_splits(int seqlen_q, int nheads, int batch, int splits, int slo
 
 static void walk_streamk(int seqlen_q, int nheads, int batch, int key_blocks, int slots, int min_blocks) {
   const int m_blocks = (seqlen_q + 63) / 64, tiles = m_blocks * nheads * batch;
-  const StreamKDeal d = streamk_deal(tiles, key_blocks, slots, min_blocks, kMaxSplits);
+  const StreamKDeal d = streamk_deal(tiles, key_blocks, slots, min_blocks, kStreamKMaxPieces);
   if (d.max_pieces > 1) {  // partials one slot short: refused
     bool refused = false;
     try {
@@ -61,7 +61,7 @@ static void walk_streamk(int seqlen_q, int nheads, int batch, int key_blocks, in
       SplitTileScheduler::make({seqlen_q, 64, nheads, batch, d.max_pieces, slots, 0, 1, key_blocks, min_blocks});
   const int grid = s.grid_size(slots);
   CHECK(grid == d.grid && grid >= 1 && grid <= slots, "grid %d, deal %d, slots %d", grid, d.grid, slots);
-  CHECK(d.max_pieces >= 1 && d.max_pieces <= kMaxSplits, "max_pieces %d", d.max_pieces);
+  CHECK(d.max_pieces >= 1 && d.max_pieces <= kStreamKMaxPieces, "max_pieces %d", d.max_pieces);
   std::map<Key, std::vector<TileCoord>> pieces;
   for (int cta = 0; cta < grid; ++cta) {
     int count = 0;
@@ -118,7 +118,7 @@ int main() {
       }
     }
   }
-  walk_streamk(1, 1, 1, 8192, 264, 1);  // one tile, many blocks: the piece bound holds at kMaxSplits
+  walk_streamk(1, 1, 1, 8192, 264, 1);  // one tile, many blocks: the piece bound holds at kStreamKMaxPieces
   walk_streamk(1, 8, 1024, 16384, 264, 2);  // 8192 tiles, 128M items
   cases += 2;
   std::printf("%d cases, %d fail\n", cases, fails);
