@@ -171,7 +171,7 @@ struct PersistentTileScheduler {
     // even out the CTAs' ends. 1 as measured; more evens long calls out better (balance.py --tail-rounds).
     int pair_tail_rounds = 1;
     // Read by SplitTileScheduler alone: the stream-K deal's key blocks a tile (0: the splits deal) and the fewest
-    // blocks a CTA's range holds (common/splitkv_streamk.h; the launcher's splitkv_streamk_blocks, FwdParams::split_deal).
+    // blocks a CTA's range holds (common/splitkv_streamk.h: streamk_key_blocks, streamk_min_blocks).
     int streamk_key_blocks = 0;
     int streamk_min_blocks = 1;
   };

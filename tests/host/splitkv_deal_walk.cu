@@ -3,7 +3,8 @@
 // "<cases> cases, <n> fail" last; tests/test_splitkv_deal_walk.py compiles and runs it.
 //   splits: every (query block, head, batch, split) once; each tile's splits = num_splits; no stream-K range.
 //   stream-K: every (query block, head, batch)'s key blocks [0, key_blocks) once, in pieces indexed 0 .. count - 1 in
-//   key order with one count, at most the deal's max_pieces (<= kStreamKMaxPieces), the last piece open-ended (INT32_MAX);
+//   key order with one count, at most the deal's max_pieces (<= kStreamKMaxPieces), the last piece open-ended
+//   (INT32_MAX);
 //   grid_size = the deal's grid <= the slots, every CTA a piece; make refuses partials sized below max_pieces.
 #include <algorithm>
 #include <cstdio>
