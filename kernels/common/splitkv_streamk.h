@@ -72,12 +72,12 @@ FLASHBUILD_STREAMK_HD int streamk_cta_of(int64_t items, int grid, int64_t x) {
   return int(((x + 1) * grid - 1) / items);
 }
 
-// An upper bound of a tile's pieces: every CTA range holds at least floor(W / G) items, so the B blocks of a tile meet
-// the range of its first block and at most ceil((B - 1) / floor(W / G)) ranges starting inside it; and at most B.
+// An upper bound of a tile's pieces: the B blocks [x, x + B) of a tile meet the range of its first block and those
+// starting at x + 1 .. x + B - 1, the c with x < floor(c W / G) <= x + B - 1, i.e. (x + 1) G / W <= c < (x + B) G / W:
+// at most ceil((B - 1) G / W) of them. And at most B (a piece holds a block at least, with W >= G).
 inline int streamk_max_pieces(int64_t items, int key_blocks, int grid) {
   if (key_blocks <= 1 || grid <= 1) { return 1; }
-  const int64_t len = items / grid;
-  const int64_t bound = 1 + (int64_t(key_blocks) - 1 + len - 1) / len;
+  const int64_t bound = 1 + ((int64_t(key_blocks) - 1) * grid + items - 1) / items;
   return int(bound < key_blocks ? bound : key_blocks);
 }
 
@@ -92,8 +92,7 @@ inline StreamKDeal streamk_deal(int64_t tiles, int key_blocks, int slots, int mi
   int64_t grid = d.items / (min_blocks > 1 ? min_blocks : 1);
   if (grid > slots) { grid = slots; }
   if (grid < 1) { grid = 1; }
-  // A tile's pieces are about G / tiles + 2: at most a few steps down from G = tiles x (max_pieces - 2).
-  if (grid > tiles * (max_pieces - 2) && max_pieces > 2) { grid = tiles * (max_pieces - 2); }
+  // At most `slots` steps of a few operations (under a microsecond of the call's host time).
   while (grid > 1 && streamk_max_pieces(d.items, key_blocks, int(grid)) > max_pieces) { --grid; }
   d.grid = int(grid);
   d.max_pieces = streamk_max_pieces(d.items, key_blocks, d.grid);

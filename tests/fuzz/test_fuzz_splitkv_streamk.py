@@ -76,12 +76,9 @@ def mirror_deal(tiles: int, key_blocks: int, slots: int, min_blocks: int) -> tup
     def max_pieces(grid: int) -> int:
         if key_blocks <= 1 or grid <= 1:
             return 1
-        length = items // grid
-        return min(1 + (key_blocks - 1 + length - 1) // length, key_blocks)
+        return min(1 + ((key_blocks - 1) * grid + items - 1) // items, key_blocks)
 
     grid = max(1, min(slots, items // max(min_blocks, 1)))
-    if MAX_PIECES > 2 and grid > tiles * (MAX_PIECES - 2):
-        grid = tiles * (MAX_PIECES - 2)
     while grid > 1 and max_pieces(grid) > MAX_PIECES:
         grid -= 1
     return items, grid, max_pieces(grid)
