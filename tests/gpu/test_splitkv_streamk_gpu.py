@@ -105,13 +105,14 @@ def test_bf16(m_bf16, streamk, tile, head_dim):
              lens=[4000, 129, 1, 4096, 2000, 3333, 0, 17][:batch], dtype=torch.bfloat16, seed=head_dim + batch)
 
 
-def test_the_switch_changes_the_deal_and_refuses_a_bad_value(m, monkeypatch):
+@pytest.mark.parametrize("tile", TILES)
+def test_the_switch_changes_the_deal_and_refuses_a_bad_value(m, monkeypatch, tile):
     # The deals slice the keys differently (16 tiles of 64 blocks: 8 splits of 8, or ~4 blocks a CTA), so the merged
     # fp16 outputs differ somewhere; both pass the rule.
     outs = []
     for deal in ("splits", "streamk"):
         monkeypatch.setenv(DEAL_VAR, deal)
-        outs.append(step(m, monkeypatch, "decode", batch=2, head_dim=128, capacity=4096, lens=[4096, 3001], seed=7))
+        outs.append(step(m, monkeypatch, tile, batch=2, head_dim=128, capacity=4096, lens=[4096, 3001], seed=7))
     assert not torch.equal(outs[0], outs[1]), "FLASHBUILD_SPLITKV_DEAL picked the same deal for splits and streamk"
     monkeypatch.setenv(DEAL_VAR, "stream-k")
     q = torch.randn(1, 1, 8, 64, device="cuda", dtype=torch.float16)
