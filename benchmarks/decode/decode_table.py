@@ -16,7 +16,9 @@ decode (the index check kernel, the attention kernel, the combine kernel when it
 --paths times other values of it beside (`ours serial-merge`, `ours lane-merge`: the one-launch path with that
 merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`; a path `tile=<tile>` sets
 FLASHBUILD_SPLITKV_TILE=<tile> instead (`tile=rows64`: the 64-row tile, `tile=decode`: the decode tile, where each
-serves the call); the path `main-host` is the
+serves the call); a path `deal=<deal>` sets FLASHBUILD_SPLITKV_DEAL=<deal> (`deal=streamk`: the stream-K deal of
+the key blocks over the persistent CTAs, common/splitkv_streamk.h); `+` joins them (`deal=streamk+tile=rows64`);
+the path `main-host` is the
 default with the host work it had before issue 45's host changes: TMA descriptors built for each call
 (FLASHBUILD_SPLITKV_PATH=fresh-descriptors) and flash_attn_with_kvcache's full argument checks (no _plain_decode).
 --study-nvcc-flag loads a second build of the same selection with those nvcc flags (a study form of the kernels) in
@@ -58,6 +60,8 @@ from flashbuild import api
 HEADS, KV_HEADS = 32, 8
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 TILE_VAR = "FLASHBUILD_SPLITKV_TILE"  # a path `tile=<value>` sets this instead (decode, rows64: splitkv_decode_launch.h)
+DEAL_VAR = "FLASHBUILD_SPLITKV_DEAL"  # a path `deal=<value>` sets this (streamk, splits: common/splitkv_streamk.h)
+SETTING_VARS = {"tile=": TILE_VAR, "deal=": DEAL_VAR}
 MAIN_HOST = "main-host"  # the pseudo-path of the host work before the kept descriptors and _plain_decode
 ROTATE_BYTES = 256e6
 
@@ -103,19 +107,33 @@ class Contender:
         except RuntimeError:
             self.failed = True
 
+    def settings(self) -> dict[str, str]:
+        """The variables the path sets: FLASHBUILD_SPLITKV_PATH, or `tile=` / `deal=` settings joined by `+`."""
+        if self.path is None:
+            return {}
+        if self.path == MAIN_HOST:
+            return {PATH_VAR: "fresh-descriptors"}
+        parts = self.path.split("+")
+        if not any(part.startswith(prefix) for part in parts for prefix in SETTING_VARS):
+            return {PATH_VAR: self.path}
+        out = {}
+        for part in parts:
+            prefix = next((p for p in SETTING_VARS if part.startswith(p)), None)
+            if prefix is None:
+                raise SystemExit(f"decode_table.py: path {self.path!r}: {part!r} is not tile=<tile> nor deal=<deal>")
+            out[SETTING_VARS[prefix]] = part[len(prefix):]
+        return out
+
     @contextlib.contextmanager
     def env(self):
-        var, value = PATH_VAR, self.path
-        if self.path is not None and self.path.startswith("tile="):
-            var, value = TILE_VAR, self.path[len("tile="):]
-        if self.path is not None:
-            os.environ[var] = "fresh-descriptors" if self.path == MAIN_HOST else value
+        settings = self.settings()
+        os.environ.update(settings)
         api._DECODE_FAST_PATH = self.path != MAIN_HOST
         try:
             yield
         finally:
             api._DECODE_FAST_PATH = True
-            if self.path is not None:
+            for var in settings:
                 del os.environ[var]
 
     def eager_pass(self) -> int:
@@ -230,7 +248,8 @@ def main() -> None:
     parser.add_argument("--paths", default="previous",
                         help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated (main-host: "
                              "the default with the host work before the kept descriptors and the plain-call path; "
-                             "tile=decode, tile=rows64: FLASHBUILD_SPLITKV_TILE set so instead)")
+                             "tile=decode, tile=rows64: FLASHBUILD_SPLITKV_TILE set so instead; deal=streamk: "
+                             "FLASHBUILD_SPLITKV_DEAL; joined by +, e.g. deal=streamk+tile=rows64)")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
     parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
     parser.add_argument("--nvcc-flag", action="append", default=[],

@@ -18,10 +18,11 @@ namespace flashbuild {
 
 constexpr int kCombineRowsPerBlock = 4;  // one warp per output row
 
-// Row idx = (batch, head, row) of the (batch, nheads, seqlen_q) rows, by the 32 lanes of a warp. The partials
+// Row idx = (batch, head, row) of the (batch, nheads, seqlen_q) rows, by the 32 lanes of a warp, from its first
+// num_splits slots (the fused combine's tile.splits: with the stream-K deal a tile's own piece count). The partials
 // are read through L2 (ld.global.cg): in the fused combine other CTAs of the same launch wrote them.
 template <int kHeadDim, class Element>
-__device__ __forceinline__ void combine_row(const FwdParams& p, int64_t idx, int lane) {
+__device__ __forceinline__ void combine_row(const FwdParams& p, int64_t idx, int lane, int num_splits) {
   static_assert(kHeadDim % 32 == 0, "each lane owns kHeadDim / 32 columns");
   constexpr int kColsPerLane = kHeadDim / 32;
   const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
@@ -30,16 +31,16 @@ __device__ __forceinline__ void combine_row(const FwdParams& p, int64_t idx, int
   const int batch = int(idx / (int64_t(p.seqlen_q) * p.nheads));
 
   float lse_max = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) { lse_max = fmaxf(lse_max, __ldcg(p.lse_accum + s * rows + idx)); }
+  for (int s = 0; s < num_splits; ++s) { lse_max = fmaxf(lse_max, __ldcg(p.lse_accum + s * rows + idx)); }
   float sum = 0.f;
   if (lse_max != -INFINITY) {
-    for (int s = 0; s < p.num_splits; ++s) { sum += __expf(__ldcg(p.lse_accum + s * rows + idx) - lse_max); }
+    for (int s = 0; s < num_splits; ++s) { sum += __expf(__ldcg(p.lse_accum + s * rows + idx) - lse_max); }
   }
   const float lse = sum == 0.f ? INFINITY : lse_max + __logf(sum);  // +inf: the row saw no key
 
   float out[kColsPerLane] = {};
   if (sum != 0.f) {
-    for (int s = 0; s < p.num_splits; ++s) {
+    for (int s = 0; s < num_splits; ++s) {
       const float weight = __expf(__ldcg(p.lse_accum + s * rows + idx) - lse);
       const float* o_split = p.o_accum + (s * rows + idx) * kHeadDim;
       CUTE_UNROLL
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock) splitkv_combine_ker
   const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;
   const int64_t idx = int64_t(blockIdx.x) * kCombineRowsPerBlock + threadIdx.x / 32;  // (batch, head, row)
   if (idx >= rows) { return; }
-  combine_row<kHeadDim, Element>(p, idx, threadIdx.x % 32);
+  combine_row<kHeadDim, Element>(p, idx, threadIdx.x % 32, p.num_splits);
 }
 
 }  // namespace flashbuild

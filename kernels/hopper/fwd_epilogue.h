@@ -245,6 +245,8 @@ struct FwdEpilogue {
   // Two tails, picked per launch by p.split_merge (common/params.h), the same results bit for bit:
   //   kSerial: fences around the count, combine_row (a lane walks the splits one LSE load at a time);
   //   kLanes: one acquire-release count, combine_row_lanes (LSEs one per lane, partials loaded in groups).
+  // The tile's slices are tile.splits (SplitTileScheduler): num_splits with the splits deal; with the stream-K deal its
+  // own piece count, at most num_splits (the partial slots), its pieces' partials in slots 0 .. tile.splits - 1.
   CUTE_DEVICE static void combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
                                           int thread_idx) {
     barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);  // every consumer's partial stores are issued
@@ -252,7 +254,7 @@ struct FwdEpilogue {
     bool last = false;
     if (thread_idx == 0) {
       unsigned* counter = p.split_counters + (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
-      const unsigned wrap = unsigned(p.num_splits - 1);
+      const unsigned wrap = unsigned(tile.splits - 1);
       if (lanes) {
         // Release: the barrier ordered the whole CTA's partial stores before this thread's count, and a release
         // is cumulative, so it publishes them at device scope. Acquire: the other splits' partials, released by
@@ -284,13 +286,13 @@ struct FwdEpilogue {
       Element* o = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride;
       float* lse = p.lse + tile.batch * p.lse_batch_stride + tile.head * p.lse_head_stride;
       for (int row = first + thread_idx / cutlass::NumThreadsPerWarp; row < end; row += kWarps) {
-        combine_row_lanes<kHeadDim, Element>(p.num_splits, p.lse_accum + row0 + row,
+        combine_row_lanes<kHeadDim, Element>(tile.splits, p.lse_accum + row0 + row,
                                              p.o_accum + (row0 + row) * kHeadDim, rows, o + row * p.o_row_stride,
                                              lse + row, lane);
       }
     } else {
       for (int row = first + thread_idx / cutlass::NumThreadsPerWarp; row < end; row += kWarps) {
-        combine_row<kHeadDim, Element>(p, row0 + row, lane);
+        combine_row<kHeadDim, Element>(p, row0 + row, lane, tile.splits);
       }
     }
   }

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
       softmax.finalize(tOrO_rc, score.scale, lse);
       if constexpr (kIsSplitKV<kFeatures>) {
         dependent_launch_tile_done(p.dependent_launch);
-        if (p.num_splits > 1) {  // chosen at run time: one kernel serves one split and several
+        if (tile.splits > 1) {  // chosen at run time: one kernel serves one split and several
           Epilogue::store_split(p, tile, seq, thread_idx, tOrO, lse);
           if (p.split_counters) { Epilogue::combine_if_last(p, tile, seq, scheduler.num_m_blocks, thread_idx); }
           tile_done();
