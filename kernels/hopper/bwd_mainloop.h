@@ -59,6 +59,55 @@ struct BwdMainloop {
 #else
   static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
 #endif
+  // kKeys: each thread's warpgroup coordinates in the products (which keys of K and V, which rows of dS and
+  // columns of K^T a warpgroup reads) read from lane 0 of its warp (__shfl_sync, once per CTA), so that ptxas
+  // knows them warp-uniform and builds every wgmma descriptor that depends on them in uniform registers, as
+  // FlashAttention-3 does (its warpgroup index is shuffled the same way). Derived from threadIdx they were
+  // per-thread values: each step built those descriptors in vector registers and moved them over (cuobjdump
+  // -sass, nvcc 13.0, fp16 non-causal, per step: 48 R2UR and about 60 more vector integer instructions at hdim
+  // 128, 538 -> 474 instructions; 32 and about 45 at hdim 64, 743 -> 698; FlashAttention-3's step: no R2UR).
+  // At hdim 96 (not timed) the per-thread form stays. benchmarks/hopper_bwd_uniform/ A/B-times it:
+  // nvcc -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=0 builds the per-thread form, =1 the default, =2 every kKeys tile.
+#if defined(FLASHBUILD_HOPPER_BWD_UNIFORM_WG)
+  static constexpr bool kUniformWarpgroups =
+      FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 2 || (FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 1 && kHeadDim != 96);
+#else
+  static constexpr bool kUniformWarpgroups = kHeadDim != 96;
+#endif
+  // kKeys, kernels without softcap: each step loads the LSE of the query rows a thread's S^T values hold right
+  // after issuing S^T's and dP^T's products, and their dsum before waiting for dP^T's, into registers, as
+  // FlashAttention-3's step does (tLSErLSE, tLSErdPsum); otherwise (kStatsForm 0) the step reads both from shared
+  // memory where it uses them, after each wait (cuobjdump -sass: 16 + 16 LDS.64 at hdim 64, 8 + 8 at hdim 128,
+  // the first of each a latency P^T / dS^T then waits for). Form 1 (kStatsInRegisters, hdim 128): one register
+  // per row (16 + 16; at hdim 64 its 32 + 32 spill 16 bytes). Form 2 (kStatsShuffled, hdim 64): a thread's rows
+  // spread over the 8 lanes that share them and fetched by __shfl_sync (FA3's ShuffleLSE / ShuffledPsum at hdim
+  // <= 64): 4 + 4 registers, 64 SHFL a step, and the kernel has no spill left (4 bytes before). Kernels with
+  // softcap compiled in keep form 0 (softcap_grads reads both where it uses them). nvcc
+  // -DFLASHBUILD_HOPPER_BWD_STATS=0 / 1 / 2 builds one form at every kKeys head dim (benchmarks/hopper_bwd_uniform/).
+#if defined(FLASHBUILD_HOPPER_BWD_STATS)
+  static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : FLASHBUILD_HOPPER_BWD_STATS;
+#else
+  static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : kHeadDim == 64 ? 2 : kHeadDim == 128 ? 1 : 0;
+#endif
+  static constexpr bool kStatsInRegisters = kStatsForm == 1;
+  static constexpr bool kStatsShuffled = kStatsForm == 2;
+  template <class Vmnk>
+  CUTE_DEVICE static auto warpgroups_uniform(Vmnk const& vmnk) {
+    static_assert(decltype(rank(vmnk))::value == 4, "(thread in the warpgroup, warpgroup in M, in N, in K)");
+    if constexpr (kUniformWarpgroups) {
+      auto lane0 = [](auto x) {
+        if constexpr (cute::is_static<decltype(x)>::value) {
+          return x;
+        } else {
+          return __shfl_sync(0xffffffff, x, 0);
+        }
+      };
+      return make_coord(get<0>(vmnk), lane0(get<1>(vmnk)), lane0(get<2>(vmnk)), lane0(get<3>(vmnk)));
+    } else {
+      return vmnk;
+    }
+  }
+
   // A step's mask chosen at run time, by needs_mask (every step without kPeelMasked).
   struct MaskByBlock {};
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -300,24 +349,95 @@ struct BwdMainloop {
   }
 
   // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
-  // to 0.
-  template <class FragS, class Coords, class Masked>
+  // to 0. lse_log2: the stage's row in shared memory, or the thread's rows in registers (row_stats).
+  template <class FragS, class Coords, class Masked, class Lse>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
-                                        float const* lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
+                                        Lse const& lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
     mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     const float scale_log2 = p.softmax_scale_log2;
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))])); }
+    if constexpr (kIsShuffled<Lse>) {
+      for_each_row(lse_log2, [&](float lse, int i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse)); });
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -row_stat(lse_log2, cS, i)));
+      }
+    }
   }
 
   // dS^T = P^T * (dP^T - dsum), the softmax gradient (unscaled: dK and dQ pick up the scale), in
   // place of dP^T, once dP^T's product (the last one issued) is done.
-  template <class FragS, class Coords>
-  CUTE_DEVICE static void softmax_grad(float const* dsum, Coords const& cS, FragS const& tSrP, FragS& tdPrdP) {
+  template <class FragS, class Coords, class Dsum>
+  CUTE_DEVICE static void softmax_grad(Dsum const& dsum, Coords const& cS, FragS const& tSrP, FragS& tdPrdP) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdPrdP);
+    if constexpr (kIsShuffled<Dsum>) {
+      for_each_row(dsum, [&](float d, int i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - d); });
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - row_stat(dsum, cS, i)); }
+    }
+  }
+
+  // A query row's LSE or dsum for value i of S^T / dP^T: read from the stage's row in shared memory, or taken from
+  // the registers row_stats filled.
+  template <class Stats, class Coords>
+  CUTE_DEVICE static float row_stat(Stats const& stats, Coords const& cS, int i) {
+    if constexpr (std::is_array_v<Stats> || std::is_pointer_v<Stats>) {
+      return stats[get<1>(cS(i))];
+    } else {
+      return stats(i);
+    }
+  }
+
+  // kKeys: the stage's LSE (or dsum) of the query rows this thread's S^T / dP^T values hold, loaded into registers
+  // (kStatsInRegisters): a tensor of the accumulator's shape whose two key rows (8 apart) share one register, so
+  // kBlockM / 4 floats (16 at hdim 128, 32 at hdim 64) and as many loads, issued where the call stands.
+  using StatsLayout = Layout<AccumulatorShapeSdP, Stride<Stride<_1, _0, _2>, _0, _0>>;
+  template <class Coords>
+  CUTE_DEVICE static auto row_stats(float const* stats, Coords const& cS) {
+    Tensor r = make_tensor<float>(StatsLayout{});
+    static_assert(decltype(cosize(StatsLayout{}))::value * 2 == decltype(size(StatsLayout{}))::value);
     CUTE_UNROLL
-    for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
+    for (int i = 0; i < size(r); ++i) { r(i) = stats[get<1>(cS(i))]; }
+    return r;
+  }
+
+  // kStatsShuffled: the same rows spread over the 8 lanes that share lane % 4 (the lanes whose values sit in the
+  // same query rows, at other keys): lane l holds the thread's rows j = l / 4 + 8 t, t < kBlockM / 32 (4 floats at
+  // hdim 64), and each row's value is taken from its lane by __shfl_sync where it is used (FlashAttention-3's
+  // ShuffleLSE / ShuffledPsum, at hdim <= 64 there). Row j of a thread is value j % 2 + 4 (j / 2) of its
+  // accumulator (the column pair, the 8-column group).
+  static constexpr int kRowsPerThread = kBlockM / 4;
+  static constexpr int kShuffledPerLane = kRowsPerThread / 8;
+  static_assert(!kStatsShuffled || kShuffledPerLane * 8 == kRowsPerThread, "8 lanes share a thread's rows");
+  struct ShuffledStats {
+    float v[kShuffledPerLane];
+    int quad;  // lane % 4
+  };
+  template <class Stats>
+  static constexpr bool kIsShuffled = std::is_same_v<Stats, ShuffledStats>;
+  template <class Coords>
+  CUTE_DEVICE static ShuffledStats row_stats_shuffled(float const* stats, Coords const& cS) {
+    const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
+    ShuffledStats r;
+    r.quad = lane % 4;
+    CUTE_UNROLL
+    for (int t = 0; t < kShuffledPerLane; ++t) {
+      const int j = lane / 4 + 8 * t;
+      r.v[t] = stats[get<1>(cS(j % 2 + 4 * (j / 2)))];
+    }
+    return r;
+  }
+  // f(value, i) for every value i of S^T / dP^T, one shuffle per row (both key rows of a row use it).
+  template <class F>
+  CUTE_DEVICE static void for_each_row(ShuffledStats const& s, F&& f) {
+    CUTE_UNROLL
+    for (int j = 0; j < kRowsPerThread; ++j) {
+      const float x = __shfl_sync(0xffffffff, s.v[j / 8], (j % 8) * 4 + s.quad);
+      f(x, j % 2 + 4 * (j / 2));
+      f(x, j % 2 + 4 * (j / 2) + 2);
+    }
   }
 
   // Whether this call's scores go through softcap (compiled in and on). kHasSoftcap makes it a compile-time
@@ -453,9 +573,9 @@ struct BwdMainloop {
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
     // (thread in the warpgroup, warpgroup in M, in N, in K) of this thread in each product.
-    const auto vmnk_sdp = mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_sdp = warpgroups_uniform(mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    const auto vmnk_dkv = warpgroups_uniform(mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    const auto vmnk_dq = warpgroups_uniform(mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx));
 
     const SmemViews v = smem_views(storage);
     auto const& [sK, sV, sKt, sQ, sdO, sQt, sdOt, sdS, sdSt] = v;
@@ -500,6 +620,17 @@ struct BwdMainloop {
       if constexpr (Traits::kDeferDq) {
         if (m_block > qs.m_block_min) { add_dq(m_block - 1, tdQrdQ); }  // the previous step's, under S^T and dP^T
       }
+      // kStatsInRegisters: the rows' LSE loaded while the products run (the loads after the wait would be the
+      // first thing P^T waits for).
+      auto lse = [&] {
+        if constexpr (kStatsShuffled) {
+          return row_stats_shuffled(storage.lse_log2[stage], cS);
+        } else if constexpr (kStatsInRegisters) {
+          return row_stats(storage.lse_log2[stage], cS);
+        } else {
+          return storage.lse_log2[stage];
+        }
+      }();
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
 
       // dV += P^T dO, P^T from registers; dS^T into this step's buffer (the other one may still be read
@@ -514,8 +645,14 @@ struct BwdMainloop {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP,
                       masked);
       } else {
-        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS, masked);
-        softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+        probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
+        if constexpr (kStatsShuffled) {
+          softmax_grad(row_stats_shuffled(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait
+        } else if constexpr (kStatsInRegisters) {
+          softmax_grad(row_stats(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait for dP^T
+        } else {
+          softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+        }
       }
       convert_into(tSrS, rP);
       convert_into(tdPrdP, rdS);
