@@ -1,8 +1,13 @@
-"""The Hopper backward's kKeys step (head dims 64 and 128) with its wgmma descriptors built in uniform registers
-(unif: nvcc -DFLASHBUILD_HOPPER_BWD_STATS=0) and, on top, its LSE / dsum in registers (new: the default; hdim 64
-shuffled across 8 lanes, hdim 128 one register per row) against the step before (base:
--DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=0 -DFLASHBUILD_HOPPER_BWD_STATS=0, which compiles to main's SASS), builds of one
-tree, A/B-timed in one process with PyTorch SDPA's cuDNN backend in the same turns.
+"""The Hopper backward's kKeys step (head dims 64 and 128) in study forms (kernels/hopper/bwd_mainloop.h), builds of
+one tree selected by nvcc defines, A/B-timed in one process against the default (base: main's step), with PyTorch
+SDPA's cuDNN backend in the same turns. Arms (PLANS; run h200-1 used plan `first` on the tree at 43cadad, whose
+default then was the `new` step and whose base was built with -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=0 -DSTATS=0: its
+ab.json names the flags):
+  unif   -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1: the wgmma descriptors built in uniform registers
+  new    unif and the LSE / dsum in registers (hdim 64 shuffled, FLASHBUILD_HOPPER_BWD_STATS=2; hdim 128 one
+         register per row, =1)
+  shfl   the LSE / dsum shuffled (=2) at both head dims, descriptors as base
+  regs   the LSE / dsum one register per row (=1) at hdim 128, descriptors as base
 
 Before timing, per head dim and dtype: every arm's gradients on odd shapes (dense, causal or not: seqlen_q below,
 equal to and above seqlen_k, GQA/MQA, one query row; packed sequences of 1 to 1023 rows, one empty) in
@@ -31,25 +36,39 @@ import time
 
 TOKENS, MODEL_DIM = 16384, 2048  # benchmarks/README.md, "How numbers are measured"
 D = "-DFLASHBUILD_HOPPER_BWD_"
-# Arm -> its selections (flashbuild.load keywords beyond direction/arch/features, nvcc flags).
-BUILDS = {
-    "base": [(dict(hdim="64,128", dtype="fp16,bf16", causal="both"), [f"{D}UNIFORM_WG=0", f"{D}STATS=0"])],
-    "unif": [(dict(hdim="64,128", dtype="fp16", causal="both"), [f"{D}STATS=0"])],
-    "new": [(dict(hdim="64,128", dtype="fp16,bf16", causal="both"), [])],
+FP16 = dict(dtype="fp16", causal="both")
+# Plan -> arm -> its selections (flashbuild.load keywords beyond direction/arch/features, nvcc flags).
+PLANS = {
+    "first": {  # run h200-1: this tree's defaults with these flags, the same kernels as at 43cadad
+        "base": [(dict(hdim="64,128", dtype="fp16,bf16", causal="both"), [])],
+        "unif": [(dict(hdim="64,128", **FP16), [f"{D}UNIFORM_WG=1"])],
+        "new": [(dict(hdim="64", dtype="fp16,bf16", causal="both"), [f"{D}UNIFORM_WG=1", f"{D}STATS=2"]),
+                (dict(hdim="128", dtype="fp16,bf16", causal="both"), [f"{D}UNIFORM_WG=1", f"{D}STATS=1"])],
+    },
+    "stats": {  # run h200-2: the stats forms alone
+        "base": [(dict(hdim="64,128", **FP16), [])],
+        "shfl": [(dict(hdim="64,128", **FP16), [f"{D}STATS=2"])],
+        "regs": [(dict(hdim="128", **FP16), [f"{D}STATS=1"])],
+    },
 }
 CUDNN = "cudnn"  # PyTorch SDPA's cuDNN backend, timed in the same turns (not an arm: no checks against base)
 
 
 def plan_rows(plan):
     """(hdim, dtype, causal, seqlen, arms), base first; ordered so that a cut budget loses the rows needed least."""
-    if plan == "smoke":
-        return [(64, "fp16", False, 4096, ["base", "unif", "new"])]
     rows = []
-    for seqlen in (16384, 4096, 1024):
-        for hdim in (64, 128):
-            for causal in (False, True):
-                rows.append((hdim, "fp16", causal, seqlen, ["base", "unif", "new"]))
-    rows += [(h, "bf16", c, s, ["base", "new"]) for s in (16384, 4096) for h in (64, 128) for c in (False, True)]
+    if plan == "first":
+        for seqlen in (16384, 4096, 1024):
+            for hdim in (64, 128):
+                rows += [(hdim, "fp16", causal, seqlen, ["base", "unif", "new"]) for causal in (False, True)]
+        rows += [(h, "bf16", c, s, ["base", "new"]) for s in (16384, 4096) for h in (64, 128) for c in (False, True)]
+    elif plan == "stats":
+        for seqlen in (16384, 4096, 1024):
+            for hdim in (64, 128):
+                arms = ["base", "shfl"] + (["regs"] if hdim == 128 else [])
+                rows += [(hdim, "fp16", causal, seqlen, arms) for causal in (False, True)]
+    else:  # smoke
+        rows = [(64, "fp16", False, 4096, ["base", "shfl"])]
     return rows
 
 
@@ -57,7 +76,8 @@ def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="folder for ab.json (created)")
-    ap.add_argument("--plan", default="study", choices=["study", "smoke"], help="which rows")
+    ap.add_argument("--plan", default="stats", choices=["first", "stats", "smoke"],
+                    help="which arms and rows (PLANS; smoke: one row of plan stats)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the order reverses each)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
     ap.add_argument("--budget", type=float, default=120.0,
@@ -76,8 +96,9 @@ def parse(argv):
 
 def main(argv):
     a = parse(argv)
+    builds = PLANS["stats" if a.plan == "smoke" else a.plan]
     if a.print_builds:
-        for name, sels in BUILDS.items():
+        for name, sels in builds.items():
             for i, (kw, flags) in enumerate(sels):
                 print(f"{name}{i}", f"--hdim {kw['hdim']} --dtype {kw['dtype']} --causal {kw['causal']}",
                       " ".join(f"--nvcc-flag={f}" for f in flags))
@@ -90,12 +111,12 @@ def main(argv):
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     loaded = {(arm, i): flashbuild.load(direction="bwd", arch="sm90", features=[], nvcc_flags=flags, jobs=a.jobs, **kw)
-              for arm, sels in BUILDS.items() for i, (kw, flags) in enumerate(sels)}
+              for arm, sels in builds.items() for i, (kw, flags) in enumerate(sels)}
     print(f"loaded {len(loaded)} builds in {time.time() - t0:.1f} s; {torch.cuda.get_device_name()}", flush=True)
 
     def mod(arm, hdim, dt, causal):
         """The arm's build that holds (hdim, dt, causal)."""
-        for i, (kw, _) in enumerate(BUILDS[arm]):
+        for i, (kw, _) in enumerate(builds[arm]):
             causal_ok = kw["causal"] in ("both", "on" if causal else "off")
             if str(hdim) in kw["hdim"].split(",") and dt in kw["dtype"].split(",") and causal_ok:
                 return loaded[(arm, i)]
@@ -134,7 +155,7 @@ def main(argv):
               + " | " + " ".join(f"{s}/base {r['ratio'][s]:.3f}" for s in arms[1:])
               + f" maxdiff {r['maxdiff']:.1e}", flush=True)
     (out_dir / "ab.json").write_text(json.dumps({"rows": rows, "checks": checks, "skipped": skipped, "bad": bad,
-                                                 "builds": BUILDS, "plan": a.plan, "rounds": a.rounds,
+                                                 "builds": builds, "plan": a.plan, "rounds": a.rounds,
                                                  "reps": a.reps, "device": torch.cuda.get_device_name()},
                                                 indent=1))
     print_table(rows)
@@ -146,23 +167,25 @@ def main(argv):
 
 
 def print_table(rows):
-    """The rows: TFLOPS of base and cuDNN, each arm's median ratio to base (its per-round ratios after it)."""
-    print(f"{'variant':<24} {'seqlen':>6} {'base':>7} {'cudnn':>7} {'unif/base':>22} {'new/base':>22} "
-          f"{'new/cudnn':>9}")
+    """The rows: TFLOPS of base and cuDNN, each arm's median ratio to base (its per-round ratios after it), and the
+    best arm's ratio to cuDNN."""
+    arms = list(dict.fromkeys(arm for r in rows if not r.get("error") for arm in r["arms"][1:]))
+    print(f"{'variant':<24} {'seqlen':>6} {'base':>7} {'cudnn':>7} "
+          + " ".join(f"{arm + '/base':>22}" for arm in arms) + f" {'base/cudnn':>10}")
     for r in rows:
         if r.get("error"):
             continue
         cells = []
-        for arm in ("unif", "new"):
+        for arm in arms:
             if arm in r["ratio"]:
                 per = "/".join(f"{x:.3f}" for x in r["ratio_rounds"][arm])
                 cells.append(f"{r['ratio'][arm]:.3f} ({per})")
             else:
                 cells.append("-")
         cud = r["tflops"].get(CUDNN)
-        vs = f"{r['tflops']['new'] / cud:.3f}" if cud else "n/a"
+        vs = f"{r['tflops']['base'] / cud:.3f}" if cud else "n/a"
         print(f"{r['variant']:<24} {r['seqlen']:>6} {r['tflops']['base']:>7.1f} {(cud or float('nan')):>7.1f} "
-              f"{cells[0]:>22} {cells[1]:>22} {vs:>9}")
+              + " ".join(f"{c:>22}" for c in cells) + f" {vs:>10}")
 
 
 def grads(mod, args, causal, deterministic, varlen=False):

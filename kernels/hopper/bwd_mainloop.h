@@ -59,35 +59,36 @@ struct BwdMainloop {
 #else
   static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
 #endif
-  // kKeys: each thread's warpgroup coordinates in the products (which keys of K and V, which rows of dS and
-  // columns of K^T a warpgroup reads) read from lane 0 of its warp (__shfl_sync, once per CTA), so that ptxas
-  // knows them warp-uniform and builds every wgmma descriptor that depends on them in uniform registers, as
-  // FlashAttention-3 does (its warpgroup index is shuffled the same way). Derived from threadIdx they were
-  // per-thread values: each step built those descriptors in vector registers and moved them over (cuobjdump
-  // -sass, nvcc 13.0, fp16 non-causal, per step: 48 R2UR and about 60 more vector integer instructions at hdim
-  // 128, 538 -> 474 instructions; 32 and about 45 at hdim 64, 743 -> 698; FlashAttention-3's step: no R2UR).
-  // At hdim 96 (not timed) the per-thread form stays. benchmarks/hopper_bwd_uniform/ A/B-times it:
-  // nvcc -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=0 builds the per-thread form, =1 the default, =2 every kKeys tile.
+  // kKeys, a study form (off by default): each thread's warpgroup coordinates in the products (which keys of K and
+  // V, which rows of dS and columns of K^T a warpgroup reads) read from lane 0 of its warp (__shfl_sync, once per
+  // CTA), so that ptxas knows them warp-uniform and builds the wgmma descriptors that depend on them in uniform
+  // registers, as FlashAttention-3 does; derived from threadIdx, each step builds them in vector registers and
+  // moves them over (cuobjdump -sass, nvcc 13.0, fp16 non-causal, per step: 48 R2UR and about 60 more vector
+  // integer instructions at hdim 128, 538 -> 474 instructions with the form; 32 and about 45 at hdim 64, 743 ->
+  // 698). Fewer instructions, yet slower: on the H200, in turns with the per-thread form, 0.976-0.994x at hdim 128
+  // and 0.924-0.991x at hdim 64 (causal 0.924-0.968), fp16 1k-16k (benchmarks/hopper_bwd_uniform/).
+  // nvcc -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1 builds it at hdim 64 and 128, =2 at every kKeys head dim.
 #if defined(FLASHBUILD_HOPPER_BWD_UNIFORM_WG)
   static constexpr bool kUniformWarpgroups =
       FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 2 || (FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 1 && kHeadDim != 96);
 #else
-  static constexpr bool kUniformWarpgroups = kHeadDim != 96;
+  static constexpr bool kUniformWarpgroups = false;
 #endif
-  // kKeys, kernels without softcap: each step loads the LSE of the query rows a thread's S^T values hold right
-  // after issuing S^T's and dP^T's products, and their dsum before waiting for dP^T's, into registers, as
-  // FlashAttention-3's step does (tLSErLSE, tLSErdPsum); otherwise (kStatsForm 0) the step reads both from shared
-  // memory where it uses them, after each wait (cuobjdump -sass: 16 + 16 LDS.64 at hdim 64, 8 + 8 at hdim 128,
-  // the first of each a latency P^T / dS^T then waits for). Form 1 (kStatsInRegisters, hdim 128): one register
-  // per row (16 + 16; at hdim 64 its 32 + 32 spill 16 bytes). Form 2 (kStatsShuffled, hdim 64): a thread's rows
-  // spread over the 8 lanes that share them and fetched by __shfl_sync (FA3's ShuffleLSE / ShuffledPsum at hdim
-  // <= 64): 4 + 4 registers, 64 SHFL a step, and the kernel has no spill left (4 bytes before). Kernels with
-  // softcap compiled in keep form 0 (softcap_grads reads both where it uses them). nvcc
-  // -DFLASHBUILD_HOPPER_BWD_STATS=0 / 1 / 2 builds one form at every kKeys head dim (benchmarks/hopper_bwd_uniform/).
+  // kKeys, kernels without softcap, study forms (off by default): where a step gets each query row's LSE and dsum.
+  // Form 0 (the default) reads both from shared memory where it uses them, after each wait (cuobjdump -sass: 16 +
+  // 16 LDS.64 a step at hdim 64, 8 + 8 at hdim 128, the first of each a latency P^T / dS^T then waits for).
+  // Forms 1 and 2 load the LSE of the rows a thread's S^T values hold right after issuing S^T's and dP^T's
+  // products and their dsum before waiting for dP^T's, into registers, as FlashAttention-3's step does
+  // (tLSErLSE, tLSErdPsum): form 1 (kStatsInRegisters) one register per row (16 + 16 at hdim 128; at hdim 64 its
+  // 32 + 32 spill 16 bytes), form 2 (kStatsShuffled) a thread's rows spread over the 8 lanes that share them and
+  // fetched by __shfl_sync (FA3's ShuffleLSE / ShuffledPsum at hdim <= 64): 4 + 4 registers and 64 SHFL a step at
+  // hdim 64, whose kernel then has no spill (4 bytes in form 0). Kernels with softcap compiled in keep form 0
+  // (softcap_grads reads both where it uses them). nvcc -DFLASHBUILD_HOPPER_BWD_STATS=1 / 2 builds one form at
+  // every kKeys head dim; benchmarks/hopper_bwd_uniform/ has what each measured.
 #if defined(FLASHBUILD_HOPPER_BWD_STATS)
   static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : FLASHBUILD_HOPPER_BWD_STATS;
 #else
-  static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : kHeadDim == 64 ? 2 : kHeadDim == 128 ? 1 : 0;
+  static constexpr int kStatsForm = 0;
 #endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
