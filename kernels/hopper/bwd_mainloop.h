@@ -74,21 +74,23 @@ struct BwdMainloop {
 #else
   static constexpr bool kUniformWarpgroups = false;
 #endif
-  // kKeys, kernels without softcap, study forms (off by default): where a step gets each query row's LSE and dsum.
-  // Form 0 (the default) reads both from shared memory where it uses them, after each wait (cuobjdump -sass: 16 +
-  // 16 LDS.64 a step at hdim 64, 8 + 8 at hdim 128, the first of each a latency P^T / dS^T then waits for).
-  // Forms 1 and 2 load the LSE of the rows a thread's S^T values hold right after issuing S^T's and dP^T's
-  // products and their dsum before waiting for dP^T's, into registers, as FlashAttention-3's step does
-  // (tLSErLSE, tLSErdPsum): form 1 (kStatsInRegisters) one register per row (16 + 16 at hdim 128; at hdim 64 its
-  // 32 + 32 spill 16 bytes), form 2 (kStatsShuffled) a thread's rows spread over the 8 lanes that share them and
-  // fetched by __shfl_sync (FA3's ShuffleLSE / ShuffledPsum at hdim <= 64): 4 + 4 registers and 64 SHFL a step at
-  // hdim 64, whose kernel then has no spill (4 bytes in form 0). Kernels with softcap compiled in keep form 0
-  // (softcap_grads reads both where it uses them). nvcc -DFLASHBUILD_HOPPER_BWD_STATS=1 / 2 builds one form at
-  // every kKeys head dim; benchmarks/hopper_bwd_uniform/ has what each measured.
+  // kKeys, kernels without softcap: where a step gets each query row's LSE and dsum. Form 0 reads both from shared
+  // memory where it uses them, after each wait (cuobjdump -sass: 16 + 16 LDS.64 a step at hdim 64, 8 + 8 at hdim
+  // 128, the first of each a latency P^T / dS^T then waits for). Forms 1 and 2 load the LSE of the rows a thread's
+  // S^T values hold right after issuing S^T's and dP^T's products and their dsum before waiting for dP^T's, into
+  // registers, as FlashAttention-3's step does (tLSErLSE, tLSErdPsum): form 1 (kStatsInRegisters) one register per
+  // row (16 + 16 at hdim 128; at hdim 64 its 32 + 32 spill 16 bytes), form 2 (kStatsShuffled) a thread's rows spread
+  // over the 8 lanes that share them and fetched by __shfl_sync (FA3's ShuffleLSE / ShuffledPsum at hdim <= 64):
+  // 4 + 4 registers and 64 SHFL a step at hdim 64, whose kernels then have no spill (4 bytes in form 0).
+  // Form 2 is the default of the plain non-causal hdim-64 kernel only: on the H200, in turns with form 0, fp16, it ran
+  // 1.026 / 1.022 / 1.012x there at 16k / 4k / 1k, but 0.957-0.983x causal, and at hdim 128 form 2 0.947-0.997x,
+  // form 1 0.960-0.993x (benchmarks/hopper_bwd_uniform/). Kernels with softcap compiled in keep form 0
+  // (softcap_grads reads both where it uses them); local-window kernels too (not timed).
+  // nvcc -DFLASHBUILD_HOPPER_BWD_STATS=0 / 1 / 2 builds one form at every kKeys head dim but softcap kernels'.
 #if defined(FLASHBUILD_HOPPER_BWD_STATS)
   static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : FLASHBUILD_HOPPER_BWD_STATS;
 #else
-  static constexpr int kStatsForm = 0;
+  static constexpr int kStatsForm = kHeadDim == 64 && !kIsCausal && kFeatures == 0 ? 2 : 0;
 #endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
