@@ -1,8 +1,9 @@
 """The Hopper backward's kKeys step (head dims 64 and 128) in study forms (kernels/hopper/bwd_mainloop.h), builds of
-one tree selected by nvcc defines, A/B-timed in one process against the default (base: main's step), with PyTorch
-SDPA's cuDNN backend in the same turns. Arms (PLANS; run h200-1 used plan `first` on the tree at 43cadad, whose
-default then was the `new` step and whose base was built with -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=0 -DSTATS=0: its
-ab.json names the flags):
+one tree selected by nvcc defines, A/B-timed in one process against main's step (base: -DFLASHBUILD_HOPPER_BWD_STATS=0,
+which compiles to main's SASS at 4b300f3; the default differs from it in the non-causal hdim-64 kernel), with PyTorch
+SDPA's cuDNN backend in the same turns. Arms (PLANS; run h200-1 ran plan `first`'s kernels on the tree at 43cadad,
+whose ab.py called the plan `study`, whose default was the `new` step and whose base was built with
+-DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=0 -DFLASHBUILD_HOPPER_BWD_STATS=0: its ab.json names the flags):
   unif   -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1: the wgmma descriptors built in uniform registers
   new    unif and the LSE / dsum in registers (hdim 64 shuffled, FLASHBUILD_HOPPER_BWD_STATS=2; hdim 128 one
          register per row, =1)
@@ -39,14 +40,14 @@ D = "-DFLASHBUILD_HOPPER_BWD_"
 FP16 = dict(dtype="fp16", causal="both")
 # Plan -> arm -> its selections (flashbuild.load keywords beyond direction/arch/features, nvcc flags).
 PLANS = {
-    "first": {  # run h200-1: this tree's defaults with these flags, the same kernels as at 43cadad
-        "base": [(dict(hdim="64,128", dtype="fp16,bf16", causal="both"), [])],
-        "unif": [(dict(hdim="64,128", **FP16), [f"{D}UNIFORM_WG=1"])],
+    "first": {  # run h200-1's kernels
+        "base": [(dict(hdim="64,128", dtype="fp16,bf16", causal="both"), [f"{D}STATS=0"])],
+        "unif": [(dict(hdim="64,128", **FP16), [f"{D}UNIFORM_WG=1", f"{D}STATS=0"])],
         "new": [(dict(hdim="64", dtype="fp16,bf16", causal="both"), [f"{D}UNIFORM_WG=1", f"{D}STATS=2"]),
                 (dict(hdim="128", dtype="fp16,bf16", causal="both"), [f"{D}UNIFORM_WG=1", f"{D}STATS=1"])],
     },
-    "stats": {  # run h200-2: the stats forms alone
-        "base": [(dict(hdim="64,128", **FP16), [])],
+    "stats": {  # run h200-2's kernels: the stats forms alone
+        "base": [(dict(hdim="64,128", **FP16), [f"{D}STATS=0"])],
         "shfl": [(dict(hdim="64,128", **FP16), [f"{D}STATS=2"])],
         "regs": [(dict(hdim="128", **FP16), [f"{D}STATS=1"])],
     },

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 46's backward step in study forms, one call on the H200: ab.py's builds of plan $PLAN (default stats) side by
-# side, `flashbuild test --shapes full` of every build but base (in plan first: the new build), then ab.py (every arm
+# side, `flashbuild test --shapes full` of every build but base, then ab.py (every arm
 # bitwise against base in deterministic mode, then the rows in turns with SDPA cuDNN). Logs and results.tgz under
 # $OUT, the table last. From the tree's root on the GPU host, PYTHONPATH and FLASHBUILD_CACHE_DIR set as the call sets
 # them:
