@@ -24,6 +24,7 @@
 #include "common/mask.h"
 #include "hopper/accumulator.h"
 #include "hopper/bwd_params.h"
+#include "hopper/bwd_row_stats.h"  // a step's LSE / dsum in registers (kStatsForm 1, 2)
 #include "hopper/bwd_traits.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"
@@ -94,6 +95,9 @@ struct BwdMainloop {
 #endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
+  using RowStats = BwdRowStats<kBlockM, AccumulatorShape<Traits::kSdPAtomN>>;  // bwd_row_stats.h
+  static_assert(!kStatsShuffled || RowStats::kShuffledPerLane * 8 == RowStats::kRowsPerThread,
+                "8 lanes share a thread's rows");
   template <class Vmnk>
   CUTE_DEVICE static auto warpgroups_uniform(Vmnk const& vmnk) {
     static_assert(decltype(rank(vmnk))::value == 4, "(thread in the warpgroup, warpgroup in M, in N, in K)");
@@ -352,18 +356,18 @@ struct BwdMainloop {
   }
 
   // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
-  // to 0. lse_log2: the stage's row in shared memory, or the thread's rows in registers (row_stats).
+  // to 0. lse_log2: the stage's row in shared memory, or the thread's rows in registers (bwd_row_stats.h).
   template <class FragS, class Coords, class Masked, class Lse>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
                                         Lse const& lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
     mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     const float scale_log2 = p.softmax_scale_log2;
-    if constexpr (kIsShuffled<Lse>) {
-      for_each_row(lse_log2, [&](float lse, int i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse)); });
+    if constexpr (RowStats::template kIsShuffled<Lse>) {
+      RowStats::for_each_row(lse_log2, [&](float lse, int i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse)); });
     } else {
       CUTE_UNROLL
       for (int i = 0; i < size(tSrS); ++i) {
-        tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -row_stat(lse_log2, cS, i)));
+        tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -RowStats::at(lse_log2, cS, i)));
       }
     }
   }
@@ -374,72 +378,11 @@ struct BwdMainloop {
   CUTE_DEVICE static void softmax_grad(Dsum const& dsum, Coords const& cS, FragS const& tSrP, FragS& tdPrdP) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdPrdP);
-    if constexpr (kIsShuffled<Dsum>) {
-      for_each_row(dsum, [&](float d, int i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - d); });
+    if constexpr (RowStats::template kIsShuffled<Dsum>) {
+      RowStats::for_each_row(dsum, [&](float d, int i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - d); });
     } else {
       CUTE_UNROLL
-      for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - row_stat(dsum, cS, i)); }
-    }
-  }
-
-  // A query row's LSE or dsum for value i of S^T / dP^T: read from the stage's row in shared memory, or taken from
-  // the registers row_stats filled.
-  template <class Stats, class Coords>
-  CUTE_DEVICE static float row_stat(Stats const& stats, Coords const& cS, int i) {
-    if constexpr (std::is_array_v<Stats> || std::is_pointer_v<Stats>) {
-      return stats[get<1>(cS(i))];
-    } else {
-      return stats(i);
-    }
-  }
-
-  // kKeys: the stage's LSE (or dsum) of the query rows this thread's S^T / dP^T values hold, loaded into registers
-  // (kStatsInRegisters): a tensor of the accumulator's shape whose two key rows (8 apart) share one register, so
-  // kBlockM / 4 floats (16 at hdim 128, 32 at hdim 64) and as many loads, issued where the call stands.
-  using StatsLayout = Layout<AccumulatorShapeSdP, Stride<Stride<_1, _0, _2>, _0, _0>>;
-  template <class Coords>
-  CUTE_DEVICE static auto row_stats(float const* stats, Coords const& cS) {
-    Tensor r = make_tensor<float>(StatsLayout{});
-    static_assert(decltype(cosize(StatsLayout{}))::value * 2 == decltype(size(StatsLayout{}))::value);
-    CUTE_UNROLL
-    for (int i = 0; i < size(r); ++i) { r(i) = stats[get<1>(cS(i))]; }
-    return r;
-  }
-
-  // kStatsShuffled: the same rows spread over the 8 lanes that share lane % 4 (the lanes whose values sit in the
-  // same query rows, at other keys): lane l holds the thread's rows j = l / 4 + 8 t, t < kBlockM / 32 (4 floats at
-  // hdim 64), and each row's value is taken from its lane by __shfl_sync where it is used (FlashAttention-3's
-  // ShuffleLSE / ShuffledPsum, at hdim <= 64 there). Row j of a thread is value j % 2 + 4 (j / 2) of its
-  // accumulator (the column pair, the 8-column group).
-  static constexpr int kRowsPerThread = kBlockM / 4;
-  static constexpr int kShuffledPerLane = kRowsPerThread / 8;
-  static_assert(!kStatsShuffled || kShuffledPerLane * 8 == kRowsPerThread, "8 lanes share a thread's rows");
-  struct ShuffledStats {
-    float v[kShuffledPerLane];
-    int quad;  // lane % 4
-  };
-  template <class Stats>
-  static constexpr bool kIsShuffled = std::is_same_v<Stats, ShuffledStats>;
-  template <class Coords>
-  CUTE_DEVICE static ShuffledStats row_stats_shuffled(float const* stats, Coords const& cS) {
-    const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
-    ShuffledStats r;
-    r.quad = lane % 4;
-    CUTE_UNROLL
-    for (int t = 0; t < kShuffledPerLane; ++t) {
-      const int j = lane / 4 + 8 * t;
-      r.v[t] = stats[get<1>(cS(j % 2 + 4 * (j / 2)))];
-    }
-    return r;
-  }
-  // f(value, i) for every value i of S^T / dP^T, one shuffle per row (both key rows of a row use it).
-  template <class F>
-  CUTE_DEVICE static void for_each_row(ShuffledStats const& s, F&& f) {
-    CUTE_UNROLL
-    for (int j = 0; j < kRowsPerThread; ++j) {
-      const float x = __shfl_sync(0xffffffff, s.v[j / 8], (j % 8) * 4 + s.quad);
-      f(x, j % 2 + 4 * (j / 2));
-      f(x, j % 2 + 4 * (j / 2) + 2);
+      for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - RowStats::at(dsum, cS, i)); }
     }
   }
 
@@ -623,13 +566,13 @@ struct BwdMainloop {
       if constexpr (Traits::kDeferDq) {
         if (m_block > qs.m_block_min) { add_dq(m_block - 1, tdQrdQ); }  // the previous step's, under S^T and dP^T
       }
-      // kStatsInRegisters: the rows' LSE loaded while the products run (the loads after the wait would be the
-      // first thing P^T waits for).
+      // kStatsInRegisters / kStatsShuffled: the rows' LSE loaded while the products run (loads after the wait
+      // would be the first thing P^T waits for).
       auto lse = [&] {
         if constexpr (kStatsShuffled) {
-          return row_stats_shuffled(storage.lse_log2[stage], cS);
+          return RowStats::shuffled(storage.lse_log2[stage], cS);
         } else if constexpr (kStatsInRegisters) {
-          return row_stats(storage.lse_log2[stage], cS);
+          return RowStats::registers(storage.lse_log2[stage], cS);
         } else {
           return storage.lse_log2[stage];
         }
@@ -650,9 +593,9 @@ struct BwdMainloop {
       } else {
         probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
         if constexpr (kStatsShuffled) {
-          softmax_grad(row_stats_shuffled(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait
+          softmax_grad(RowStats::shuffled(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait
         } else if constexpr (kStatsInRegisters) {
-          softmax_grad(row_stats(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait for dP^T
+          softmax_grad(RowStats::registers(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // before the wait for dP^T
         } else {
           softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
         }
