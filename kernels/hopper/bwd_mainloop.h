@@ -24,6 +24,7 @@
 #include "common/mask.h"
 #include "hopper/accumulator.h"
 #include "hopper/bwd_params.h"
+#include "hopper/bwd_row_stats.h"  // a step's LSE / dsum in registers (kStatsForm 1, 2)
 #include "hopper/bwd_traits.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"
@@ -59,6 +60,61 @@ struct BwdMainloop {
 #else
   static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
 #endif
+  // kKeys, a study form (off by default): each thread's warpgroup coordinates in the products (which keys of K and
+  // V, which rows of dS and columns of K^T a warpgroup reads) read from lane 0 of its warp (__shfl_sync, once per
+  // CTA), so that ptxas knows them warp-uniform and builds the wgmma descriptors that depend on them in uniform
+  // registers, as FlashAttention-3 does; derived from threadIdx, each step builds them in vector registers and
+  // moves them over (cuobjdump -sass, nvcc 13.0, fp16 non-causal, per step: 48 R2UR and about 60 more vector
+  // integer instructions at hdim 128, 538 -> 474 instructions with the form; 32 and about 45 at hdim 64, 743 ->
+  // 698). Fewer instructions, yet slower: on the H200, in turns with the per-thread form, 0.976-0.994x at hdim 128
+  // and 0.924-0.991x at hdim 64 (causal 0.924-0.968), fp16 1k-16k (benchmarks/hopper_bwd_uniform/).
+  // nvcc -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1 builds it at hdim 64 and 128, =2 at every kKeys head dim.
+#if defined(FLASHBUILD_HOPPER_BWD_UNIFORM_WG)
+  static constexpr bool kUniformWarpgroups =
+      FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 2 || (FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 1 && kHeadDim != 96);
+#else
+  static constexpr bool kUniformWarpgroups = false;
+#endif
+  // kKeys, kernels without softcap: where a step gets each query row's LSE and dsum. Form 0 reads both from shared
+  // memory where it uses them, after each wait (cuobjdump -sass: 16 + 16 LDS.64 a step at hdim 64, 8 + 8 at hdim
+  // 128, the first of each a latency P^T / dS^T then waits for). Forms 1 and 2 load the LSE of the rows a thread's
+  // S^T values hold right after issuing S^T's and dP^T's products and their dsum before waiting for dP^T's, into
+  // registers, as FlashAttention-3's step does (tLSErLSE, tLSErdPsum): form 1 (kStatsInRegisters) one register per
+  // row (16 + 16 at hdim 128; at hdim 64 its 32 + 32 spill 16 bytes), form 2 (kStatsShuffled) a thread's rows spread
+  // over the 8 lanes that share them and fetched by __shfl_sync (FA3's ShuffleLSE / ShuffledPsum at hdim <= 64):
+  // 4 + 4 registers and 64 SHFL a step at hdim 64, whose kernels then have no spill (4 bytes in form 0).
+  // Form 2 is the default of the plain non-causal hdim-64 kernel only: on the H200, in turns with form 0, fp16, it ran
+  // 1.026 / 1.022 / 1.012x there at 16k / 4k / 1k, but 0.957-0.983x causal, and at hdim 128 form 2 0.947-0.997x,
+  // form 1 0.960-0.993x (benchmarks/hopper_bwd_uniform/). Kernels with softcap compiled in keep form 0
+  // (softcap_grads reads both where it uses them); local-window kernels too (not timed).
+  // nvcc -DFLASHBUILD_HOPPER_BWD_STATS=0 / 1 / 2 builds one form at every kKeys head dim but softcap kernels'.
+#if defined(FLASHBUILD_HOPPER_BWD_STATS)
+  static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : FLASHBUILD_HOPPER_BWD_STATS;
+#else
+  static constexpr int kStatsForm = kHeadDim == 64 && !kIsCausal && kFeatures == 0 ? 2 : 0;
+#endif
+  static constexpr bool kStatsInRegisters = kStatsForm == 1;
+  static constexpr bool kStatsShuffled = kStatsForm == 2;
+  using RowStats = BwdRowStats<kBlockM, AccumulatorShape<Traits::kSdPAtomN>>;  // bwd_row_stats.h
+  static_assert(!kStatsShuffled || RowStats::kShuffledPerLane * 8 == RowStats::kRowsPerThread,
+                "8 lanes share a thread's rows");
+  template <class Vmnk>
+  CUTE_DEVICE static auto warpgroups_uniform(Vmnk const& vmnk) {
+    static_assert(decltype(rank(vmnk))::value == 4, "(thread in the warpgroup, warpgroup in M, in N, in K)");
+    if constexpr (kUniformWarpgroups) {
+      auto lane0 = [](auto x) {
+        if constexpr (cute::is_static<decltype(x)>::value) {
+          return x;
+        } else {
+          return __shfl_sync(0xffffffff, x, 0);
+        }
+      };
+      return make_coord(get<0>(vmnk), lane0(get<1>(vmnk)), lane0(get<2>(vmnk)), lane0(get<3>(vmnk)));
+    } else {
+      return vmnk;
+    }
+  }
+
   // A step's mask chosen at run time, by needs_mask (every step without kPeelMasked).
   struct MaskByBlock {};
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
@@ -300,24 +356,34 @@ struct BwdMainloop {
   }
 
   // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
-  // to 0.
-  template <class FragS, class Coords, class Masked>
+  // to 0. lse_log2: the stage's row in shared memory, or the thread's rows in registers (bwd_row_stats.h).
+  template <class FragS, class Coords, class Masked, class Lse>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
-                                        float const* lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
+                                        Lse const& lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
     mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     const float scale_log2 = p.softmax_scale_log2;
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse_log2[get<1>(cS(i))])); }
+    if constexpr (RowStats::template kIsShuffled<Lse>) {
+      RowStats::for_each_row(lse_log2, [&](float lse, int i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse)); });
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) {
+        tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -RowStats::at(lse_log2, cS, i)));
+      }
+    }
   }
 
   // dS^T = P^T * (dP^T - dsum), the softmax gradient (unscaled: dK and dQ pick up the scale), in
   // place of dP^T, once dP^T's product (the last one issued) is done.
-  template <class FragS, class Coords>
-  CUTE_DEVICE static void softmax_grad(float const* dsum, Coords const& cS, FragS const& tSrP, FragS& tdPrdP) {
+  template <class FragS, class Coords, class Dsum>
+  CUTE_DEVICE static void softmax_grad(Dsum const& dsum, Coords const& cS, FragS const& tSrP, FragS& tdPrdP) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdPrdP);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - dsum[get<1>(cS(i))]); }
+    if constexpr (RowStats::template kIsShuffled<Dsum>) {
+      RowStats::for_each_row(dsum, [&](float d, int i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - d); });
+    } else {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdPrdP); ++i) { tdPrdP(i) = tSrP(i) * (tdPrdP(i) - RowStats::at(dsum, cS, i)); }
+    }
   }
 
   // Whether this call's scores go through softcap (compiled in and on). kHasSoftcap makes it a compile-time
@@ -453,9 +519,9 @@ struct BwdMainloop {
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
     // (thread in the warpgroup, warpgroup in M, in N, in K) of this thread in each product.
-    const auto vmnk_sdp = mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_sdp = warpgroups_uniform(mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    const auto vmnk_dkv = warpgroups_uniform(mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    const auto vmnk_dq = warpgroups_uniform(mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx));
 
     const SmemViews v = smem_views(storage);
     auto const& [sK, sV, sKt, sQ, sdO, sQt, sdOt, sdS, sdSt] = v;
@@ -500,6 +566,17 @@ struct BwdMainloop {
       if constexpr (Traits::kDeferDq) {
         if (m_block > qs.m_block_min) { add_dq(m_block - 1, tdQrdQ); }  // the previous step's, under S^T and dP^T
       }
+      // kStatsInRegisters / kStatsShuffled: the rows' LSE loaded while the products run (loads after the wait
+      // would be the first thing P^T waits for).
+      auto lse = [&] {
+        if constexpr (kStatsShuffled) {
+          return RowStats::shuffled(storage.lse_log2[stage], cS);
+        } else if constexpr (kStatsInRegisters) {
+          return RowStats::registers(storage.lse_log2[stage], cS);
+        } else {
+          return storage.lse_log2[stage];
+        }
+      }();
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
 
       // dV += P^T dO, P^T from registers; dS^T into this step's buffer (the other one may still be read
@@ -514,8 +591,14 @@ struct BwdMainloop {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP,
                       masked);
       } else {
-        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS, masked);
-        softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+        probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
+        if constexpr (kStatsShuffled) {
+          softmax_grad(RowStats::shuffled(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait
+        } else if constexpr (kStatsInRegisters) {
+          softmax_grad(RowStats::registers(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // before the wait for dP^T
+        } else {
+          softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
+        }
       }
       convert_into(tSrS, rP);
       convert_into(tdPrdP, rdS);
