@@ -101,9 +101,12 @@ SPLITKV_KERNEL = 1 << 8  # hopper/fwd_params.h, kSplitKVKernel: the split-KV var
 
 
 def hopper_features(kernels) -> set[int]:
-    """The kFeatures argument of every Hopper forward kernel that ran (its last template argument)."""
+    """The kFeatures argument of every Hopper forward kernel that ran: fwd_kernel's last template argument, the
+    split-KV decode tile's (splitkv_decode_kernel<traits, is_causal, features, query rows>) next to last."""
     import re
-    return {int(f) for n in kernels for f in re.findall(r"hopper::fwd_kernel<.*, (?:true|false), (\d+)>", n)}
+    return {int(f) for n in kernels for pattern in (r"hopper::fwd_kernel<.*, (?:true|false), (\d+)>",
+                                                    r"hopper::splitkv_decode_kernel<.*, (?:true|false), (\d+), \d+>")
+            for f in re.findall(pattern, n)}
 
 
 def test_which_kernel_serves_a_cache_call(m, monkeypatch):
