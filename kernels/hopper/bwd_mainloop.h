@@ -550,8 +550,10 @@ struct BwdMainloop {
     // One step (query block). Inlined first thing (always_inline), it compiles as the loop's own body
     // would: the same SASS as before the lambda at head dims 96 and 128. hdim 64's step (kDsFirst) is called
     // through a lambda that is not, which the optimizer inlines later: that kernel, the one timed in
-    // benchmarks/hopper_bwd_fa3/ (the same SASS), has no spills, and spills 4 bytes compiled as the loop's
-    // body (nvcc 13.0).
+    // benchmarks/hopper_bwd_fa3/ (the same SASS), had no spills then, and spilled 4 bytes compiled as the loop's
+    // body (nvcc 13.0). Since the per-warpgroup dQ hand-off (kDqHalves) the hdim-64 kernels spill the 4 bytes of
+    // its barrier id (tests/test_compile.py allows them), but the plain non-causal one with the shuffled stats
+    // (kStatsShuffled), which spills none (tests/test_compile_bwd_uniform.py).
     auto step = [&](int m_block, auto masked) __attribute__((always_inline)) {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
