@@ -44,6 +44,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/env_value.h"
 #include "common/index_errors.h"
 #include "common/params.h"
 #include "common/splitkv_heuristic.h"
@@ -902,7 +903,7 @@ SplitKVPath splitkv_path() {
   if (std::strcmp(v, "no-pdl") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kNone};
   if (std::strcmp(v, "pdl-late") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kLate};
   if (std::strcmp(v, "fresh-descriptors") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kEarly, false};
-  TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", std::string(v).substr(0, 64),
+  TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", shown_env_value(v),
               "' is not a split-KV path; it takes previous, serial-merge, lane-merge, no-pdl, pdl-early, pdl-late or "
               "fresh-descriptors (or unset it for the default)");
   return {};

@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/env_value.h"
+
 #if defined(__CUDACC__)
 #define FLASHBUILD_STREAMK_HD __host__ __device__ __forceinline__
 #else
@@ -41,9 +43,7 @@ inline SplitKVDeal splitkv_deal_choice() {
     return SplitKVDeal::kSplits;
   }
   if (std::strcmp(v, "streamk") == 0) { return SplitKVDeal::kStreamK; }
-  std::string shown;  // the value as asked, printable and short
-  for (const char* s = v; *s && shown.size() < 64; ++s) { shown += (*s >= 0x20 && *s < 0x7f) ? *s : '?'; }
-  throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_DEAL='" + shown +
+  throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_DEAL='" + shown_env_value(v) +
                            "' is not a split-KV deal: set streamk (the key blocks dealt evenly over the persistent "
                            "CTAs), splits (num_splits slices of every tile) or auto, or unset it (unset "
                            "FLASHBUILD_SPLITKV_DEAL) for the default");

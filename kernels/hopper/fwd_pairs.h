@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/env_value.h"
+
 namespace flashbuild::hopper {
 
 // FLASHBUILD_HOPPER_FWD_PAIRS=short (the default, fwd_pairs below) pairs only up to this many
@@ -48,9 +50,7 @@ inline FwdPairs fwd_pairs() {
   if (ok && name == 5 && std::strncmp(v, "short", 5) == 0) { return {kPairMaxBlocks, tail}; }
   if (ok && name == 3 && std::strncmp(v, "all", 3) == 0) { return {std::numeric_limits<int>::max(), tail}; }
   if (!colon && std::strcmp(v, "off") == 0) { return {0, 1}; }
-  std::string shown;  // the value as asked, printable and short
-  for (const char* c = v; *c && shown.size() < 64; ++c) { shown += (*c >= 0x20 && *c < 0x7f) ? *c : '?'; }
-  throw std::runtime_error("flashbuild: FLASHBUILD_HOPPER_FWD_PAIRS='" + shown +
+  throw std::runtime_error("flashbuild: FLASHBUILD_HOPPER_FWD_PAIRS='" + shown_env_value(v) +
                            "' is not a setting of the Hopper forward's causal scheduler: short (the default), all, "
                            "off, or short:N / all:N with N 1-8 pair rounds left to the tail; unset it (unset "
                            "FLASHBUILD_HOPPER_FWD_PAIRS) or set one of these");

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/env_value.h"
+
 namespace flashbuild::hopper {
 
 // From how many keys (seqlen_k: with cu_seqlens the longest sequence's) a variant with wide tiles runs its main
@@ -30,9 +32,7 @@ inline int wide_keys_from() {
   for (const char* c = v; *c; ++c) {
     keys = *c < '0' || *c > '9' ? -1 : keys * 10 + (*c - '0');
     if (keys < 0 || keys > std::numeric_limits<int>::max()) {
-      std::string shown;  // the value as asked, printable and short
-      for (const char* s = v; *s && shown.size() < 64; ++s) { shown += (*s >= 0x20 && *s < 0x7f) ? *s : '?'; }
-      throw std::runtime_error("flashbuild: FLASHBUILD_HOPPER_FWD_WIDE_FROM='" + shown +
+      throw std::runtime_error("flashbuild: FLASHBUILD_HOPPER_FWD_WIDE_FROM='" + shown_env_value(v) +
                                "' is not a number of keys: set a whole number from 0 (every unpaged call on the "
                                "176-key tiles) to " + std::to_string(std::numeric_limits<int>::max()) +
                                " (none), or unset it (unset FLASHBUILD_HOPPER_FWD_WIDE_FROM) for the default, " +

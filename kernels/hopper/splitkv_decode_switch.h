@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/env_value.h"
+
 namespace flashbuild::hopper {
 
 enum class SplitKVTile { kAuto, kDecode, kRows64 };
@@ -20,9 +22,7 @@ inline SplitKVTile splitkv_tile_choice() {
   if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) { return SplitKVTile::kAuto; }
   if (std::strcmp(v, "decode") == 0) { return SplitKVTile::kDecode; }
   if (std::strcmp(v, "rows64") == 0) { return SplitKVTile::kRows64; }
-  std::string shown;  // the value as asked, printable and short
-  for (const char* s = v; *s && shown.size() < 64; ++s) { shown += (*s >= 0x20 && *s < 0x7f) ? *s : '?'; }
-  throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_TILE='" + shown +
+  throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_TILE='" + shown_env_value(v) +
                            "' is not a split-KV tile: set decode (the decode tile where it serves the call), rows64 "
                            "(the 64-row tile) or auto, or unset it (unset FLASHBUILD_SPLITKV_TILE) for the default");
 }
