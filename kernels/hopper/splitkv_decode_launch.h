@@ -20,14 +20,9 @@ inline bool decode_tile_serves(const FwdParams& p) { return p.seqlen_q >= 1 && p
 
 // The default takes the decode tile wherever it serves the call: in runs 12 and 13 (benchmarks/decode/README.md, "A
 // decode tile") the 64-row tile ran 0.999-1.10x its time graph-replayed in the rows of issue 45's table (run 13).
+// So `auto` and `decode` choose alike; `rows64` keeps the 64-row tile.
 inline bool use_decode_tile(const FwdParams& p) {
-  if (!decode_tile_serves(p)) { return false; }
-  switch (splitkv_tile_choice()) {
-    case SplitKVTile::kDecode: return true;
-    case SplitKVTile::kRows64: return false;
-    case SplitKVTile::kAuto: break;
-  }
-  return true;
+  return decode_tile_serves(p) && splitkv_tile_choice() != SplitKVTile::kRows64;
 }
 
 // One launch of the decode tile's kernel: launch_fwd's split-KV launch (fwd_launch.h) with the decode tile's entry
