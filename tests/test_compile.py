@@ -259,3 +259,43 @@ def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path)
         first_rs = re.search(r"HGMMA\.64x64x16\.F32 R\d+, R\d+, gdesc", sass)
         assert first_rs and 0 <= sass.find("STSM") < first_rs.start(), name
     print(f"sm90 backward hdim 64, 2 Hopper launch + 4 kernel TUs (2 jobs): {time.monotonic() - started:.1f}s")
+
+
+def test_the_hopper_splitkv_launches_the_kernels_its_kernel_tus_embed(tmp_path):
+    """The Hopper split-KV at hdim 64 (3 TUs): the launch TU (descriptors, the append, index-check and combine
+    kernels; no main loop) needs the fatbins of two kernel TUs, the 64-row split kernel's and the decode tile's
+    (hopper/splitkv_decode_*.h), each of which alone defines its own, with its one kernel inside and no spill. The
+    only CPU test that compiles the split-KV's launch code, which no other tier reaches without a GPU."""
+    from flashbuild.debug import inspection
+
+    cache, variant = tmp_path / "cache", "splitkv_hdim64_fp16_sm90"
+    started = time.monotonic()
+    result = flashbuild("--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "splitkv", "--causal", "off",
+                        "--no-local", "--no-softcap", "--compile-only", "--jobs", "2", cache=cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    parts = {"kernel": "hopper10fwd_kernel", "kernel_decode": "hopper21splitkv_decode_kernel"}
+    assert sorted(objects(cache)) == [variant] + [f"{variant}_{part}" for part in parts]
+    symbols = {}
+    for name in [variant] + [f"{variant}_{part}" for part in parts]:
+        lines = subprocess.run(["nm", str(build_dir / "obj" / f"{name}.o")], capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+        symbols[name] = {(entry.group(2), entry.group(1)) for entry in map(NM_LINE.match, lines)
+                         if entry and entry.group(2).startswith("flashbuild_fatbin_")}
+    assert symbols == {variant: {(f"flashbuild_fatbin_{variant}_{part}", "U") for part in parts},
+                       **{f"{variant}_{part}": {(f"flashbuild_fatbin_{variant}_{part}", "R")} for part in parts}}, symbols
+    launch = re.findall(r"Function : (\S+)", inspection.sass_text(build_dir / "obj" / f"{variant}.o"))
+    assert {"splitkv_combine_kernel", "append_kv_kernel", "cache_index_check_kernel"} == \
+        {word for k in launch for word in ("splitkv_combine_kernel", "append_kv_kernel", "cache_index_check_kernel")
+         if word in k}, launch
+    assert not [k for k in launch if any(marker in k for marker in parts.values())], launch
+    launch_deps = ninja_deps(build_dir, f"obj/{variant}.o")
+    assert "hopper/splitkv_launch.h" in launch_deps and "hopper/fwd_mainloop.h" not in launch_deps, launch_deps
+    for part, marker in parts.items():
+        name = f"{variant}_{part}"
+        (report,) = inspection.inspect_object(name, build_dir / "obj" / f"{name}.o")
+        assert marker in report.kernel and report.arch == "sm_90a", report
+        assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report
+    assert "hopper/splitkv_decode_kernel.h" in ninja_deps(build_dir, f"obj/{variant}_kernel_decode.o")
+    assert "hopper/splitkv_decode_kernel.h" not in ninja_deps(build_dir, f"obj/{variant}_kernel.o")
+    print(f"sm90 split-KV hdim 64, 1 launch + 2 kernel TUs (2 jobs): {time.monotonic() - started:.1f}s")
