@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 46's acceptance table in one nvidia-h200 call: ours beside FA3 (hopper/ 0251105a through the flash-attn-3
+# profile, with its speed feature, cluster) and SDPA's flash and cuDNN, hdim 64/128/256, fwd+bwd, causal both,
+# 1k/4k/16k. Four builds (each tree, each dtype) run first, side by side on the CPUs, with exactly the selections
+# the benches load; then one bench per dtype (fp16 first, so a short call still has it), each followed by its
+# ratio table. From the repo root, carrying .whl and .device/fa3, after the README's wheel install line:
+#     LIMIT=560 OUT=$OUT bash benchmarks/checks/merged-8/peer.sh       # HDIMS, DTYPES, REPS narrow it
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
+LIMIT_DEFAULT=560; . benchmarks/checks/call_env.sh
+HDIMS=${HDIMS:-64,128,256}; DTYPES=${DTYPES:-fp16,bf16}
+SEL=(--hdim "$HDIMS" --arch sm90 --direction fwd,bwd)
+export FLASHBUILD_CACHE_DIR=/tmp/fbc-peer
+pids=()
+for dtype in ${DTYPES//,/ }; do  # one build per dtype and tree: the keys the per-dtype benches load
+  ( timeout $(( LIMIT - 90 )) python3 -m flashbuild build --source "$TREE" --profile flash-attn-3 "${SEL[@]}" \
+      --dtype "$dtype" --features cluster --jobs 6 > "$OUT/build-fa3-$dtype.txt" 2>&1
+    echo "rc $? at $(( $(date +%s) - t0 )) s" >> "$OUT/build-fa3-$dtype.txt" ) &
+  pids+=($!)
+  ( timeout $(( LIMIT - 90 )) python3 -m flashbuild build "${SEL[@]}" --dtype "$dtype" --causal both --features none \
+      --jobs 4 > "$OUT/build-ours-$dtype.txt" 2>&1
+    echo "rc $? at $(( $(date +%s) - t0 )) s" >> "$OUT/build-ours-$dtype.txt" ) &
+  pids+=($!)
+done
+wait "${pids[@]}"   # the benches time a quiet host: no compile runs beside them
+echo "== builds"
+for f in "$OUT"/build-*.txt; do echo "$(basename "$f"): $(grep -E '^compiled' "$f") $(tail -1 "$f")"; done
+for dtype in ${DTYPES//,/ }; do
+  (( $(left) > 40 )) || { echo "== $dtype: $(left) s left, not benched"; continue; }
+  (cd /tmp && timeout -s INT -k 10 $(( $(left) - 10 )) python3 -m flashbuild bench "${SEL[@]}" --dtype "$dtype" \
+    --features none --causal both --peer-source "$TREE" --peer-profile flash-attn-3 --seqlens 1024,4096,16384 \
+    --reps "${REPS:-10}" --json "$OUT/peer-$dtype.json") > "$OUT/peer-$dtype.txt" 2>&1
+  echo "== $dtype: bench rc $? at $(( $(date +%s) - t0 )) s"
+  [ -s "$OUT/peer-$dtype.json" ] && python3 benchmarks/fwd_tile_turnover/peer_rows.py "$OUT/peer-$dtype.json" \
+    | tee "$OUT/ratios-$dtype.txt"
+done
+echo "== host"; cat "$OUT/host.txt"
