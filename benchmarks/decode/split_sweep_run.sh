@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 45, run 15 (README.md, "The split count at the rows below the best SDPA"): one GPU call on this tree.
+# Issue 45, run 15 (README.md, "The split count and the K/V heads' order"): one GPU call on this tree (as run: commit
+# fee7074, DEADLINE=215, results/issue45-run15/).
 # The default (splits, decode tile) timed graph-replayed beside forced split counts in the same process, in turns with
 # SDPA flash and cuDNN, over the issue's 18 rows (batch 1/8/64 x cache 4k/16k/64k x hdim 64/128); Nsight Compute of the
 # hdim-64 decode tile at batch 8 and 64 with 16k keys (ours at its own split count and at 4, cuDNN beside: DRAM
