@@ -4,7 +4,8 @@ HBM copy bandwidth measured in the same run.
 
 Usage:
     python3 benchmarks/decode/decode_table.py [--hdim 128,64] [--batch 1,8,64] [--cache 4096,16384,65536]
-                                              [--reps 20] [--sweep-splits 4,8,16,32] [--paths previous,lane-merge]
+                                              [--reps 20] [--sweep-splits 4,8,16,32] [--sweep-splits-large 1,2]
+                                              [--paths previous,lane-merge]
                                               [--skip-no-idx] [--build-hdims 64,128] [--nvcc-flag=-D...]
                                               [--study-nvcc-flag=-D...] [--json out.json]
 
@@ -23,7 +24,8 @@ default with the host work it had before issue 45's host changes: TMA descriptor
 (FLASHBUILD_SPLITKV_PATH=fresh-descriptors) and flash_attn_with_kvcache's full argument checks (no _plain_decode).
 --study-nvcc-flag loads a second build of the same selection with those nvcc flags (a study form of the kernels) in
 the same process and times it as one more column, `ours study`, in turns with the others (ratio `study / ours`).
---sweep-splits adds a graph-replayed sweep of forced num_splits for the rows of batch <= 8 (the one-launch path).
+--sweep-splits adds a graph-replayed sweep of forced num_splits for the rows of batch <= 8 (the one-launch path),
+--sweep-splits-large one for the rows of larger batches (each forced count a column timed in turns with the others).
 Every timed call reads another copy of the cache (as many copies as make 256 MB, at least two), so no call
 reads it from L2. A row's time is the median over --reps of (events around one pass over the copies) / copies:
 back-to-back calls, the host's time included where it is the longer (eager) and not (graph: one replay runs
@@ -175,7 +177,7 @@ STUDY = "study"  # the column of the --study-nvcc-flag build
 
 
 def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths: list[str], no_idx: bool,
-        study=None) -> dict:
+        study=None, sweep_large: list[int] = ()) -> dict:
     """Every column of a row timed in turns: each rep times one eager pass of every contender, one after the other,
     then each rep one graph replay of every contender, so a slow spell of the machine falls on all of them (medians
     over the reps), each rep in another order (shuffled, seeded by the rep), so no column is always first nor always
@@ -209,7 +211,7 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
         # not a test: the study build's output beside the default's on this row's first cache copy
         out[f"{STUDY}_max_abs_diff"] = (ours_study(0).float() - ours(0).float()).abs().max().item()
     contenders += [Contender(f"splits_{n}", lambda i, n=n: ours(i, n), copies, eager=False)
-                   for n in (sweep if batch <= 8 else ())]
+                   for n in (sweep if batch <= 8 else sweep_large)]
     if no_idx:
         contenders.append(Contender("ours_no_idx", lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies))
     contenders += [Contender("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION), copies),
@@ -245,6 +247,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="timed passes per measurement (median)")
     parser.add_argument("--sweep-splits", default="",
                         help="forced num_splits to time (graph) at batch <= 8, comma-separated")
+    parser.add_argument("--sweep-splits-large", default="",
+                        help="forced num_splits to time (graph) at batch > 8, comma-separated")
     parser.add_argument("--paths", default="previous",
                         help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated (main-host: "
                              "the default with the host work before the kept descriptors and the plain-call path; "
@@ -266,6 +270,7 @@ def main() -> None:
                         features=[], **({"nvcc_flags": args.nvcc_flag} if args.nvcc_flag else {}))
     copy_tbs = hbm_copy_tbs()
     sweep = [int(x) for x in args.sweep_splits.split(",") if x]
+    sweep_large = [int(x) for x in args.sweep_splits_large.split(",") if x]
     paths = [x for x in args.paths.split(",") if x]
     study = None
     if args.study_nvcc_flag:
@@ -275,7 +280,7 @@ def main() -> None:
             paths.append(STUDY)
         except Exception as e:  # the table without the column, and why
             print(f"the study build did not load, no `ours study` column: {e}")
-    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx, study)
+    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx, study, sweep_large)
             for h in hdims for b in map(int, args.batch.split(",")) for c in map(int, args.cache.split(","))]
     print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
           + (f"; build with {' '.join(args.nvcc_flag)}" if args.nvcc_flag else "")
@@ -300,14 +305,18 @@ def main() -> None:
     if study is not None:
         print("\nmax |study - ours| of each row's output: " +
               ", ".join(f"{r['hdim']}/{r['batch']}/{r['cache'] // 1024}k {r[f'{STUDY}_max_abs_diff']:.2e}" for r in rows))
-    if sweep:
-        print("\nGraph-replayed µs with num_splits forced (auto = ours above):")
-        print("| hdim | batch | cache | auto | " + " | ".join(f"{n} splits" for n in sweep) + " |")
-        print("| --- " * (4 + len(sweep)) + "|")
-        for r in rows:
-            if r["batch"] <= 8:
-                forced = " | ".join(f"{r[f'splits_{n}'] * 1e3:.1f}" for n in sweep)
-                print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {r['ours'][1] * 1e3:.1f} | {forced} |")
+    if sweep or sweep_large:
+        print("\nGraph-replayed µs with num_splits forced (auto = ours above; each over auto's time in brackets):")
+        for label, counts, picked in (("batch <= 8", sweep, [r for r in rows if r["batch"] <= 8]),
+                                      ("batch > 8", sweep_large, [r for r in rows if r["batch"] > 8])):
+            if not counts or not picked:
+                continue
+            print(f"\n{label}:\n| hdim | batch | cache | auto | " + " | ".join(f"{n} splits" for n in counts) + " |")
+            print("| --- " * (4 + len(counts)) + "|")
+            for r in picked:
+                auto = r["ours"][1]
+                forced = " | ".join(f"{r[f'splits_{n}'] * 1e3:.1f} ({r[f'splits_{n}'] / auto:.3f})" for n in counts)
+                print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {auto * 1e3:.1f} | {forced} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"hbm_copy_tbs": copy_tbs, "device": torch.cuda.get_device_name(), "torch": torch.__version__,

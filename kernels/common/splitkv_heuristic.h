@@ -67,7 +67,9 @@ constexpr int hopper_splitkv_block_n(int head_dim) { return head_dim > 64 ? 64 :
 // values (splits of 128 keys at least). In two runs' forced sweeps (README.md, "Two CTAs per SM"), doubling paid
 // where a split was that short (head dim 64, batch 1, 4k keys: 8.7-8.9 us against 9.5-9.9 with 16 splits) and was
 // even or worse elsewhere (hdim 128 at batch 1 with 4k keys: 10.2 and 11.9 against 10.3 and 10.6; hdim 64 at batch 8
-// with 16k-64k keys 2-3 % slower). fp16 and bf16: two bytes an element.
+// with 16k-64k keys 2-3 % slower). fp16 and bf16: two bytes an element. On the decode tile (run 15, README.md, "The
+// split count and the K/V heads' order"), forced 2-32 splits at batch 1 and 8 and 1-2 at batch 64 (issue 45's rows)
+// beat this count by no more than the count forced against itself (0.986-1.020x); 4 at batch 8 ran 1.000-1.007x.
 constexpr int kTwoCtaSplitMaxBytes = 64 * 1024;
 inline int choose_num_splits_hopper(int batch, int nheads, int seqlen_q, int seqlen_k, int head_dim, int num_sms) {
   const int block_n = hopper_splitkv_block_n(head_dim);
