@@ -118,10 +118,14 @@ void run_fwd(const FwdParams& params, cudaStream_t stream) {
   check_head_dim("run_fwd", kHeadDim, params.head_dim);
   if (params.seqlen_q == 0 || params.batch == 0 || params.nheads == 0) { return; }
   using Element = typename hopper::ElementOf<kDType>::type;
-  // A paged cache (the binding's prefill chunks, head dims 32-128): a key box must not straddle two pages.
-  if (params.block_table && params.page_size % hopper::fwd_tile(kHeadDim).block_n != 0) {
+  // A paged cache (the binding's prefill chunks, head dims 32-128): a key box must not straddle two pages. The
+  // kernel that takes it: the variant's, or with wide tiles its 128-key one (run_fwd_sm90).
+  constexpr int kPagedBlockN = hopper::kWideKeys<kHeadDim, kIsCausal, kFeatures>
+                                   ? hopper::fwd_tile(kHeadDim).block_n
+                                   : hopper::VariantTraits<kHeadDim, kDType, kIsCausal, kFeatures>::kBlockN;
+  if (params.block_table && params.page_size % kPagedBlockN != 0) {
     throw std::runtime_error("flashbuild: the Hopper forward takes a paged KV cache whose page size is a multiple of " +
-                             std::to_string(hopper::fwd_tile(kHeadDim).block_n) + " rows (got " +
+                             std::to_string(kPagedBlockN) + " rows (got " +
                              std::to_string(params.page_size) + "); flash_attn_with_kvcache checks this before");
   }
   if (!hopper::can_run(params, kHeadDim, sizeof(Element))) {

@@ -120,13 +120,18 @@ struct FwdMainloop {
   // SASS: the masked causal step 678 -> 617 instructions (ISETP 357 -> 291, VIADD 94 -> 34 in the kernel).
   // In turns on the H200 (benchmarks/fwd_sass_fa3, call 3), hdim 128 causal 1k / 4k / 16k: fp16 1.012 /
   // 1.015 / 1.031x, bf16 1.016 / 1.016 / 1.033x; non-causal (only the first block is masked) 0.997-1.001x.
-  // On where measured to win: hdim 128's plain causal kernels (not split-KV, local or softcap ones).
+  // At hdim 192 and 256 (benchmarks/fwd_short_hdim256, call 2, in turns, fp16 / bf16, 1k / 4k / 16k): 192 on its
+  // 96-key tiles 1.005 / 1.001, 1.017 / 1.003, 1.008 / 1.000x, on the 112-key ones (without ping-pong) 1.010 /
+  // 1.009, 0.998 / 0.998, 0.998 / 0.999x; 256 0.989 / 0.986, 0.999 / 1.013, 1.007 / 1.010x (a second build, the
+  // base tree with the define: 0.990 / 0.985, 0.993 / 1.011, 1.007 / 1.009x). On at 256 for the 16k rows (where
+  // FA3 is ahead; 1k stays 1.00x cuDNN), a trade, not a win everywhere.
+  // On where measured: the plain causal kernels of hdim 128-256 (not split-KV, local or softcap ones).
   // nvcc -DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=0 or 1 sets it for a whole build, for A/B runs.
 #ifdef FLASHBUILD_HOPPER_FWD_ROW_LIMITS
   static constexpr bool kRowLimits = FLASHBUILD_HOPPER_FWD_ROW_LIMITS != 0 && !kHasLocal<kFeatures>;
 #else
   static constexpr bool kRowLimits =
-      kIsCausal && kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+      kIsCausal && kHeadDim >= 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
 
   // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued

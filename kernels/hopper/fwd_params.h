@@ -132,15 +132,22 @@ inline constexpr bool kWideKeys =
     !kIsCausal && (kFeatures & (kAllFeatures | kKeys128Kernel)) == 0 &&
     fwd_tile(kHeadDim, true).block_n != fwd_tile(kHeadDim).block_n;
 
+// Whether a variant's kernel is a plain one (no local window, no softcap): fwd_tile's `plain`, the tiles
+// measured on those kernels alone (hdim 192's 112-key tile, fwd_traits.h).
+template <int kFeatures>
+inline constexpr bool kPlainTile = (kFeatures & kAllFeatures) == 0;
+
 // The traits a variant's kernel is built with: its head dim's tile (fwd_traits.h), wide where kWideKeys. The
 // generated TUs name them by the variant's causal flag and features too (kFeatures with kKeys128Kernel: the
 // variant's 128-key kernel).
+template <int kHeadDim, bool kIsCausal, int kFeatures>
+inline constexpr FwdTile kVariantTile =
+    fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>, kPlainTile<kFeatures>, kIsCausal);
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures = 0>
-using VariantTraits =
-    FwdTraits<kHeadDim, fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).block_m,
-              fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).block_n,
-              fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).stages,
-              fwd_tile(kHeadDim, kWideKeys<kHeadDim, kIsCausal, kFeatures>).pingpong, typename ElementOf<kDType>::type>;
+using VariantTraits = FwdTraits<kHeadDim, kVariantTile<kHeadDim, kIsCausal, kFeatures>.block_m,
+                                kVariantTile<kHeadDim, kIsCausal, kFeatures>.block_n,
+                                kVariantTile<kHeadDim, kIsCausal, kFeatures>.stages,
+                                kVariantTile<kHeadDim, kIsCausal, kFeatures>.pingpong, typename ElementOf<kDType>::type>;
 
 // Where a launch finds the kernel of these traits. fwd_kernel.h defines `get` as the kernel's own
 // symbol, for a TU that compiles the kernel with its launch (a tuning harness: include fwd_kernel.h

@@ -26,7 +26,7 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // The tile heuristic in one place. wgmma takes M = 64 per warpgroup, and N (block_n for S = QK^T,
 // head_dim for O += PV) a multiple of 8 up to 256; CuTe's selector offers 64, 96, 128, 192 and 256
 // (the rest need CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which doubles a TU's compile time), and
-// hopper/gmma_extra.h adds 80 and 176. Registers per consumer thread: S holds block_n / 2 floats, P
+// hopper/gmma_extra.h adds 80, 112 and 176. Registers per consumer thread: S holds block_n / 2 floats, P
 // block_n / 4 words, O head_dim / 2 floats; with two consumer warpgroups each gets 240 registers.
 // Shared memory decides the ring depth: hdim 128 fits two stages of 128-key K and V tiles beside Q
 // and O (192 KB), hdim 64 four; hdim 192 and 256 have no room for an O buffer and stage O in V's
@@ -36,7 +36,14 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // Ampere-path kernel it replaced from 4k (benchmarks/fwd_hdim32). hdim 256 takes 80-key tiles (O 128
 // floats, S 40; two stages fill 225 of the 227 KB) without ping-pong: against 64-key tiles with it,
 // 1.06-1.17x non-causal and 1.06-1.10x causal from 4k on an H100, causal 1k 4 % slower; ping-pong on
-// was within 1.5 % of off (benchmarks/fwd_tile_hdim256).
+// was within 1.5 % of off (benchmarks/fwd_tile_hdim256). Plain hdim 192 (`plain`: no local window, no softcap)
+// takes FA3's 128 x 112 (S 56 floats, P 28 words, O 96; two 112-key stages beside Q fill 217 of the 227 KB, O in
+// V's ring): in turns on the H200 against 128 x 96 with ping-pong (benchmarks/fwd_short_hdim256, call 2, fp16 /
+// bf16, 1k / 4k / 16k), non-causal without ping-pong 0.984 / 0.987, 1.037 / 1.044, 1.082 / 1.084x (ping-pong on:
+// 0.4-1.5 % less from 4k); causal with ping-pong (and kRowLimits, fwd_mainloop.h) 0.968 / 0.963, 1.043 / 1.011,
+// 1.030 / 1.024x, against 128 x 96 with kRowLimits too 0.964 / 0.963, 1.026 / 1.008, 1.022 / 1.024x (ping-pong
+// off: 0.94x at 1k, 0.99-1.00x at 4k). So ping-pong causal alone; 1k gives up 1.3-3.7 % (still 1.01-1.02x cuDNN
+// there). The local and softcap kernels keep 128 x 96 with ping-pong (not measured with the new tile).
 // wide_keys: the tile of a kernel whose key blocks no causal mask, local window or page cuts (the plain
 // non-causal variant's main kernel; fwd_params.h, kWideKeys). At hdim 128 it is 128 x 176, as
 // FlashAttention-3 tiles it: S 88 floats, P 44 words, O 64; K and V rings of two 176-key stages fill
@@ -49,18 +56,18 @@ constexpr bool fwd_o_aliases_q(int head_dim, int block_m, int block_n, int stage
 // batches of at most 1.5k and 5.5k keys a sequence: so from 8k keys (fwd_wide_keys.h). The first try, with
 // O in Q's buffer and before kOverlapSoftmax, was 0.92x at 1k, 0.975x at 4k, 1.01x at 16k
 // (benchmarks/fwd_tile_hdim128).
-// Tuning sweeps override it for a whole build (wide_keys then changes nothing):
+// Tuning sweeps override it for a whole build (wide_keys, plain and causal then change nothing):
 //   nvcc -DFLASHBUILD_HOPPER_BLOCK_M=128 -DFLASHBUILD_HOPPER_BLOCK_N=128 -DFLASHBUILD_HOPPER_STAGES=2
 //   nvcc -DFLASHBUILD_HOPPER_PINGPONG=0
-constexpr FwdTile fwd_tile(int head_dim, bool wide_keys = false) {
+constexpr FwdTile fwd_tile(int head_dim, bool wide_keys = false, bool plain = false, bool causal = false) {
 #if defined(FLASHBUILD_HOPPER_BLOCK_M) && defined(FLASHBUILD_HOPPER_BLOCK_N) && defined(FLASHBUILD_HOPPER_STAGES)
   FwdTile tile{FLASHBUILD_HOPPER_BLOCK_M, FLASHBUILD_HOPPER_BLOCK_N, FLASHBUILD_HOPPER_STAGES, true};
-  (void)wide_keys;
+  (void)wide_keys, (void)plain, (void)causal;
 #else
   FwdTile tile = head_dim <= 64    ? FwdTile{192, 128, 4, true}
                  : head_dim <= 96  ? FwdTile{128, 128, 3, true}
                  : head_dim <= 128 ? (wide_keys ? FwdTile{128, 176, 2, true} : FwdTile{128, 128, 2, true})
-                 : head_dim <= 192 ? FwdTile{128, 96, 2, true}
+                 : head_dim <= 192 ? (plain ? FwdTile{128, 112, 2, causal} : FwdTile{128, 96, 2, true})
                                    : FwdTile{128, 80, 2, false};
 #endif
 #ifdef FLASHBUILD_HOPPER_PINGPONG
@@ -98,8 +105,8 @@ CUTE_DEVICE FwdBarrier warpgroup_turn(int warpgroup) {
   return static_cast<FwdBarrier>(static_cast<int>(FwdBarrier::kWarpgroupTurn0) + warpgroup);
 }
 
-// The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256) and a
-// 176-key one (hdim 128, wide_keys) take our own atoms (hopper/gmma_extra.h: CuTe's need a define that
+// The wgmma of S = Q K^T for one warpgroup's 64 rows: N = block_n. An 80-key tile (hdim 256), a 112-key
+// one (hdim 192, plain) and a 176-key one (hdim 128, wide_keys) take our own atoms (hopper/gmma_extra.h: CuTe's need a define that
 // doubles the TU's compile time); any other block_n CuTe's selector, which picks N = block_n for the
 // standard shapes.
 template <class Element, int kBlockN, int kHeadDim>

@@ -1,6 +1,7 @@
 // wgmma m64nNk16 with fp32 accumulators, both operands from shared memory, fp16 or bf16 inputs, for the
 // N outside CuTe's standard set that kernels here use: 80 (S = Q K^T on 80-key tiles, the hdim-256
-// forward: benchmarks/fwd_tile_hdim256), 176 (S on 176-key tiles, the non-causal hdim-128 forward:
+// forward: benchmarks/fwd_tile_hdim256), 112 (S on the hdim-192 forward's 112-key tiles:
+// benchmarks/fwd_short_hdim256), 176 (S on 176-key tiles, the non-causal hdim-128 forward:
 // benchmarks/fwd_tile_hdim128_176) and 48 (each consumer warpgroup's half of dQ, the hdim-96
 // backward). CuTe declares them only under CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which brings in every
 // extended shape at once: that define took one hdim-256 forward TU from 24.7 s to 43.7 s on the 2-core
@@ -145,15 +146,52 @@ struct GmmaSS<176, Element, kMajorA, kMajorB> {
   }
 };
 
+template <class Element, cute::GMMA::Major kMajorA, cute::GMMA::Major kMajorB>
+struct GmmaSS<112, Element, kMajorA, kMajorB> {
+  static_assert(std::is_same_v<Element, cutlass::half_t> || std::is_same_v<Element, cutlass::bfloat16_t>,
+                "fp16 or bf16 inputs");
+  using DRegisters = void;
+  using ARegisters = uint64_t[1];
+  using BRegisters = uint64_t[1];
+  using CRegisters = float[56];    // 64 x 112 fp32 over a warpgroup's 128 threads
+
+  CUTE_HOST_DEVICE static void fma(uint64_t const& desc_a, uint64_t const& desc_b,
+      float& d00, float& d01, float& d02, float& d03, float& d04, float& d05, float& d06, float& d07,
+      float& d08, float& d09, float& d10, float& d11, float& d12, float& d13, float& d14, float& d15,
+      float& d16, float& d17, float& d18, float& d19, float& d20, float& d21, float& d22, float& d23,
+      float& d24, float& d25, float& d26, float& d27, float& d28, float& d29, float& d30, float& d31,
+      float& d32, float& d33, float& d34, float& d35, float& d36, float& d37, float& d38, float& d39,
+      float& d40, float& d41, float& d42, float& d43, float& d44, float& d45, float& d46, float& d47,
+      float& d48, float& d49, float& d50, float& d51, float& d52, float& d53, float& d54, float& d55,
+      cute::GMMA::ScaleOut const scale_d = cute::GMMA::ScaleOut::One) {
+#if defined(CUTE_ARCH_MMA_SM90A_ENABLED)
+    FLASHBUILD_GMMA_SS_TYPES("m64n112k16",
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+        "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55",
+        "56", "57", "58", "59", "60",
+        "+f"(d00), "+f"(d01), "+f"(d02), "+f"(d03), "+f"(d04), "+f"(d05), "+f"(d06), "+f"(d07),
+        "+f"(d08), "+f"(d09), "+f"(d10), "+f"(d11), "+f"(d12), "+f"(d13), "+f"(d14), "+f"(d15),
+        "+f"(d16), "+f"(d17), "+f"(d18), "+f"(d19), "+f"(d20), "+f"(d21), "+f"(d22), "+f"(d23),
+        "+f"(d24), "+f"(d25), "+f"(d26), "+f"(d27), "+f"(d28), "+f"(d29), "+f"(d30), "+f"(d31),
+        "+f"(d32), "+f"(d33), "+f"(d34), "+f"(d35), "+f"(d36), "+f"(d37), "+f"(d38), "+f"(d39),
+        "+f"(d40), "+f"(d41), "+f"(d42), "+f"(d43), "+f"(d44), "+f"(d45), "+f"(d46), "+f"(d47),
+        "+f"(d48), "+f"(d49), "+f"(d50), "+f"(d51), "+f"(d52), "+f"(d53), "+f"(d54), "+f"(d55))
+#else
+    CUTE_INVALID_CONTROL_PATH("GmmaSS needs sm_90a (CUTE_ARCH_MMA_SM90A_ENABLED)");
+#endif
+  }
+};
+
 #undef FLASHBUILD_GMMA_SS_TYPES
 #undef FLASHBUILD_GMMA_SS
 
-// The SS atom of one warpgroup's m64 x kN x kK product: ours for N = 48, 80 and 176, CuTe's selector (which
+// The SS atom of one warpgroup's m64 x kN x kK product: ours for N = 48, 80, 112 and 176, CuTe's selector (which
 // picks N = kN for its standard shapes) otherwise.
 template <class Element, int kN, int kK, cute::GMMA::Major kMajorA = cute::GMMA::Major::K,
           cute::GMMA::Major kMajorB = cute::GMMA::Major::K>
 CUTE_HOST_DEVICE constexpr auto ss_mma_op() {
-  if constexpr (kN == 48 || kN == 80 || kN == 176) {
+  if constexpr (kN == 48 || kN == 80 || kN == 112 || kN == 176) {
     return GmmaSS<kN, Element, kMajorA, kMajorB>{};
   } else {
     return cute::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, cute::Int<kN>, cute::Int<kK>>,
