@@ -5,10 +5,24 @@
 # the benches load; then one bench per dtype (fp16 first, so a short call still has it), each followed by its
 # ratio table. From the repo root, carrying .whl and .device/fa3, after the README's wheel install line:
 #     LIMIT=560 OUT=$OUT bash benchmarks/checks/merged-8/peer.sh       # HDIMS, DTYPES, REPS narrow it
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
+# SUITE=1 also runs call.sh's tests/gpu files from the start, niced, under the same LIMIT (results under $OUT/suite);
+# they are stopped whole (SIGSTOP: their process group and every compile marked with their cache dir) while a
+# bench times, and resumed after.
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,10p "$0" | cut -c3-; exit 0; fi
 LIMIT_DEFAULT=560; . benchmarks/checks/call_env.sh
 HDIMS=${HDIMS:-64,128,256}; DTYPES=${DTYPES:-fp16,bf16}
 SEL=(--hdim "$HDIMS" --arch sm90 --direction fwd,bwd)
+if [ "${SUITE:-0}" = 1 ]; then
+  setsid nice -n 10 env OUT="$OUT/suite" LIMIT=$(( LIMIT - 10 )) bash benchmarks/checks/merged-8/call.sh \
+    > "$OUT/suite.txt" 2>&1 &
+  suite=$!
+fi
+suite_signal() {  # SIG: the suite's group, and its compiles (ninja starts each build in a session of its own)
+  [ -n "${suite:-}" ] || return 0
+  kill -"$1" -- -"$suite" 2>/dev/null
+  grep -lz "^FLASHBUILD_COMPILING_IN=/tmp/fbc-suite" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 \
+    | xargs -r kill -"$1" 2>/dev/null
+}
 export FLASHBUILD_CACHE_DIR=/tmp/fbc-peer
 pids=()
 for dtype in ${DTYPES//,/ }; do  # one build per dtype and tree: the keys the per-dtype benches load
@@ -26,11 +40,14 @@ echo "== builds"
 for f in "$OUT"/build-*.txt; do echo "$(basename "$f"): $(grep -E '^compiled' "$f") $(tail -1 "$f")"; done
 for dtype in ${DTYPES//,/ }; do
   (( $(left) > 40 )) || { echo "== $dtype: $(left) s left, not benched"; continue; }
+  suite_signal STOP; sleep 2
   (cd /tmp && timeout -s INT -k 10 $(( $(left) - 10 )) python3 -m flashbuild bench "${SEL[@]}" --dtype "$dtype" \
     --features none --causal both --peer-source "$TREE" --peer-profile flash-attn-3 --seqlens 1024,4096,16384 \
     --reps "${REPS:-10}" --json "$OUT/peer-$dtype.json") > "$OUT/peer-$dtype.txt" 2>&1
   echo "== $dtype: bench rc $? at $(( $(date +%s) - t0 )) s"
   [ -s "$OUT/peer-$dtype.json" ] && python3 benchmarks/fwd_tile_turnover/peer_rows.py "$OUT/peer-$dtype.json" \
     | tee "$OUT/ratios-$dtype.txt"
+  suite_signal CONT
 done
+if [ -n "${suite:-}" ]; then wait "$suite"; echo "== suite"; tail -30 "$OUT/suite.txt"; fi
 echo "== host"; cat "$OUT/host.txt"
