@@ -1,4 +1,4 @@
-# The device call of 2026-11-29 (nvidia-h200; the tree of this study's first commit but for comments and the switch then
+# The device call of 2026-11-29 (nvidia-h200; the tree of a3c7bbe but for comments and the switch then
 # also taking hdim 192 (not built): the same hdim-256 kernels; copied under .device/w46b of
 # /work/main; 72.9 s of command wall time, about 105 s of device time with the machine's start), carry
 # [".whl", ".device/w46b"]:
