@@ -1,11 +1,12 @@
 // The kHeadDim split's step in its kSdPWhole form (bwd_traits.h): warpgroup 0 computes S^T = K Q^T and warpgroup 1
 // dP^T = V dO^T, each the whole (64 keys, kBlockM query rows) product, instead of each warpgroup half the query
 // rows of both (bwd_mainloop.h, mma_head_dim).
-// Why: every SS wgmma reads its A operand (64 rows of K or V, the whole head dim) from shared memory once per
-// warpgroup, whatever its N. Split by query rows, both warpgroups read all of K and all of V in every step, for
-// products of N = 32: per step 96 KB of operands for each of S^T and dP^T, against the 64 KB of a whole product
-// (N = 64), at hdim 256 (the tensor cores' m64nNk16 takes N / 2 cycles; shared memory gives 128 bytes a cycle, so
-// N = 32 with A from shared memory is bound by shared memory at 1.5x the tensor cores' time).
+// The hypothesis it was built to test (the timing below did not bear it out): every SS wgmma reads its A operand
+// (64 rows of K or V, the whole head dim) from shared memory once per warpgroup, whatever its N. Split by query
+// rows, both warpgroups read all of K and all of V in every step, for products of N = 32: per step 96 KB of
+// operands for each of S^T and dP^T, against the 64 KB of a whole product (N = 64), at hdim 256; counting m64nNk16
+// at N / 2 cycles and shared memory at 128 bytes a cycle, N = 32 with A from shared memory would be bound by shared
+// memory at 1.5x the tensor cores' time.
 // The cost: P^T (warpgroup 0's) reaches warpgroup 1 through shared memory (where it goes for dV anyway), read back
 // with ldmatrix in the accumulator's own layout, so dS^T = P^T * (dP^T - dsum) takes the 16-bit P^T (the split
 // form's takes the fp32 one: the gradients' bits differ from it); the exponentials are warpgroup 0's alone (the
