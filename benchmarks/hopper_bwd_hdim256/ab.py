@@ -1,0 +1,313 @@
+"""Issue 46's hdim-256 backward: the kHeadDim split's step in study forms (kernels/hopper/bwd_traits.h, kSdPWhole),
+builds of one tree selected by nvcc defines, A/B-timed in one process against the tree's step before it, with PyTorch
+SDPA's cuDNN backend in the same turns (the harness of benchmarks/hopper_bwd_uniform/ab.py, with its plans). Arms:
+  base   -DFLASHBUILD_HOPPER_BWD_SDP_WHOLE=0: each consumer warpgroup half the query rows of S^T and of dP^T (main's
+         step at 426dc47)
+  whole  -DFLASHBUILD_HOPPER_BWD_SDP_WHOLE=1: warpgroup 0 the whole S^T, warpgroup 1 the whole dP^T
+         (kernels/hopper/bwd_head_dim_whole.h)
+  sfirst -DFLASHBUILD_HOPPER_BWD_SDP_WHOLE=2: whole, with warpgroup 1 issuing dP^T's product only once warpgroup 0
+         issued S^T's (kSFirst), so that P^T's exponentials run under dP^T's product
+
+Before timing, per head dim and dtype: every arm's gradients on odd shapes (dense, causal or not: seqlen_q below,
+equal to and above seqlen_k, GQA/MQA, one query row; packed sequences of 1 to 1023 rows, one empty) in
+deterministic mode must be bitwise equal to a second deterministic run of the arm, and bitwise equal to base's
+where the arm keeps base's arithmetic (BITS_AS_BASE; `whole` and `sfirst` take dS^T from the 16-bit P^T, so
+their bits differ: their deterministic and default gradients must be within the tolerance of base's instead). The tolerance: --tol for
+fp16, 8x it for bf16 (the ratio of their epsilons). Then per (hdim, dtype, causal, seqlen) row: every arm's dQ, dK,
+dV against base's (past the tolerance or NaN: the row is not timed, exit 1 at the end); the arms and cuDNN in
+turns, one call each per rep between CUDA events, the order reversed every round, inputs rotated past twice L2;
+the problem as `flashbuild bench`'s (16k tokens, model dim 2048; out and LSE from the fp32 reference; FLOPs 2.5x
+the forward's, halved causal). Prints each row's TFLOPS and the median over rounds of arm / base, writes
+OUT/ab.json, the table last.
+
+    python3 benchmarks/hopper_bwd_hdim256/ab.py --out OUT [--plan whole|smoke] [--rounds 3] [--reps 20] [--budget 120]
+    python3 benchmarks/hopper_bwd_hdim256/ab.py --print-builds   # `name flashbuild-arguments`, one line a build
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+TOKENS, MODEL_DIM = 16384, 2048  # benchmarks/README.md, "How numbers are measured"
+D = "-DFLASHBUILD_HOPPER_BWD_"
+FP16 = dict(dtype="fp16", causal="both")
+# Plan -> arm -> its selections (flashbuild.load keywords beyond direction/arch/features, nvcc flags).
+BOTH = dict(dtype="fp16,bf16", causal="both")
+# Plan -> arm -> its selections (flashbuild.load keywords beyond direction/arch/features, nvcc flags).
+PLANS = {
+    "whole": {
+        "base": [(dict(hdim="256", **BOTH), [f"{D}SDP_WHOLE=0"])],
+        "whole": [(dict(hdim="256", **BOTH), [f"{D}SDP_WHOLE=1"])],
+        "sfirst": [(dict(hdim="256", **BOTH), [f"{D}SDP_WHOLE=2"])],
+    },
+}
+BITS_AS_BASE = {"whole": False, "sfirst": False}  # arms whose deterministic gradients must equal base's bit for bit
+CUDNN = "cudnn"  # PyTorch SDPA's cuDNN backend, timed in the same turns (not an arm: no checks against base)
+
+
+def plan_rows(plan):
+    """(hdim, dtype, causal, seqlen, arms), base first; ordered so that a cut budget loses the rows needed least."""
+    if plan == "smoke":
+        return [(256, "fp16", False, 4096, ["base", "whole"])]
+    return [(256, dt, causal, seqlen, ["base", "whole", "sfirst"]) for seqlen in (16384, 4096, 1024) for dt in ("fp16", "bf16")
+            for causal in (False, True)]
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="folder for ab.json (created)")
+    ap.add_argument("--plan", default="whole", choices=["whole", "smoke"],
+                    help="which arms and rows (PLANS; smoke: one row of plan whole)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the order reverses each)")
+    ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
+    ap.add_argument("--budget", type=float, default=120.0,
+                    help="seconds after the checks: no new row starts past it (rows left are listed)")
+    ap.add_argument("--tol", type=float, default=2e-3, help="largest |grad - base grad| accepted, fp16 (bf16: 8x)")
+    ap.add_argument("--print-builds", action="store_true",
+                    help="print each build as `name flashbuild-arguments` and exit (run.sh builds them)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="nvcc jobs for a build not yet cached")
+    a = ap.parse_args(argv)
+    if not a.print_builds and not a.out:
+        ap.error("--out is required (or --print-builds)")
+    if a.rounds < 1 or a.reps < 1:
+        ap.error("--rounds and --reps must be at least 1")
+    return a
+
+
+def main(argv):
+    a = parse(argv)
+    builds = PLANS["whole" if a.plan == "smoke" else a.plan]
+    if a.print_builds:
+        for name, sels in builds.items():
+            for i, (kw, flags) in enumerate(sels):
+                print(f"{name}{i}", f"--hdim {kw['hdim']} --dtype {kw['dtype']} --causal {kw['causal']}",
+                      " ".join(f"--nvcc-flag={f}" for f in flags))
+        return
+    import torch  # after argparse: --help runs without a GPU or torch
+
+    import flashbuild
+
+    out_dir = pathlib.Path(a.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    loaded = {(arm, i): flashbuild.load(direction="bwd", arch="sm90", features=[], nvcc_flags=flags, jobs=a.jobs, **kw)
+              for arm, sels in builds.items() for i, (kw, flags) in enumerate(sels)}
+    print(f"loaded {len(loaded)} builds in {time.time() - t0:.1f} s; {torch.cuda.get_device_name()}", flush=True)
+
+    def mod(arm, hdim, dt, causal):
+        """The arm's build that holds (hdim, dt, causal)."""
+        for i, (kw, _) in enumerate(builds[arm]):
+            causal_ok = kw["causal"] in ("both", "on" if causal else "off")
+            if str(hdim) in kw["hdim"].split(",") and dt in kw["dtype"].split(",") and causal_ok:
+                return loaded[(arm, i)]
+        raise LookupError(f"no {arm} build holds hdim {hdim} {dt} causal={causal}")
+
+    bad, checks = [], []
+    rows_planned = plan_rows(a.plan)
+    for hdim, dt, arm in sorted({(h, d, arm) for h, d, _, _, arms in rows_planned for arm in arms[1:]}):
+        for causal in (False, True):
+            for c in equivalence(torch, mod("base", hdim, dt, causal), mod(arm, hdim, dt, causal), hdim, dt, causal,
+                                 tol_of(a.tol, dt), BITS_AS_BASE.get(arm, True)):
+                c["arm"] = arm
+                checks.append(c)
+                if not c["ok"]:
+                    bad.append(f"check {c}")
+                    print(f"  CHECK FAILED {c}", flush=True)
+    print(f"equivalence: {sum(c['ok'] for c in checks)} of {len(checks)} checks passed "
+          "(deterministic: dq, dk, dv bitwise equal to a second run, and to base's where BITS_AS_BASE, else within the "
+          "tolerance; default: within the tolerance)", flush=True)
+    t0 = time.time()
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
+    rows, skipped = [], []
+    for hdim, dt, causal, seqlen, arms in rows_planned:
+        name = f"bwd_hdim{hdim}_{dt}" + ("_causal" if causal else "")
+        if time.time() - t0 > a.budget:
+            skipped.append(f"{name} {seqlen}")
+            continue
+        r = measure(torch, {s: mod(s, hdim, dt, causal) for s in arms}, arms, hdim, dt, causal, seqlen, a, l2)
+        r["variant"] = name
+        rows.append(r)
+        if r.get("error"):
+            bad.append(f"{name} {seqlen}: {r['error']}")
+            print(f"  {name} {seqlen}: {r['error']}", flush=True)
+            continue
+        print(f"  {name} {seqlen}: " + " ".join(f"{s} {r['tflops'][s]:.1f}" for s in [*arms, CUDNN]
+                                                if s in r["tflops"])
+              + " | " + " ".join(f"{s}/base {r['ratio'][s]:.3f}" for s in arms[1:])
+              + f" maxdiff {r['maxdiff']:.1e}", flush=True)
+    (out_dir / "ab.json").write_text(json.dumps({"rows": rows, "checks": checks, "skipped": skipped, "bad": bad,
+                                                 "builds": builds, "plan": a.plan, "rounds": a.rounds,
+                                                 "reps": a.reps, "device": torch.cuda.get_device_name()},
+                                                indent=1))
+    print_table(rows)
+    if skipped:
+        print(f"budget: not timed: {', '.join(skipped)}")
+    if bad:
+        print("FAILED: " + "; ".join(bad))
+        sys.exit(1)
+
+
+def print_table(rows):
+    """The rows: TFLOPS of base and cuDNN, each arm's median ratio to base (its per-round ratios after it), and the
+    best arm's ratio to cuDNN."""
+    arms = list(dict.fromkeys(arm for r in rows if not r.get("error") for arm in r["arms"][1:]))
+    print(f"{'variant':<24} {'seqlen':>6} {'base':>7} {'cudnn':>7} "
+          + " ".join(f"{arm + '/base':>22}" for arm in arms) + f" {'base/cudnn':>10}")
+    for r in rows:
+        if r.get("error"):
+            continue
+        cells = []
+        for arm in arms:
+            if arm in r["ratio"]:
+                per = "/".join(f"{x:.3f}" for x in r["ratio_rounds"][arm])
+                cells.append(f"{r['ratio'][arm]:.3f} ({per})")
+            else:
+                cells.append("-")
+        cud = r["tflops"].get(CUDNN)
+        vs = f"{r['tflops']['base'] / cud:.3f}" if cud else "n/a"
+        print(f"{r['variant']:<24} {r['seqlen']:>6} {r['tflops']['base']:>7.1f} {(cud or float('nan')):>7.1f} "
+              + " ".join(f"{c:>22}" for c in cells) + f" {vs:>10}")
+
+
+def grads(mod, args, causal, deterministic, varlen=False):
+    fn = mod.mha_varlen_bwd if varlen else mod.mha_bwd
+    kw = dict(deterministic=True) if deterministic else {}
+    dq, dk, dv = fn(*args, causal=causal, **kw)[:3]
+    return dq, dk, dv
+
+
+def tol_of(tol, dt):
+    """The tolerance of a dtype: --tol for fp16, 8x for bf16 (its epsilon is 8x fp16's)."""
+    return tol * (8 if dt == "bf16" else 1)
+
+
+def equivalence(torch, base, new, hdim, dt, causal, tol, bits):
+    """base and new on odd shapes: deterministic bitwise, default within tol. out random, LSE finite and near a
+    real softmax's (log of the key count plus [0, 2)), so every P and dS is a real number."""
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+    g = torch.Generator(device="cuda").manual_seed(hdim + causal)
+    rnd = lambda *s: torch.randn(*s, device="cuda", dtype=dtype, generator=g)  # noqa: E731
+    out = []
+    # (batch, seqlen_q, seqlen_k, nheads, nheads_k): misaligned, bottom-right aligned both ways, GQA / MQA,
+    # a block-multiple, one query row, keys fewer than one key block.
+    for b, sq, sk, h, hk in ((2, 1000, 1000, 4, 4), (1, 777, 1500, 4, 2), (1, 1500, 777, 4, 1), (2, 640, 640, 2, 2),
+                             (3, 1, 300, 2, 2), (1, 300, 64, 2, 2), (1, 64, 300, 2, 2), (1, 129, 257, 2, 2)):
+        q, k, v = rnd(b, sq, h, hdim), rnd(b, sk, hk, hdim), rnd(b, sk, hk, hdim)
+        o, do = rnd(b, sq, h, hdim), rnd(b, sq, h, hdim)
+        lse = torch.rand(b, h, sq, device="cuda", generator=g) * 2 + math.log(max(sk, 2))
+        out.append(compare(torch, base, new, (do, q, k, v, o, lse), f"dense b{b} sq{sq} sk{sk} h{h}/{hk}", causal, tol,
+                           False, bits))
+    # Packed sequences (mha_varlen_bwd): lengths that end inside a block, one row / one key, an empty one.
+    sq, sk = [1, 17, 113, 1023, 64, 300, 0], [5, 300, 113, 900, 200, 64, 7]
+    h, hk = 4, 2
+    cu = lambda xs: torch.tensor([0, *itertools.accumulate(xs)], device="cuda", dtype=torch.int32)  # noqa: E731
+    q, k, v = rnd(sum(sq), h, hdim), rnd(sum(sk), hk, hdim), rnd(sum(sk), hk, hdim)
+    o, do = rnd(sum(sq), h, hdim), rnd(sum(sq), h, hdim)
+    lse = torch.rand(h, sum(sq), device="cuda", generator=g) * 2 + math.log(1000)
+    args = (do, q, k, v, o, lse, cu(sq), cu(sk), max(sq), max(sk))
+    out.append(compare(torch, base, new, args, f"varlen q{sq} k{sk} h{h}/{hk}", causal, tol, True, bits))
+    for c in out:
+        c.update(hdim=hdim, dtype=dt, causal=causal)
+    return out
+
+
+def maxdiff(xs, ys):
+    return max((x.float() - y.float()).abs().max().item() if x.numel() else 0.0 for x, y in zip(xs, ys))
+
+
+def compare(torch, base, new, args, what, causal, tol, varlen, bits=True):
+    det = [grads(m, args, causal, True, varlen) for m in (base, new, new)]
+    det_diff = maxdiff(det[0], det[1])
+    equal = all(torch.equal(x, y) for x, y in zip(det[0], det[1])) if bits else det_diff <= tol
+    repeat = all(torch.equal(x, y) for x, y in zip(det[1], det[2]))
+    fin = all(torch.isfinite(x).all().item() for x in det[1])
+    dflt = [grads(m, args, causal, False, varlen) for m in (base, new)]
+    diff = maxdiff(*dflt)
+    ok = equal and repeat and fin and math.isfinite(diff) and diff <= tol
+    return {"shape": what, "bits_as_base": bits, "deterministic_maxdiff": det_diff, "deterministic_equal": equal,
+            "deterministic_repeat": repeat, "finite": fin,
+            "default_maxdiff": diff, "ok": ok}
+
+
+def measure(torch, m, arms, hdim, dt, causal, seqlen, a, l2):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from flashbuild.debug.bench import _reference_out_lse
+
+    batch, nheads = max(1, TOKENS // seqlen), MODEL_DIM // hdim
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+    shape = (batch, seqlen, nheads, hdim)
+    per_set = batch * seqlen * nheads * hdim * 2 * 5  # q, k, v, out, dout
+    n_sets = max(2, math.ceil(2 * l2 / per_set) + 1)  # together past twice L2, as `flashbuild bench` rotates
+    sets, graphs = [], []
+    for _ in range(n_sets):
+        q, k, v, do = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(4))
+        o, lse = _reference_out_lse(q, k, v, causal)
+        sets.append((do, q, k, v, o, lse))
+        # SDPA takes (batch, nheads, seqlen, head_dim); seqlen_q == seqlen_k, so its top-left causal mask is ours.
+        leaves = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            so = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        graphs.append((so, leaves, do.transpose(1, 2).contiguous()))
+
+    def call(arm, i):
+        if arm == CUDNN:
+            so, leaves, sdo = graphs[i % n_sets]
+            return torch.autograd.grad(so, leaves, sdo, retain_graph=True)
+        return m[arm].mha_bwd(*sets[i % n_sets], causal=causal)
+
+    row = {"hdim": hdim, "dtype": dt, "causal": causal, "seqlen": seqlen, "batch": batch, "nheads": nheads,
+           "arms": arms}
+    gb = call(arms[0], 0)[:3]
+    diffs = {}
+    for s in arms[1:]:
+        gn = call(s, 0)[:3]
+        diffs[s] = max((x.float() - y.float()).abs().max().item() for x, y in zip(gb, gn))
+        if not math.isfinite(diffs[s]) or diffs[s] > tol_of(a.tol, dt) or not all(torch.isfinite(x).all() for x in gn):
+            row["error"] = f"{s} differs from base by {diffs[s]:.3e} (NaN/inf or past the tolerance {tol_of(a.tol, dt)})"
+            return row
+    row["maxdiff"] = max(diffs.values(), default=0.0)
+    del gb
+    timed = [*arms, CUDNN]
+    try:
+        for i in range(3):
+            call(CUDNN, i)
+    except RuntimeError as exc:  # cuDNN refuses the shape: the arms are timed without it
+        row["cudnn_error"] = str(exc).splitlines()[0]
+        timed = list(arms)
+    for i in range(3):
+        for s in arms:
+            call(s, i)
+    ms = {s: [] for s in timed}
+    for rnd in range(a.rounds):
+        order = timed if rnd % 2 == 0 else timed[::-1]
+        ev = {s: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(a.reps)]
+              for s in timed}
+        for i in range(a.reps):
+            for j, s in enumerate(order):
+                start, end = ev[s][i]
+                start.record()
+                call(s, i * len(order) + j)  # never the inputs the call before read (L2)
+                end.record()
+        torch.cuda.synchronize()
+        for s in timed:
+            ms[s].append(statistics.median(x.elapsed_time(y) for x, y in ev[s]))
+    flops = 2.5 * 4 * batch * nheads * seqlen * seqlen * hdim / (2 if causal else 1)  # bwd: 2.5x the forward's
+    med = {s: statistics.median(ms[s]) for s in timed}
+    row.update({"ms_rounds": ms, "tflops": {s: flops / med[s] / 1e9 for s in timed},
+                "ratio_rounds": {s: [b / x for b, x in zip(ms["base"], ms[s])] for s in arms[1:]},
+                "ratio": {s: statistics.median(b / x for b, x in zip(ms["base"], ms[s])) for s in arms[1:]}})
+    return row
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,41 @@
+#!/bin/bash
+# Issue 46's hdim-256 backward step in study forms, one call on the H200: ab.py's builds of plan $PLAN (default whole)
+# side by side, `flashbuild test --shapes full` of every build but base (side by side), then ab.py (every arm against base in
+# deterministic mode, then the rows in turns with SDPA cuDNN). Logs and results.tgz under $OUT, the table last.
+# From the tree's root on the GPU host, PYTHONPATH and FLASHBUILD_CACHE_DIR set as the call sets them:
+#   OUT=$OUT [PLAN=whole|smoke] [BUDGET=200] bash benchmarks/hopper_bwd_hdim256/run.sh [ab.py options]
+if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+OUT=${OUT:-/tmp/bwd_hdim256_out}; W=/tmp/bwd_hdim256_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-200}
+t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | tee "$W/gpu.txt"
+S="--arch sm90 --direction bwd --no-local --no-softcap"
+fb() {
+  local limit=$1 log=$2; shift 2
+  timeout "$limit" python3 -m flashbuild "$@" > "$W/$log.txt" 2>&1; echo "== rc $?" >> "$W/$log.txt"
+}
+PLAN=${PLAN:-whole}
+python3 benchmarks/hopper_bwd_hdim256/ab.py --plan "$PLAN" --print-builds > "$W/builds.txt" || exit 1
+while read -r name args; do fb 150 "build-$name" build $args $S -j 8 & done < "$W/builds.txt"
+wait; echo "== builds $(at)"
+for f in "$W"/build-*.txt; do
+  echo "$(basename "$f" .txt): $(grep -E '^compiled|rror|^== rc' "$f" | head -3 | tr '\n' ' ')"
+done
+# The arms' tests side by side (one GPU; each its own process).
+while read -r name args; do
+  case $name in base*) continue ;; esac
+  fb 100 "test-$name" test $args $S --shapes full &
+done < "$W/builds.txt"
+wait
+while read -r name args; do
+  case $name in base*) continue ;; esac
+  echo "test-$name: $(grep -E 'passed, [0-9]+ failed' "$W/test-$name.txt" | tail -1) $(tail -1 "$W/test-$name.txt")"
+done < "$W/builds.txt"
+echo "== tests $(at)"
+left=$(( BUDGET - ($(date +%s) - t0) - 30 )); [ "$left" -lt 20 ] && left=20
+timeout $(( left + 60 )) python3 benchmarks/hopper_bwd_hdim256/ab.py --plan "$PLAN" --out "$W" --budget "$left" "$@" > "$W/ab.txt" 2>&1
+echo "== ab rc $? $(at)"
+tar -czf "$OUT/results.tgz" -C "$W" .
+cp "$W/ab.txt" "$OUT/ab.txt"; cp "$W/ab.json" "$OUT/ab.json" 2>/dev/null
+grep -E "^equivalence|CHECK FAILED" "$W/ab.txt"
+sed -n '/^variant /,$p' "$W/ab.txt"
