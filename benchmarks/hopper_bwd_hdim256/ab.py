@@ -1,4 +1,5 @@
-"""Issue 46's hdim-256 backward: the kHeadDim split's step in study forms (kernels/hopper/bwd_traits.h, kSdPWhole),
+"""Issue 46's hdim-256 backward: the kHeadDim split's step in study forms (kernels/hopper/bwd_traits.h, kSdPWhole, in
+a checkout of commit a3c7bbe: the forms lost and were taken out of main),
 builds of one tree selected by nvcc defines, A/B-timed in one process against the tree's step before it, with PyTorch
 SDPA's cuDNN backend in the same turns (the harness of benchmarks/hopper_bwd_uniform/ab.py, with its plans). Arms:
   base   -DFLASHBUILD_HOPPER_BWD_SDP_WHOLE=0: each consumer warpgroup half the query rows of S^T and of dP^T (main's

@@ -23,7 +23,6 @@
 #include "common/features.h"      // the masks of a kernel's features, the softcap transform (shared with the forward)
 #include "common/mask.h"
 #include "hopper/accumulator.h"
-#include "hopper/bwd_head_dim_whole.h"  // the kHeadDim step in its kSdPWhole form
 #include "hopper/bwd_params.h"
 #include "hopper/bwd_row_stats.h"  // a step's LSE / dsum in registers (kStatsForm 1, 2)
 #include "hopper/bwd_traits.h"
@@ -34,7 +33,6 @@ namespace flashbuild::hopper {
 
 template <class Traits, bool kIsCausal, int kFeatures>
 struct BwdMainloop {
-  using TraitsType = Traits;
   using Element = typename Traits::Element;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
@@ -306,9 +304,7 @@ struct BwdMainloop {
   template <class Storage, class FragKV, class AddDq>
   CUTE_DEVICE static void mma(BwdParams const& p, Storage& storage, Queries const& qs, int n_block, int thread_idx,
                               FragKV& tdKrdK, FragKV& tdVrdV, AddDq&& add_dq) {
-    if constexpr (Traits::kSplitHeadDim && Traits::kSdPWhole && !kHasSoftcap<kFeatures>) {
-      mma_head_dim_whole<BwdMainloop>(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);  // bwd_head_dim_whole.h
-    } else if constexpr (Traits::kSplitHeadDim) {
+    if constexpr (Traits::kSplitHeadDim) {
       mma_head_dim(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);
     } else {
       mma_keys(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV, add_dq);

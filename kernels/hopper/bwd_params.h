@@ -72,8 +72,7 @@ template <int kHeadDim, DType kDType, bool kIsCausal>
 using BwdVariantTraits = BwdTraits<kHeadDim, bwd_tile(kHeadDim).block_m, bwd_tile(kHeadDim).block_n,
                                    typename ElementOf<kDType>::type, bwd_tile(kHeadDim).dq_order, false,
                                    bwd_tile(kHeadDim).dq_first, bwd_tile(kHeadDim).ds_first,
-                                   bwd_tile(kHeadDim).tma_first, bwd_tile(kHeadDim).dq_halves, bwd_tile(kHeadDim).stages,
-                                   bwd_tile(kHeadDim).sdp_whole, bwd_tile(kHeadDim).s_first>;
+                                   bwd_tile(kHeadDim).tma_first, bwd_tile(kHeadDim).dq_halves, bwd_tile(kHeadDim).stages>;
 
 // Where a launch finds the main kernel of these features (kFeatures, common/params.h; kOrdered: the
 // deterministic instantiation). bwd_kernel.h defines

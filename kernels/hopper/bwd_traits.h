@@ -49,8 +49,6 @@ struct BwdTile {
   bool tma_first;    // the producer issues a stage's Q/dO copies before its LSE/dsum loads (BwdTraits::kTmaFirst)
   bool dq_halves;    // kFragmentBulk: each consumer warpgroup hands its half of dQ on alone (BwdTraits::kDqHalves)
   int stages;        // Q/dO buffers (BwdTraits::kStages)
-  bool sdp_whole;    // kHeadDim: warpgroup 0 computes S^T, warpgroup 1 dP^T, each whole (BwdTraits::kSdPWhole)
-  bool s_first;      // kSdPWhole: dP^T's product issued once S^T's is (BwdTraits::kSFirst)
 };
 
 // Registers per consumer thread, kKeys (64 keys per warpgroup): dK and dV hold d / 2 floats each,
@@ -86,26 +84,14 @@ constexpr BwdTile bwd_tile(int head_dim) {
   const bool tma_first = head_dim == 64;
   const bool dq_halves = head_dim == 64 || head_dim == 128;
   const int stages = kBwdStages;
-  // kHeadDim, a study form off by default: each warpgroup one whole product of S^T and dP^T (kSdPWhole), and with it
-  // S^T's product issued first (kSFirst). On the H200, in turns with the split form at hdim 256 (fp16 and bf16,
-  // 1k-16k, causal or not): 0.949-1.001x, and 0.910-0.980x with kSFirst (benchmarks/hopper_bwd_hdim256/).
-  // nvcc -DFLASHBUILD_HOPPER_BWD_SDP_WHOLE=0 (neither) / 1 (kSdPWhole) / 2 (both) at head dim 256 (the one built and
-  // timed; BwdTraits takes it at 192 too).
-#if defined(FLASHBUILD_HOPPER_BWD_SDP_WHOLE)
-  const bool sdp_whole = FLASHBUILD_HOPPER_BWD_SDP_WHOLE != 0 && head_dim == 256;
-  const bool s_first = FLASHBUILD_HOPPER_BWD_SDP_WHOLE == 2 && head_dim == 256;
-#else
-  const bool sdp_whole = false;
-  const bool s_first = false;
-#endif
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
   return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first,
-          tma_first, dq_halves, stages, sdp_whole, s_first};
+          tma_first, dq_halves, stages};
 #else
-  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages, sdp_whole, s_first}
-         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages, sdp_whole, s_first}  // hdim 96: 152 KB, no spills
-         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first, ds_first, tma_first, dq_halves, stages, sdp_whole, s_first}  // kHeadDim with the dQ buffer: 225 KB
-                           : BwdTile{64, 64, kBySplit[1], dq_first, ds_first, tma_first, dq_halves, stages, sdp_whole, s_first};
+  return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages}
+         : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages}  // hdim 96: 152 KB, no spills
+         : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first, ds_first, tma_first, dq_halves, stages}  // kHeadDim with the dQ buffer: 225 KB
+                           : BwdTile{64, 64, kBySplit[1], dq_first, ds_first, tma_first, dq_halves, stages};
 #endif
 }
 
@@ -123,8 +109,6 @@ enum class BwdBarrier : int {
   // warpgroup 1's.
   kdQEmpty1 = 4,
   kdQFull1 = 5,
-  kPFull = 6,    // kSdPWhole: warpgroup 0 wrote P^T: warpgroup 1 may read it (dS^T, its dV product)
-  kSIssued = 7,  // kSFirst: warpgroup 0 issued S^T's product: warpgroup 1 may issue dP^T's
 };
 
 constexpr int kBwdConsumerWarpgroups = 2;
@@ -146,7 +130,7 @@ constexpr int kBwdConsumerWarpgroups = 2;
 // other at the hand-off; otherwise the halves interleave and all consumers share one pair.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, DqOrder kDqOrder_ = DqOrder::kFragmentBulk,
           bool kDeferDq_ = false, bool kDqFirst_ = false, bool kDsFirst_ = false, bool kTmaFirst_ = false,
-          bool kDqHalves_ = false, int kStages_ = kBwdStages, bool kSdPWhole_ = false, bool kSFirst_ = false>
+          bool kDqHalves_ = false, int kStages_ = kBwdStages>
 struct BwdTraits {
   using Element = Element_;
   static constexpr DqOrder kDqOrder = kDqOrder_;
@@ -161,8 +145,6 @@ struct BwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  static constexpr bool kSdPWhole = kSdPWhole_;
-  static constexpr bool kSFirst = kSFirst_ && kSdPWhole_;
 
   static constexpr int kNumMmaWarpgroups = kBwdConsumerWarpgroups;
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
@@ -173,7 +155,6 @@ struct BwdTraits {
   static_assert(!(kDeferDq && kDqFirst), "kDeferDq and kDqFirst place the same hand-off: one of them");
   static_assert(!(kSplitHeadDim && (kDeferDq || kDqFirst)), "kHeadDim issues dQ first already, and never defers it");
   static_assert(!(kSplitHeadDim && kDsFirst), "kHeadDim stores P^T and dS^T before its products already");
-  static_assert(!kSdPWhole || kSplitHeadDim, "kSdPWhole is a form of the kHeadDim split");
   // The warpgroups' places in S^T and dP^T (keys x query rows) and in dK, dV (keys x head_dim): stacked
   // in M (keys) for kKeys, side by side in N for kHeadDim; each warpgroup's share is one wgmma of
   // 64 rows and k*AtomN columns.
@@ -200,11 +181,6 @@ struct BwdTraits {
   using TiledMmaSdP = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kSdPAtomN>, Int<kHeadDim>>>(),
       WarpgroupLayout{}));
-  // kSdPWhole: one warpgroup's whole product, S^T (warpgroup 0: K, Q) or dP^T (warpgroup 1: V, dO), 64 keys by all
-  // kBlockM query rows (bwd_head_dim_whole.h).
-  using TiledMmaSdPWhole = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kBlockM>, Int<kHeadDim>>>(),
-      Layout<Shape<_1, _1, _1>>{}));
   // B (dO or Q) is read with the query rows as K: head_dim (its N) is the contiguous one. A (P^T or
   // dS^T) is in registers (kKeys) or in shared memory with the query rows contiguous (kHeadDim).
   using DkvAtomShape = Shape<Int<kRowsPerWarpgroup>, Int<kDkvAtomN>, Int<kBlockM>>;
