@@ -109,6 +109,29 @@ def timeline(body: list[sl.Insn]) -> str:
     return " ".join(parts)
 
 
+def order(body: list[sl.Insn]) -> str:
+    """Where a step's waits and hand-offs sit (instruction indices in the body): the mbarrier waits, the first SS and
+    RS products, the wgmma waits, how many exponentials run between the wait for S^T (the first WAIT1) and the wait
+    for dP^T (the first WAIT0), i.e. under dP^T's product, whether dS^T's stmatrix comes before the first RS product
+    (dV's) is issued, the dS barrier and the dQ hand-off's barrier sync."""
+    ks = [event(x) for x in body]
+
+    def at(pred, start=0):
+        return next((i for i in range(start, len(ks)) if ks[i] and pred(ks[i])), None)
+
+    w1 = at(lambda k: k == "WAIT1")
+    w0 = at(lambda k: k == "WAIT0", w1 or 0)
+    under = sum(1 for k in ks[w1:w0] if k == "MUFU.EX2") if w1 is not None and w0 is not None else 0
+    rs = at(lambda k: k.startswith("RS"))
+    stsm = at(lambda k: k == "STSM")
+    mb = [i for i, k in enumerate(ks) if k == "MBAR.WAIT"]
+    bars = [f"{k}@{i}" for i, k in enumerate(ks) if k and k.startswith("BAR.")]
+    return (f"MBAR.WAIT at {mb}, first SS at {at(lambda k: k.startswith('SS'))}, WAIT1 at {w1}, WAIT0 at {w0}: "
+            f"EX2 {ks.count('MUFU.EX2')}, {under} of them between (under dP^T); first STSM at {stsm}, first RS at {rs} "
+            f"(dS^T stored {'before' if stsm is not None and rs is not None and stsm < rs else 'after'} dV is issued); "
+            f"barriers {' '.join(bars)}")
+
+
 def fmt(c: Counter) -> str:
     keys = ["insns"] + [k for k, _ in COUNTED] + ["vint", "uniform"]
     main = ", ".join(f"{k} {c[k]}" for k in keys if c.get(k))
@@ -135,6 +158,8 @@ def report(name: str, insns: list[sl.Insn], min_hgmma: int) -> None:
         print(f"  loop 0x{lo:x}-0x{hi:x} ({'step' if c['HGMMA'] >= min_hgmma else 'producer / dQ writer'})")
         print("    all paths: " + fmt(c))
         print("    every iteration: " + fmt(counts(always)))
+        if c["HGMMA"] >= min_hgmma:
+            print("    order (every): " + order(always))
         print("    timeline (all):   " + timeline(body))
         print("    timeline (every): " + timeline(always))
 
