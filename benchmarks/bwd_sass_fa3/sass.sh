@@ -1,7 +1,7 @@
 #!/bin/bash
 # The SASS of the Hopper backward's main kernels compiled here (no GPU), ours and FA3's, and the steps of each
 # (bwd_steps.py): the comparison in README.md.
-#   OUT=DIR [HDIM=64,128] bash benchmarks/bwd_sass_fa3/sass.sh ours [NVCC_FLAGS...]   our fp16 main kernels (causal
+#   OUT=DIR [HDIM=64,128] [DTYPE=fp16] bash benchmarks/bwd_sass_fa3/sass.sh ours [NVCC_FLAGS...]   our main kernels (causal
 #       and not; the default kernels, not the deterministic twins) through `flashbuild --compile-only`, only their
 #       device-only TUs built: DIR/ours-hHDIM-{plain,causal}.{sass,ptxas,steps}
 #   OUT=DIR FA3=TREE [HDIM=64,128] bash benchmarks/bwd_sass_fa3/sass.sh fa3   FA3's fp16 backward TUs (each holds
@@ -12,7 +12,7 @@ if [ "$1" = -h ] || [ "$1" = --help ] || [ $# -lt 1 ]; then sed -n 2,11p "$0" | 
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd); OUT=${OUT:-/tmp/bwd_sass_fa3}; mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-HDIM=${HDIM:-64,128}
+HDIM=${HDIM:-64,128}; DTYPE=${DTYPE:-fp16}  # ours: fp16 or bf16 (FA3: fp16)
 SITE=$(python3 -c "import cutlass_library, os; print(os.path.dirname(os.path.dirname(cutlass_library.__file__)))")
 OBJDUMP=$(command -v cuobjdump || echo "$SITE/nvidia/cu13/bin/cuobjdump")
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
@@ -48,9 +48,9 @@ IFS=, read -r -a dims <<< "$HDIM"
 if [ "$what" = ours ]; then
   flags=()
   for f in "$@"; do flags+=("--nvcc-flag=$f"); done
-  dir=$(render --hdim "$HDIM" --dtype fp16 --arch sm90 --direction bwd --causal both --no-local --no-softcap "${flags[@]}")
+  dir=$(render --hdim "$HDIM" --dtype "$DTYPE" --arch sm90 --direction bwd --causal both --no-local --no-softcap "${flags[@]}")
   for d in "${dims[@]}"; do
-    for spec in plain:bwd_hdim${d}_fp16_sm90_kernel causal:bwd_hdim${d}_fp16_causal_sm90_kernel; do
+    for spec in plain:bwd_hdim${d}_${DTYPE}_sm90_kernel causal:bwd_hdim${d}_${DTYPE}_causal_sm90_kernel; do
       IFS=: read -r kind tu <<< "$spec"
       (cd "$dir" && nice -n 15 ninja -j1 "obj/$tu.o") > "$OUT/ours-h$d-$kind.ptxas" 2>&1 || { cat "$OUT/ours-h$d-$kind.ptxas"; exit 1; }
       dump "$dir/obj/$tu.o" "ours-h$d-$kind"
