@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 _INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _FUNC = re.compile(r"^\s+Function : (\S+)")
-_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\w+)*\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))")
+# `BRA P1, 0x...` (a predicate operand, guarded or not) is conditional too: ptxas writes two-predicate branches so.
+_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\w+)*\s+(!?U?P\w+,\s*)?(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))")
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ def build_cfg(insns: list[Insn]) -> list[Block]:
     targets: dict[int, int] = {}
     for k, x in enumerate(insns):
         m = _BRA.match(x.text)
-        if m and m.group(3):
-            tgt = int(m.group(3), 16)
+        if m and m.group(4):
+            tgt = int(m.group(4), 16)
             if tgt in by_addr:
                 targets[k] = by_addr[tgt]
                 leaders.add(by_addr[tgt])
@@ -110,7 +111,8 @@ def build_cfg(insns: list[Insn]) -> list[Block]:
     for n, b in enumerate(blocks):
         last = b.end - 1
         x = insns[last]
-        uncond = not x.pred
+        m = _BRA.match(x.text)
+        uncond = not x.pred and not (m and m.group(3))
         if last in targets:
             b.succ.append(index[targets[last]])
             if not uncond and n + 1 < len(blocks):
