@@ -1,5 +1,5 @@
-"""dV early (kernels/hopper/bwd_mainloop.h, kDvEarly: the exponentials under dP^T's product) A/B-timed against the
-tree's defaults at hdim 128, through the backward step harness of ../hopper_bwd_uniform/ab.py (its checks: every arm's
+"""dV early (kernels/hopper/bwd_mainloop.h at commit 12916e5, kDvEarly: the exponentials under dP^T's product; it
+lost, 0.929-0.978x, and left main, so run this from that checkout) A/B-timed against the tree's defaults at hdim 128, through the backward step harness of ../hopper_bwd_uniform/ab.py (its checks: every arm's
 gradients bitwise equal to base's in deterministic mode, dense and packed, and within --tol in the default mode; its
 turns with SDPA cuDNN; its table and ab.json), with this study's arms and rows:
   base  the tree's defaults

@@ -1,10 +1,11 @@
 #!/bin/bash
-# dV early (kDvEarly) against the tree's defaults at hdim 128, one call on the H200: both builds side by side,
+# dV early (kDvEarly, commit 12916e5: it lost and left main; run this from that checkout) against the tree's
+# defaults at hdim 128, one call on the H200: both builds side by side,
 # `flashbuild test --shapes full` of the dve build, then ab.py (bitwise checks against base in deterministic mode, the
 # rows in turns with SDPA cuDNN). Logs and results.tgz under $OUT, the table last. From the tree's root on the GPU
 # host, PYTHONPATH and FLASHBUILD_CACHE_DIR set as the call sets them:
 #   OUT=$OUT [BUDGET=220] bash benchmarks/bwd_sass_fa3/run.sh [ab.py options]
-if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
+if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/bwd_sass_fa3_out}; W=/tmp/bwd_sass_fa3_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-220}
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }

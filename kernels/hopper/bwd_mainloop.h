@@ -93,16 +93,6 @@ struct BwdMainloop {
 #else
   static constexpr int kStatsForm = kHeadDim == 64 && !kIsCausal && kFeatures == 0 ? 2 : 0;
 #endif
-  // kKeys at hdim 128, a study form (off by default): dV's product issued right after P^T, before the wait for dP^T,
-  // so that the exponentials run under dP^T's product (cuobjdump -sass, nvcc 13.0: 32 of 32 against 1 of 32, FA3 13-14;
-  // ptxas otherwise moves that wait up to the first exponential), then dS^T once dP^T is done (dV may still run).
-  // Not timed (benchmarks/bwd_sass_fa3/). nvcc -DFLASHBUILD_HOPPER_BWD_DV_EARLY=1 builds it (plain kernels, form 0).
-#if defined(FLASHBUILD_HOPPER_BWD_DV_EARLY)
-  static constexpr bool kDvEarly =
-      FLASHBUILD_HOPPER_BWD_DV_EARLY && kHeadDim == 128 && kFeatures == 0 && kStatsForm == 0;
-#else
-  static constexpr bool kDvEarly = false;
-#endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
   using RowStats = BwdRowStats<kBlockM, AccumulatorShape<Traits::kSdPAtomN>>;  // bwd_row_stats.h
@@ -602,16 +592,6 @@ struct BwdMainloop {
       if (capped(score)) {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP,
                       masked);
-      } else if constexpr (kDvEarly) {
-        probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
-        convert_into(tSrS, rP);
-        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
-        warpgroup_wait<1>();  // dP^T is ready; dV may still run
-        warpgroup_fence_operand(tdPrdP);
-        CUTE_UNROLL
-        for (int i = 0; i < size(tdPrdP); ++i) {
-          tdPrdP(i) = tSrS(i) * (tdPrdP(i) - RowStats::at(storage.dsum[stage], cS, i));
-        }
       } else {
         probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
         if constexpr (kStatsShuffled) {
@@ -622,14 +602,14 @@ struct BwdMainloop {
           softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
         }
       }
-      if constexpr (!kDvEarly) { convert_into(tSrS, rP); }
+      convert_into(tSrS, rP);
       convert_into(tdPrdP, rdS);
       if constexpr (Traits::kDsFirst) {
         stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
         cutlass::arch::fence_view_async_shared();
         wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
       } else {
-        if constexpr (!kDvEarly) { wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false); }
+        wgmma<-1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV, false);
         stmatrix_accumulator(tdSsdS(_, _, buffer), rdS);
         cutlass::arch::fence_view_async_shared();
       }
