@@ -35,6 +35,8 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   rows    the defaults and kRowLimits (the mask by a per-row limit, FA3's)           (call 3)
 #   early   the defaults and kPassAfterQK (the overlapped turn passed after Q K^T)     (call 3)
 #   re      the defaults, kRowLimits and kPassAfterQK                                   (call 3)
+#   lw      the defaults and the lead waits in every kernel (the 128-key ones too)      (call 4)
+#   fa3t    the defaults and FA3's turns and waits in every kernel (no edge turns, lead waits) (call 4)
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
             f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
@@ -51,6 +53,8 @@ ARMS = {
     "rows": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1"],
     "early": ["-DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=1"],
     "re": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=1"],
+    "lw": ["-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS=1"],
+    "fa3t": ["-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS=0", "-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS=1"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"
