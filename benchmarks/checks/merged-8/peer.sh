@@ -13,7 +13,7 @@ LIMIT_DEFAULT=560; . benchmarks/checks/call_env.sh
 HDIMS=${HDIMS:-64,128,256}; DTYPES=${DTYPES:-fp16,bf16}
 SEL=(--hdim "$HDIMS" --arch sm90 --direction fwd,bwd)
 if [ "${SUITE:-0}" = 1 ]; then
-  setsid nice -n 10 env OUT="$OUT/suite" LIMIT=$(( LIMIT - 10 )) bash benchmarks/checks/merged-8/call.sh \
+  setsid nice -n 10 env OUT="$OUT/suite" LIMIT=$(( LIMIT - 60 )) bash benchmarks/checks/merged-8/call.sh \
     > "$OUT/suite.txt" 2>&1 &
   suite=$!
 fi
@@ -51,3 +51,5 @@ for dtype in ${DTYPES//,/ }; do
 done
 if [ -n "${suite:-}" ]; then wait "$suite"; echo "== suite"; tail -30 "$OUT/suite.txt"; fi
 echo "== host"; cat "$OUT/host.txt"
+# The logs in one archive: a call brings back only so many files (call 1 lost its suite's log that way).
+(cd "$OUT" && tar -czf logs.tgz build-*.txt peer-*.txt suite* 2>/dev/null && rm -rf build-*.txt peer-*.txt suite*)
