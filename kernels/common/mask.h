@@ -83,4 +83,18 @@ struct AttentionMask {
   }
 };
 
+// A Hopper step's mask as a type, so that each call site of a step compiles only the mask code it needs:
+// std::true_type (mask every element), std::false_type (no mask code), or MaskByBlock (needs_mask decides at run
+// time, per block). mask_step runs `apply` as `masked` says; `needs` is the block's needs_mask test.
+struct MaskByBlock {};
+
+template <class Masked, class Needs, class Apply>
+CUTE_DEVICE void mask_step(Masked, Needs&& needs, Apply&& apply) {
+  if constexpr (std::is_same_v<Masked, MaskByBlock>) {
+    if (needs()) { apply(); }
+  } else if constexpr (Masked::value) {
+    apply();
+  }
+}
+
 }  // namespace flashbuild

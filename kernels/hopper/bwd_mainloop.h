@@ -115,8 +115,6 @@ struct BwdMainloop {
     }
   }
 
-  // A step's mask chosen at run time, by needs_mask (every step without kPeelMasked).
-  struct MaskByBlock {};
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
   // Each consumer warpgroup's accumulators, one wgmma in M and N (accumulator.h): S^T and dP^T (64 keys,
@@ -336,11 +334,8 @@ struct BwdMainloop {
   template <class FragS, class Coords, class Masked>
   CUTE_DEVICE static void mask_scores(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS,
                                       Masked) {
-    if constexpr (std::is_same_v<Masked, MaskByBlock>) {
-      if (qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN)) { mask_tile(qs, m_block, n_block, cS, tSrS); }
-    } else if constexpr (Masked::value) {
-      mask_tile(qs, m_block, n_block, cS, tSrS);
-    }
+    mask_step(Masked{}, [&] { return qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN); },
+              [&] { mask_tile(qs, m_block, n_block, cS, tSrS); });
   }
   template <class FragS, class Coords>
   CUTE_DEVICE static void mask_tile(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS) {

@@ -149,9 +149,6 @@ struct FwdMainloop {
   static constexpr bool kPassAfterQK = false;
 #endif
 
-  // A step's mask chosen at run time, by needs_mask (the first step, and every step without kPeelMasked).
-  struct MaskByBlock {};
-
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
   // header, not this one).
   using Loads = FwdLoads<Traits>;
@@ -363,11 +360,8 @@ struct FwdMainloop {
     };
     auto scores = [&](int n_block, auto masked) {
       score.transform(tSrS);
-      if constexpr (std::is_same_v<decltype(masked), MaskByBlock>) {
-        if (k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN)) { apply_mask(n_block); }
-      } else if constexpr (decltype(masked)::value) {
-        apply_mask(n_block);
-      }
+      mask_step(masked, [&] { return k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN); },
+                [&] { apply_mask(n_block); });
     };
     auto to_p = [&]() { convert_into(tSrS, tOrP); };  // probabilities to the element type, into P's registers
     auto wait_turn = [&]() {
