@@ -1,6 +1,6 @@
 """Compare the SASS of two sass_tree.py dirs, kernel by kernel, addresses aside.
 
-    python3 benchmarks/house_sass/compare.py BEFORE_DIR AFTER_DIR [--namespace-moves] > summary.txt
+    python3 benchmarks/house_sass/compare.py BEFORE_DIR AFTER_DIR [--namespace-moves] [--param-offsets] > summary.txt
 
 Each <tu>.sass (cuobjdump -sass) is split into its functions. A function's text is compared without the
 instruction offsets (/*0a30*/) and the encoding words (/* 0x... */), which move with any code before them;
@@ -8,7 +8,8 @@ branch targets stay in, so code that moved inside a function still shows. Functi
 demangled name; with --namespace-moves, `flashbuild::ampere::` and `flashbuild::hopper::` are read as
 `flashbuild::`, so that a helper that only moved to kernels/common/ (and so into namespace flashbuild)
 matches its old self; when a TU has exactly one function on each side left unmatched (a kernel whose template
-arguments changed), the two are compared as one, renamed. Prints one line per function: same, DIFFERS (with
+arguments changed), the two are compared as one, renamed. With --param-offsets, the offsets of kernel-parameter
+reads (c[0x0][0x...]) are left out too: a field taken out of a parameter struct moves every field after it. Prints one line per function: same, DIFFERS (with
 the count of changed lines), or only on one side; exits 1 if any differs or a TU was not built after, 2 if
 BEFORE holds no dump.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 OFFSET = re.compile(r"/\*[0-9a-f]{4,}\*/")
 ENCODING = re.compile(r"/\* 0x[0-9a-f]{16} \*/")
 FUNCTION = re.compile(r"^\s*Function : (\S+)", re.MULTILINE)
+PARAM = re.compile(r"c\[0x0\]\[0x[0-9a-f]+\]")
 
 
 def demangle(names: list[str]) -> list[str]:
@@ -34,7 +36,7 @@ def demangle(names: list[str]) -> list[str]:
     return subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, check=True).stdout.splitlines()
 
 
-def functions(text: str, namespace_moves: bool) -> dict[str, list[str]]:
+def functions(text: str, namespace_moves: bool, param_offsets: bool = False) -> dict[str, list[str]]:
     parts = FUNCTION.split(text)  # [head, name1, body1, name2, body2, ...]
     names = demangle(parts[1::2])
     out = {}
@@ -42,11 +44,13 @@ def functions(text: str, namespace_moves: bool) -> dict[str, list[str]]:
         if namespace_moves:
             name = name.replace("flashbuild::ampere::", "flashbuild::").replace("flashbuild::hopper::", "flashbuild::")
         lines = [ENCODING.sub("", OFFSET.sub("", line)).strip() for line in body.splitlines()]
+        if param_offsets:
+            lines = [PARAM.sub("c[0x0][param]", line) for line in lines]
         out[name] = [line for line in lines if line]
     return out
 
 
-def main(before: Path, after: Path, namespace_moves: bool) -> int:
+def main(before: Path, after: Path, namespace_moves: bool, param_offsets: bool = False) -> int:
     dumps = sorted(before.glob("*.sass"))
     if not dumps:  # a wrong dir would otherwise compare nothing and exit 0, "unchanged"
         print(f"no <tu>.sass in {before}: give the dirs sass_tree.py built (their sass/ is read)", file=sys.stderr)
@@ -58,7 +62,8 @@ def main(before: Path, after: Path, namespace_moves: bool) -> int:
             print(f"{sass.stem}: not built after")
             differs += 1  # nothing to compare is not "the same"
             continue
-        old, new = functions(sass.read_text(), namespace_moves), functions(other.read_text(), namespace_moves)
+        old = functions(sass.read_text(), namespace_moves, param_offsets)
+        new = functions(other.read_text(), namespace_moves, param_offsets)
         print(f"{sass.stem}: {len(old)} functions before, {len(new)} after")
         gone, added = sorted(old.keys() - new.keys()), sorted(new.keys() - old.keys())
         pairs = [(name, name, name) for name in sorted(old.keys() & new.keys())]
@@ -84,7 +89,8 @@ if __name__ == "__main__":
     if {"-h", "--help"} & set(sys.argv[1:]):  # a usage, never a run (a build dir named --help, say)
         print(__doc__)
         sys.exit(0)
-    args = [a for a in sys.argv[1:] if a != "--namespace-moves"]
+    args = [a for a in sys.argv[1:] if a not in ("--namespace-moves", "--param-offsets")]
     if len(args) != 2:
         sys.exit(__doc__)
-    sys.exit(main(Path(args[0]) / "sass", Path(args[1]) / "sass", "--namespace-moves" in sys.argv))
+    sys.exit(main(Path(args[0]) / "sass", Path(args[1]) / "sass", "--namespace-moves" in sys.argv,
+                  "--param-offsets" in sys.argv))
