@@ -9,7 +9,10 @@ demangled name; with --namespace-moves, `flashbuild::ampere::` and `flashbuild::
 `flashbuild::`, so that a helper that only moved to kernels/common/ (and so into namespace flashbuild)
 matches its old self; when a TU has exactly one function on each side left unmatched (a kernel whose template
 arguments changed), the two are compared as one, renamed. With --param-offsets, the offsets of kernel-parameter
-reads (c[0x0][0x...]) are left out too: a field taken out of a parameter struct moves every field after it. Prints one line per function: same, DIFFERS (with
+reads (c[0x0][0x...]) are left out too: a field taken out of a parameter struct moves every field after it; a
+function that still differs is then told apart further: when its lines differ only in hex immediates (parameter
+addresses formed in registers, e.g. of the TMA descriptors after the struct) the shifts are counted, and any other
+changed lines too. Prints one line per function: same, DIFFERS (with
 the count of changed lines), or only on one side; exits 1 if any differs or a TU was not built after, 2 if
 BEFORE holds no dump.
 """
@@ -27,6 +30,7 @@ OFFSET = re.compile(r"/\*[0-9a-f]{4,}\*/")
 ENCODING = re.compile(r"/\* 0x[0-9a-f]{16} \*/")
 FUNCTION = re.compile(r"^\s*Function : (\S+)", re.MULTILINE)
 PARAM = re.compile(r"c\[0x0\]\[0x[0-9a-f]+\]")
+IMMEDIATE = re.compile(r"0x[0-9a-f]+")
 
 
 def demangle(names: list[str]) -> list[str]:
@@ -48,6 +52,24 @@ def functions(text: str, namespace_moves: bool, param_offsets: bool = False) -> 
             lines = [PARAM.sub("c[0x0][param]", line) for line in lines]
         out[name] = [line for line in lines if line]
     return out
+
+
+def immediates(a: list[str], b: list[str]) -> str:
+    """Of two equally long functions: the shifts of the hex immediates in lines that differ only in those, and how many
+    lines differ otherwise (reordered or changed instructions)."""
+    shifts: dict[int, int] = {}
+    other = 0
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        if IMMEDIATE.sub("#", x) != IMMEDIATE.sub("#", y):
+            other += 1
+            continue
+        for p, q in zip(IMMEDIATE.findall(x), IMMEDIATE.findall(y)):
+            if p != q:
+                shifts[int(q, 16) - int(p, 16)] = shifts.get(int(q, 16) - int(p, 16), 0) + 1
+    return (f"immediates shifted (shift: count) {dict(sorted(shifts.items()))}; {other} lines differ otherwise"
+            if shifts else f"{other} lines differ, not in immediates alone")
 
 
 def main(before: Path, after: Path, namespace_moves: bool, param_offsets: bool = False) -> int:
@@ -81,6 +103,8 @@ def main(before: Path, after: Path, namespace_moves: bool, param_offsets: bool =
                 changed = sum(1 for line in difflib.unified_diff(a, b, lineterm="", n=0)
                               if line[:1] in "+-" and not line.startswith(("+++", "---")))
                 print(f"  DIFFERS ({changed} lines changed of {len(a)}): {label}")
+                if param_offsets and len(a) == len(b):
+                    print("    " + immediates(a, b))
                 differs += 1
     return 1 if differs else 0
 
