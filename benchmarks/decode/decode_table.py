@@ -79,10 +79,10 @@ def refuse_removed_deal(paths: list[str]) -> None:
     asked = [p for p in paths if any(part.startswith("deal=") for part in p.split("+"))]
     if asked and not (env.kernels_dir() / "common" / "splitkv_streamk.h").is_file():
         raise SystemExit(f"decode_table.py: --paths {','.join(asked)}: this tree ({env.kernels_dir()}) has no "
-                         f"stream-K deal: it was taken out of main after issue 45's run 14, and FLASHBUILD_SPLITKV_DEAL "
-                         f"is no longer read (benchmarks/decode/README.md, \"A stream-K deal\"). Rerun it from the last "
-                         f"commit that has it: `git worktree add /tmp/streamk {STREAMK_COMMIT}`, then run this script "
-                         f"there; or leave the deal= paths out.")
+                         f"stream-K deal: it was taken out of main after issue 45's run 14, and "
+                         f"FLASHBUILD_SPLITKV_DEAL is no longer read (benchmarks/decode/README.md, \"A stream-K "
+                         f"deal\"). Rerun it from the last commit that has it: `git worktree add /tmp/streamk "
+                         f"{STREAMK_COMMIT}`, then run this script there; or leave the deal= paths out.")
 
 
 def timed_once(fn) -> float:

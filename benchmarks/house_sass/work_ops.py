@@ -68,7 +68,8 @@ def main(before: Path, after: Path) -> int:
                 work = (f"same multiset ({len(wa)}), {sum(len(ops) for _, ops in moves)} local moves: "
                         + "; ".join(f"{i}: {' '.join(ops)}" for i, ops in moves))
             else:
-                added, removed = collections.Counter(wb) - collections.Counter(wa), collections.Counter(wa) - collections.Counter(wb)
+                cwa, cwb = collections.Counter(wa), collections.Counter(wb)
+                added, removed = cwb - cwa, cwa - cwb
                 work = f"DIFFERS: {dict(added)} added, {dict(removed)} removed"
                 bad += 1
             short = name.split("(")[0][:100]
