@@ -18,7 +18,10 @@ decode (the index check kernel, the attention kernel, the combine kernel when it
 merge tail, docs/serving.md), each a column `ours <path>` and a ratio `<path> / ours`; a path `tile=<tile>` sets
 FLASHBUILD_SPLITKV_TILE=<tile> instead (`tile=rows64`: the 64-row tile, `tile=decode`: the decode tile, where each
 serves the call); a path `deal=<deal>` sets FLASHBUILD_SPLITKV_DEAL=<deal> (`deal=streamk`: the stream-K deal of
-the key blocks over the persistent CTAs, common/splitkv_streamk.h); `+` joins them (`deal=streamk+tile=rows64`);
+the key blocks over the persistent CTAs, common/splitkv_streamk.h); `+` joins them (`deal=streamk+tile=rows64`).
+The stream-K deal was taken out of main after run 14 (README.md, "A stream-K deal"): on a tree without
+kernels/common/splitkv_streamk.h a `deal=` path is refused before anything is built (the variable is no longer read,
+so the column would time the splits twice); rerun it from the commit that README names.
 the path `main-host` is the
 default with the host work it had before issue 45's host changes: TMA descriptors built for each call
 (FLASHBUILD_SPLITKV_PATH=fresh-descriptors) and flash_attn_with_kvcache's full argument checks (no _plain_decode).
@@ -57,7 +60,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashbuild
-from flashbuild import api
+from flashbuild import api, env
 
 HEADS, KV_HEADS = 32, 8
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
@@ -65,7 +68,21 @@ TILE_VAR = "FLASHBUILD_SPLITKV_TILE"  # a path `tile=<value>` sets this instead 
 DEAL_VAR = "FLASHBUILD_SPLITKV_DEAL"  # a path `deal=<value>` sets this (streamk, splits: common/splitkv_streamk.h)
 SETTING_VARS = {"tile=": TILE_VAR, "deal=": DEAL_VAR}
 MAIN_HOST = "main-host"  # the pseudo-path of the host work before the kept descriptors and _plain_decode
+# The last commit with the stream-K deal (taken out of main after run 14: README.md, "A stream-K deal").
+STREAMK_COMMIT = "3a46448"
 ROTATE_BYTES = 256e6
+
+
+def refuse_removed_deal(paths: list[str]) -> None:
+    """A `deal=` path on a tree without the stream-K deal: a clear exit before any build, not a column that times
+    the splits under the deal's name."""
+    asked = [p for p in paths if any(part.startswith("deal=") for part in p.split("+"))]
+    if asked and not (env.kernels_dir() / "common" / "splitkv_streamk.h").is_file():
+        raise SystemExit(f"decode_table.py: --paths {','.join(asked)}: this tree ({env.kernels_dir()}) has no "
+                         f"stream-K deal: it was taken out of main after issue 45's run 14, and "
+                         f"FLASHBUILD_SPLITKV_DEAL is no longer read (benchmarks/decode/README.md, \"A stream-K "
+                         f"deal\"). Rerun it from the last commit that has it: `git worktree add /tmp/streamk "
+                         f"{STREAMK_COMMIT}`, then run this script there; or leave the deal= paths out.")
 
 
 def timed_once(fn) -> float:
@@ -253,7 +270,8 @@ def main() -> None:
                         help="FLASHBUILD_SPLITKV_PATH values to time beside the default, comma-separated (main-host: "
                              "the default with the host work before the kept descriptors and the plain-call path; "
                              "tile=decode, tile=rows64: FLASHBUILD_SPLITKV_TILE set so instead; deal=streamk: "
-                             "FLASHBUILD_SPLITKV_DEAL; joined by +, e.g. deal=streamk+tile=rows64)")
+                             "FLASHBUILD_SPLITKV_DEAL, on a tree that still has the stream-K deal (before its "
+                             f"removal, {STREAMK_COMMIT}); joined by +, e.g. deal=streamk+tile=rows64)")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
     parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
     parser.add_argument("--nvcc-flag", action="append", default=[],
@@ -264,6 +282,7 @@ def main() -> None:
                              "(e.g. -DFLASHBUILD_HOPPER_FWD_OVERLAP=1)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
+    refuse_removed_deal([x for x in args.paths.split(",") if x])
     hdims = [int(x) for x in args.hdim.split(",")]
     build_hdims = args.build_hdims or ",".join(map(str, sorted(hdims)))
     m = flashbuild.load(hdim=build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",

@@ -3,9 +3,14 @@
 //   g++ -std=c++17 -Ikernels benchmarks/decode/streamk_deal_table.cpp -o /tmp/deal && /tmp/deal
 // Prints a markdown table: per row the splits deal's CTAs and the most key blocks one CTA walks, the stream-K deal's
 // CTAs, most blocks a CTA and most pieces a tile, and the blocks a slot would take if the work were cut evenly.
+// The deal was taken out of main after issue 45's run 14 (README.md, "A stream-K deal"): compile this in a tree of
+// the last commit that has it, 3a46448 (`git worktree add /tmp/streamk 3a46448`); elsewhere the #error says so.
 #include <cstdio>
 
 #include "common/splitkv_heuristic.h"
+#if !__has_include("common/splitkv_streamk.h")
+#error "this tree has no stream-K deal (kernels/common/splitkv_streamk.h, taken out of main after issue 45's run 14): compile this in a tree of 3a46448, `git worktree add /tmp/streamk 3a46448`"
+#endif
 #include "common/splitkv_streamk.h"
 
 using namespace flashbuild;

@@ -6,7 +6,15 @@
 # with causal, the bf16 one); the stream-K GPU tests (both tiles against the fp32 reference) and the decode tile's
 # (the splits, unchanged); the table on a host running nothing else; the KV-cache, one-launch and kept-descriptor
 # tests. Logs under $OUT/r (tarred to $OUT/r.tar.gz), the short tables last. Run from the tree's root.
+# The deal was taken out of main after run 14 (README.md, "A stream-K deal"): run this from the last commit that has
+# it (3a46448); on a tree without kernels/common/splitkv_streamk.h it stops at once and says so.
 set -u
+if [ ! -f kernels/common/splitkv_streamk.h ]; then
+  echo "streamk_run.sh: this tree ($PWD) has no stream-K deal (kernels/common/splitkv_streamk.h): it was taken out of" \
+       "main after issue 45's run 14. Run it from the last commit that has it:" \
+       "git worktree add /tmp/streamk 3a46448 && cd /tmp/streamk && bash benchmarks/decode/streamk_run.sh" >&2
+  exit 2
+fi
 OUT=${OUT:-streamk-run}
 R=${R:-/tmp/r-streamk}
 rm -rf "$R"

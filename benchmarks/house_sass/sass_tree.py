@@ -8,7 +8,8 @@ It renders the selection below, writes build.ninja (compile-only: no binding, no
 `nice -n 10 ninja -j 1` on the TARGETS_FILE's objects only (default: targets.txt beside this file), and
 writes `cuobjdump -sass` of each (a device-only kernel TU's fatbin, a launch TU's object) to
 BUILD_DIR/sass/<tu>.sass. One compile at a time: the 2-core machine is shared. compare.py diffs two
-such dirs.
+such dirs. A TARGETS_FILE may name its own selection in a line `# selection: hdim=64,128 causal=both ...`
+(keys of SELECTION; the others keep SELECTION's values), e.g. targets-splitkv-deal.txt.
 """
 
 from __future__ import annotations
@@ -41,9 +42,23 @@ def cuobjdump() -> str:
     sys.exit("cuobjdump not found: put it on PATH or `pip install nvidia-cuda-cuobjdump`")
 
 
+def file_selection(lines: list[str]) -> dict[str, str]:
+    """SELECTION with the targets file's `# selection: key=value ...` line over it (unknown keys refused)."""
+    chosen = dict(SELECTION)
+    for line in lines:
+        if line.startswith("# selection:"):
+            for item in line.split(":", 1)[1].split():
+                key, _, value = item.partition("=")
+                if key not in SELECTION or not value:
+                    sys.exit(f"{item!r} in the targets file's selection line: use key=value, keys {sorted(SELECTION)}")
+                chosen[key] = value
+    return chosen
+
+
 def main(build_dir: Path, targets_file: Path) -> None:
-    targets = [line.strip() for line in targets_file.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    selection, options = builder.parse_request(**SELECTION, build_dir=build_dir, jobs=1)
+    lines = targets_file.read_text().splitlines()
+    targets = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    selection, options = builder.parse_request(**file_selection(lines), build_dir=build_dir, jobs=1)
     plan = builder.make_plan(selection, options)
     tools = builder.toolchain(plan)
     builder.prepare(plan)

@@ -1060,23 +1060,6 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   p.num_splits = num_splits > 0 ? int(num_splits)
                  : hopper_splitkv ? choose_num_splits_hopper(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms)
                                   : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
-  // FLASHBUILD_SPLITKV_DEAL=streamk (common/splitkv_streamk.h): with num_splits left to the binding, the (tile, key
-  // block) items dealt evenly over the persistent CTAs, where the kernel merges the pieces itself (the one-launch
-  // path below: nothing appended, the counters fit) and the items fit 31 bits; num_splits is then the most pieces a
-  // tile can take, which sizes the partials. The launcher computes the same deal (SplitTileScheduler::make).
-  const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
-  const SplitKVPath path = hopper_splitkv ? splitkv_path() : SplitKVPath{};
-  const bool one_launch = hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous;
-  if (num_splits == 0 && hopper_splitkv && splitkv_deal_choice() == SplitKVDeal::kStreamK) {
-    const int block_n = hopper_splitkv_block_n(c.hdim);
-    const int key_blocks = streamk_key_blocks(SplitKVDeal::kStreamK, p.seqlen_k, block_n);
-    if (one_launch && query_blocks <= kSplitCounterSlots && streamk_fits(query_blocks, key_blocks)) {
-      const StreamKDeal deal = streamk_deal(query_blocks, key_blocks, num_sms * kHopperSplitKVCtasPerSm,
-                                            streamk_min_blocks(block_n), kStreamKMaxPieces);
-      p.split_deal = SplitKVDeal::kStreamK;
-      p.num_splits = deal.max_pieces;
-    }
-  }
   // The splits' fp32 partials: O (num_splits, batch, nheads, seqlen_q, hdim) then the LSEs (num_splits, batch,
   // nheads, seqlen_q), one allocation (a decoding call's host time is its own: README.md, "Host time of an eager
   // call"); O's part is a whole number of hdim-float rows, so the LSEs start 16-byte aligned.
@@ -1092,11 +1075,13 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // Nothing appended (the append kernel reads checked indices), on the Hopper split-KV: one launch. Its splits
   // merge in the kernel when the counters of the call's query blocks fit the buffer (else the combine kernel).
   // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
+  const SplitKVPath path = hopper_splitkv ? splitkv_path() : SplitKVPath{};
   splitkv_descriptor_cache_on().store(path.keep_descriptors, std::memory_order_relaxed);
-  if (one_launch) {
+  if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous) {
     read_indices_at_use(p, a, g, k.size(0), q);
     p.split_merge = path.merge;
     p.dependent_launch = path.dependent_launch;
+    const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
     if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
   }
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));

@@ -10,7 +10,6 @@
 
 #include <cuda_runtime.h>
 
-#include "common/splitkv_streamk.h"  // SplitKVDeal
 #include "common/variant_space.h"  // DType, the Feature bits, the kernel head dims (generated from selection/space.py)
 
 namespace flashbuild {
@@ -162,12 +161,6 @@ struct FwdParams {
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
   // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kLanes unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
   SplitMerge split_merge;
-  // How the Hopper split-KV deals its work (common/splitkv_streamk.h): kSplits, num_splits slices of every tile, or
-  // kStreamK, the (tile, key block) items dealt evenly over its CTAs, num_splits then being the most pieces a tile can
-  // have (its partial slots). The binding picks (FLASHBUILD_SPLITKV_DEAL) and takes kStreamK only with split_counters
-  // (the fused merge: the combine kernel merges num_splits slots of every tile). Zero, as a zeroed FwdParams has it,
-  // is kSplits.
-  SplitKVDeal split_deal;
   // Launch the Hopper split-KV as a programmatic dependent launch (hopper/splitkv_launch.h): its CTAs may start
   // while the stream's previous kernel drains, and wait for it before their first global access
   // (hopper/splitkv_dependent_launch.h). The binding picks (FLASHBUILD_SPLITKV_PATH, docs/serving.md); kNone, as a

@@ -19,7 +19,7 @@ namespace flashbuild {
 constexpr int kCombineRowsPerBlock = 4;  // one warp per output row
 
 // Row idx = (batch, head, row) of the (batch, nheads, seqlen_q) rows, by the 32 lanes of a warp, from its first
-// num_splits slots (the fused combine's tile.splits: with the stream-K deal a tile's own piece count). The partials
+// num_splits slots (the fused combine's tile.splits, SplitTileScheduler: the call's num_splits). The partials
 // are read through L2 (ld.global.cg): in the fused combine other CTAs of the same launch wrote them.
 template <int kHeadDim, class Element>
 __device__ __forceinline__ void combine_row(const FwdParams& p, int64_t idx, int lane, int num_splits) {

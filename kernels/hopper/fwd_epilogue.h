@@ -245,8 +245,7 @@ struct FwdEpilogue {
   // Two tails, picked per launch by p.split_merge (common/params.h), the same results bit for bit:
   //   kSerial: fences around the count, combine_row (a lane walks the splits one LSE load at a time);
   //   kLanes: one acquire-release count, combine_row_lanes (LSEs one per lane, partials loaded in groups).
-  // The tile's slices are tile.splits (SplitTileScheduler): num_splits with the splits deal; with the stream-K deal its
-  // own piece count, at most num_splits (the partial slots), its pieces' partials in slots 0 .. tile.splits - 1.
+  // The tile's slices are tile.splits (SplitTileScheduler: the call's num_splits), its partials in those slots.
   CUTE_DEVICE static void combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
                                           int thread_idx) {
     barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);  // every consumer's partial stores are issued

@@ -79,13 +79,9 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
                    (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch,
                    kIsSplitKV<kFeatures> ? params.num_splits : 1, slots);
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
-  // The split-KV's stream-K deal (FwdParams::split_deal): a tile's key blocks; 0 for the splits (and every forward).
-  const int streamk_blocks =
-      kIsSplitKV<kFeatures> ? streamk_key_blocks(params.split_deal, params.seqlen_k, Traits::kBlockN) : 0;
   KernelParams kp{params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
-                                                 params.num_splits, slots, setting.max_blocks, setting.tail_rounds,
-                                                 streamk_blocks, streamk_min_blocks(Traits::kBlockN)})};
+                                                 params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};
   const dim3 grid(kp.scheduler.grid_size(slots));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;

@@ -164,18 +164,12 @@ struct FwdMainloop {
     int n_block_min;
     int n_block_max;
   };
-  // The split-KV kernel (kIsSplitKV) takes slice tile.split of num_splits of them (with one split, all), or with the
-  // stream-K deal (tile.n_end > 0: SplitTileScheduler) those of the capacity's blocks [n_begin, n_end), maybe none.
+  // The split-KV kernel (kIsSplitKV) takes slice tile.split of num_splits of them (with one split, all).
   CUTE_DEVICE static Keys keys(FwdParams const& p, SeqRange const& seq, TileCoord const& tile) {
     Keys keys{make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
     keys.n_block_min = keys.mask.n_block_min(tile.m_block, kBlockM, kBlockN);
     keys.n_block_max = keys.mask.n_block_max(tile.m_block, kBlockM, kBlockN);
     if constexpr (kIsSplitKV<kFeatures>) {
-      if (tile.n_end > 0) {
-        keys.n_block_min = max(keys.n_block_min, tile.n_begin);
-        keys.n_block_max = min(keys.n_block_max, tile.n_end);
-        return keys;
-      }
       const int per_split = (keys.n_block_max - keys.n_block_min + p.num_splits - 1) / p.num_splits;
       keys.n_block_min += tile.split * per_split;
       keys.n_block_max = min(keys.n_block_max, keys.n_block_min + per_split);

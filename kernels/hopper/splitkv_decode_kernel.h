@@ -277,7 +277,7 @@ struct DecodeTile {
     constexpr int kMO = decltype(size<1>(tOt))::value;
     const int skip = kIsCausal ? seq.q_skip : 0;  // the bottom-aligned view's rows before the sequence
     const bool lse_thread = thread_idx < 4;       // lanes 0-3 of warp 0: head-dim row 0 of their columns
-    const bool split = tile.splits > 1;  // the tile's slices (SplitTileScheduler: num_splits, or its stream-K pieces)
+    const bool split = tile.splits > 1;  // the tile's slices (SplitTileScheduler: num_splits)
     const int64_t slice = ((int64_t(tile.split) * p.batch + tile.batch) * p.nheads + tile.head) * p.seqlen_q;
     CUTE_UNROLL
     for (int c = 0; c < kCols; ++c) {

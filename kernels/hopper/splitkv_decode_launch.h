@@ -40,10 +40,7 @@ void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
   KernelParams kp{params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
-                                                 params.num_splits, slots, 0, 1,
-                                                 streamk_key_blocks(params.split_deal, params.seqlen_k,
-                                                                    Traits::kBlockN),
-                                                 streamk_min_blocks(Traits::kBlockN)})};
+                                                 params.num_splits, slots, 0, 1})};
   const dim3 grid(kp.scheduler.grid_size(slots));
   const bool programmatic = params.dependent_launch != DependentLaunch::kNone;
   DecodeTileEntry<Traits, kIsCausal, kFeatures, kDecodeTileRows>::get().launch(grid, Traits::kNThreads,

@@ -51,11 +51,6 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   SmallKernels::check_indices(params, stream);  // first: every later kernel reads the checked indices (none: at_read)
   if (params.knew != nullptr) { SmallKernels::append(params, stream); }
   if (!splitkv_has_rows(params)) { return; }
-  if (params.split_deal == SplitKVDeal::kStreamK && params.num_splits > 1 && params.split_counters == nullptr) {
-    throw std::runtime_error("flashbuild: the Hopper split-KV's stream-K deal merges its pieces in the kernel and "
-                             "needs split_counters (the combine kernel merges num_splits slots of every tile); the binding "
-                             "takes that deal only with them (kernels/binding/flash_api.cpp, mha_fwd_kvcache)");
-  }
   if (params.block_table && params.page_size % Traits::kBlockN != 0) {
     throw std::runtime_error("flashbuild: the Hopper split-KV takes a paged KV cache whose page size is a multiple "
                              "of " + std::to_string(Traits::kBlockN) + " rows (got " + std::to_string(params.page_size) +

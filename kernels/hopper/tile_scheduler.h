@@ -33,14 +33,11 @@
 
 #include <cute/config.hpp>
 
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include <cutlass/fast_math.h>
 
 #include "common/params.h"
-#include "common/splitkv_streamk.h"  // the stream-K deal (SplitTileScheduler)
 
 namespace flashbuild::hopper {
 
@@ -49,13 +46,9 @@ struct TileCoord {
   int head;
   int batch;
   int split = 0;  // the split-KV kernel's slice of the keys (SplitTileScheduler); 0 elsewhere
-  // The split-KV kernel's (SplitTileScheduler): the tile's slices of its keys (split is one of them; more than one:
-  // fp32 partials and the merge), and with the stream-K deal the slice's key blocks [n_begin, n_end) of the call's
-  // capacity (n_end = 0: the splits deal's slice `split` of num_splits; the tile's last piece ends at INT32_MAX, so
-  // no key past the capacity's blocks is dropped).
+  // The split-KV kernel's (SplitTileScheduler): the tile's slices of its keys, num_splits (split is one of them; more
+  // than one: fp32 partials and the merge).
   int splits = 1;
-  int n_begin = 0;
-  int n_end = 0;
 };
 
 // Where batch b's sequences lie in the TMA views of Q/O and K/V (fwd_mainloop.h, fwd_epilogue.h), and how
@@ -170,10 +163,6 @@ struct PersistentTileScheduler {
     // Whole rounds of pairs left to the tail (at least 1): its longest-first deal then has enough tiles to
     // even out the CTAs' ends. 1 as measured; more evens long calls out better (balance.py --tail-rounds).
     int pair_tail_rounds = 1;
-    // Read by SplitTileScheduler alone: the stream-K deal's key blocks a tile (0: the splits deal) and the fewest
-    // blocks a CTA's range holds (common/splitkv_streamk.h: streamk_key_blocks, streamk_min_blocks).
-    int streamk_key_blocks = 0;
-    int streamk_min_blocks = 1;
   };
   static PersistentTileScheduler make(Arguments const& a) {
     const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
@@ -262,44 +251,23 @@ struct PersistentTileScheduler {
   }
 };
 
-// The split-KV kernel's tiles (run_splitkv, hopper/splitkv_launch.h), persistent as above, dealt one of two ways
-// (FwdParams::split_deal, picked by the binding; common/splitkv_streamk.h says why):
-//   splits: one query block of one (batch, head) and one of num_splits slices of its keys. The splits of a query
-//     block vary fastest, so the CTAs running at once read one (batch, head)'s K/V side by side; decoding has few
-//     query blocks per head, so no longest-first order.
-//   stream-K: CTA c takes the (tile, key block) items [c W / G, (c + 1) W / G), tile by tile: a step `tile` is the
-//     item its piece starts at, the next step the next tile's first item. The kernels' loops are the same.
+// The split-KV kernel's tiles (run_splitkv, hopper/splitkv_launch.h), persistent as above: one query block of one
+// (batch, head) and one of num_splits slices of its keys. The splits of a query block vary fastest, so the CTAs
+// running at once read one (batch, head)'s K/V side by side; decoding has few query blocks per head, so no
+// longest-first order. (A stream-K deal of the key blocks over the CTAs lost to it and was taken out:
+// benchmarks/decode/README.md, "A stream-K deal".)
 struct SplitTileScheduler {
   int num_m_blocks;
   int nheads;
   int num_splits;
-  int num_tiles;  // splits: tiles x num_splits; stream-K: tiles
-  int key_blocks = 0;  // stream-K: a tile's key blocks (0: the splits deal)
-  int grid = 0;        // stream-K: the CTAs (G)
-  int64_t items = 0;   // stream-K: W = num_tiles x key_blocks
+  int num_tiles;  // tiles x num_splits
 
   using Arguments = PersistentTileScheduler<false>::Arguments;
   static SplitTileScheduler make(Arguments const& a) {
     const int m_blocks = (a.seqlen_q + a.block_m - 1) / a.block_m;
-    const int tiles = m_blocks * a.nheads * a.batch;
-    if (a.streamk_key_blocks > 0) {
-      // The binding sized the partials for this deal's max_pieces (num_splits) with the same arguments.
-      const StreamKDeal d = streamk_deal(tiles, a.streamk_key_blocks, a.sm_count, a.streamk_min_blocks,
-                                         kStreamKMaxPieces);
-      if (d.max_pieces > a.num_splits && d.max_pieces > 1) {  // another SM count than the binding's, say
-        throw std::runtime_error("flashbuild: the Hopper split-KV's stream-K deal gives a tile up to " +
-                                 std::to_string(d.max_pieces) + " pieces, but the call's partials hold " +
-                                 std::to_string(a.num_splits) + "; the binding sizes them with streamk_deal on the "
-                                 "same SM count (kernels/binding/flash_api.cpp)");
-      }
-      return {m_blocks, a.nheads, a.num_splits, tiles, d.key_blocks, d.grid, d.items};
-    }
-    return {m_blocks, a.nheads, a.num_splits, tiles * a.num_splits};
+    return {m_blocks, a.nheads, a.num_splits, m_blocks * a.nheads * a.batch * a.num_splits};
   }
-  int grid_size(int sm_count) const {
-    if (key_blocks > 0) { return grid; }
-    return num_tiles < sm_count ? num_tiles : sm_count;
-  }
+  int grid_size(int sm_count) const { return num_tiles < sm_count ? num_tiles : sm_count; }
 
   CUTE_DEVICE int first_tile() const { return first_tile_at(int(blockIdx.x)); }
   CUTE_DEVICE int next_tile(int tile) const { return next_tile_at(tile, int(gridDim.x)); }
@@ -307,22 +275,10 @@ struct SplitTileScheduler {
   CUTE_DEVICE TileCoord decode(int tile) const { return decode_at(tile, int(blockIdx.x)); }
 
   // The same for CTA `cta` of a grid of `grid` (grid_size): host code walks the deal (tests/host/splitkv_deal_walk.cu).
-  CUTE_HOST_DEVICE int first_tile_at(int cta) const {
-    return key_blocks > 0 ? int(streamk_start(items, grid, cta)) : cta;
-  }
-  CUTE_HOST_DEVICE int next_tile_at(int tile, int grid_ctas) const {
-    return key_blocks > 0 ? int(streamk_next(key_blocks, tile)) : tile + grid_ctas;
-  }
-  CUTE_HOST_DEVICE bool valid_at(int tile, int cta) const {
-    return key_blocks > 0 ? tile < streamk_start(items, grid, cta + 1) : tile < num_tiles;
-  }
-  CUTE_HOST_DEVICE TileCoord decode_at(int tile, int cta) const {
-    if (key_blocks > 0) {
-      const StreamKPiece piece = streamk_piece(items, key_blocks, grid, cta, tile);
-      const int hb = piece.tile / num_m_blocks;
-      return {piece.tile % num_m_blocks, hb % nheads, hb / nheads, piece.index, piece.count, piece.first,
-              piece.end == key_blocks ? INT32_MAX : piece.end};
-    }
+  CUTE_HOST_DEVICE int first_tile_at(int cta) const { return cta; }
+  CUTE_HOST_DEVICE int next_tile_at(int tile, int grid_ctas) const { return tile + grid_ctas; }
+  CUTE_HOST_DEVICE bool valid_at(int tile, int) const { return tile < num_tiles; }
+  CUTE_HOST_DEVICE TileCoord decode_at(int tile, int) const {
     const int split = tile % num_splits;
     const int rest = tile / num_splits;
     const int hb = rest / num_m_blocks;
