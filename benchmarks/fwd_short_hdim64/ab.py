@@ -7,7 +7,7 @@ base arm's (bitwise equality recorded; past --tol, or NaN, the row is not timed 
 Builds not in FLASHBUILD_CACHE_DIR are built here (run.sh builds them side by side first). Prints a table (TFLOPS,
 ratio to the base per round and of the medians, x cuDNN) and writes OUT/ab.json.
 
-    python3 benchmarks/fwd_short_hdim64/ab.py --out OUT [--arms base,rl,rlpeel,m128,m128rl] [--rounds 3] [--reps 30]
+    python3 benchmarks/fwd_short_hdim64/ab.py --out OUT [--arms base,rl,skip,rlskip,m128,m128rl] [--rounds 3] [--reps 30]
 """
 from __future__ import annotations
 
@@ -29,16 +29,21 @@ M128 = ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=128", "-
 #   rl      kRowLimits (fwd_mainloop.h: the mask by one limit a row, FA3's; on at hdim 128-256 since
 #           benchmarks/fwd_sass_fa3 call 3): same scores, so the same bits as base
 #   rlpeel  rl and kPeelMasked (the masked steps a loop of their own): the same bits as base
+#   skip    kSkipIdleQK (fwd_mainloop.h): a warpgroup whose rows see no key of a tile's first walked block issues no
+#           Q K^T there (the mask sets those scores to -inf all the same): the same bits as base
+#   rlskip  rl and skip: the same bits as base
 #   m128    the 128 x 128 tile (two consumer warpgroups, 4 stages, ping-pong; peeled, as every two-warpgroup tile)
 #   m128rl  m128 with kRowLimits
 ARMS = {
     "base": [],
     "rl": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1"],
     "rlpeel": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_PEEL=1"],
+    "skip": ["-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1"],
+    "rlskip": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1"],
     "m128": M128,
     "m128rl": M128 + ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1"],
 }
-DEFAULT_ARMS = "base,rl,rlpeel,m128,m128rl"
+DEFAULT_ARMS = "base,rl,skip,rlskip,m128,m128rl"
 CUDNN = "cudnn"
 
 
