@@ -73,3 +73,23 @@ def test_the_busiest_cta_matches_the_other_mirror_of_the_deal(seqlen, balance):
     # balance-132.txt's hdim-64 rows: the kernel's column (pairs + tail up to 32 query blocks, longest first past)
     c = count.count(seqlen, 192, 128)
     assert round(c.max_steps / c.mean_steps, 3) == balance
+
+
+def test_the_fit_holds_the_rows_the_readme_quotes(monkeypatch):
+    # fit.py imports count.py by name, as it runs from its own folder
+    monkeypatch.syspath_prepend(str(STUDY))
+    spec = importlib.util.spec_from_file_location("fwd_short_hdim64_fit", STUDY / "fit.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    times = fit.measured()
+    consts = {b: fit.fit(times[b], *tile) for b, tile in fit.TILE.items()}
+    assert all(v >= 0 for k in consts.values() for v in k)
+
+    def error(build, causal, seqlen):
+        pred = fit.predict(consts[build], *fit.TILE[build], causal, seqlen)
+        return pred / times[build][(causal, seqlen)] - 1
+
+    for build, bound in (("m128", 0.017), ("m192", 0.020)):  # non-causal, fitted
+        assert all(abs(error(build, False, n)) <= bound for n in fit.SEQLENS), build
+    assert all(abs(error("m192", True, n)) <= 0.04 for n in (1024, 2048, 4096))  # held out
+    assert 0.16 <= error("m128", True, 1024) <= 0.18  # the 128-row kernel at 1k: over-priced
