@@ -4,7 +4,7 @@ each takes (masked ones: needs_mask of kernels/common/mask.h, on the bottom-alig
 SeqRange), the MMA work computed against the causal triangle's, the 64-row warpgroup slices of a masked step that
 see no key of it (whole wasted products), and the persistent deal (PersistentTileScheduler<true>::make and
 decode_at, pairs up to kPairMaxBlocks query blocks, mirrored below) in key-block steps: the busiest CTA against the
-mean. A cost model (cost()) turns steps into time with two per-tile-shape constants fitted elsewhere (README.md).
+mean. fit.py turns these counts into times.
 
     python3 benchmarks/fwd_short_hdim64/count.py [--sms 132] [--seqlens 1024,2048,4096,16384]
 """
@@ -152,13 +152,6 @@ def count(seqlen: int, block_m: int, block_n: int, sms: int = 132, head_dim: int
                  [t.masked for t in tiles], computed / useful, idle / computed, sum(per_cta) / grid, max(per_cta),
                  sum(len(w) for w in walk) / grid, max(len(w) for w in walk),
                  max(per_cta) * block_m * block_n / unit)
-
-
-def cost(c: Count, step_us: float, masked_us: float, tile_us: float, cta_walks=None) -> float:
-    """The busiest CTA's time: tile_us a tile, step_us a key-block step, masked_us more a masked one."""
-    tiles = tiles_of_head(c.seqlen, c.block_m, c.block_n)
-    walk, _ = deal(c.m_blocks, c.heads, c.grid)
-    return max(sum(tile_us + tiles[m].steps * step_us + tiles[m].masked * masked_us for m, _ in w) for w in walk)
 
 
 # hdim 64's legal tiles (fwd_traits.h: 64 rows a consumer warpgroup, 1-3 of them; block_n from CuTe's
