@@ -149,6 +149,19 @@ struct FwdMainloop {
   static constexpr bool kPassAfterQK = false;
 #endif
 
+  // kSkipIdleQK (causal tiles of several consumer warpgroups, no window): a warpgroup whose 64 rows see no key of
+  // the tile's first walked block (its last) issues no Q K^T there; the mask sets every score of those rows to
+  // -inf all the same (each column is past each row's last key), so the outputs are the same bits. At hdim 64's
+  // 192 x 128 tiles and 1k such slices are 11 % of the call's MMA, every one in a tile's first step (half of it this
+  // Q K^T, half the next step's P V over zeros, which stays; benchmarks/fwd_short_hdim64, count.py). Not timed:
+  // off unless nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1 (the A/B's arm `skip`).
+#if defined(FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK)
+  static constexpr bool kSkipIdleQK = FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK != 0 && kIsCausal && kNumMmaWarpgroups > 1 &&
+                                      !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
+#else
+  static constexpr bool kSkipIdleQK = false;
+#endif
+
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
   // header, not this one).
   using Loads = FwdLoads<Traits>;
@@ -391,7 +404,15 @@ struct FwdMainloop {
     int n_block = k.n_block_max - 1;
     pipe_k.consumer_wait(read_k);
     wait_edge_turn();
-    wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+    if constexpr (kSkipIdleQK) {
+      // This warpgroup's last row (of the view: SeqRange::bottom_aligned) and the block's first key.
+      const int last_row = tile.m_block * kBlockM + (warpgroup + 1) * kRowsPerWarpgroup - 1;
+      if (k.mask.last_key(last_row) >= n_block * kBlockN) {
+        wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+      }
+    } else {
+      wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
+    }
     pass_edge_turn();
     started();
     warpgroup_wait<0>();

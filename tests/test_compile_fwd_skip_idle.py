@@ -1,0 +1,45 @@
+"""kSkipIdleQK (kernels/hopper/fwd_mainloop.h, off unless nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1; the A/B arm
+of benchmarks/fwd_short_hdim64): a consumer warpgroup whose rows see no key of a causal tile's first walked block
+issues no Q K^T there. The branch around a wgmma must not cost the kernel its registers or make ptxas serialize
+the products: real nvcc, no GPU, the hdim-64 causal forward (192-row tiles, three warpgroups) built with the
+define, nothing on the stack, no spills, every Q K^T and P V group still there, and no ptxas C7514 warning (the
+one that says wgmmas were serialized)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO, requires_nvcc
+
+pytestmark = [requires_nvcc, pytest.mark.compile]
+
+# wgmma groups (each ends in a gsb0 HGMMA): the first step's Q K^T, the loop's Q K^T and P V, the last P V: the
+# default kernel's four (nvcc 13.0), none dropped or copied by the branch.
+GROUPS = 4
+
+
+def test_skipping_idle_warpgroups_first_qk_compiles_without_spills_or_serialized_wgmma(tmp_path):
+    cache = tmp_path / "cache"
+    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
+    environ.pop("FLASHBUILD_ROOT", None)
+    args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
+            "--no-local", "--no-softcap", "--compile-only", "--jobs", "1", "--verbose",
+            "--nvcc-flag=-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1"]
+    result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
+                            cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "C7514" not in result.stdout + result.stderr, "ptxas serialized the wgmmas"
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    from flashbuild.debug import inspection
+
+    name = "fwd_hdim64_fp16_causal_sm90_kernel"
+    obj = build_dir / "obj" / f"{name}.o"
+    (main,) = [r for r in inspection.inspect_object(name, obj) if "fwd_kernel" in r.kernel]
+    assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
+    sass = inspection.sass_text(obj)
+    assert len(re.findall(r"HGMMA[^;]*gsb0", sass)) == GROUPS, "the kernel's wgmma groups changed"
