@@ -151,9 +151,12 @@ struct BwdEpilogue {
       }
       cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
       if (leader) {
+        // kDqSwapAB: only the block's 8-row groups that hold rows of the sequence (bwd_dq_accum.h), so that the
+        // last block stays inside dq_accum's rows.
+        const uint32_t bytes = Traits::kDqSwapAB ? Layout::valid_bytes(seq.seqlen_q - m_block * kBlockM) : kBytes;
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
                          Layout::block(p, seq, head, batch, m_block)),
-                     "r"(smem), "r"(kBytes)
+                     "r"(smem), "r"(bytes)
                      : "memory");
         cute::tma_store_arrive();  // commit the bulk group
         if constexpr (kOrdered) {
@@ -190,6 +193,7 @@ struct BwdEpilogue {
       }
       return;
     }
+    static_assert(!Traits::kDqSwapAB, "the row-major order takes dQ, not dQ^T");
     const int rows_left = seq.seqlen_q - m_block * kBlockM;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(acc_rc); ++r) {
