@@ -22,12 +22,12 @@ HGMMA = re.compile(r"HGMMA\.64x(\d+)x16\.F32(?:\.BF16)?\s+(\S+), (\S+),")
 ROWS = re.compile(r"BwdTraitsILi128ELi(\d+)ELi128E")  # the mangled BwdTraits<128, kBlockM, 128, ...>
 
 
-def build(tmp_path):
+def build(tmp_path, form=1, causal="both"):
     cache = tmp_path / "cache"
     environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
     environ.pop("FLASHBUILD_ROOT", None)
-    args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "both", "--no-local",
-            "--no-softcap", "--nvcc-flag=-DFLASHBUILD_HOPPER_BWD_ROWS80=1", "--compile-only", "--jobs", "1"]
+    args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", causal, "--no-local",
+            "--no-softcap", f"--nvcc-flag=-DFLASHBUILD_HOPPER_BWD_ROWS80={form}", "--compile-only", "--jobs", "1"]
     result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
                             cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -67,3 +67,15 @@ def test_the_define_builds_the_80_row_non_causal_kernel_without_spills_and_leave
     main, sass = main_kernel(build_dir, "bwd_hdim128_fp16_causal_sm90_kernel")
     assert set(ROWS.findall(main.kernel)) == {"64"}, main.kernel
     assert not [n for n, _ in products(sass) if n == "80"]
+
+
+def test_the_per_warpgroup_hand_off_form_builds_the_same_products_without_spills(tmp_path):
+    """=2: each warpgroup hands its half of dQ^T on alone (kDqHalves), the writer adding it by 2 KB per 8-row group;
+    neither kernel spills (nvcc 13.0)."""
+    build_dir = build(tmp_path, form=2, causal="off")
+    for part, spill in (("kernel", 0), ("kernel_ordered", 0)):
+        main, sass = main_kernel(build_dir, f"bwd_hdim128_fp16_sm90_{part}")
+        assert set(ROWS.findall(main.kernel)) == {"80"}, main.kernel
+        assert main.spill_store_bytes <= spill and main.spill_load_bytes <= spill, main
+        assert products(sass) == {("80", False): 24, ("128", True): 10}, (part, products(sass))
+        assert "UBLKRED" in sass

@@ -4,7 +4,8 @@ harness of ../hopper_bwd_uniform/ab.py (its checks: every arm's gradients bitwis
 mode, dense and packed, and to a second run of the arm, and within --tol of base's in the default mode; its turns with
 SDPA cuDNN; its table and ab.json), with this study's arms and rows:
   base  the tree's defaults
-  r80   -DFLASHBUILD_HOPPER_BWD_ROWS80=1
+  r80   -DFLASHBUILD_HOPPER_BWD_ROWS80=1 (one dQ hand-off for both warpgroups, one bulk reduction a block)
+  r80h  -DFLASHBUILD_HOPPER_BWD_ROWS80=2 (each warpgroup's half handed on alone, as the default's; 2 KB reductions)
 Rows: hdim 128, fp16 and bf16, non-causal (the form's kernels; causal is the same kernel in both arms and runs as a
 control at 16k), 16k / 4k / 1k (16k first: a cut budget loses 1k bf16 last); --plan smoke: one row (fp16, 4k).
 
@@ -23,10 +24,11 @@ ab = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ab)
 ab.__doc__ = __doc__  # its --help describes this study
 
-ARMS = ["base", "r80"]
+ARMS = ["base", "r80", "r80h"]
 BUILD = dict(hdim="128", dtype="fp16,bf16", causal="both")
 # The harness's default plan (`stats`) carries this study's arms; its other plans are left as they are.
-ab.PLANS["stats"] = {"base": [(BUILD, [])], "r80": [(BUILD, [f"{ab.D}ROWS80=1"])]}
+ab.PLANS["stats"] = {"base": [(BUILD, [])], "r80": [(BUILD, [f"{ab.D}ROWS80=1"])],
+                     "r80h": [(BUILD, [f"{ab.D}ROWS80=2"])]}
 
 
 def plan_rows(plan):

@@ -28,8 +28,10 @@ struct DqAccumLayout {
   // warp's vectors contiguous; with kDqHalves warpgroup 0's vectors first, then warpgroup 1's (each half one
   // bulk reduction).
   static constexpr int kVecsPerThread = kBlockM * kHeadDim / (4 * Traits::kNumMmaThreads);
+  // kDqSwapAB: g * kNumMmaThreads + t with or without kDqHalves (below: the groups first), so each warpgroup's
+  // half is kVecsPerThread runs of kWarpgroupThreads vectors, one a group.
   CUTE_HOST_DEVICE static constexpr int vec(int g, int t) {
-    if constexpr (Traits::kDqHalves) {
+    if constexpr (Traits::kDqHalves && !Traits::kDqSwapAB) {
       return ((t / kWarpgroupThreads) * kVecsPerThread + g) * kWarpgroupThreads + t % kWarpgroupThreads;
     } else {
       return g * Traits::kNumMmaThreads + t;
@@ -41,11 +43,14 @@ struct DqAccumLayout {
   // threads together: the block's first `groups` groups are its first 8 * groups rows. The bytes of the groups
   // that hold some of the block's rows_left rows (the writer adds those alone).
   static constexpr int kRowsPerGroup = 8;
-  static_assert(!Traits::kDqSwapAB || (!Traits::kDqHalves && kVecsPerThread * kRowsPerGroup == kBlockM),
+  static_assert(!Traits::kDqSwapAB || kVecsPerThread * kRowsPerGroup == kBlockM,
                 "dQ^T's float4 g is query rows [8g, 8g + 8) of the block, for all consumer threads at once");
+  static constexpr uint32_t kGroupBytes = Traits::kNumMmaThreads * 4 * sizeof(float);  // one group, both halves
+  CUTE_HOST_DEVICE static constexpr int valid_groups(int rows_left) {
+    return rows_left >= kBlockM ? kVecsPerThread : (rows_left + kRowsPerGroup - 1) / kRowsPerGroup;
+  }
   CUTE_HOST_DEVICE static constexpr uint32_t valid_bytes(int rows_left) {
-    const int groups = rows_left >= kBlockM ? kVecsPerThread : (rows_left + kRowsPerGroup - 1) / kRowsPerGroup;
-    return uint32_t(groups) * Traits::kNumMmaThreads * 4 * sizeof(float);
+    return uint32_t(valid_groups(rows_left)) * kGroupBytes;
   }
 
   // Query block m_block of a sequence in dq_accum (BwdParams: packed sequences start kDqAccumRowPad

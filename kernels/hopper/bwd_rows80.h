@@ -15,8 +15,9 @@
 // kDqSwapAB: every value of column group g of dQ^T is a query row in [8g, 8g + 8)), so that the dQ writer
 // adds only the groups that hold rows of the sequence (bwd_epilogue.h), and the block never reaches past
 // the rows dq_accum holds (the binding rounds a sequence up to 128 rows, params.h kDqAccumRowPad, which 80-row
-// blocks do not divide). Hence one dQ hand-off for both warpgroups (kDqHalves off: each half of a
-// transposed block is a head-dim half, spread over every group).
+// blocks do not divide). So a warpgroup's half of a block (a head-dim half of dQ^T) is spread over every group:
+// with =1 both warpgroups hand dQ on together (one bulk reduction a block); with =2 each alone (kDqHalves), its
+// half added by one 2 KB reduction per group (bwd_epilogue.h).
 #pragma once
 
 #include <type_traits>
@@ -27,8 +28,12 @@ namespace flashbuild::hopper {
 
 #if defined(FLASHBUILD_HOPPER_BWD_ROWS80) && FLASHBUILD_HOPPER_BWD_ROWS80
 constexpr bool kBwdRows80 = true;
+// =2: each warpgroup hands its half of dQ^T on alone (kDqHalves, the 64-row default's hand-off), the writer adding
+// it by one bulk reduction per 8-row group (2 KB each); =1: one hand-off for both, one reduction a block.
+constexpr bool kBwdRows80Halves = FLASHBUILD_HOPPER_BWD_ROWS80 == 2;
 #else
 constexpr bool kBwdRows80 = false;
+constexpr bool kBwdRows80Halves = false;
 #endif
 constexpr int kBwdRows80BlockM = 80;
 
@@ -41,7 +46,7 @@ struct BwdRunTraits {
   using type = conditional_t<kRows80,
                              BwdTraits<Traits::kHeadDim, kBwdRows80BlockM, Traits::kBlockN, typename Traits::Element,
                                        Traits::kDqOrder, Traits::kDeferDq, Traits::kDqFirst, Traits::kDsFirst,
-                                       Traits::kTmaFirst, /*kDqHalves=*/false, Traits::kStages>,
+                                       Traits::kTmaFirst, kBwdRows80Halves, Traits::kStages>,
                              Traits>;
 };
 

@@ -206,8 +206,8 @@ struct BwdTraits {
   static constexpr int kDqAtomN = kDqSwapAB ? kBlockM : kHeadDim / kDqWarpgroupsN;
   // A warpgroup's columns of head_dim in dQ (its M rows of dQ^T with kDqSwapAB).
   static constexpr int kDqHeadDimShare = kDqSwapAB ? kRowsPerWarpgroup : kDqAtomN;
-  static_assert(!kDqSwapAB || (kDqFirst && kDqBulk && !kDqHalves),
-                "dQ^T (bwd_rows80.h) is built for the dQ-first step and the writer warp's one hand-off");
+  static_assert(!kDqSwapAB || (kDqFirst && kDqBulk),
+                "dQ^T (bwd_rows80.h) is built for the dQ-first step and the writer warp's bulk hand-off");
   static_assert(kDqSwapAB ? kDqWarpgroupsM * kRowsPerWarpgroup == kHeadDim && kDqWarpgroupsN == 1
                           : kDqWarpgroupsM * kRowsPerWarpgroup == kBlockM && kDqWarpgroupsN * kDqAtomN == kHeadDim,
                 "one dQ wgmma per warpgroup covers the (kBlockM, d) tile (the accumulators are written out)");
