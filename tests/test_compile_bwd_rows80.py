@@ -3,7 +3,8 @@ no GPU: with -DFLASHBUILD_HOPPER_BWD_ROWS80=1 the hdim-128 non-causal kernel (an
 80 x 128 tile with dQ computed transposed, every product of its step an 80-wide one (S^T, dP^T: SS 64x80x16; dQ^T:
 SS 64x80x16; dV, dK: RS 64x128x16 over 80 query rows, 5 K steps each), with no spill (the deterministic twin: at
 most 8 bytes, what nvcc 13.0 gives it); the causal kernel of the same
-build keeps its 64-row tile, and the whole build (its launch TU's 80-row dQ conversion too) compiles."""
+build keeps its 64-row tile, and the whole build (its launch TU's 80-row dQ conversion too) compiles. And on the CPU (tests/host/bwd_rows80_accum.cu, nvcc for
+the host): the dq_accum order the form's partial last block rests on, from CuTe's own partition of dQ^T."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 
 import pytest
 
+from flashbuild import env
 from helpers import REPO, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
@@ -79,3 +81,20 @@ def test_the_per_warpgroup_hand_off_form_builds_the_same_products_without_spills
         assert main.spill_store_bytes <= spill and main.spill_load_bytes <= spill, main
         assert products(sass) == {("80", False): 24, ("128", True): 10}, (part, products(sass))
         assert "UBLKRED" in sass
+
+
+def test_the_dq_accum_order_keeps_every_block_inside_the_rows_the_binding_allocates(tmp_path):
+    """Float4 g of every thread is query rows [8g, 8g + 8) (CuTe's partition of dQ^T), vec is a bijection, the halves'
+    runs hold their warpgroup's float4s, and for seqlen_q 1-20000 every block's added bytes cover its rows and end
+    inside dq_accum (dense: seqlen_q rounded up to 128 rows; packed: the sequence's 128 slack rows)."""
+    cutlass = env.cutlass_include_dir()
+    if cutlass is None:
+        pytest.skip("the CUTLASS headers (nvidia-cutlass wheel) are not installed")
+    binary = tmp_path / "bwd_rows80_accum"
+    compiled = subprocess.run([str(env.find_nvcc().path), "-std=c++17", "-O2", f"-I{REPO / 'kernels'}", f"-I{cutlass}",
+                               str(REPO / "tests" / "host" / "bwd_rows80_accum.cu"), "-o", str(binary)],
+                              capture_output=True, text=True)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout[-3000:]
+    assert " 0 failures" in done.stdout and "checked " in done.stdout
