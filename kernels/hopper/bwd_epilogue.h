@@ -10,6 +10,8 @@
 //   consumers wait at add_dq.
 //   dK (times the softmax scale) and dV at the end, straight from registers in the input dtype,
 //   two columns per store, rows past seqlen_k skipped; per query head, as BwdParams asks.
+//   Or, with -DFLASHBUILD_HOPPER_BWD_DKV_TMA=1 (a study form, off by default: benchmarks/hopper_bwd_dkv_tma/),
+//   staged in shared memory and stored by bulk copies, one per key row (store_dkv_staged).
 // The kernels after it (dq = softmax_scale * dq_accum in the input dtype) are bwd_dq_accum.h's: the launch TU
 // compiles them, and this header is the main kernel's alone.
 #pragma once
@@ -255,6 +257,77 @@ struct BwdEpilogue {
           *reinterpret_cast<uint32_t*>(dv + at) = *reinterpret_cast<uint32_t const*>(&dv_rc(r, col));
         }
       }
+    }
+  }
+  // -DFLASHBUILD_HOPPER_BWD_DKV_TMA=1 (benchmarks/hopper_bwd_dkv_tma/): dK (scaled) and dV staged in shared memory,
+  // row-major with a 16-byte pad a row, then one bulk copy (cp.async.bulk global <- shared, no tensor map) per key row
+  // of the sequence, issued by one lane of each consumer warp (2 kBlockN / 8 copies each): the register path's 4-byte
+  // STG.E (64 a thread at hdim 128) become 4-byte shared stores (STS; FA3 uses STSM into a swizzled tile and one TMA
+  // store) and one UBLKCP a row. Per row, so a partial last key block and a packed (varlen) sequence store only their
+  // own rows: the next sequence's rows, which share the tensor, are never written. The CTA is not persistent, so
+  // after the main loop K, V and the Q stages are free; the staging takes K's bytes onward (K, V and Q are adjacent:
+  // each a multiple of 1024 bytes, alignas(1024)). The pad puts a warp's 4-byte stores (8 rows x 4 column pairs) in
+  // 32 distinct banks: the row pitch, kHeadDim * 2 + 16 bytes, is 4 banks mod 32 at hdim 64/128/192/256 (20 at 96).
+  // The bulk copy needs 16-byte aligned global rows: can_run (bwd_launch.h) already asks that of dK and dV.
+  static constexpr int kStagePitch = kHeadDim * int(sizeof(Element)) + 16;  // bytes
+  static constexpr int kRowBytes = kHeadDim * int(sizeof(Element));
+
+  template <class Storage, class FragKV>
+  CUTE_DEVICE static void store_dkv_staged(BwdParams const& p, Storage& storage, SeqRange const& seq, int n_block,
+                                           int head, int batch, int thread_idx, FragKV& tdKrdK, FragKV const& tdVrdV) {
+    static_assert(sizeof(storage.k) % 1024 == 0 && sizeof(storage.v) % 1024 == 0, "K, V and Q must be adjacent");
+    static_assert(2 * kBlockN * kStagePitch <= sizeof(storage.k) + sizeof(storage.v) + sizeof(storage.q),
+                  "dK and dV staged must fit in K, V and the Q stages");
+    static_assert(kRowBytes % 16 == 0, "a bulk copy moves multiples of 16 bytes");
+    CUTE_UNROLL
+    for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= p.softmax_scale; }
+    Tensor rdK = convert_type<Element>(tdKrdK);
+    Tensor rdV = convert_type<Element>(tdVrdV);
+    typename Traits::TiledMmadKV mma_dkv;
+    Tensor c = accumulator_coords<Traits::kDkvAtomN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(
+        mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    Tensor c_rc = make_tensor(c.data(), acc_rowcol(c.layout()));
+    Tensor dk_rc = make_tensor(rdK.data(), acc_rowcol(rdK.layout()));
+    Tensor dv_rc = make_tensor(rdV.data(), acc_rowcol(rdV.layout()));
+    char* stage = reinterpret_cast<char*>(storage.k.data());
+    constexpr int kBarrier = static_cast<int>(BwdBarrier::kdKVStaged);
+    // Both warpgroups' last products (which read K, Q and dS from shared memory) are done before any row is written.
+    cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kBarrier);
+    CUTE_UNROLL
+    for (int r = 0; r < size<0>(c_rc); ++r) {
+      const int row = get<0>(c_rc(r, 0));
+      CUTE_UNROLL
+      for (int col = 0; col < size<1>(c_rc); col += 2) {
+        const int at = row * kStagePitch + get<1>(c_rc(r, col)) * int(sizeof(Element));
+        *reinterpret_cast<uint32_t*>(stage + at) = *reinterpret_cast<uint32_t const*>(&dk_rc(r, col));
+        *reinterpret_cast<uint32_t*>(stage + kBlockN * kStagePitch + at) =
+            *reinterpret_cast<uint32_t const*>(&dv_rc(r, col));
+      }
+    }
+    cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read next by the bulk copies
+    cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kBarrier);
+    const int64_t offset = int64_t(batch) * p.dk_batch_stride + int64_t(head) * p.dk_head_stride;
+    const int rows_left = seq.seqlen_k - n_block * kBlockN;
+    const uint32_t smem = cute::cast_smem_ptr_to_uint(stage);
+    // One lane a warp issues its warp's share of the copies: a bulk copy's operands live in uniform registers,
+    // so copies of per-thread addresses would be serialised over the warp's lanes anyway.
+    constexpr int kCopiesPerWarp = 2 * kBlockN / (Traits::kNumMmaThreads / cutlass::NumThreadsPerWarp);
+    static_assert(2 * kBlockN % (Traits::kNumMmaThreads / cutlass::NumThreadsPerWarp) == 0, "rows split by warp");
+    const int first = (thread_idx / cutlass::NumThreadsPerWarp) * kCopiesPerWarp;
+    if (cute::elect_one_sync()) {
+      CUTE_NO_UNROLL
+      for (int i = first; i < first + kCopiesPerWarp; ++i) {
+        const int row = i % kBlockN;  // i < kBlockN: dK's rows, then dV's
+        if (row < rows_left) {
+          Element* dst = static_cast<Element*>(i < kBlockN ? p.dk : p.dv) + offset +
+                         int64_t(seq.k_row0 + n_block * kBlockN + row) * p.dk_row_stride;
+          asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
+                       "r"(smem + uint32_t(i * kStagePitch)), "r"(uint32_t(kRowBytes))
+                       : "memory");
+        }
+      }
+      cute::tma_store_arrive();  // commit the warp's bulk group
+      cute::tma_store_wait<0>();  // it has read the staging before the CTA (and its shared memory) ends
     }
   }
 };

@@ -1,0 +1,65 @@
+"""The staged dK/dV epilogue of the Hopper backward (kernels/hopper/bwd_epilogue.h, store_dkv_staged;
+benchmarks/hopper_bwd_dkv_tma/), real nvcc, no GPU: with -DFLASHBUILD_HOPPER_BWD_DKV_TMA=1 every main kernel of an
+hdim-64/128 build (causal or not, the deterministic twins too) stores dK and dV by bulk copies (UBLKCP) out of shared
+memory, with no global store (STG) left in it, its two staging barriers (named barrier 6, bwd_traits.h: 0xe after
+CUTLASS's 8 reserved ones), 168 registers and no spill; the whole build (launch TUs too) compiles. And the default
+build's kernel still stores them from registers (STG.E, no UBLKCP): what the check above tells apart."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from helpers import REPO, requires_nvcc
+
+pytestmark = [requires_nvcc, pytest.mark.compile]
+
+DEFINE = "-DFLASHBUILD_HOPPER_BWD_DKV_TMA=1"
+OPCODE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*?);", re.M)
+
+
+def build(tmp_path, hdim, *flags):
+    cache = tmp_path / "cache"
+    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
+    environ.pop("FLASHBUILD_ROOT", None)
+    args = ["--hdim", hdim, "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "both",
+            "--no-local", "--no-softcap", *(f"--nvcc-flag={f}" for f in flags), "--compile-only", "--jobs", "1"]
+    result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
+                            cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    return build_dir
+
+
+def main_kernel(build_dir, name):
+    from flashbuild.debug import inspection
+
+    obj = build_dir / "obj" / f"{name}.o"
+    (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
+    return main, [f"{m.group(1)}{m.group(2)}" for m in OPCODE.finditer(inspection.sass_text(obj))]
+
+
+def test_the_define_stores_dk_dv_by_bulk_copies_from_shared_memory_without_spills(tmp_path):
+    build_dir = build(tmp_path, "64,128", DEFINE)
+    for hdim in (64, 128):
+        for causal in ("", "_causal"):
+            for part in ("kernel", "kernel_ordered"):
+                name = f"bwd_hdim{hdim}_fp16{causal}_sm90_{part}"
+                main, ops = main_kernel(build_dir, name)
+                assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
+                assert main.registers <= 168, main
+                assert not [op for op in ops if op.startswith("STG")], (name, "a global store is left")
+                assert sum(op.startswith("UBLKCP") for op in ops) >= 1, name
+                staged = [op for op in ops if op.startswith("BAR.SYNC") and re.search(r"\s0xe\b", op)]
+                assert len(staged) == 2, (name, staged)
+
+
+def test_the_default_kernel_keeps_its_register_stores(tmp_path):
+    build_dir = build(tmp_path, "64")
+    main, ops = main_kernel(build_dir, "bwd_hdim64_fp16_sm90_kernel")
+    assert sum(op.startswith("STG.E ") for op in ops) == 32, main  # dK + dV: 16 + 16 column pairs a thread
+    assert not [op for op in ops if op.startswith("UBLKCP")]
