@@ -8,10 +8,10 @@
 //   CTAs that add into one query block take turns (common/bwd_dq_order.h: the order, its counters, why
 //   it cannot deadlock). With kFragmentBulk only the dQ writer warp waits and hands on; otherwise the
 //   consumers wait at add_dq.
-//   dK (times the softmax scale) and dV at the end, straight from registers in the input dtype,
-//   two columns per store, rows past seqlen_k skipped; per query head, as BwdParams asks.
-//   Or, with -DFLASHBUILD_HOPPER_BWD_DKV_TMA=1 (a study form, off by default: benchmarks/hopper_bwd_dkv_tma/),
-//   staged in shared memory and stored by bulk copies, one per key row (store_dkv_staged).
+//   dK (times the softmax scale) and dV at the end, in the input dtype, per query head, as BwdParams asks:
+//   from hdim 96 staged in shared memory and stored by bulk copies, one per key row (store_dkv_staged,
+//   kStagedDkv); at hdim 64 straight from registers, two columns per store, rows past seqlen_k skipped
+//   (store_dkv).
 // The kernels after it (dq = softmax_scale * dq_accum in the input dtype) are bwd_dq_accum.h's: the launch TU
 // compiles them, and this header is the main kernel's alone.
 #pragma once
@@ -40,6 +40,17 @@ struct BwdEpilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
+  // kStagedDkv: dK and dV leave through shared memory and bulk copies (store_dkv_staged), not from registers
+  // (store_dkv). In turns on the H200 (benchmarks/hopper_bwd_dkv_tma, calls h200-1 and h200-2, fp16 and bf16, causal
+  // or not, 1k / 4k / 16k): hdim 128 1.051-1.064 / 1.017-1.029 / 1.002-1.009x; 192 and 256 1.060-1.085 / 1.014-1.035
+  // / 1.003-1.013x; 96 1.012-1.038 / 1.002-1.018x, at 16k causal 1.008x, non-causal 0.992x (a trade, kept); hdim 64
+  // 0.926-0.982x: off there. nvcc -DFLASHBUILD_HOPPER_BWD_DKV_TMA=0 or 1 sets it for every head dim of a build (A/B
+  // runs).
+#ifdef FLASHBUILD_HOPPER_BWD_DKV_TMA
+  static constexpr bool kStagedDkv = FLASHBUILD_HOPPER_BWD_DKV_TMA != 0;
+#else
+  static constexpr bool kStagedDkv = kHeadDim >= 96;
+#endif
 
   static constexpr int kDqWriterThreads = Traits::kNumMmaThreads + cutlass::NumThreadsPerWarp;
   // The threads of one dQ hand-off barrier: the writer warp and the consumers whose dQ it takes (kDqHalves:
@@ -259,7 +270,7 @@ struct BwdEpilogue {
       }
     }
   }
-  // -DFLASHBUILD_HOPPER_BWD_DKV_TMA=1 (benchmarks/hopper_bwd_dkv_tma/): dK (scaled) and dV staged in shared memory,
+  // kStagedDkv (benchmarks/hopper_bwd_dkv_tma/): dK (scaled) and dV staged in shared memory,
   // row-major with a 16-byte pad a row, then one bulk copy (cp.async.bulk global <- shared, no tensor map) per key row
   // of the sequence, issued by one lane of each consumer warp (2 kBlockN / 8 copies each): the register path's 4-byte
   // STG.E (64 a thread at hdim 128) become 4-byte shared stores (STS; FA3 uses STSM into a swizzled tile and one TMA

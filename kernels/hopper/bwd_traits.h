@@ -109,8 +109,8 @@ enum class BwdBarrier : int {
   // warpgroup 1's.
   kdQEmpty1 = 4,
   kdQFull1 = 5,
-  // -DFLASHBUILD_HOPPER_BWD_DKV_TMA: every consumer is past its last product (the staging may overwrite K, V, Q),
-  // and, again, has written its dK, dV rows into shared memory (bwd_epilogue.h, store_dkv_staged).
+  // BwdEpilogue::kStagedDkv (from hdim 96): every consumer is past its last product (the staging may overwrite K, V,
+  // Q), and, again, has written its dK, dV rows into shared memory (bwd_epilogue.h, store_dkv_staged).
   kdKVStaged = 6,
 };
 
