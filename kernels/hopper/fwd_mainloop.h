@@ -125,13 +125,16 @@ struct FwdMainloop {
   // 1.009, 0.998 / 0.998, 0.998 / 0.999x; 256 0.989 / 0.986, 0.999 / 1.013, 1.007 / 1.010x (a second build, the
   // base tree with the define: 0.990 / 0.985, 0.993 / 1.011, 1.007 / 1.009x). On at 256 for the 16k rows (where
   // FA3 is ahead; 1k stays 1.00x cuDNN), a trade, not a win everywhere.
-  // On where measured: the plain causal kernels of hdim 128-256 (not split-KV, local or softcap ones).
+  // At hdim 64 on its 192 x 128 tiles (benchmarks/fwd_short_hdim64, call h200-1, in turns, fp16 / bf16): 1.015 /
+  // 1.015x at 1k, 1.014 / 1.010 at 2k, 1.008 / 1.009 at 4k, 1.006 / 1.007 at 16k; with kSkipIdleQK below 1.028 /
+  // 1.025, 1.016 / 1.015, 1.005 / 1.013, 1.002 / 1.003x (both on there).
+  // On where measured: the plain causal kernels of hdim 64 and 128-256 (not split-KV, local or softcap ones).
   // nvcc -DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=0 or 1 sets it for a whole build, for A/B runs.
 #ifdef FLASHBUILD_HOPPER_FWD_ROW_LIMITS
   static constexpr bool kRowLimits = FLASHBUILD_HOPPER_FWD_ROW_LIMITS != 0 && !kHasLocal<kFeatures>;
 #else
-  static constexpr bool kRowLimits =
-      kIsCausal && kHeadDim >= 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+  static constexpr bool kRowLimits = kIsCausal && (kHeadDim == 64 || kHeadDim >= 128) &&
+                                     (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
 
   // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued
@@ -153,13 +156,16 @@ struct FwdMainloop {
   // the tile's first walked block (its last) issues no Q K^T there; the mask sets every score of those rows to
   // -inf all the same (each column is past each row's last key), so the outputs are the same bits. At hdim 64's
   // 192 x 128 tiles and 1k such slices are 11 % of the call's MMA, every one in a tile's first step (half of it this
-  // Q K^T, half the next step's P V over zeros, which stays; benchmarks/fwd_short_hdim64, count.py). Not timed:
-  // off unless nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1 (the A/B's arm `skip`).
+  // Q K^T, half the next step's P V over zeros, which stays; benchmarks/fwd_short_hdim64, count.py). In turns on the
+  // H200 (that study, call h200-1, fp16 / bf16): alone 1.006 / 1.005x at 1k, 0.990 / 0.989 at 16k; with kRowLimits
+  // the pair's numbers above. On where measured, with kRowLimits: the plain causal kernels of hdim 64.
+  // nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=0 or 1 sets it for a whole build (A/B runs).
 #if defined(FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK)
   static constexpr bool kSkipIdleQK = FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK != 0 && kIsCausal && kNumMmaWarpgroups > 1 &&
                                       !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
 #else
-  static constexpr bool kSkipIdleQK = false;
+  static constexpr bool kSkipIdleQK = kIsCausal && kHeadDim == 64 && kNumMmaWarpgroups > 1 &&
+                                      (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
 
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
