@@ -83,7 +83,8 @@ def parse(argv):
     ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
     ap.add_argument("--budget", type=float, default=120.0,
                     help="seconds after the checks: no new row starts past it (rows left are listed)")
-    ap.add_argument("--tol", type=float, default=2e-3, help="largest |grad - base grad| accepted (default mode)")
+    ap.add_argument("--tol", type=float, default=2e-3,
+                    help="largest |grad - base grad| accepted (default mode), plus 2 ulp of |base grad| in its dtype")
     ap.add_argument("--print-builds", action="store_true",
                     help="print each build as `name flashbuild-arguments` and exit (run.sh builds them)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="nvcc jobs for a build not yet cached")
@@ -226,6 +227,19 @@ def equivalence(torch, base, new, hdim, dt, causal, tol):
     return out
 
 
+def within(torch, base_grads, new_grads, tol):
+    """Default mode (dQ's atomic adds in any order): every |new - base| <= tol + 2 ulp of |base| in the gradients'
+    dtype. A flat tol alone fails bf16 on one ulp of a gradient near 1 (0.0039 > 2e-3, run h200-1 of
+    ../hopper_bwd_dkv_tma while the deterministic gradients were bitwise equal)."""
+    for x, y in zip(base_grads, new_grads):
+        if not x.numel():
+            continue
+        eps = torch.finfo(x.dtype).eps
+        if not bool(((y.float() - x.float()).abs() <= tol + 2 * eps * x.float().abs()).all()):
+            return False
+    return True
+
+
 def compare(torch, base, new, args, what, causal, tol, varlen):
     det = [grads(m, args, causal, True, varlen) for m in (base, new, new)]
     equal = all(torch.equal(x, y) for x, y in zip(det[0], det[1]))
@@ -233,7 +247,7 @@ def compare(torch, base, new, args, what, causal, tol, varlen):
     fin = all(torch.isfinite(x).all().item() for x in det[1])
     dflt = [grads(m, args, causal, False, varlen) for m in (base, new)]
     diff = max((x.float() - y.float()).abs().max().item() if x.numel() else 0.0 for x, y in zip(*dflt))
-    ok = equal and repeat and fin and math.isfinite(diff) and diff <= tol
+    ok = equal and repeat and fin and math.isfinite(diff) and within(torch, dflt[0], dflt[1], tol)
     return {"shape": what, "deterministic_equal": equal, "deterministic_repeat": repeat, "finite": fin,
             "default_maxdiff": diff, "ok": ok}
 
@@ -273,8 +287,9 @@ def measure(torch, m, arms, hdim, dt, causal, seqlen, a, l2):
     for s in arms[1:]:
         gn = call(s, 0)[:3]
         diffs[s] = max((x.float() - y.float()).abs().max().item() for x, y in zip(gb, gn))
-        if not math.isfinite(diffs[s]) or diffs[s] > a.tol or not all(torch.isfinite(x).all() for x in gn):
-            row["error"] = f"{s} differs from base by {diffs[s]:.3e} (NaN/inf or past --tol {a.tol})"
+        finite = all(torch.isfinite(x).all() for x in gn)
+        if not math.isfinite(diffs[s]) or not within(torch, gb, gn, a.tol) or not finite:
+            row["error"] = f"{s} differs from base by {diffs[s]:.3e} (NaN/inf or past --tol {a.tol} + 2 ulp)"
             return row
     row["maxdiff"] = max(diffs.values(), default=0.0)
     del gb
