@@ -1,5 +1,6 @@
 """The rows-80 form of the Hopper backward (kernels/hopper/bwd_rows80.h, -DFLASHBUILD_HOPPER_BWD_ROWS80=1: FA3's 80 x
-128 non-causal hdim-128 tile, dQ computed transposed) A/B-timed against the tree's defaults, through the backward step
+128 non-causal hdim-128 tile, dQ computed transposed; it lost in call h200-1, 0.941-0.978x, and left main: run this
+from the last commit that has it, a5a0daf) A/B-timed against the tree's defaults, through the backward step
 harness of ../hopper_bwd_uniform/ab.py (its checks: every arm's gradients bitwise equal to base's in deterministic
 mode, dense and packed, and to a second run of the arm, and within --tol of base's in the default mode; its turns with
 SDPA cuDNN; its table and ab.json), with this study's arms and rows:
@@ -18,7 +19,10 @@ import importlib.util
 import pathlib
 import sys
 
-_HARNESS = pathlib.Path(__file__).resolve().parent.parent / "hopper_bwd_uniform" / "ab.py"
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+_HARNESS = _REPO / "benchmarks" / "hopper_bwd_uniform" / "ab.py"
+# The form's last commit: on a tree without it the r80 / r80h arms would build the defaults under another name.
+LAST_COMMIT = "a5a0daf"
 _spec = importlib.util.spec_from_file_location("hopper_bwd_uniform_ab", _HARNESS)
 ab = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ab)
@@ -40,5 +44,19 @@ def plan_rows(plan):
 
 ab.plan_rows = plan_rows
 
+
+
+def refuse_without_form(argv) -> None:
+    """Stop (exit 2) on a tree without the form, before any build; --help still answers."""
+    if {"-h", "--help"} & set(argv) or (_REPO / "kernels" / "hopper" / "bwd_rows80.h").is_file():
+        return
+    print(f"ab.py: this tree ({_REPO}) has no rows-80 form (kernels/hopper/bwd_rows80.h): it lost in call h200-1 "
+          f"(benchmarks/hopper_bwd_rows80/README.md) and was taken out of main, so -DFLASHBUILD_HOPPER_BWD_ROWS80 would "
+          f"change nothing. Run it from the last commit that has it: git worktree add /tmp/r80 {LAST_COMMIT} && "
+          f"cd /tmp/r80 && python3 benchmarks/hopper_bwd_rows80/ab.py ...", file=sys.stderr)
+    sys.exit(2)
+
+
 if __name__ == "__main__":
+    refuse_without_form(sys.argv[1:])
     ab.main(sys.argv[1:])

@@ -1,11 +1,21 @@
 #!/bin/bash
-# The rows-80 form (-DFLASHBUILD_HOPPER_BWD_ROWS80=1, kernels/hopper/bwd_rows80.h) against the tree's
-# defaults at hdim 128, one call on the H200: both builds side by side,
-# `flashbuild test --shapes full` of the r80 build, then ab.py (bitwise checks against base in deterministic mode, the
-# rows in turns with SDPA cuDNN). Logs and results.tgz under $OUT, the table last. From the tree's root on the GPU
-# host, PYTHONPATH and FLASHBUILD_CACHE_DIR set as the call sets them:
+# The rows-80 form (-DFLASHBUILD_HOPPER_BWD_ROWS80=1|2, kernels/hopper/bwd_rows80.h) against the tree's
+# defaults at hdim 128, one call on the H200: the builds side by side,
+# `flashbuild test --shapes full` of the r80 and r80h builds, then ab.py (bitwise checks against base in deterministic
+# mode, the rows in turns with SDPA cuDNN). Logs and results.tgz under $OUT, the table last. From the tree's root on
+# the GPU host, PYTHONPATH and FLASHBUILD_CACHE_DIR set as the call sets them:
 #   OUT=$OUT [BUDGET=220] bash benchmarks/hopper_bwd_rows80/run.sh [ab.py options]
-if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
+# The form lost in call h200-1 and left main (README.md): run this from the last commit that has it, a5a0daf; on a
+# tree without kernels/hopper/bwd_rows80.h it stops at once (exit 2) and says so.
+if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,9p "$0" | cut -c3-; exit 0; fi
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if [ ! -f "$ROOT/kernels/hopper/bwd_rows80.h" ]; then
+  echo "run.sh: this tree ($ROOT) has no rows-80 form (kernels/hopper/bwd_rows80.h): it lost in call h200-1" \
+       "(benchmarks/hopper_bwd_rows80/README.md) and was taken out of main, so -DFLASHBUILD_HOPPER_BWD_ROWS80 would" \
+       "change nothing. Run it from the last commit that has it: git worktree add /tmp/r80 a5a0daf && cd /tmp/r80 &&" \
+       "OUT=\$OUT BUDGET=300 bash benchmarks/hopper_bwd_rows80/run.sh" >&2
+  exit 2
+fi
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/hopper_bwd_rows80_out}; W=/tmp/hopper_bwd_rows80_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-220}
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }

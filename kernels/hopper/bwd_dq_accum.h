@@ -28,29 +28,12 @@ struct DqAccumLayout {
   // warp's vectors contiguous; with kDqHalves warpgroup 0's vectors first, then warpgroup 1's (each half one
   // bulk reduction).
   static constexpr int kVecsPerThread = kBlockM * kHeadDim / (4 * Traits::kNumMmaThreads);
-  // kDqSwapAB: g * kNumMmaThreads + t with or without kDqHalves (below: the groups first), so each warpgroup's
-  // half is kVecsPerThread runs of kWarpgroupThreads vectors, one a group.
   CUTE_HOST_DEVICE static constexpr int vec(int g, int t) {
-    if constexpr (Traits::kDqHalves && !Traits::kDqSwapAB) {
+    if constexpr (Traits::kDqHalves) {
       return ((t / kWarpgroupThreads) * kVecsPerThread + g) * kWarpgroupThreads + t % kWarpgroupThreads;
     } else {
       return g * Traits::kNumMmaThreads + t;
     }
-  }
-
-  // kDqSwapAB (dQ^T, bwd_rows80.h): float4 g of every thread holds query rows [8g, 8g + 8) of the block (the
-  // accumulator's column group g is 8 query rows), and the non-halves order puts float4 g of all the consumer
-  // threads together: the block's first `groups` groups are its first 8 * groups rows. The bytes of the groups
-  // that hold some of the block's rows_left rows (the writer adds those alone).
-  static constexpr int kRowsPerGroup = 8;
-  static_assert(!Traits::kDqSwapAB || kVecsPerThread * kRowsPerGroup == kBlockM,
-                "dQ^T's float4 g is query rows [8g, 8g + 8) of the block, for all consumer threads at once");
-  static constexpr uint32_t kGroupBytes = Traits::kNumMmaThreads * 4 * sizeof(float);  // one group, both halves
-  CUTE_HOST_DEVICE static constexpr int valid_groups(int rows_left) {
-    return rows_left >= kBlockM ? kVecsPerThread : (rows_left + kRowsPerGroup - 1) / kRowsPerGroup;
-  }
-  CUTE_HOST_DEVICE static constexpr uint32_t valid_bytes(int rows_left) {
-    return uint32_t(valid_groups(rows_left)) * kGroupBytes;
   }
 
   // Query block m_block of a sequence in dq_accum (BwdParams: packed sequences start kDqAccumRowPad
@@ -116,18 +99,9 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
   static_assert(decltype(size(cdQ))::value == 4 * kLoads, "a thread's fragment is its kLoads float4s");
   // The whole block is read: dq_accum's slack rows (kDqAccumRowPad) hold the rows past seqlen_q.
   const float4* accum = reinterpret_cast<const float4*>(DqAccumLayout<Traits>::block(params, seq, head, batch, m_block));
-  const int rows_left = seq.seqlen_q - m_block * kBlockM;
   float4 a[kLoads];
   CUTE_UNROLL
-  for (int g = 0; g < kLoads; ++g) {
-    if constexpr (Traits::kDqSwapAB) {
-      // Only the groups the writer added (DqAccumLayout::valid_bytes): the others lie past dq_accum's rows.
-      a[g] = g * DqAccumLayout<Traits>::kRowsPerGroup < rows_left ? accum[DqAccumLayout<Traits>::vec(g, t)]
-                                                                  : make_float4(0.f, 0.f, 0.f, 0.f);
-    } else {
-      a[g] = accum[DqAccumLayout<Traits>::vec(g, t)];
-    }
-  }
+  for (int g = 0; g < kLoads; ++g) { a[g] = accum[DqAccumLayout<Traits>::vec(g, t)]; }
   const float s = params.softmax_scale;
   CUTE_UNROLL
   for (int g = 0; g < kLoads; ++g) {
@@ -139,18 +113,13 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) bwd_convert_dq_fragmen
       f[1] = (half ? a[g].w : a[g].y) * s;
       cutlass::NumericArrayConverter<Element, float, 2> convert;
       const cutlass::Array<Element, 2> out = convert(f);
-      if constexpr (Traits::kDqSwapAB) {
-        // dQ^T's (head_dim, query row) pair: two adjacent query rows of one column.
-        tile[get<1>(coord) * kPitch + get<0>(coord)] = out[0];
-        tile[(get<1>(coord) + 1) * kPitch + get<0>(coord)] = out[1];
-      } else {
-        *reinterpret_cast<uint32_t*>(&tile[get<0>(coord) * kPitch + get<1>(coord)]) = *reinterpret_cast<const uint32_t*>(&out);
-      }
+      *reinterpret_cast<uint32_t*>(&tile[get<0>(coord) * kPitch + get<1>(coord)]) = *reinterpret_cast<const uint32_t*>(&out);
     }
   }
   __syncthreads();
 
   // dq's rows start on 16-byte boundaries: can_run took the call only if TMA could address dq.
+  const int rows_left = seq.seqlen_q - m_block * kBlockM;
   Element* dq = static_cast<Element*>(params.dq) + int64_t(batch) * params.dq_out_batch_stride +
                 int64_t(head) * params.dq_out_head_stride + int64_t(seq.q_row0 + m_block * kBlockM) * params.dq_out_row_stride;
   constexpr int kVecsPerRow = kHeadDim / kVec;

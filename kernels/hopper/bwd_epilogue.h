@@ -129,24 +129,6 @@ struct BwdEpilogue {
         CUTE_UNROLL
         for (int h = 0; h < kHalves; ++h) {
           cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
-          if constexpr (Traits::kDqSwapAB) {
-            // dQ^T (bwd_dq_accum.h): the half is one run of kGroupBytes / kHalves bytes per 8-row group, and only
-            // the groups that hold rows of the sequence are added (the last block stays inside dq_accum's rows).
-            if (leader) {
-              constexpr uint32_t kRunBytes = Layout::kGroupBytes / kHalves;
-              const int groups = Layout::valid_groups(seq.seqlen_q - m_block * kBlockM);
-              for (int g = 0; g < groups; ++g) {
-                const uint32_t at = g * Layout::kGroupBytes + h * kRunBytes;
-                asm volatile(
-                    "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
-                        dst + at / sizeof(float)),
-                    "r"(smem + at), "r"(kRunBytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
-                    : "memory");
-              }
-              cute::tma_store_arrive();  // one bulk group a half, as below
-            }
-            continue;
-          }
           if (leader) {
             asm volatile(
                 "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
@@ -182,12 +164,9 @@ struct BwdEpilogue {
       }
       cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
       if (leader) {
-        // kDqSwapAB: only the block's 8-row groups that hold rows of the sequence (bwd_dq_accum.h), so that the
-        // last block stays inside dq_accum's rows.
-        const uint32_t bytes = Traits::kDqSwapAB ? Layout::valid_bytes(seq.seqlen_q - m_block * kBlockM) : kBytes;
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
                          Layout::block(p, seq, head, batch, m_block)),
-                     "r"(smem), "r"(bytes)
+                     "r"(smem), "r"(kBytes)
                      : "memory");
         cute::tma_store_arrive();  // commit the bulk group
         if constexpr (kOrdered) {
@@ -224,7 +203,6 @@ struct BwdEpilogue {
       }
       return;
     }
-    static_assert(!Traits::kDqSwapAB, "the row-major order takes dQ, not dQ^T");
     const int rows_left = seq.seqlen_q - m_block * kBlockM;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(acc_rc); ++r) {

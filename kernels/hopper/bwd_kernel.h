@@ -19,7 +19,6 @@
 #include "hopper/bwd_epilogue.h"
 #include "hopper/bwd_mainloop.h"
 #include "hopper/bwd_params.h"
-#include "hopper/bwd_rows80.h"  // BwdRunTraits
 
 namespace flashbuild::hopper {
 
@@ -106,9 +105,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 // A launch reaches the main kernel by its own symbol when its TU compiles it (bwd_params.h).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 const KernelHandle& BwdKernelEntry<Traits, kIsCausal, kFeatures, kOrdered>::get() {
-  // The kernel of the traits it runs with (bwd_rows80.h: a study form's, with its define; else Traits).
-  using Run = typename BwdRunTraits<Traits, kIsCausal, kFeatures>::type;
-  static const KernelHandle kernel = KernelHandle::of(&bwd_kernel<Run, kIsCausal, kFeatures, kOrdered>);
+  static const KernelHandle kernel = KernelHandle::of(&bwd_kernel<Traits, kIsCausal, kFeatures, kOrdered>);
   return kernel;
 }
 

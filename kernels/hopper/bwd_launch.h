@@ -24,7 +24,6 @@
 
 #include "common/launch.h"  // check_head_dim, FLASHBUILD_CUDA_CHECK
 #include "hopper/bwd_params.h"  // the descriptors and parameters; not the main kernel (bwd_kernel.h)
-#include "hopper/bwd_rows80.h"  // BwdRunTraits: the traits the kernel runs with (a study form's, with its define)
 #include "hopper/tma_checks.h"
 
 namespace flashbuild {
@@ -37,10 +36,6 @@ template <class Traits>
 struct BwdSmallKernels {
   static void dsum(const BwdParams& params, cudaStream_t stream);
   static void convert_dq(const BwdParams& params, cudaStream_t stream);
-#if defined(FLASHBUILD_HOPPER_BWD_ROWS80) && FLASHBUILD_HOPPER_BWD_ROWS80
-  // The rows-80 form's conversion (bwd_rows80.h), compiled with the group's other small kernels.
-  static void convert_dq_rows80(const BwdParams& params, cudaStream_t stream);
-#endif
 };
 
 constexpr bool bwd_serves_head_dim(int head_dim) { return head_dim >= 64; }  // 64, 96, 128, 192, 256
@@ -86,25 +81,14 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   check_grid_yz("the Hopper backward", params.nheads, params.batch);
   BwdSmallKernels<Traits>::dsum(params, stream);
 
-  // The main kernel's own traits (Run): the variant's, or a study form's (bwd_rows80.h); its entry stays the
-  // variant's, whose `get` resolves to the kernel of these traits.
-  using Run = typename BwdRunTraits<Traits, kIsCausal, kFeatures>::type;
-  BwdKernelParams<Run> kp{params, BwdLoads<Run>::to_params(bwd_tma_strides(params))};
-  const dim3 grid((params.seqlen_k + Run::kBlockN - 1) / Run::kBlockN, params.nheads, params.batch);
+  BwdKernelParams<Traits> kp{params, BwdLoads<Traits>::to_params(bwd_tma_strides(params))};
+  const dim3 grid((params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, params.nheads, params.batch);
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
   const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, kFeatures, true>::get()
                                                    : BwdKernelEntry<Traits, kIsCausal, kFeatures, false>::get();
-  kernel.launch(grid, Run::kNThreads, Run::kSmemBytes, stream, kp);
+  kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 
-#if defined(FLASHBUILD_HOPPER_BWD_ROWS80) && FLASHBUILD_HOPPER_BWD_ROWS80
-  if constexpr (!std::is_same_v<Run, Traits>) {
-    BwdSmallKernels<Traits>::convert_dq_rows80(params, stream);
-  } else {
-    BwdSmallKernels<Traits>::convert_dq(params, stream);
-  }
-#else
   BwdSmallKernels<Traits>::convert_dq(params, stream);
-#endif
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());
 }
 

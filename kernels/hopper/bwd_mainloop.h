@@ -532,22 +532,8 @@ struct BwdMainloop {
     Tensor tdPrdO = MmaSdP::make_fragment_B(k_major_slices<kBlockM>(sdO, get<2>(vmnk_sdp)));
     Tensor tdVrdOt = MmadKV::make_fragment_B(mn_major_slices<kHeadDim>(sdOt, get<2>(vmnk_dkv)));  // (.., stage)
     Tensor tdKrQt = MmadKV::make_fragment_B(mn_major_slices<kHeadDim>(sQt, get<2>(vmnk_dkv)));
-    // dQ's operands: dS (A) and K^T (B), or with kDqSwapAB (dQ^T = K^T dS^T) this warpgroup's head_dim rows of
-    // K^T (A) and all the query rows of dS (B).
-    Tensor tdQrdS = [&] {
-      if constexpr (Traits::kDqSwapAB) {
-        return MmadQ::make_fragment_B(mn_major_slices<kBlockM>(v.sdSt, 0));  // (.., buffer)
-      } else {
-        return MmadQ::make_fragment_A(mn_major_slices<kRowsPerWarpgroup>(v.sdSt, get<1>(vmnk_dq)));  // (.., buffer)
-      }
-    }();
-    Tensor tdQrKt = [&] {
-      if constexpr (Traits::kDqSwapAB) {
-        return MmadQ::make_fragment_A(mn_major_slices<kRowsPerWarpgroup>(v.sKt, get<1>(vmnk_dq)));
-      } else {
-        return MmadQ::make_fragment_B(mn_major_slices<Traits::kDqAtomN>(v.sKt, get<2>(vmnk_dq)));
-      }
-    }();
+    Tensor tdQrdS = MmadQ::make_fragment_A(mn_major_slices<kRowsPerWarpgroup>(sdSt, get<1>(vmnk_dq)));  // (.., buffer)
+    Tensor tdQrKt = MmadQ::make_fragment_B(mn_major_slices<Traits::kDqAtomN>(sKt, get<2>(vmnk_dq)));
 
     Tensor tdSsdS = stmatrix_rows<kNumMmaThreads>(sdS, thread_idx);  // (keys, query rows, buffer)
 
@@ -630,11 +616,7 @@ struct BwdMainloop {
         // dQ issued first, so that its hand-off (the shared-memory writes of kFragmentBulk, or the
         // reductions) runs under dK's product.
         cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
-        if constexpr (Traits::kDqSwapAB) {
-          wgmma<-1, false>(mma_dq, tdQrKt, tdQrdS(_, _, _, buffer), tdQrdQ, true);  // dQ^T = K^T dS^T
-        } else {
-          wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
-        }
+        wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
         wgmma<1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK, false);  // waits for dV and dQ
         warpgroup_fence_operand(tdQrdQ);
         add_dq(m_block, tdQrdQ);

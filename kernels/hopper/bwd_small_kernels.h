@@ -33,17 +33,4 @@ void BwdSmallKernels<Traits>::convert_dq(const BwdParams& params, cudaStream_t s
   }
 }
 
-#if defined(FLASHBUILD_HOPPER_BWD_ROWS80) && FLASHBUILD_HOPPER_BWD_ROWS80
-template <class Traits>
-void BwdSmallKernels<Traits>::convert_dq_rows80(const BwdParams& params, cudaStream_t stream) {
-  using Run = typename BwdRunTraits<Traits, false, 0>::type;  // the form is the plain non-causal kernel's
-  if constexpr (!std::is_same_v<Run, Traits>) {
-    const dim3 grid((params.seqlen_q + Run::kBlockM - 1) / Run::kBlockM, params.nheads, params.batch);
-    bwd_convert_dq_fragment_kernel<Run><<<grid, Run::kNumMmaThreads, 0, stream>>>(params);
-  } else {
-    convert_dq(params, stream);
-  }
-}
-#endif
-
 }  // namespace flashbuild::hopper

@@ -167,13 +167,8 @@ struct BwdTraits {
   static constexpr int kDkvAtomN = kHeadDim / kColWarpgroups;
 
   static_assert(kBlockN == kKeyWarpgroups * kRowsPerWarpgroup, "each warpgroup's products take 64 key rows");
-  // kDqSwapAB: a query block that is no whole number of wgmma M (64) rows (80: the rows-80 form, bwd_rows80.h)
-  // computes dQ transposed, dQ^T = K^T dS^T, with the head dim as M (FlashAttention-3's dQ_swapAB).
-  static constexpr bool kDqSwapAB = kBlockM % kRowsPerWarpgroup != 0;
-  static_assert(kBlockM == 64 || kBlockM == 128 || (kBlockM == 80 && kHeadDim == 128 && !kSplitHeadDim),
-                "block_m must be 64 or 128 (wgmma N, dq_accum's row slack), or 80 at hdim 128 (bwd_rows80.h)");
-  static_assert(kDqSwapAB ? kDqAccumRowPad >= kBlockM : kDqAccumRowPad % kBlockM == 0,
-                "dq_accum's slack rows must hold a whole query block");
+  static_assert(kBlockM == 64 || kBlockM == 128, "block_m must be 64 or 128 (wgmma N, dq_accum's row slack)");
+  static_assert(kDqAccumRowPad % kBlockM == 0, "dq_accum's slack rows must hold a whole query block");
   static_assert(kSplitHeadDim ? (kHeadDim == 192 || kHeadDim == 256) : (kHeadDim % 32 == 0 && kHeadDim >= 64),
                 "the Hopper backward serves head dims 64, 96, 128, 192 and 256");
 
@@ -187,9 +182,7 @@ struct BwdTraits {
   using WarpgroupLayout = Layout<Shape<Int<kKeyWarpgroups>, Int<kColWarpgroups>, _1>>;
 
   using TiledMmaSdP = decltype(make_tiled_mma(
-      conditional_t<kDqSwapAB, decltype(ss_mma_op<Element, kSdPAtomN, kHeadDim>()),  // N = 80: ours (gmma_extra.h)
-                    decltype(GMMA::ss_op_selector<Element, Element, float,
-                                                  Shape<Int<kRowsPerWarpgroup>, Int<kSdPAtomN>, Int<kHeadDim>>>())>{},
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kSdPAtomN>, Int<kHeadDim>>>(),
       WarpgroupLayout{}));
   // B (dO or Q) is read with the query rows as K: head_dim (its N) is the contiguous one. A (P^T or
   // dS^T) is in registers (kKeys) or in shared memory with the query rows contiguous (kHeadDim).
@@ -202,26 +195,19 @@ struct BwdTraits {
   // dQ: the two warpgroups split the (kBlockM, d) tile, along the query rows when there are 128
   // of them, else along head_dim. A (dS, stored as dS^T) has the query rows contiguous, B (K) the
   // head_dim: both MN-major.
-  // kDqSwapAB: dQ^T (d, kBlockM) = K^T dS^T, the warpgroups stacked along head_dim (M), each with all the
-  // query rows as N; A (K^T) has the head dim contiguous, B (dS, stored as dS^T) the query rows: both MN-major.
-  static constexpr int kDqWarpgroupsM = kDqSwapAB ? kHeadDim / kRowsPerWarpgroup : kBlockM / kRowsPerWarpgroup;
+  static constexpr int kDqWarpgroupsM = kBlockM / kRowsPerWarpgroup;
   static constexpr int kDqWarpgroupsN = kNumMmaWarpgroups / kDqWarpgroupsM;
-  static constexpr int kDqAtomN = kDqSwapAB ? kBlockM : kHeadDim / kDqWarpgroupsN;
-  // A warpgroup's columns of head_dim in dQ (its M rows of dQ^T with kDqSwapAB).
-  static constexpr int kDqHeadDimShare = kDqSwapAB ? kRowsPerWarpgroup : kDqAtomN;
-  static_assert(!kDqSwapAB || (kDqFirst && kDqBulk),
-                "dQ^T (bwd_rows80.h) is built for the dQ-first step and the writer warp's bulk hand-off");
-  static_assert(kDqSwapAB ? kDqWarpgroupsM * kRowsPerWarpgroup == kHeadDim && kDqWarpgroupsN == 1
-                          : kDqWarpgroupsM * kRowsPerWarpgroup == kBlockM && kDqWarpgroupsN * kDqAtomN == kHeadDim,
+  static constexpr int kDqAtomN = kHeadDim / kDqWarpgroupsN;
+  static_assert(kDqWarpgroupsM * kRowsPerWarpgroup == kBlockM && kDqWarpgroupsN * kDqAtomN == kHeadDim,
                 "one dQ wgmma per warpgroup covers the (kBlockM, d) tile (the accumulators are written out)");
   using TiledMmadQ = decltype(make_tiled_mma(
-      ss_mma_op<Element, kDqAtomN, kBlockN, GMMA::Major::MN, GMMA::Major::MN>(),  // hdim 96: N = 48, rows 80: N = 80, ours
+      ss_mma_op<Element, kDqAtomN, kBlockN, GMMA::Major::MN, GMMA::Major::MN>(),  // hdim 96: N = 48, ours
       Layout<Shape<Int<kDqWarpgroupsM>, Int<kDqWarpgroupsN>, _1>>{}));
 
   // K, Q and dO are also read transposed (head_dim as the MN of dK, dV and dQ), a warpgroup's share of
   // the head dim at a time: the share must be whole swizzle atoms (hdim 192's halves: 96 columns, the
   // 64-byte atom; hdim 96's dQ halves: 48 columns, the 32-byte atom).
-  using SmemAtom = decltype(k_major_smem_atom<Element, (kSplitHeadDim ? kDkvAtomN : kDqHeadDimShare)>());
+  using SmemAtom = decltype(k_major_smem_atom<Element, (kSplitHeadDim ? kDkvAtomN : kDqAtomN)>());
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   using SmemLayoutV = SmemLayoutK;
   // K seen as (head_dim, keys): the B operand of dQ = dS K.
@@ -234,8 +220,7 @@ struct BwdTraits {
       SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
   using SmemLayoutdOt = SmemLayoutQt;
   // dS^T as the consumers write it, (keys, query rows) with the query rows contiguous; two
-  // buffers, so that writing the next step's dS never waits for this step's dQ product. 80 query rows
-  // (160 bytes) take the 32-byte swizzle atom.
+  // buffers, so that writing the next step's dS never waits for this step's dQ product.
   using SmemAtomdS = decltype(k_major_smem_atom<Element, kBlockM>());
   using SmemLayoutdS = decltype(tile_to_shape(SmemAtomdS{}, Shape<Int<kBlockN>, Int<kBlockM>, _2>{}));
   // kHeadDim: P^T as well, in buffers of the same layout (the A operand of dV += P^T dO).
