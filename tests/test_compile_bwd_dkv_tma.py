@@ -1,4 +1,4 @@
-"""The staged dK/dV epilogue of the Hopper backward (kernels/hopper/bwd_epilogue.h, store_dkv_staged, kStagedDkv: on
+"""The staged dK/dV epilogue of the Hopper backward (kernels/hopper/bwd_epilogue.h, stage_dkv, kStagedDkv: on
 from hdim 96; benchmarks/hopper_bwd_dkv_tma/), real nvcc, no GPU: in the default non-causal hdim-64/128 build every
 main kernel of hdim 128 (the deterministic twin too) stores dK and dV by bulk copies (UBLKCP) out of shared memory,
 with no global store (STG) left in it, its two staging barriers (named barrier 6, bwd_traits.h: 0xe after CUTLASS's 8

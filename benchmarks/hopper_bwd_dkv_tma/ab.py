@@ -1,4 +1,4 @@
-"""The staged dK/dV epilogue of the Hopper backward (kernels/hopper/bwd_epilogue.h, store_dkv_staged,
+"""The staged dK/dV epilogue of the Hopper backward (kernels/hopper/bwd_epilogue.h, stage_dkv,
 -DFLASHBUILD_HOPPER_BWD_DKV_TMA=1: dK and dV written to shared memory, then one bulk copy a key row) A/B-timed against
 the tree's defaults, through the backward step harness of ../hopper_bwd_uniform/ab.py (its checks: every arm's
 gradients bitwise equal to base's in deterministic mode, dense and packed, and to a second run of the arm, and within

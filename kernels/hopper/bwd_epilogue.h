@@ -9,8 +9,8 @@
 //   it cannot deadlock). With kFragmentBulk only the dQ writer warp waits and hands on; otherwise the
 //   consumers wait at add_dq.
 //   dK (times the softmax scale) and dV at the end, in the input dtype, per query head, as BwdParams asks:
-//   from hdim 96 staged in shared memory and stored by bulk copies, one per key row (store_dkv_staged,
-//   kStagedDkv); at hdim 64 straight from registers, two columns per store, rows past seqlen_k skipped
+//   from hdim 96 staged in shared memory and stored by bulk copies, one per key row (kStagedDkv,
+//   stage_dkv); at hdim 64 straight from registers, two columns per store, rows past seqlen_k skipped
 //   (store_dkv).
 // The kernels after it (dq = softmax_scale * dq_accum in the input dtype) are bwd_dq_accum.h's: the launch TU
 // compiles them, and this header is the main kernel's alone.
@@ -40,8 +40,8 @@ struct BwdEpilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
-  // kStagedDkv: dK and dV leave through shared memory and bulk copies (store_dkv_staged), not from registers
-  // (store_dkv). In turns on the H200 (benchmarks/hopper_bwd_dkv_tma, calls h200-1 and h200-2, fp16 and bf16, causal
+  // kStagedDkv: dK and dV leave through shared memory and bulk copies (stage_dkv), not from registers
+  // (store_dkv's own loop). In turns on the H200 (benchmarks/hopper_bwd_dkv_tma, calls h200-1 and h200-2, fp16 and bf16, causal
   // or not, 1k / 4k / 16k): hdim 128 1.051-1.064 / 1.017-1.029 / 1.002-1.009x; 192 and 256 1.060-1.085 / 1.014-1.035
   // / 1.003-1.013x; 96 1.012-1.038 / 1.002-1.018x, at 16k causal 1.008x, non-causal 0.992x (a trade, kept); hdim 64
   // 0.926-0.982x: off there. nvcc -DFLASHBUILD_HOPPER_BWD_DKV_TMA=0 or 1 sets it for every head dim of a build (A/B
@@ -216,10 +216,12 @@ struct BwdEpilogue {
     }
   }
 
-  // dK (scaled here) and dV of this CTA's keys, from registers.
-  template <class FragKV>
-  CUTE_DEVICE static void store_dkv(BwdParams const& p, SeqRange const& seq, int n_block, int head, int batch,
-                                    int thread_idx, FragKV& tdKrdK, FragKV const& tdVrdV) {
+  // dK (scaled here) and dV of this CTA's keys, in the input dtype: staged in shared memory and stored by bulk copies
+  // (kStagedDkv, stage_dkv below), or straight from registers, two columns per 4-byte store, rows past seqlen_k
+  // skipped.
+  template <class Storage, class FragKV>
+  CUTE_DEVICE static void store_dkv(BwdParams const& p, Storage& storage, SeqRange const& seq, int n_block, int head,
+                                    int batch, int thread_idx, FragKV& tdKrdK, FragKV const& tdVrdV) {
     CUTE_UNROLL
     for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= p.softmax_scale; }
     Tensor rdK = convert_type<Element>(tdKrdK);
@@ -230,25 +232,29 @@ struct BwdEpilogue {
     Tensor c_rc = make_tensor(c.data(), acc_rowcol(c.layout()));
     Tensor dk_rc = make_tensor(rdK.data(), acc_rowcol(rdK.layout()));
     Tensor dv_rc = make_tensor(rdV.data(), acc_rowcol(rdV.layout()));
-    const int64_t offset = int64_t(batch) * p.dk_batch_stride + int64_t(head) * p.dk_head_stride;
-    Element* dk = static_cast<Element*>(p.dk) + offset;
-    Element* dv = static_cast<Element*>(p.dv) + offset;
-    const int rows_left = seq.seqlen_k - n_block * kBlockN;
-    CUTE_UNROLL
-    for (int r = 0; r < size<0>(c_rc); ++r) {
-      const int row = get<0>(c_rc(r, 0));
-      if (row < rows_left) {
-        const int64_t row_offset = int64_t(seq.k_row0 + n_block * kBlockN + row) * p.dk_row_stride;
-        CUTE_UNROLL
-        for (int col = 0; col < size<1>(c_rc); col += 2) {
-          const int64_t at = row_offset + get<1>(c_rc(r, col));
-          *reinterpret_cast<uint32_t*>(dk + at) = *reinterpret_cast<uint32_t const*>(&dk_rc(r, col));
-          *reinterpret_cast<uint32_t*>(dv + at) = *reinterpret_cast<uint32_t const*>(&dv_rc(r, col));
+    if constexpr (kStagedDkv) {
+      stage_dkv(p, storage, seq, n_block, head, batch, thread_idx, c_rc, dk_rc, dv_rc);
+    } else {
+      const int64_t offset = int64_t(batch) * p.dk_batch_stride + int64_t(head) * p.dk_head_stride;
+      Element* dk = static_cast<Element*>(p.dk) + offset;
+      Element* dv = static_cast<Element*>(p.dv) + offset;
+      const int rows_left = seq.seqlen_k - n_block * kBlockN;
+      CUTE_UNROLL
+      for (int r = 0; r < size<0>(c_rc); ++r) {
+        const int row = get<0>(c_rc(r, 0));
+        if (row < rows_left) {
+          const int64_t row_offset = int64_t(seq.k_row0 + n_block * kBlockN + row) * p.dk_row_stride;
+          CUTE_UNROLL
+          for (int col = 0; col < size<1>(c_rc); col += 2) {
+            const int64_t at = row_offset + get<1>(c_rc(r, col));
+            *reinterpret_cast<uint32_t*>(dk + at) = *reinterpret_cast<uint32_t const*>(&dk_rc(r, col));
+            *reinterpret_cast<uint32_t*>(dv + at) = *reinterpret_cast<uint32_t const*>(&dv_rc(r, col));
+          }
         }
       }
     }
   }
-  // kStagedDkv (benchmarks/hopper_bwd_dkv_tma/): dK (scaled) and dV staged in shared memory,
+  // kStagedDkv (benchmarks/hopper_bwd_dkv_tma/): dK (scaled) and dV, converted, staged in shared memory,
   // row-major with a 16-byte pad a row, then one bulk copy (cp.async.bulk global <- shared, no tensor map) per key row
   // of the sequence, issued by one lane of each consumer warp (2 kBlockN / 8 copies each): the register path's 4-byte
   // STG.E (64 a thread at hdim 128) become 4-byte shared stores (STS; FA3 uses STSM into a swizzled tile and one TMA
@@ -261,23 +267,13 @@ struct BwdEpilogue {
   static constexpr int kStagePitch = kHeadDim * int(sizeof(Element)) + 16;  // bytes
   static constexpr int kRowBytes = kHeadDim * int(sizeof(Element));
 
-  template <class Storage, class FragKV>
-  CUTE_DEVICE static void store_dkv_staged(BwdParams const& p, Storage& storage, SeqRange const& seq, int n_block,
-                                           int head, int batch, int thread_idx, FragKV& tdKrdK, FragKV const& tdVrdV) {
+  template <class Storage, class Coords, class Frag>
+  CUTE_DEVICE static void stage_dkv(BwdParams const& p, Storage& storage, SeqRange const& seq, int n_block, int head,
+                                    int batch, int thread_idx, Coords const& c_rc, Frag const& dk_rc, Frag const& dv_rc) {
     static_assert(sizeof(storage.k) % 1024 == 0 && sizeof(storage.v) % 1024 == 0, "K, V and Q must be adjacent");
     static_assert(2 * kBlockN * kStagePitch <= sizeof(storage.k) + sizeof(storage.v) + sizeof(storage.q),
                   "dK and dV staged must fit in K, V and the Q stages");
     static_assert(kRowBytes % 16 == 0, "a bulk copy moves multiples of 16 bytes");
-    CUTE_UNROLL
-    for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= p.softmax_scale; }
-    Tensor rdK = convert_type<Element>(tdKrdK);
-    Tensor rdV = convert_type<Element>(tdVrdV);
-    typename Traits::TiledMmadKV mma_dkv;
-    Tensor c = accumulator_coords<Traits::kDkvAtomN, Traits::kKeyWarpgroups, Traits::kColWarpgroups>(
-        mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
-    Tensor c_rc = make_tensor(c.data(), acc_rowcol(c.layout()));
-    Tensor dk_rc = make_tensor(rdK.data(), acc_rowcol(rdK.layout()));
-    Tensor dv_rc = make_tensor(rdV.data(), acc_rowcol(rdV.layout()));
     char* stage = reinterpret_cast<char*>(storage.k.data());
     constexpr int kBarrier = static_cast<int>(BwdBarrier::kdKVStaged);
     // Both warpgroups' last products (which read K, Q and dS from shared memory) are done before any row is written.

@@ -90,11 +90,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
                     Epilogue::template add_dq<kOrdered>(p, storage, seq, Mainloop::blocks(p, seq), n_block, head,
                                                         batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
                   });
-    if constexpr (Epilogue::kStagedDkv) {  // staged in shared memory, bulk copies a key row
-      Epilogue::store_dkv_staged(p, storage, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
-    } else {  // straight from registers
-      Epilogue::store_dkv(p, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
-    }
+    Epilogue::store_dkv(p, storage, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
   }
 #else
   // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.

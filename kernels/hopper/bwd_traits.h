@@ -110,7 +110,7 @@ enum class BwdBarrier : int {
   kdQEmpty1 = 4,
   kdQFull1 = 5,
   // BwdEpilogue::kStagedDkv (from hdim 96): every consumer is past its last product (the staging may overwrite K, V,
-  // Q), and, again, has written its dK, dV rows into shared memory (bwd_epilogue.h, store_dkv_staged).
+  // Q), and, again, has written its dK, dV rows into shared memory (bwd_epilogue.h, stage_dkv).
   kdKVStaged = 6,
 };
 
