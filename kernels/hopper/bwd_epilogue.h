@@ -40,10 +40,10 @@ struct BwdEpilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
-  // kStagedDkv: dK and dV leave through shared memory and bulk copies (stage_dkv), not from registers
-  // (store_dkv's own loop). In turns on the H200 (benchmarks/hopper_bwd_dkv_tma, calls h200-1 and h200-2, fp16 and bf16, causal
-  // or not, 1k / 4k / 16k): hdim 128 1.051-1.064 / 1.017-1.029 / 1.002-1.009x; 192 and 256 1.060-1.085 / 1.014-1.035
-  // / 1.003-1.013x; 96 1.012-1.038 / 1.002-1.018x, at 16k causal 1.008x, non-causal 0.992x (a trade, kept); hdim 64
+  // kStagedDkv: dK and dV leave through shared memory and bulk copies (stage_dkv), not from registers (store_dkv's
+  // own loop). In turns on the H200 (benchmarks/hopper_bwd_dkv_tma, calls h200-1 and h200-2, fp16 and bf16, causal or
+  // not, 1k / 4k / 16k): hdim 128 1.051-1.064 / 1.017-1.029 / 1.002-1.009x; 192 and 256 1.060-1.085 / 1.014-1.035 /
+  // 1.003-1.013x; 96 1.012-1.038 / 1.002-1.018x, at 16k causal 1.008x, non-causal 0.992x (a trade, kept); hdim 64
   // 0.926-0.982x: off there. nvcc -DFLASHBUILD_HOPPER_BWD_DKV_TMA=0 or 1 sets it for every head dim of a build (A/B
   // runs).
 #ifdef FLASHBUILD_HOPPER_BWD_DKV_TMA
@@ -58,6 +58,15 @@ struct BwdEpilogue {
   static constexpr int kHandOffThreads = (Traits::kDqHalves ? kWarpgroupThreads : Traits::kNumMmaThreads) +
                                          cutlass::NumThreadsPerWarp;
   static constexpr int kHalves = Traits::kDqHalves ? Traits::kNumMmaWarpgroups : 1;
+  // -DFLASHBUILD_HOPPER_BWD_PROBE_NO_DQ=1, a timing probe (benchmarks/hopper_bwd_dq_probe/; dQ comes out zero): every
+  // reduction into dq_accum, the consumers' atomics and the writer warp's bulk reductions, sits behind a test that is
+  // false at run time (seqlen_q < 0) and that the compiler cannot fold: the dQ product, its hand-off and barriers stay,
+  // the reductions' memory traffic goes. Without the define the test is the constant true.
+#if defined(FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ) && FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ
+  CUTE_DEVICE static bool dq_reduces(SeqRange const& seq) { return seq.seqlen_q < 0; }
+#else
+  CUTE_DEVICE static constexpr bool dq_reduces(SeqRange const&) { return true; }
+#endif
   CUTE_DEVICE static int dq_empty_barrier(int half) {
     return static_cast<int>(half ? BwdBarrier::kdQEmpty1 : BwdBarrier::kdQEmpty);
   }
@@ -130,11 +139,13 @@ struct BwdEpilogue {
         for (int h = 0; h < kHalves; ++h) {
           cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
           if (leader) {
-            asm volatile(
-                "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
-                    dst + h * (kHalfBytes / sizeof(float))),
-                "r"(smem + h * kHalfBytes), "r"(kHalfBytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
-                : "memory");
+            if (dq_reduces(seq)) {
+              asm volatile(
+                  "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
+                      dst + h * (kHalfBytes / sizeof(float))),
+                  "r"(smem + h * kHalfBytes), "r"(kHalfBytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
+                  : "memory");
+            }
             cute::tma_store_arrive();
           }
         }
@@ -164,10 +175,12 @@ struct BwdEpilogue {
       }
       cutlass::arch::NamedBarrier::sync(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQFull));
       if (leader) {
-        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                         Layout::block(p, seq, head, batch, m_block)),
-                     "r"(smem), "r"(kBytes)
-                     : "memory");
+        if (dq_reduces(seq)) {
+          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                           Layout::block(p, seq, head, batch, m_block)),
+                       "r"(smem), "r"(kBytes)
+                       : "memory");
+        }
         cute::tma_store_arrive();  // commit the bulk group
         if constexpr (kOrdered) {
           asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // the adds are done
@@ -196,6 +209,7 @@ struct BwdEpilogue {
     if constexpr (Traits::kDqFragmentOrder) {
       // Float 4g + j of thread t at (g * kNumMmaThreads + t) * 4 + j: a warp's vectors are contiguous.
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
+      if (!dq_reduces(seq)) { return; }
       CUTE_UNROLL
       for (int g = 0; g < size(tdQrdQ) / 4; ++g) {
         atomic_add4(dq + Layout::vec(g, thread_idx) * 4, tdQrdQ(4 * g), tdQrdQ(4 * g + 1),
@@ -203,6 +217,7 @@ struct BwdEpilogue {
       }
       return;
     }
+    if (!dq_reduces(seq)) { return; }
     const int rows_left = seq.seqlen_q - m_block * kBlockM;
     CUTE_UNROLL
     for (int r = 0; r < size<0>(acc_rc); ++r) {
