@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #if FLASHBUILD_SPLITKV_TIMELINE
+#include <cuda.h>  // cuMemGetAddressRange's types (reached through the runtime's entry-point lookup)
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -31,7 +32,7 @@ namespace flashbuild {
 
 // One CTA's record: kTimelineWords uint64 words at buffer + (call * ctas + blockIdx.x) * kTimelineWords.
 enum TimelineSlot : int {
-  kTimelineEntry = 0,       // the kernel's first instructions (stored after griddepcontrol.wait: no global write before)
+  kTimelineEntry = 0,       // the kernel's first instructions (stored after griddepcontrol.wait: no write before it)
   kTimelineWaited = 1,      // griddepcontrol.wait returned (the previous kernel of the stream is complete)
   kTimelineFirstStage = 2,  // the first tile's first K stage has landed (the consumer's first mbarrier wait done)
   kTimelineLastBlock = 3,   // the last tile's last product (its last block's P V) is done
@@ -107,7 +108,29 @@ struct Timeline {
 template <class KernelParams>
 CUTE_DEVICE uint64_t* timeline_buffer(KernelParams const& params) { return params.timeline; }
 
-// Host side: which record block a launch of `ctas` CTAs writes. FLASHBUILD_SPLITKV_TIMELINE=<address>:<calls>:<ctas>:<tag>
+// The allocation that holds `address` (its end), through the driver's cuMemGetAddressRange; 0 where it cannot tell.
+inline uint64_t timeline_allocation_end(uint64_t address) {
+  using RangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  void* pfn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+  const cudaError_t status = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &pfn, 12000, cudaEnableDefault,
+                                                              &found);
+#else
+  const cudaError_t status = cudaGetDriverEntryPoint("cuMemGetAddressRange", &pfn, cudaEnableDefault, &found);
+#endif
+  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || pfn == nullptr) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (reinterpret_cast<RangeFn>(pfn)(&base, &size, CUdeviceptr(address)) != CUDA_SUCCESS) { return 0; }
+  return uint64_t(base) + size;
+}
+
+// Host side: which record block a launch of `ctas` CTAs writes.
+// FLASHBUILD_SPLITKV_TIMELINE=<address>:<calls>:<ctas>:<tag>
 // (decimal; address: a device allocation of calls * ctas * kTimelineWords uint64 words, zeroed by the caller).
 // Launches number from 0 each time the variable's value changes (a new tag: the study sets one before each capture
 // or eager pass); launch n writes block n, and launches past `calls` write nothing. Unset: no records.
@@ -138,6 +161,16 @@ inline uint64_t* timeline_launch_buffer(int ctas) {
       (void)cudaGetLastError();
       throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) +
                                ": the address is not device memory; pass a CUDA tensor's data_ptr()");
+    }
+    // The records must stay inside the allocation (a caching allocator's block may be larger than the tensor: this
+    // bounds the writes to memory of the caller's, not to the tensor; timeline.py sizes the tensor exactly).
+    const uint64_t bytes = fields[1] * fields[2] * kTimelineWords * sizeof(uint64_t);
+    const uint64_t end = timeline_allocation_end(fields[0]);
+    if (fields[1] > (uint64_t(1) << 24) || fields[2] > (uint64_t(1) << 24) || end == 0 || end - fields[0] < bytes) {
+      throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) + ": " +
+                               std::to_string(fields[1]) + " calls of " + std::to_string(fields[2]) +
+                               " CTAs need " + std::to_string(bytes) + " bytes from the address, which its device "
+                               "allocation does not hold (or its range is unknown)");
     }
     last = value, base = fields[0], calls = fields[1], capacity = fields[2], next = 0;
   }
