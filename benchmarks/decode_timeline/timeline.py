@@ -173,14 +173,19 @@ def main() -> None:
             buffer.zero_()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             if mode == "graph":
+                # warmed on a side stream, recording: the launch checks a new buffer (cudaPointerGetAttributes,
+                # cuMemGetAddressRange) at its first launch, here, not during the capture
+                record_on()
                 side = torch.cuda.Stream()
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
                     for i in range(args.calls):
                         step(i)
                 torch.cuda.current_stream().wait_stream(side)
+                torch.cuda.synchronize()
+                buffer.zero_()
                 graph = torch.cuda.CUDAGraph()
-                record_on()  # the captured launches take blocks 0..calls-1, in order
+                record_on()  # a new tag: the captured launches take blocks 0..calls-1, in order
                 with torch.cuda.graph(graph):
                     for i in range(args.calls):
                         step(i)

@@ -133,11 +133,14 @@ inline uint64_t timeline_allocation_end(uint64_t address) {
 // FLASHBUILD_SPLITKV_TIMELINE=<address>:<calls>:<ctas>:<tag>
 // (decimal; address: a device allocation of calls * ctas * kTimelineWords uint64 words, zeroed by the caller).
 // Launches number from 0 each time the variable's value changes (a new tag: the study sets one before each capture
-// or eager pass); launch n writes block n, and launches past `calls` write nothing. Unset: no records.
+// or eager pass); launch n writes block n, and launches past `calls` write nothing. Unset: no records. A new buffer
+// is checked (device memory, large enough) at its first launch; timeline.py makes that an eager one, not a capture.
 inline uint64_t* timeline_launch_buffer(int ctas) {
   static std::mutex mutex;
   static std::string last;
   static uint64_t base = 0, calls = 0, capacity = 0, next = 0;
+  // The last buffer checked: a new tag alone (as at a graph's capture, where the study primes it) checks nothing.
+  static uint64_t checked[3] = {};
   constexpr const char* kVar = "FLASHBUILD_SPLITKV_TIMELINE";
   const char* value = std::getenv(kVar);
   if (value == nullptr || *value == '\0') { return nullptr; }
@@ -155,22 +158,25 @@ inline uint64_t* timeline_launch_buffer(int ctas) {
       }
       at = stop + 1;
     }
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, reinterpret_cast<void*>(fields[0])) != cudaSuccess ||
-        attributes.type != cudaMemoryTypeDevice) {
-      (void)cudaGetLastError();
-      throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) +
-                               ": the address is not device memory; pass a CUDA tensor's data_ptr()");
-    }
     // The records must stay inside the allocation (a caching allocator's block may be larger than the tensor: this
     // bounds the writes to memory of the caller's, not to the tensor; timeline.py sizes the tensor exactly).
-    const uint64_t bytes = fields[1] * fields[2] * kTimelineWords * sizeof(uint64_t);
-    const uint64_t end = timeline_allocation_end(fields[0]);
-    if (fields[1] > (uint64_t(1) << 24) || fields[2] > (uint64_t(1) << 24) || end == 0 || end - fields[0] < bytes) {
-      throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) + ": " +
-                               std::to_string(fields[1]) + " calls of " + std::to_string(fields[2]) +
-                               " CTAs need " + std::to_string(bytes) + " bytes from the address, which its device "
-                               "allocation does not hold (or its range is unknown)");
+    if (fields[0] != checked[0] || fields[1] != checked[1] || fields[2] != checked[2]) {
+      cudaPointerAttributes attributes{};
+      if (cudaPointerGetAttributes(&attributes, reinterpret_cast<void*>(fields[0])) != cudaSuccess ||
+          attributes.type != cudaMemoryTypeDevice) {
+        (void)cudaGetLastError();
+        throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) +
+                                 ": the address is not device memory; pass a CUDA tensor's data_ptr()");
+      }
+      const uint64_t bytes = fields[1] * fields[2] * kTimelineWords * sizeof(uint64_t);
+      const uint64_t end = timeline_allocation_end(fields[0]);
+      if (fields[1] > (uint64_t(1) << 24) || fields[2] > (uint64_t(1) << 24) || end == 0 || end - fields[0] < bytes) {
+        throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) + ": " +
+                                 std::to_string(fields[1]) + " calls of " + std::to_string(fields[2]) +
+                                 " CTAs need " + std::to_string(bytes) + " bytes from the address, which its device "
+                                 "allocation does not hold (or its range is unknown)");
+      }
+      checked[0] = fields[0], checked[1] = fields[1], checked[2] = fields[2];
     }
     last = value, base = fields[0], calls = fields[1], capacity = fields[2], next = 0;
   }
