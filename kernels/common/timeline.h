@@ -20,6 +20,7 @@
 #include <cuda.h>  // cuMemGetAddressRange's types (reached through the runtime's entry-point lookup)
 #include <cuda_runtime.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -150,8 +151,9 @@ inline uint64_t* timeline_launch_buffer(int ctas) {
     const char* at = value;
     for (int i = 0; i < 3; ++i) {
       char* stop = nullptr;
-      fields[i] = std::strtoull(at, &stop, 10);
-      if (stop == at || *stop != ':' || fields[i] == 0) {
+      errno = 0;
+      fields[i] = std::strtoull(at, &stop, 10);  // digits alone: strtoull would take a sign or leading spaces too
+      if (*at < '0' || *at > '9' || errno == ERANGE || *stop != ':' || fields[i] == 0) {
         throw std::runtime_error(std::string("flashbuild: ") + kVar + "=" + shown_env_value(value) +
                                  " is not <address>:<calls>:<ctas>:<tag> with decimal non-zero numbers; "
                                  "benchmarks/decode_timeline/timeline.py sets it");
