@@ -246,7 +246,8 @@ struct FwdEpilogue {
   //   kSerial: fences around the count, combine_row (a lane walks the splits one LSE load at a time);
   //   kLanes: one acquire-release count, combine_row_lanes (LSEs one per lane, partials loaded in groups).
   // The tile's slices are tile.splits (SplitTileScheduler: the call's num_splits), its partials in those slots.
-  CUTE_DEVICE static void combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
+  // Returns whether this CTA merged (a study build's timeline records it: common/timeline.h).
+  CUTE_DEVICE static bool combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
                                           int thread_idx) {
     barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);  // every consumer's partial stores are issued
     const bool lanes = p.split_merge == SplitMerge::kLanes;
@@ -272,7 +273,7 @@ struct FwdEpilogue {
         if (last) { __threadfence(); }
       }
     }
-    if (!barrier_or(FwdBarrier::kSplitArrived, kNumMmaThreads, last)) { return; }
+    if (!barrier_or(FwdBarrier::kSplitArrived, kNumMmaThreads, last)) { return false; }
     const int skip = kBottomAligned ? seq.q_skip : 0;
     const int first = max(tile.m_block * kBlockM - skip, 0);
     const int end = min((tile.m_block + 1) * kBlockM - skip, p.seqlen_q);
@@ -294,6 +295,7 @@ struct FwdEpilogue {
         combine_row<kHeadDim, Element>(p, row0 + row, lane, tile.splits);
       }
     }
+    return true;
   }
 
   // Before the CTA exits: its last store must have read sO.

@@ -116,6 +116,9 @@ struct FwdKernelParams {
   typename FwdLoads<Traits>::Params mainloop;
   typename FwdStores<Traits>::Params epilogue;
   Scheduler scheduler;
+#if FLASHBUILD_SPLITKV_TIMELINE
+  uint64_t* timeline = nullptr;  // a study build's CTA records (common/timeline.h); the default has no such field
+#endif
 };
 
 // A bit of kFeatures beside the user features and kSplitKVKernel: the 128-key kernel that a variant whose

@@ -13,6 +13,7 @@
 // first P V reads them; K rows there give scores the mask sets to -inf.
 #pragma once
 
+#include "common/timeline.h"  // a study build's CTA timeline; nothing without its define
 #include "hopper/fwd_kernel.h"  // FwdKernel::sequence, FwdMainloop (the producer), FwdEpilogue (the merge)
 #include "hopper/splitkv_decode_traits.h"
 
@@ -88,7 +89,7 @@ struct DecodeTile {
   CUTE_DEVICE static void tile(FwdParams const& p, SharedStorage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
                                PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
                                SeqRange const& seq, int num_m_blocks, int thread_idx,
-                               ScoreScale<kFeatures> const& score, QDone&& q_done) {
+                               ScoreScale<kFeatures> const& score, QDone&& q_done, Timeline& timeline) {
     typename Traits::TiledMmaSt mma_st;
     typename Traits::TiledMmaOt mma_ot;
     auto thr_st = mma_st.get_thread_slice(thread_idx);
@@ -208,6 +209,7 @@ struct DecodeTile {
       int n_block = k.n_block_max - 1;
       int buf = 0;
       pipe_k.consumer_wait(read_k);
+      timeline.first_stage(tile.batch, tile.head, tile.split, tile.splits);
       wgmma<0, false>(mma_st, tStK(_, _, _, read_k.index()), tStQ, tSt, true);
       pipe_k.consumer_release(read_k);
       ++read_k;
@@ -239,6 +241,7 @@ struct DecodeTile {
       q_done();  // every S^T of this tile is computed
       pipe_v.consumer_wait(read_v);
       wgmma<0, false>(mma_ot, tOtV(_, _, _, read_v.index()), tOtP(_, _, _, buf), tOt, false);
+      timeline.last_block();
       pipe_v.consumer_release(read_v);
       ++read_v;
     } else {  // no key visible: O = 0, LSE = +inf
@@ -262,7 +265,8 @@ struct DecodeTile {
     // The exchange's reads of the sums before any later write of it (the next tile's first max).
     exchange_sync();
     if constexpr (kIsSplitKV<kFeatures>) { dependent_launch_tile_done(p.dependent_launch); }
-    store(p, tile, seq, num_m_blocks, thread_idx, tOt, lse);
+    timeline.record(kTimelineStore);
+    store(p, tile, seq, num_m_blocks, thread_idx, tOt, lse, timeline);
   }
 
   // O and the LSE from registers: a split's fp32 partial and the merge (as the 64-row tile's store_split and
@@ -270,7 +274,7 @@ struct DecodeTile {
   // lane / 4 + {0, 8} of its warp's 16 in each 64: lanes of a column write 8 consecutive values.
   template <class FragO>
   CUTE_DEVICE static void store(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
-                                int thread_idx, FragO const& tOt, float const (&lse)[kCols]) {
+                                int thread_idx, FragO const& tOt, float const (&lse)[kCols], Timeline& timeline) {
     typename Traits::TiledMmaOt mma_ot;
     Tensor cOt = mma_ot.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(select<0, 1>(typename Traits::TileShapeOt{})));
@@ -305,7 +309,9 @@ struct DecodeTile {
         }
       }
     }
-    if (split && p.split_counters) { Epilogue::combine_if_last(p, tile, seq, num_m_blocks, thread_idx); }
+    if (split && p.split_counters) {
+      timeline.merged(Epilogue::combine_if_last(p, tile, seq, num_m_blocks, thread_idx));
+    }
   }
 };
 
@@ -321,6 +327,8 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
   constexpr int kNumMmaThreads = Tile::kThreads;
   static_assert(kIsSplitKV<kFeatures>, "the decode tile is the split-KV kernel's");
 
+  // The recorder: the consumer warpgroup's first thread (a study build's, common/timeline.h; else empty).
+  Timeline timeline(timeline_buffer(params), kWarpgroupThreads);
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Tile::SharedStorage*>(smem_raw);
   FwdParams const& p = params.fwd;
@@ -340,6 +348,7 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
   PipelineKV pipe_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
   __syncthreads();
   dependent_launch_start(p.dependent_launch);  // nothing global before this (splitkv_dependent_launch.h)
+  timeline.waited();
 
   const typename Kernel::Scheduler& scheduler = params.scheduler;
   if (warpgroup == 0) {
@@ -377,8 +386,10 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
       const SeqRange seq = Kernel::sequence(p, tile.batch);
       if (!seq.has_rows(tile.m_block, Base::kBlockM)) { continue; }
       Tile::tile(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, seq, scheduler.num_m_blocks, thread_idx,
-                 score, [] { barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); });
+                 score, [] { barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); },
+                 timeline);
     }
+    timeline.end();
   }
 #else
   __trap();  // built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg

@@ -8,6 +8,7 @@
 // default rule below).
 #pragma once
 
+#include "common/timeline.h"  // a study build's CTA timeline (FLASHBUILD_SPLITKV_TIMELINE); nothing without it
 #include "hopper/fwd_launch.h"  // tma_strides, launch_descriptors, sm_count
 #include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
 #include "hopper/splitkv_decode_traits.h"
@@ -42,6 +43,9 @@ void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, 0, 1})};
   const dim3 grid(kp.scheduler.grid_size(slots));
+#if FLASHBUILD_SPLITKV_TIMELINE
+  kp.timeline = timeline_launch_buffer(int(grid.x));
+#endif
   const bool programmatic = params.dependent_launch != DependentLaunch::kNone;
   DecodeTileEntry<Traits, kIsCausal, kFeatures, kDecodeTileRows>::get().launch(grid, Traits::kNThreads,
                                                                                Decode::kSmemBytes, stream, kp,
