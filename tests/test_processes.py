@@ -171,3 +171,32 @@ def test_a_signal_whose_exception_python_swallowed_still_stops_the_build():
                 pytest.fail("the swallowed SIGTERM did not stop the block")
     assert started == [] or started[0].poll() is not None
     assert processes._pending == []
+
+
+def test_a_signal_another_thread_takes_stops_a_quiet_build_within_a_second():
+    """The kernel may give SIGTERM to any thread that does not block it; Python runs the handler only at the main
+    thread's next bytecode. A main thread blocked reading a quiet ninja (nothing until a compile ends) must still
+    raise Terminated at once: output_lines wakes it."""
+    import threading
+
+    quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30); print('late', flush=True)"],
+                             stdout=subprocess.PIPE, text=True)
+    taken = threading.Event()
+
+    def other_thread():  # a thread of this process that does not block the signal: the kernel may pick it
+        time.sleep(0.5)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+        taken.set()
+
+    try:
+        with processes.signals_raise():
+            threading.Thread(target=other_thread, daemon=True).start()
+            started = time.monotonic()
+            with pytest.raises(processes.Terminated):
+                for _ in processes.output_lines(quiet):
+                    pass
+        assert taken.is_set()
+        assert time.monotonic() - started < 2.0, "the main thread slept through the signal"
+    finally:
+        quiet.kill()
+        quiet.wait()

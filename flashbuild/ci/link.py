@@ -361,7 +361,7 @@ def _run(plan: Plan) -> None:
             processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                               env=launchers.ninja_environment(plan.options.launcher, plan.build_dir,
                                                               builder.tree_root(plan))) as process:
-        output = process.stdout.read()
+        output = "".join(processes.output_lines(process))  # a signal reaches the main thread while ninja is quiet
         code = process.wait()
     (plan.build_dir / "link.log").write_text(output)
     if code != 0:

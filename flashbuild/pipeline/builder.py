@@ -67,8 +67,7 @@ def run_ninja(plan: Plan) -> tuple[NinjaOutput, dict[str, float]]:
             processes.running(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
                               env=launcher.ninja_environment(plan.options.launcher, plan.build_dir, tree_root(plan),
                                                              NINJA_STATUS=STATUS_FORMAT)) as process:
-        for line in process.stdout:
-            processes.raise_pending()
+        for line in processes.output_lines(process):
             build_log.write(line)
             output.feed(line.rstrip("\n"))
         output.finish(process.wait())

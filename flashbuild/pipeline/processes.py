@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -102,6 +103,36 @@ def running(command: list[str], **kwargs) -> Iterator[subprocess.Popen]:
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
+
+
+def output_lines(process: subprocess.Popen, poll: float = 0.2) -> Iterator[str]:
+    """The process's stdout a line at a time, read by a thread of its own, while the main thread wakes every
+    `poll` seconds. The kernel gives a process-directed signal to any thread that does not block it: when
+    another thread (one an imported library started) takes SIGTERM / SIGHUP, Python's handler runs only at
+    the main thread's next bytecode, and a main thread blocked reading a quiet ninja (no line until a
+    compile ends, minutes at a time) would not get there until it does. Waking every `poll` seconds, the
+    handler's Terminated comes within `poll` (and raise_pending catches one it lost)."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for line in process.stdout:
+                lines.put(line)
+        except (OSError, ValueError):  # the stream closed under the thread as the build stopped
+            pass
+        finally:
+            lines.put(None)
+
+    threading.Thread(target=pump, name="ninja-output", daemon=True).start()
+    while True:
+        raise_pending()
+        try:
+            line = lines.get(timeout=poll)
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        yield line
 
 
 @contextlib.contextmanager
