@@ -29,9 +29,16 @@ def fake_env(tmp_path, fake_root) -> dict:
             "FAKE_NVCC_PIDS": str(tmp_path / "pids"), "PYTHONUNBUFFERED": "1"}
 
 
+def _default_sigint() -> None:  # runs in the child between fork and exec
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_build(environ: dict) -> subprocess.Popen:
+    """flashbuild as a user's terminal starts it: SIGINT at its default. A test run started as a background job of
+    a non-interactive shell inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored (as a background
+    build should), so without the reset the SIGINT case would test the launcher, not flashbuild."""
     return subprocess.Popen([sys.executable, "-m", "flashbuild", *SLICE], env=environ, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
 
 
 def compiler_pids(environ: dict, count: int, timeout: float = 30) -> list[int]:
