@@ -53,10 +53,11 @@ class KernelHandle {
 
   // One launch of a kernel whose single parameter is `params` (passed by value, as <<<>>> would). programmatic:
   // a programmatic dependent launch (the kernel waits for the stream's previous kernel itself before reading
-  // memory: hopper/splitkv_dependent_launch.h).
+  // memory: hopper/splitkv_dependent_launch.h). cluster: CTAs a thread block cluster along x (1: no cluster; grid.x
+  // a multiple of it).
   template <class Params>
   void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params,
-              bool programmatic = false) const {
+              bool programmatic = false, int cluster = 1) const {
     int device = 0;
     check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
     // The limit holds per device: raised on a device's first launch. Every launch of a handle asks for
@@ -67,16 +68,23 @@ class KernelHandle {
       if (device < kMaxDevices) { smem_limit_[device].store(smem_bytes, std::memory_order_release); }
     }
     void* args[] = {const_cast<Params*>(&params)};
-    if (!programmatic) {
+    if (!programmatic && cluster <= 1) {
       check(cudaLaunchKernel(func_, grid, block, args, size_t(smem_bytes), stream), nullptr, "cudaLaunchKernel");
       return;
     }
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attributes[2] = {};
+    unsigned count = 0;
+    if (programmatic) {
+      attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster > 1) {
+      attributes[count].id = cudaLaunchAttributeClusterDimension;
+      attributes[count++].val.clusterDim = {unsigned(cluster), 1, 1};
+    }
     cudaLaunchConfig_t config{};
     config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = size_t(smem_bytes);
-    config.stream = stream, config.attrs = &attribute, config.numAttrs = 1;
+    config.stream = stream, config.attrs = attributes, config.numAttrs = count;
     check(cudaLaunchKernelExC(&config, func_, args), nullptr, "cudaLaunchKernelExC");
   }
 

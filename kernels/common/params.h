@@ -70,8 +70,11 @@ inline void check_tile_count(const char* entry, int64_t m_blocks, int64_t nheads
 
 // The tail that merges the Hopper split-KV's splits in the kernel (hopper/fwd_epilogue.h, combine_if_last):
 // kSerial, the first (fences around the arrival count; each lane walks the splits), or kLanes (one acquire-release
-// count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits.
-enum class SplitMerge : int { kSerial = 0, kLanes = 1 };
+// count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits. kCluster: the decode
+// tile's splits as the CTAs of one thread block cluster, split 0's merging the others' through distributed shared
+// memory (hopper/splitkv_cluster_merge.h), where the launch can cluster the call (hopper/splitkv_decode_launch.h);
+// elsewhere kLanes. The same bits again.
+enum class SplitMerge : int { kSerial = 0, kLanes = 1, kCluster = 2 };
 
 // Whether the Hopper split-KV is a programmatic dependent launch (hopper/splitkv_dependent_launch.h), and when its
 // CTAs let the stream's next kernel launch: kEarly once past their wait at the start, kLate once a CTA's last tile
@@ -159,7 +162,7 @@ struct FwdParams {
   // and sets the counter back to zero, so the memory is zero for the next launch (and graph replay).
   unsigned* split_counters;
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
-  // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kLanes unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
+  // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kCluster unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
   SplitMerge split_merge;
   // Launch the Hopper split-KV as a programmatic dependent launch (hopper/splitkv_launch.h): its CTAs may start
   // while the stream's previous kernel drains, and wait for it before their first global access

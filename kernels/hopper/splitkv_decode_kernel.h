@@ -15,6 +15,7 @@
 
 #include "common/timeline.h"  // a study build's CTA timeline; nothing without its define
 #include "hopper/fwd_kernel.h"  // FwdKernel::sequence, FwdMainloop (the producer), FwdEpilogue (the merge)
+#include "hopper/splitkv_cluster_merge.h"  // the cluster merge's hand-over (SplitMerge::kCluster)
 #include "hopper/splitkv_decode_traits.h"
 
 namespace flashbuild::hopper {
@@ -41,6 +42,13 @@ struct DecodeTile {
   static constexpr FwdBarrier kExchange = FwdBarrier::kWarpgroupTurn0;
 
   CUTE_DEVICE static void exchange_sync() { barrier_sync(kExchange, kThreads); }
+
+  // This thread's release of a K or V stage, on this CTA's barrier. PipelineKV::consumer_release, built for a cluster
+  // of one CTA (Shape<_1, _1, _1>), arrives on the barrier of the cluster's CTA 0 (through mapa): in a launch as
+  // clusters (the cluster merge) another CTA's.
+  CUTE_DEVICE static void release(typename PipelineKV::SharedStorage& pipe, PipelineState const& state) {
+    pipe.empty_barrier_[state.index()].arrive();
+  }
 
   // A thread's column slot c (its two columns of each 8-column group) -> the accumulator's value coordinates.
   CUTE_DEVICE static auto value(int c, int v1, int m) { return make_coord(make_coord(c % 2, v1, c / 2), m, _0{}); }
@@ -89,7 +97,8 @@ struct DecodeTile {
   CUTE_DEVICE static void tile(FwdParams const& p, SharedStorage& storage, PipelineKV& pipe_k, PipelineKV& pipe_v,
                                PipelineState& read_k, PipelineState& read_v, uint32_t& q_phase, TileCoord tile,
                                SeqRange const& seq, int num_m_blocks, int thread_idx,
-                               ScoreScale<kFeatures> const& score, QDone&& q_done, Timeline& timeline) {
+                               ScoreScale<kFeatures> const& score, QDone&& q_done, uint32_t& merge_phase,
+                               Timeline& timeline) {
     typename Traits::TiledMmaSt mma_st;
     typename Traits::TiledMmaOt mma_ot;
     auto thr_st = mma_st.get_thread_slice(thread_idx);
@@ -211,7 +220,7 @@ struct DecodeTile {
       pipe_k.consumer_wait(read_k);
       timeline.first_stage(tile.batch, tile.head, tile.split, tile.splits);
       wgmma<0, false>(mma_st, tStK(_, _, _, read_k.index()), tStQ, tSt, true);
-      pipe_k.consumer_release(read_k);
+      release(storage.pipeline_k, read_k);
       ++read_k;
       softmax(n_block, buf, col_scale);  // O^T is 0: nothing to rescale
       if (zero_v) {  // before the barrier that publishes P: every warp's zeros precede the first P V
@@ -227,13 +236,13 @@ struct DecodeTile {
         wgmma<-1, false>(mma_ot, tOtV(_, _, _, read_v.index()), tOtP(_, _, _, buf), tOt, false);
         warpgroup_wait<1>();  // S^T is ready; the last block's P V may still run
         warpgroup_fence_operand(tSt);
-        pipe_k.consumer_release(read_k);
+        release(storage.pipeline_k, read_k);
         ++read_k;
         buf ^= 1;
         softmax(n_block, buf, col_scale);
         warpgroup_wait<0>();  // that P V is done: O^T may be rescaled (and its sP buffer is free)
         warpgroup_fence_operand(tOt);
-        pipe_v.consumer_release(read_v);
+        release(storage.pipeline_v, read_v);
         ++read_v;
         rescale(col_scale);
         publish_p();
@@ -242,7 +251,7 @@ struct DecodeTile {
       pipe_v.consumer_wait(read_v);
       wgmma<0, false>(mma_ot, tOtV(_, _, _, read_v.index()), tOtP(_, _, _, buf), tOt, false);
       timeline.last_block();
-      pipe_v.consumer_release(read_v);
+      release(storage.pipeline_v, read_v);
       ++read_v;
     } else {  // no key visible: O = 0, LSE = +inf
       q_done();
@@ -266,22 +275,137 @@ struct DecodeTile {
     exchange_sync();
     if constexpr (kIsSplitKV<kFeatures>) { dependent_launch_tile_done(p.dependent_launch); }
     timeline.record(kTimelineStore);
-    store(p, tile, seq, num_m_blocks, thread_idx, tOt, lse, timeline);
+    store(p, storage, tile, seq, num_m_blocks, thread_idx, tOt, lse, merge_phase, timeline);
+  }
+
+  // The cluster merge's slot s, value v of this thread (DecodeTileTraits::merge: [slot][value][thread]).
+  CUTE_DEVICE static float* merge_slot(SharedStorage& storage, int slot, int v, int thread_idx) {
+    return storage.merge.data() + (slot * Traits::kMergeValues + v) * kThreads + thread_idx;
+  }
+
+  // The cluster merge (SplitMerge::kCluster, splitkv_cluster_merge.h), a split after the first: once split 0 has
+  // read this CTA's last hand-over, this thread's O^T values (column by column, as store walks them) then its
+  // columns' LSEs (-inf for a split that saw no key, as lse_accum holds them) into its slot of split 0's shared
+  // memory. phase: the parity of merge_empty's phase to wait for, flipped.
+  template <class FragO>
+  CUTE_DEVICE static void send_to_first(SharedStorage& storage, int split, int thread_idx, FragO const& tOt,
+                                        float const (&lse)[kCols], uint32_t& phase) {
+    constexpr int kMO = decltype(size<1>(tOt))::value;
+    cluster_wait_acquire(&storage.merge_empty, phase ^ 1);  // a fresh barrier's parity 1 counts as done
+    phase ^= 1;
+    int v = 0;
+    CUTE_UNROLL
+    for (int c = 0; c < kCols; ++c) {
+      CUTE_UNROLL
+      for (int i = 0; i < kMO; ++i) {
+        CUTE_UNROLL
+        for (int v1 = 0; v1 < 2; ++v1, ++v) {
+          cluster_send(merge_slot(storage, split - 1, v, thread_idx), tOt(value(c, v1, i)), &storage.merge_full, 0);
+        }
+      }
+    }
+    CUTE_UNROLL
+    for (int c = 0; c < kCols; ++c, ++v) {
+      cluster_send(merge_slot(storage, split - 1, v, thread_idx), lse[c] == INFINITY ? -INFINITY : lse[c],
+                   &storage.merge_full, 0);
+    }
+  }
+
+  // The cluster merge in split 0's CTA: the other splits' slots awaited, read, released to their senders, and merged
+  // into this thread's O^T values and LSEs in combine_row's arithmetic and order (split 0 first), so that O and the
+  // LSE come out as the merge through L2 would write them. phase: merge_full's parity to wait for, flipped.
+  template <class FragO>
+  CUTE_DEVICE static void merge_in_first(SharedStorage& storage, int splits, int thread_idx, FragO& tOt,
+                                         float (&lse)[kCols], uint32_t& phase) {
+    constexpr int kMO = decltype(size<1>(tOt))::value;
+    constexpr int kSlots = Traits::kMergeSlots;
+    constexpr int kValues = Traits::kMergeValues;
+    if (thread_idx == 0) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.merge_full,
+                                                                     uint32_t((splits - 1) * Traits::kMergeSlotBytes));
+    }
+    cutlass::arch::ClusterTransactionBarrier::wait(&storage.merge_full, phase);
+    phase ^= 1;
+    float got[kSlots][kValues];
+    CUTE_UNROLL
+    for (int s = 0; s < kSlots; ++s) {
+      CUTE_UNROLL
+      for (int v = 0; v < kValues; ++v) { got[s][v] = s + 1 < splits ? *merge_slot(storage, s, v, thread_idx) : 0.f; }
+    }
+    // Every lane's reads are done: each warp releases the senders' slots (merge_empty counts the warps).
+    __syncwarp();
+    if (thread_idx % cutlass::NumThreadsPerWarp == 0) {
+      for (int s = 1; s < splits; ++s) { cluster_arrive_release(&storage.merge_empty, s); }
+    }
+    constexpr int kLse = kValues - kCols;  // the first LSE's value index
+    CUTE_UNROLL
+    for (int c = 0; c < kCols; ++c) {
+      const float l0 = lse[c] == INFINITY ? -INFINITY : lse[c];
+      float lse_max = l0;
+      CUTE_UNROLL
+      for (int s = 0; s < kSlots; ++s) {
+        if (s + 1 < splits) { lse_max = fmaxf(lse_max, got[s][kLse + c]); }
+      }
+      float sum = 0.f;
+      if (lse_max != -INFINITY) {
+        sum += __expf(l0 - lse_max);
+        CUTE_UNROLL
+        for (int s = 0; s < kSlots; ++s) {
+          if (s + 1 < splits) { sum += __expf(got[s][kLse + c] - lse_max); }
+        }
+      }
+      const float total = sum == 0.f ? INFINITY : lse_max + __logf(sum);  // +inf: the row saw no key
+      float weight[kSlots + 1];
+      weight[0] = __expf(l0 - total);
+      CUTE_UNROLL
+      for (int s = 0; s < kSlots; ++s) { weight[s + 1] = __expf(got[s][kLse + c] - total); }
+      int v = c * kMO * 2;
+      CUTE_UNROLL
+      for (int i = 0; i < kMO; ++i) {
+        CUTE_UNROLL
+        for (int v1 = 0; v1 < 2; ++v1, ++v) {
+          float& o = tOt(value(c, v1, i));
+          float out = 0.f;
+          if (sum != 0.f) {
+            out += weight[0] * o;
+            CUTE_UNROLL
+            for (int s = 0; s < kSlots; ++s) {
+              if (s + 1 < splits) { out += weight[s + 1] * got[s][v]; }
+            }
+          }
+          o = out;
+        }
+      }
+      lse[c] = total;
+    }
   }
 
   // O and the LSE from registers: a split's fp32 partial and the merge (as the 64-row tile's store_split and
   // combine_if_last), or with one split O in the element type and the LSE. A thread's column c, head-dim rows
   // lane / 4 + {0, 8} of its warp's 16 in each 64: lanes of a column write 8 consecutive values.
+  // With the cluster merge (the launch clustered the call's splits, p.split_merge == kCluster) a split after the
+  // first hands its values to split 0's CTA, which merges them and stores O and the LSE as one split would.
   template <class FragO>
-  CUTE_DEVICE static void store(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
-                                int thread_idx, FragO const& tOt, float const (&lse)[kCols], Timeline& timeline) {
+  CUTE_DEVICE static void store(FwdParams const& p, SharedStorage& storage, TileCoord tile, SeqRange const& seq,
+                                int num_m_blocks, int thread_idx, FragO& tOt, float (&lse)[kCols],
+                                uint32_t& merge_phase, Timeline& timeline) {
     typename Traits::TiledMmaOt mma_ot;
     Tensor cOt = mma_ot.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(select<0, 1>(typename Traits::TileShapeOt{})));
     constexpr int kMO = decltype(size<1>(tOt))::value;
     const int skip = kIsCausal ? seq.q_skip : 0;  // the bottom-aligned view's rows before the sequence
     const bool lse_thread = thread_idx < 4;       // lanes 0-3 of warp 0: head-dim row 0 of their columns
-    const bool split = tile.splits > 1;  // the tile's slices (SplitTileScheduler: num_splits)
+    bool split = tile.splits > 1;  // the tile's slices (SplitTileScheduler: num_splits)
+    if (split && p.split_merge == SplitMerge::kCluster) {
+      if (tile.split != 0) {
+        send_to_first(storage, tile.split, thread_idx, tOt, lse, merge_phase);
+        timeline.merged(false);
+        return;
+      }
+      merge_in_first(storage, tile.splits, thread_idx, tOt, lse, merge_phase);
+      timeline.merged(true);
+      split = false;
+    }
     const int64_t slice = ((int64_t(tile.split) * p.batch + tile.batch) * p.nheads + tile.head) * p.seqlen_q;
     CUTE_UNROLL
     for (int c = 0; c < kCols; ++c) {
@@ -335,9 +459,16 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1: consumer
+  // The cluster merge: the launch made the call's splits one cluster (splitkv_decode_launch.h), else it is not asked.
+  const bool cluster_merge = p.split_merge == SplitMerge::kCluster && p.num_splits > 1;
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Producer::prefetch_descriptors(params.mainloop);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.q_full, 1);
+    if (cluster_merge) {
+      cutlass::arch::ClusterTransactionBarrier::init(&storage.merge_full, 1);  // split 0's arrive_and_expect_tx
+      cutlass::arch::ClusterBarrier::init(&storage.merge_empty, kNumMmaThreads / cutlass::NumThreadsPerWarp);
+      cutlass::arch::fence_barrier_init();  // visible to the cluster's other CTAs, which arrive on them
+    }
   }
   typename PipelineKV::Params pipe_params;
   pipe_params.transaction_bytes = Base::kKVTileBytes;
@@ -347,6 +478,10 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
   PipelineKV pipe_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
   __syncthreads();
+  if (cluster_merge) {  // every CTA's merge barriers initialised before another's first st.async or arrival
+    cute::cluster_arrive();
+    cute::cluster_wait();
+  }
   dependent_launch_start(p.dependent_launch);  // nothing global before this (splitkv_dependent_launch.h)
   timeline.waited();
 
@@ -381,13 +516,19 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
     const ScoreScale<kFeatures> score(p);
     typename PipelineKV::PipelineState read_k, read_v;
     uint32_t q_phase = 0;
+    uint32_t merge_phase = 0;  // the cluster merge's barrier parity (split 0: merge_full's, the others: merge_empty's)
     for (int t = scheduler.first_tile(); scheduler.valid(t); t = scheduler.next_tile(t)) {
       const TileCoord tile = scheduler.decode(t);
       const SeqRange seq = Kernel::sequence(p, tile.batch);
       if (!seq.has_rows(tile.m_block, Base::kBlockM)) { continue; }
       Tile::tile(p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, seq, scheduler.num_m_blocks, thread_idx,
                  score, [] { barrier_arrive(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); },
-                 timeline);
+                 merge_phase, timeline);
+    }
+    // A sender stays until split 0 has read its last hand-over: split 0 arrives on this CTA's barrier after that.
+    // (Every CTA of a cluster walks the same rows: SplitTileScheduler deals split = blockIdx.x % num_splits.)
+    if (cluster_merge && int(blockIdx.x) % p.num_splits != 0) {
+      cluster_wait_acquire(&storage.merge_empty, merge_phase ^ 1);
     }
     timeline.end();
   }

@@ -35,21 +35,29 @@ void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
   using Decode = DecodeTileTraits<Traits, kDecodeTileRows>;
   const FwdParams tma_params = tma_strides(params);
+  // The cluster merge (SplitMerge::kCluster) where the merge slots hold the call's other splits: one cluster of
+  // num_splits CTAs per row, the grid a whole number of clusters so that each CTA keeps its split
+  // (SplitTileScheduler deals tile blockIdx.x + k x grid: split blockIdx.x % num_splits, the cluster's rank). Else
+  // the merge through L2 (kLanes).
+  const int splits = params.num_splits;
+  const bool cluster = params.split_merge == SplitMerge::kCluster && splits > 1 && splits <= Decode::kClusterMaxSplits;
+  FwdParams kernel_params = params;
+  if (params.split_merge == SplitMerge::kCluster && !cluster) { kernel_params.split_merge = SplitMerge::kLanes; }
   const int slots = sm_count() * Traits::kCtasPerSm;
   check_tile_count("the Hopper split-KV", (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM,
                    params.nheads, params.batch, params.num_splits, slots);
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
-  KernelParams kp{params, descriptors.loads, descriptors.stores,
+  KernelParams kp{kernel_params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, 0, 1})};
-  const dim3 grid(kp.scheduler.grid_size(slots));
+  const dim3 grid(kp.scheduler.grid_size(cluster ? slots / splits * splits : slots));
 #if FLASHBUILD_SPLITKV_TIMELINE
   kp.timeline = timeline_launch_buffer(int(grid.x));
 #endif
   const bool programmatic = params.dependent_launch != DependentLaunch::kNone;
   DecodeTileEntry<Traits, kIsCausal, kFeatures, kDecodeTileRows>::get().launch(grid, Traits::kNThreads,
                                                                                Decode::kSmemBytes, stream, kp,
-                                                                               programmatic);
+                                                                               programmatic, cluster ? splits : 1);
 }
 
 }  // namespace flashbuild::hopper

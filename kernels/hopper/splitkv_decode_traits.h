@@ -94,7 +94,7 @@ struct DecodeTileTraits {
   using PipelineKV = typename Base::PipelineKV;
 
   // The producer (FwdMainloop::load) reads q, k, v and q_full by these names; no O buffer (O leaves from registers).
-  struct SharedStorage {
+  struct CoreStorage {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<typename Base::SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<typename Base::SmemLayoutV>> v;
@@ -105,6 +105,22 @@ struct DecodeTileTraits {
     typename PipelineKV::SharedStorage pipeline_v;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType q_full;
     alignas(8) cutlass::arch::ClusterBarrier::ValueType o_read;  // named for the producer; unused (no kOAliasesV)
+  };
+  // The cluster merge (SplitMerge::kCluster, splitkv_cluster_merge.h): what a thread of a split's CTA hands split 0's,
+  // its O^T values then its columns' LSEs, as [value][thread] floats (a warp's 128 bytes together), one slot per
+  // split after the first. As many slots as fit beside the rest at kCtasPerSm CTAs an SM, three at most: at head dim
+  // 64 one (two splits a cluster), at 128 three (four); the launch clusters a call only up to that count.
+  static constexpr int kMergeValues = kHeadDim * kRowsQ / kNumMmaThreads + kRowsQ / 4;
+  static constexpr int kMergeSlotBytes = kMergeValues * kNumMmaThreads * int(sizeof(float));
+  static constexpr int kMergeRoom =
+      228 * 1024 / kCtasPerSm - 1024 - int(sizeof(CoreStorage)) - 64;  // 64: the two barriers and alignment
+  static constexpr int kMergeSlots = kMergeRoom < 0 ? 0 : (kMergeRoom / kMergeSlotBytes > 3 ? 3 : kMergeRoom / kMergeSlotBytes);
+  static constexpr int kClusterMaxSplits = kMergeSlots + 1;
+  static_assert(kRowsQ != 8 || kMergeSlots >= 1, "the 8-row tile keeps room for one merge slot: two splits a cluster");
+  struct SharedStorage : CoreStorage {
+    alignas(16) cute::array_aligned<float, kMergeSlots * kMergeValues * kNumMmaThreads> merge;
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType merge_full;  // split 0's: the slots landed
+    alignas(8) cutlass::arch::ClusterBarrier::ValueType merge_empty;  // a sender's: split 0 has read its slot
   };
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "the decode tile's CTAs exceed an SM's shared memory");

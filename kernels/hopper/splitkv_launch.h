@@ -69,6 +69,10 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
     if constexpr (hopper::decode_tile_head_dim(kHeadDim)) {
       hopper::launch_decode_tile<kHeadDim, kDType, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
     }
+  } else if (params.split_merge == SplitMerge::kCluster) {  // the 64-row tile merges through L2 (kLanes)
+    FwdParams lanes = params;
+    lanes.split_merge = SplitMerge::kLanes;
+    hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(lanes, stream);
   } else {
     hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
   }

@@ -4,9 +4,9 @@ where it reads it (no check kernel: CacheIndexCheck::at_read, kernels/common/par
 of a query block finishes last merges the splits (no combine kernel: FwdEpilogue::combine_if_last,
 kernels/hopper/fwd_epilogue.h), counting arrivals in a buffer the kernel leaves zero for the next launch.
 
-Checked here: the outputs of both merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge and lane-merge, SplitMerge in
-kernels/common/params.h) equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the check,
-attention and combine kernels) and meet the fp32 reference, over split counts 2-16, 40 and 128 (more than a
+Checked here: the outputs of the merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge, lane-merge and cluster-merge,
+SplitMerge in kernels/common/params.h) equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the
+check, attention and combine kernels) and meet the fp32 reference, over split counts 2-16, 40 and 128 (more than a
 warp's 32 lanes: the lane tail's later chunks) and auto, packed and unpacked query rows, causal rows, several
 query blocks a head, paged caches, empty splits and empty rows; a profile counts one kernel; graph replays with
 new lengths, pages and queries equal eager calls bit for bit, many replays in a row (the counters go back to
@@ -36,7 +36,10 @@ from test_kvcache_prefill_gpu import kernels_of  # noqa: E402
 
 PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
-MERGES = ["serial-merge", "lane-merge"]  # the one-launch path's two merge tails (the default: lane-merge)
+# the one-launch path's merge tails: cluster-merge (the default) clusters the decode tile's splits up to the CTAs its
+# merge slots hold (2 at head dim 64, 4 at 128) and merges through L2 (lane-merge's tail) above; serial-merge and
+# lane-merge always merge through L2
+MERGES = ["serial-merge", "lane-merge", "cluster-merge"]
 PLAIN = "no-pdl"  # the default path launched without the programmatic dependent launch
 DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one: the default (pdl-early) spelled out, and a late release
 
@@ -86,7 +89,7 @@ def shape_id(s):
 
 
 @pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged"])
-@pytest.mark.parametrize("num_splits", [0, 2, 5, 16, 40, 128])
+@pytest.mark.parametrize("num_splits", [0, 2, 3, 4, 5, 16, 40, 128])
 @pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_one_launch_equals_the_previous_path_and_the_reference(m, monkeypatch, head_dim, shape, num_splits, paged):
@@ -142,11 +145,13 @@ def test_a_decoding_call_is_one_launch(m, monkeypatch):
     assert any("combine" in n for n in names) and any("index_check" in n for n in names), names
 
 
+@pytest.mark.parametrize("splits", [12, 2, 4])
 @pytest.mark.parametrize("merge", [None, *MERGES], ids=["default", *MERGES])
 @pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged"])
-def test_replays_equal_eager_calls(m, monkeypatch, paged, merge):
-    """Many replays of one graph (with splits: the counters must be zero again after each), new lengths, queries
-    and pages between replays, each bit-identical to an eager call (on another stream's counters)."""
+def test_replays_equal_eager_calls(m, monkeypatch, paged, merge, splits):
+    """Many replays of one graph (with splits: the counters must be zero again after each; 2 and 4: the cluster
+    merge's barriers change phase from tile to tile and call to call), new lengths, queries and pages between
+    replays, each bit-identical to an eager call (on another stream's counters)."""
     if merge:
         monkeypatch.setenv(PATH_VAR, merge)  # read at capture and at each eager call
     torch.manual_seed(2 + paged)
@@ -159,8 +164,8 @@ def test_replays_equal_eager_calls(m, monkeypatch, paged, merge):
     lens = ints([capacity, 1000])
 
     def call():
-        return m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table, num_splits=12,
-                                         return_softmax_lse=True)
+        return m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
+                                         num_splits=splits, return_softmax_lse=True)
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -251,7 +256,7 @@ def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
     message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
-               r"no-pdl, pdl-early, pdl-late or fresh-descriptors")
+               r"cluster-merge, no-pdl, pdl-early, pdl-late or fresh-descriptors")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
@@ -260,7 +265,7 @@ def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     assert torch.equal(out, m.flash_attn_with_kvcache(q, k, v, num_splits=2))
 
 
-@pytest.mark.parametrize("path", [None, *DEPENDENT], ids=["default", *DEPENDENT])
+@pytest.mark.parametrize("path", [None, *DEPENDENT, "cluster-merge"], ids=["default", *DEPENDENT, "cluster-merge"])
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_back_to_back_calls_read_what_the_kernel_before_wrote(m, monkeypatch, head_dim, graph, path):
@@ -278,7 +283,7 @@ def test_back_to_back_calls_read_what_the_kernel_before_wrote(m, monkeypatch, he
     def chain(q, k_cache, v_cache, lens):
         outs = []
         for i in range(steps):
-            out = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=[0, 8, 3][i % 3])
+            out = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=[0, 8, 3, 2][i % 4])
             outs.append(out)
             if i % 2:  # a torch kernel between: scale q, write a cache row from it, advance the lengths
                 q = out * 16.0
