@@ -156,9 +156,10 @@ struct FwdMainloop {
   // the tile's first walked block (its last) issues no Q K^T there; the mask sets every score of those rows to
   // -inf all the same (each column is past each row's last key), so the outputs are the same bits. At hdim 64's
   // 192 x 128 tiles and 1k such slices are 11 % of the call's MMA, every one in a tile's first step (half of it this
-  // Q K^T, half the next step's P V over zeros, which stays; benchmarks/fwd_short_hdim64, count.py). In turns on the
-  // H200 (that study, call h200-1, fp16 / bf16): alone 1.006 / 1.005x at 1k, 0.990 / 0.989 at 16k; with kRowLimits
-  // the pair's numbers above. On where measured, with kRowLimits: the plain causal kernels of hdim 64.
+  // Q K^T, half the next step's P V over zeros, which kSkipIdleBlock below takes out; benchmarks/fwd_short_hdim64,
+  // count.py). In turns on the H200 (that study, call h200-1, fp16 / bf16): alone 1.006 / 1.005x at 1k, 0.990 /
+  // 0.989 at 16k; with kRowLimits the pair's numbers above. On where measured, with kRowLimits: the plain causal
+  // kernels of hdim 64.
   // nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=0 or 1 sets it for a whole build (A/B runs).
 #if defined(FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK)
   static constexpr bool kSkipIdleQK = FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK != 0 && kIsCausal && kNumMmaWarpgroups > 1 &&
@@ -177,21 +178,27 @@ struct FwdMainloop {
   // softmax a slice). The same bits: the skipped softmax left the row max -inf and the sum 0, so the next step's scale
   // was exp2(-inf) = 0 and its sum fmaf(0, 0, sum) = sum, and O 0 + 0 V = 0 scaled by 0 is the 0 that clear() leaves.
   // The branch holds no wgmma and no wgmma wait (a guarded wait made ptxas serialize every wgmma: benchmarks/
-  // fwd_sass_fa3); the loop is untouched (an idle warpgroup walks one step fewer). benchmarks/fwd_short_hdim64.
-  // nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=1 (off by default) sets it for a whole build (A/B runs).
+  // fwd_sass_fa3); the loop is untouched (an idle warpgroup walks one step fewer). In turns on the H200 against the
+  // tree before (kRowLimits and kSkipIdleQK on; benchmarks/fwd_short_hdim64, call h200-2, same bits), hdim 64 causal
+  // fp16 / bf16: 1k 1.039 / 1.030x (0.948 -> 0.985 / 0.950 -> 0.978x SDPA's cuDNN), 2k 1.045 / 1.036, 4k 1.025 / 1.017,
+  // 16k 1.010 / 1.010x. On where measured, with kSkipIdleQK: the plain causal kernels of hdim 64.
+  // nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=0 or 1 sets it for a whole build (A/B runs).
 #if defined(FLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK)
   static constexpr bool kSkipIdleBlock = FLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK != 0 && kIsCausal &&
                                          kNumMmaWarpgroups > 1 && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
 #else
-  static constexpr bool kSkipIdleBlock = false;
+  static constexpr bool kSkipIdleBlock = kIsCausal && kHeadDim == 64 && kNumMmaWarpgroups > 1 &&
+                                         (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
 
   // kEarlyQDone (the steps without kOverlapSoftmax): q_done() (sQ free for the next tile's Q) as soon as the tile's
   // last Q K^T is waited on, in the last step before its softmax, rather than after the walk. The producer's Q load of
   // the next tile waits on every consumer's q_done (kQueryEmpty), and a consumer's next tile on that load: with
   // 1-8 steps a tile (hdim 64, 1k) the load's latency is paid once a tile, and this starts it one softmax earlier.
-  // A compare and a branch around a barrier arrive in each step (no wgmma or wgmma wait in it). Off by default;
-  // nvcc -DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1 sets it for a whole build (A/B runs, benchmarks/fwd_short_hdim64).
+  // A compare and a branch around a barrier arrive in each step (no wgmma or wgmma wait in it). In turns on the H200
+  // (benchmarks/fwd_short_hdim64, call h200-2, hdim 64 causal, fp16 / bf16): alone 1.007 / 1.003x at 1k, 0.999-1.018x
+  // from 2k; with kSkipIdleBlock 0.995 / 1.000x the skip alone at 1k and 0.992-0.994x from 2k (bf16 2k 1.000). Off;
+  // nvcc -DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1 sets it for a whole build (A/B runs).
 #if defined(FLASHBUILD_HOPPER_FWD_EARLY_Q_DONE)
   static constexpr bool kEarlyQDone = FLASHBUILD_HOPPER_FWD_EARLY_Q_DONE != 0 && !kOverlapSoftmax;
 #else
