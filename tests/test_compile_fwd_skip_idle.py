@@ -3,7 +3,9 @@ A/B of benchmarks/fwd_short_hdim64): a consumer warpgroup whose rows see no key 
 issues no Q K^T there. The branch around a wgmma must not cost the kernel its registers or make ptxas serialize
 the products: real nvcc, no GPU, the default hdim-64 causal forward (192-row tiles, three warpgroups), nothing on
 the stack, no spills, every Q K^T and P V group still there, and no ptxas C7514 warning (the one that says wgmmas
-were serialized)."""
+were serialized). The same with the forms timed after it, each built by its define: kSkipIdleBlock (an idle
+warpgroup's first block released unread, a branch before the loop; on by default since, so built here off) and
+kEarlyQDone (off by default: sQ released in the last step, a branch around a barrier arrive inside it)."""
 
 from __future__ import annotations
 
@@ -23,12 +25,18 @@ pytestmark = [requires_nvcc, pytest.mark.compile]
 GROUPS = 4
 
 
-def test_skipping_idle_warpgroups_first_qk_compiles_without_spills_or_serialized_wgmma(tmp_path):
+@pytest.mark.parametrize("defines", [
+    [],
+    ["-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=0"],
+    ["-DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1"],
+], ids=["default", "no-skip-idle-block", "early-q-done"])
+def test_skipping_idle_warpgroups_first_qk_compiles_without_spills_or_serialized_wgmma(tmp_path, defines):
     cache = tmp_path / "cache"
     environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
     environ.pop("FLASHBUILD_ROOT", None)
     args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--compile-only", "--jobs", "1", "--verbose"]
+            "--no-local", "--no-softcap", "--compile-only", "--jobs", "1", "--verbose",
+            *(f"--nvcc-flag={d}" for d in defines)]
     result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
                             cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]

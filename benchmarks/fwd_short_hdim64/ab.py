@@ -7,7 +7,7 @@ base arm's (bitwise equality recorded; past --tol, or NaN, the row is not timed 
 Builds not in FLASHBUILD_CACHE_DIR are built here (run.sh builds them side by side first). Prints a table (TFLOPS,
 ratio to the base per round and of the medians, x cuDNN) and writes OUT/ab.json.
 
-    python3 benchmarks/fwd_short_hdim64/ab.py --out OUT [--arms base,rl,skip,rlskip,m128,m128rl] [--rounds 3] [--reps 30]
+    python3 benchmarks/fwd_short_hdim64/ab.py --out OUT [--arms base,block,qearly,blockq,noedge] [--rounds 3] [--reps 30]
 """
 from __future__ import annotations
 
@@ -34,6 +34,20 @@ M128 = ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=128", "-
 #   rlskip  rl and skip: the same bits as base
 #   m128    the 128 x 128 tile (two consumer warpgroups, 4 stages, ping-pong; peeled, as every two-warpgroup tile)
 #   m128rl  m128 with kRowLimits
+# (call h200-1, tree f79879c: rl, skip and rlskip against that tree's base; since 400fcb9 base is rlskip, so these
+# three are base again on a later tree. The arms of call h200-2, against that base:)
+#   block   kSkipIdleBlock (fwd_mainloop.h): an idle warpgroup (no key of the tile's first walked block) releases
+#           that block's K and V unread and starts at the next block: no masked softmax over -inf, no P V over
+#           zeros (the half of the idle slices kSkipIdleQK left): the same bits as base
+#   qearly  kEarlyQDone (fwd_mainloop.h): sQ released for the next tile's Q in the last step, before its softmax,
+#           rather than after the walk: the same bits as base
+#   blockq  both
+#   noedge  kEdgeTurns off (fwd_mainloop.h): a tile's first Q K^T and last P V issued without a ping-pong turn, FA3's
+#           way (lost at 1k on hdim 128's 128-key tiles, benchmarks/fwd_sass_fa3; a per-tile cost at 1-8 steps a
+#           tile): the same bits as base
+#   noblock kSkipIdleBlock off (on by default since call h200-2): call h200-3 times the default against it
+SKIP_IDLE_BLOCK = ["-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=1"]
+EARLY_Q_DONE = ["-DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1"]
 ARMS = {
     "base": [],
     "rl": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1"],
@@ -42,8 +56,13 @@ ARMS = {
     "rlskip": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=1"],
     "m128": M128,
     "m128rl": M128 + ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1"],
+    "block": SKIP_IDLE_BLOCK,
+    "qearly": EARLY_Q_DONE,
+    "blockq": SKIP_IDLE_BLOCK + EARLY_Q_DONE,
+    "noedge": ["-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS=0"],
+    "noblock": ["-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=0"],
 }
-DEFAULT_ARMS = "base,rl,skip,rlskip,m128,m128rl"
+DEFAULT_ARMS = "base,block,qearly,blockq,noedge"  # call h200-1: --arms base,rl,skip,rlskip,m128,m128rl
 CUDNN = "cudnn"
 
 

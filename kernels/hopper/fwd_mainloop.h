@@ -156,9 +156,10 @@ struct FwdMainloop {
   // the tile's first walked block (its last) issues no Q K^T there; the mask sets every score of those rows to
   // -inf all the same (each column is past each row's last key), so the outputs are the same bits. At hdim 64's
   // 192 x 128 tiles and 1k such slices are 11 % of the call's MMA, every one in a tile's first step (half of it this
-  // Q K^T, half the next step's P V over zeros, which stays; benchmarks/fwd_short_hdim64, count.py). In turns on the
-  // H200 (that study, call h200-1, fp16 / bf16): alone 1.006 / 1.005x at 1k, 0.990 / 0.989 at 16k; with kRowLimits
-  // the pair's numbers above. On where measured, with kRowLimits: the plain causal kernels of hdim 64.
+  // Q K^T, half the next step's P V over zeros, which kSkipIdleBlock below takes out; benchmarks/fwd_short_hdim64,
+  // count.py). In turns on the H200 (that study, call h200-1, fp16 / bf16): alone 1.006 / 1.005x at 1k, 0.990 /
+  // 0.989 at 16k; with kRowLimits the pair's numbers above. On where measured, with kRowLimits: the plain causal
+  // kernels of hdim 64.
   // nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK=0 or 1 sets it for a whole build (A/B runs).
 #if defined(FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK)
   static constexpr bool kSkipIdleQK = FLASHBUILD_HOPPER_FWD_SKIP_IDLE_QK != 0 && kIsCausal && kNumMmaWarpgroups > 1 &&
@@ -166,6 +167,42 @@ struct FwdMainloop {
 #else
   static constexpr bool kSkipIdleQK = kIsCausal && kHeadDim == 64 && kNumMmaWarpgroups > 1 &&
                                       (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+#endif
+
+  // kSkipIdleBlock (with the same kernels as kSkipIdleQK): a warpgroup whose 64 rows see no key of the tile's first
+  // walked block, in a tile of two key blocks or more, does nothing with that block: it waits for its K and V stages
+  // and releases them unread, takes one turn (the one its first step would have taken: the ping-pong turns stay as
+  // many as the other warpgroups'), and starts at the next block, which it then walks as its first (softmax step
+  // <true>). Before, it ran that block's masked softmax over -inf scores and, in its first step, P V over zero
+  // probabilities (the other half of kSkipIdleQK's idle slices: 5.5 % of the MMA at hdim 64, 1k, and a masked
+  // softmax a slice). The same bits: the skipped softmax left the row max -inf and the sum 0, so the next step's scale
+  // was exp2(-inf) = 0 and its sum fmaf(0, 0, sum) = sum, and O 0 + 0 V = 0 scaled by 0 is the 0 that clear() leaves.
+  // The branch holds no wgmma and no wgmma wait (a guarded wait made ptxas serialize every wgmma: benchmarks/
+  // fwd_sass_fa3); the loop is untouched (an idle warpgroup walks one step fewer). In turns on the H200 against the
+  // tree before (kRowLimits and kSkipIdleQK on; benchmarks/fwd_short_hdim64, call h200-2, same bits), hdim 64 causal
+  // fp16 / bf16: 1k 1.039 / 1.030x (0.948 -> 0.985 / 0.950 -> 0.978x SDPA's cuDNN), 2k 1.045 / 1.036, 4k 1.025 / 1.017,
+  // 16k 1.010 / 1.010x. On where measured, with kSkipIdleQK: the plain causal kernels of hdim 64.
+  // nvcc -DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=0 or 1 sets it for a whole build (A/B runs).
+#if defined(FLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK)
+  static constexpr bool kSkipIdleBlock = FLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK != 0 && kIsCausal &&
+                                         kNumMmaWarpgroups > 1 && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
+#else
+  static constexpr bool kSkipIdleBlock = kIsCausal && kHeadDim == 64 && kNumMmaWarpgroups > 1 &&
+                                         (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+#endif
+
+  // kEarlyQDone (the steps without kOverlapSoftmax): q_done() (sQ free for the next tile's Q) as soon as the tile's
+  // last Q K^T is waited on, in the last step before its softmax, rather than after the walk. The producer's Q load of
+  // the next tile waits on every consumer's q_done (kQueryEmpty), and a consumer's next tile on that load: with
+  // 1-8 steps a tile (hdim 64, 1k) the load's latency is paid once a tile, and this starts it one softmax earlier.
+  // A compare and a branch around a barrier arrive in each step (no wgmma or wgmma wait in it). In turns on the H200
+  // (benchmarks/fwd_short_hdim64, call h200-2, hdim 64 causal, fp16 / bf16): alone 1.007 / 1.003x at 1k, 0.999-1.018x
+  // from 2k; with kSkipIdleBlock 0.995 / 1.000x the skip alone at 1k and 0.992-0.994x from 2k (bf16 2k 1.000). Off;
+  // nvcc -DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1 sets it for a whole build (A/B runs).
+#if defined(FLASHBUILD_HOPPER_FWD_EARLY_Q_DONE)
+  static constexpr bool kEarlyQDone = FLASHBUILD_HOPPER_FWD_EARLY_Q_DONE != 0 && !kOverlapSoftmax;
+#else
+  static constexpr bool kEarlyQDone = false;
 #endif
 
   // The TMA descriptors of Q, K, V, which the host builds (fwd_params.h: the launch TU includes that
@@ -408,6 +445,26 @@ struct FwdMainloop {
 
     // First key block: S, then its softmax (nothing to rescale yet).
     int n_block = k.n_block_max - 1;
+    bool zero_first_v = zero_v;
+    if constexpr (kSkipIdleBlock) {
+      // This warpgroup's last row (of the view: SeqRange::bottom_aligned) sees no key of the block: its stages
+      // released unread, one turn, and the next block is its first (see kSkipIdleBlock).
+      const int last_row = tile.m_block * kBlockM + (warpgroup + 1) * kRowsPerWarpgroup - 1;
+      if (k.mask.last_key(last_row) < n_block * kBlockN && n_block > k.n_block_min) {
+        pipe_k.consumer_wait(read_k);
+        wait_turn();
+        pass_turn();
+        started();  // again below: the kernel's release of sO is made once (o_owed)
+        pipe_k.consumer_release(read_k);
+        ++read_k;
+        // Waited on before the release: a release ahead of the stage's fill would count towards its previous use.
+        pipe_v.consumer_wait(read_v);
+        pipe_v.consumer_release(read_v);
+        ++read_v;
+        --n_block;
+        zero_first_v = false;  // v_rows_valid is the skipped block's; the other warpgroups clear its rows
+      }
+    }
     pipe_k.consumer_wait(read_k);
     wait_edge_turn();
     if constexpr (kSkipIdleQK) {
@@ -431,7 +488,7 @@ struct FwdMainloop {
     // not at that P V inside it, where the dense hdim-64 forward ran 1.8-2.5 % slower than without
     // the clearing (here 0.6-1.8 %; benchmarks/hopper_varlen). The loop's wait on this stage then
     // finds it full.
-    if (zero_v) {
+    if (zero_first_v) {
       pipe_v.consumer_wait(read_v);
       zero_v_rows(storage, read_v.index(), v_rows_valid, thread_idx);
     }
@@ -492,6 +549,7 @@ struct FwdMainloop {
       Softmax::rescale(tOrO_rc, row_scale);
       to_p();
     } else {
+      const bool walks = n_block > k.n_block_min;  // a step at least after the first block (kEarlyQDone)
       walk([&](int block, auto masked) {
         step_wait(pipe_k, read_k);
         wait_turn();
@@ -502,6 +560,9 @@ struct FwdMainloop {
         warpgroup_wait<1>();  // S is ready; P V may still run
         pipe_k.consumer_release(read_k);
         ++read_k;
+        if constexpr (kEarlyQDone) {
+          if (block == k.n_block_min) { q_done(); }  // the tile's last S is computed
+        }
         scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
         warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
@@ -510,7 +571,7 @@ struct FwdMainloop {
         Softmax::rescale(tOrO_rc, row_scale);
         to_p();
       });
-      q_done();  // every S of this tile is computed (the last one waited on above)
+      if (!kEarlyQDone || !walks) { q_done(); }  // every S of this tile is computed (the last one waited on above)
     }
 
     // The last key block's P V.
