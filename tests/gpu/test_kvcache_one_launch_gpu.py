@@ -191,6 +191,47 @@ def test_replays_equal_eager_calls(m, monkeypatch, paged, merge, splits):
     m.check_errors()
 
 
+@pytest.mark.parametrize("head_dim,splits", [(64, 2), (128, 2), (128, 3), (128, 4)])
+def test_cluster_merge_with_many_tiles_a_cta(m, monkeypatch, head_dim, splits):
+    """More clustered tiles than the persistent grid's CTAs (batch 48 x 8 K/V heads x splits: 3-6 tiles a CTA), so
+    each CTA's merge barriers change phase from tile to tile within one launch; rows of different lengths (empty
+    splits, an empty row) among them. Equal bit for bit to the L2 tail and to the three-kernel path, eager and replayed."""
+    torch.manual_seed(11 + head_dim + splits)
+    batch, nheads, nheads_k, capacity = 48, 32, 8, 1024
+    q = randn(batch, 1, nheads, head_dim)
+    k_cache, v_cache = randn(batch, capacity, nheads_k, head_dim), randn(batch, capacity, nheads_k, head_dim)
+    lens = torch.randint(1, capacity + 1, (batch,), device="cuda", dtype=torch.int32)
+    lens[0], lens[1], lens[2] = 0, 1, capacity
+
+    def call():
+        return m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=splits,
+                                         return_softmax_lse=True)
+
+    got = {}
+    for path in ("cluster-merge", "lane-merge", "previous"):
+        monkeypatch.setenv(PATH_VAR, path)
+        got[path] = [t.clone() for t in call()]
+    for path in ("lane-merge", "previous"):
+        assert torch.equal(got["cluster-merge"][0], got[path][0]), f"out differs from {path}"
+        assert torch.equal(got["cluster-merge"][1], got[path][1]), f"lse differs from {path}"
+    monkeypatch.delenv(PATH_VAR)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = call()
+    for replay in range(3):
+        lens.copy_(torch.randint(0, capacity + 1, (batch,), device="cuda", dtype=torch.int32))
+        graph.replay()
+        eager_out, eager_lse = call()
+        assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), f"replay {replay}: differs from eager"
+    check_reference(q, k_cache, v_cache, out, lse, cache_seqlens=lens)
+    m.check_errors()
+
+
 def test_calls_on_two_streams_at_once(m):
     torch.manual_seed(3)
     d, capacity, calls = 64, 8192, 16
