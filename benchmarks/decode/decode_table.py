@@ -66,7 +66,7 @@ HEADS, KV_HEADS = 32, 8
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 TILE_VAR = "FLASHBUILD_SPLITKV_TILE"  # a path `tile=<value>` sets this instead (decode, rows64: splitkv_decode_launch.h)
 DEAL_VAR = "FLASHBUILD_SPLITKV_DEAL"  # a path `deal=<value>` sets this (streamk, splits: common/splitkv_streamk.h)
-SETTING_VARS = {"tile=": TILE_VAR, "deal=": DEAL_VAR, "l2=": "FLASHBUILD_SPLITKV_L2"}
+SETTING_VARS = {"tile=": TILE_VAR, "deal=": DEAL_VAR}
 MAIN_HOST = "main-host"  # the pseudo-path of the host work before the kept descriptors and _plain_decode
 # The last commit with the stream-K deal (taken out of main after run 14: README.md, "A stream-K deal").
 STREAMK_COMMIT = "3a46448"
@@ -139,7 +139,7 @@ class Contender:
         for part in parts:
             prefix = next((p for p in SETTING_VARS if part.startswith(p)), None)
             if prefix is None:
-                raise SystemExit(f"decode_table.py: path {self.path!r}: {part!r} is not tile=<tile>, deal=<deal> nor l2=<bytes>")
+                raise SystemExit(f"decode_table.py: path {self.path!r}: {part!r} is not tile=<tile> nor deal=<deal>")
             out[SETTING_VARS[prefix]] = part[len(prefix):]
         return out
 
@@ -271,8 +271,7 @@ def main() -> None:
                              "the default with the host work before the kept descriptors and the plain-call path; "
                              "tile=decode, tile=rows64: FLASHBUILD_SPLITKV_TILE set so instead; deal=streamk: "
                              "FLASHBUILD_SPLITKV_DEAL, on a tree that still has the stream-K deal (before its "
-                             f"removal, {STREAMK_COMMIT}); l2=256: FLASHBUILD_SPLITKV_L2, the decode tile's K/V loads "
-                             "with 256 B L2 promotion; joined by +, e.g. deal=streamk+tile=rows64)")
+                             f"removal, {STREAMK_COMMIT}); joined by +, e.g. deal=streamk+tile=rows64)")
     parser.add_argument("--skip-no-idx", action="store_true", help="leave out the `ours no-idx` column")
     parser.add_argument("--build-hdims", help="head dims of the build to load (default: --hdim's)")
     parser.add_argument("--nvcc-flag", action="append", default=[],

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One nvidia-h200 call (README.md beside): the split-KV build (hdim 64 and 128), the decode tile's outputs with
-# FLASHBUILD_SPLITKV_L2=256 against the default bit for bit (same.py), then issue 45's decode table with l2=256 as a
-# column beside the default. Results under $OUT, the table last. From the repo root after the wheel line:
+# One nvidia-h200 call (README.md beside), on the tree of 59eeee1 (main no longer has the switch): the split-KV
+# build (hdim 64 and 128), the decode tile's outputs with FLASHBUILD_SPLITKV_L2=256 against the default bit for bit
+# (same.py), then issue 45's decode table with l2=256 as a column beside the default. Results under $OUT, the table
+# last. From the repo root after the wheel line:
 #   OUT=$OUT [REPS=10] bash benchmarks/decode_l2_promotion/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,5p "$0" | cut -c3-; exit 0; fi
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
 set -u
 : "${OUT:?set OUT to the output folder}"
 mkdir -p "$OUT"

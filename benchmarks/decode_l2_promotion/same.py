@@ -1,5 +1,5 @@
-"""The decode tile with FLASHBUILD_SPLITKV_L2=256 against the default, bit for bit (run.sh's check before it times):
-hdim 64 and 128, batch 1, 8 and 64 (1-32 splits, the cluster merge and the merge through L2), dense and paged,
+"""The decode tile with FLASHBUILD_SPLITKV_L2=256 against the default, bit for bit (run.sh's check before it times,
+on the tree of 59eeee1: main no longer has the switch): hdim 64 and 128, batch 1, 8 and 64 (1-32 splits, the cluster merge and the merge through L2), dense and paged,
 outputs and LSEs equal; a bad value of the switch is the named error. One line a case, `ok` last.
 
     python3 benchmarks/decode_l2_promotion/same.py

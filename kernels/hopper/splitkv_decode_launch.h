@@ -12,7 +12,6 @@
 #include "hopper/fwd_launch.h"  // tma_strides, launch_descriptors, sm_count
 #include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
 #include "hopper/splitkv_decode_traits.h"
-#include "hopper/tma_l2_promotion.h"  // the study switch FLASHBUILD_SPLITKV_L2=256
 
 namespace flashbuild::hopper {
 
@@ -51,10 +50,6 @@ void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   KernelParams kp{kernel_params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, 0, 1})};
-  if (splitkv_l2_256()) {  // a study switch (splitkv_decode_switch.h): kp's own copies of the kept descriptors
-    promote_l2_256(kp.mainloop.tma_k.get_tma_descriptor());
-    promote_l2_256(kp.mainloop.tma_v.get_tma_descriptor());
-  }
   const dim3 grid(kp.scheduler.grid_size(cluster ? slots / splits * splits : slots));
 #if FLASHBUILD_SPLITKV_TIMELINE
   kp.timeline = timeline_launch_buffer(int(grid.x));

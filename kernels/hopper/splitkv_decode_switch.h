@@ -27,15 +27,4 @@ inline SplitKVTile splitkv_tile_choice() {
                            "(the 64-row tile) or auto, or unset it (unset FLASHBUILD_SPLITKV_TILE) for the default");
 }
 
-// FLASHBUILD_SPLITKV_L2, a study switch (benchmarks/decode_l2_promotion/): `256`, the decode tile's K and V loads
-// with 256 B L2 promotion (tma_l2_promotion.h); `128`, unset or empty, CuTe's 128 B. Another value is the named error.
-inline bool splitkv_l2_256() {
-  const char* v = std::getenv("FLASHBUILD_SPLITKV_L2");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "128") == 0) { return false; }
-  if (std::strcmp(v, "256") == 0) { return true; }
-  throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_L2='" + shown_env_value(v) +
-                           "' is not an L2 promotion: set 256 (the decode tile's K and V loads promoted to 256 B) or "
-                           "128, or unset it (unset FLASHBUILD_SPLITKV_L2) for the default");
-}
-
 }  // namespace flashbuild::hopper
