@@ -71,6 +71,19 @@ def to_paged(k_cache, v_cache, spare=3):
     return pages[0], pages[1], table.view(batch, per_row).int()
 
 
+def captured(call):
+    """call() captured in a CUDA graph after a warm-up on a side stream: (the graph, the outputs it writes)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = call()
+    return graph, outs
+
+
 def check_reference(q, k_cache, v_cache, out, lse, **kwargs):
     ref = kvcache_ref(q, k_cache, v_cache, **kwargs)
     low = kvcache_ref(q, k_cache, v_cache, upcast=False, **kwargs)
@@ -167,14 +180,7 @@ def test_replays_equal_eager_calls(m, monkeypatch, paged, merge, splits):
         return m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
                                          num_splits=splits, return_softmax_lse=True)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out, lse = call()
+    graph, (out, lse) = captured(call)
     for replay in range(12):
         q.copy_(randn(*q.shape))
         lengths = torch.randint(1, capacity + 1, (batch,), device="cuda", dtype=torch.int32)
@@ -215,14 +221,7 @@ def test_cluster_merge_with_many_tiles_a_cta(m, monkeypatch, head_dim, splits):
         assert torch.equal(got["cluster-merge"][0], got[path][0]), f"out differs from {path}"
         assert torch.equal(got["cluster-merge"][1], got[path][1]), f"lse differs from {path}"
     monkeypatch.delenv(PATH_VAR)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out, lse = call()
+    graph, (out, lse) = captured(call)
     for replay in range(3):
         lens.copy_(torch.randint(0, capacity + 1, (batch,), device="cuda", dtype=torch.int32))
         graph.replay()
