@@ -225,46 +225,99 @@ struct BwdMainloop {
 
     // LSE and dsum: (batch, heads, seqlen_q), or (heads, total_q) packed (lse_batch_stride 0).
     const int64_t stats = int64_t(batch) * p.lse_batch_stride + seq.q_row0 + int64_t(head) * p.lse_head_stride;
-    CUTE_NO_UNROLL
-    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
-      const int iter = m_block - qs.m_block_min;
-      const int stage = iter % kStages;
-      // The consumers released this stage's previous block (a fresh barrier passes parity 1).
-      cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[stage], ((iter / kStages) & 1) ^ 1);
-      const int q_rows = seq.seqlen_q - m_block * kBlockM;
-      const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
-      if constexpr (Traits::kTmaFirst) {
-        // The copies first: lane 0 arms the bytes without arriving (its arrival comes with the others',
-        // after the stores below), so the barrier cannot pass before every lane's rows are in.
-        if (!landed && leader) {
-          cutlass::arch::ClusterTransactionBarrier::expect_transaction(&storage.qdo_full[stage], Traits::kQdOStageBytes);
+    if constexpr (Traits::kDqInTurn) {
+      CUTE_NO_UNROLL
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+        const int iter = m_block - qs.m_block_min;
+        cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[iter % kStages], ((iter / kStages) & 1) ^ 1);
+        const int q_rows = seq.seqlen_q - m_block * kBlockM;
+        const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
+        load_q_then_do(mp, p, storage, gQ, gdO, sQ, sdO, stats, m_block, iter, q_rows, landed, lane);
+      }
+    } else {
+      CUTE_NO_UNROLL
+      for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
+        const int iter = m_block - qs.m_block_min;
+        const int stage = iter % kStages;
+        // The consumers released this stage's previous block (a fresh barrier passes parity 1).
+        cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[stage], ((iter / kStages) & 1) ^ 1);
+        const int q_rows = seq.seqlen_q - m_block * kBlockM;
+        const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
+        if constexpr (Traits::kTmaFirst) {
+          // The copies first: lane 0 arms the bytes without arriving (its arrival comes with the others',
+          // after the stores below), so the barrier cannot pass before every lane's rows are in.
+          if (!landed && leader) {
+            cutlass::arch::ClusterTransactionBarrier::expect_transaction(&storage.qdo_full[stage], Traits::kQdOStageBytes);
+            tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
+            tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
+          }
+        }
+        CUTE_UNROLL
+        for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
+          const int row = m_block * kBlockM + i;
+          const bool valid = row < seq.seqlen_q;
+          storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
+          storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
+        }
+        // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
+        if (landed) {
+          if (leader) {
+            cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_landed, Traits::kQdOStageBytes);
+            tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_landed), gQ(_, _, m_block), sQ(_, _, stage));
+            tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_landed), gdO(_, _, m_block), sdO(_, _, stage));
+          }
+          clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, stage), q_rows, lane);
+          cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
+        } else if (!Traits::kTmaFirst && leader) {
+          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
           tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
           tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
+        } else {
+          cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
         }
       }
-      CUTE_UNROLL
-      for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
-        const int row = m_block * kBlockM + i;
-        const bool valid = row < seq.seqlen_q;
-        storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
-        storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
+    }
+  }
+
+  // kDqInTurn (one dO stage, bwd_traits.h): block m_block's Q and its rows' LSE and dsum on the Q stage's barrier (every
+  // lane arrives, lane 0 with Q's bytes), then, once the consumers' dV products have read the previous block's dO, its
+  // dO on the dO stage's own barrier. A box that ends past its packed sequence loads both onto qdo_landed after that
+  // wait (the sequence's last block), and both barriers pass once the rows are cleared.
+  template <class Storage, class GQ, class GdO, class SQ, class SdO>
+  CUTE_DEVICE static void load_q_then_do(Params const& mp, BwdParams const& p, Storage& storage, GQ const& gQ,
+                                         GdO const& gdO, SQ& sQ, SdO& sdO, int64_t stats, int m_block, int iter,
+                                         int q_rows, bool landed, int lane) {
+    const int stage = iter % kStages;
+    const bool leader = lane == 0;
+    CUTE_UNROLL
+    for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
+      const int row = m_block * kBlockM + i;
+      const bool valid = i < q_rows;
+      storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
+      storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
+    }
+    if (landed) {
+      cutlass::arch::ClusterBarrier::wait(&storage.do_empty, (iter & 1) ^ 1);
+      if (leader) {
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_landed, Traits::kQdOStageBytes);
+        tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_landed), gQ(_, _, m_block), sQ(_, _, stage));
+        tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_landed), gdO(_, _, m_block), sdO(_, _, 0));
       }
-      // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
-      if (landed) {
-        if (leader) {
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_landed, Traits::kQdOStageBytes);
-          tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_landed), gQ(_, _, m_block), sQ(_, _, stage));
-          tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_landed), gdO(_, _, m_block), sdO(_, _, stage));
-        }
-        clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, stage), q_rows, lane);
-        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
-      } else if (!Traits::kTmaFirst && leader) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
-        tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
-        tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
-      } else {
-        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
-      }
+      clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, 0), q_rows, lane);
+      cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
+      if (leader) { cutlass::arch::ClusterBarrier::arrive(&storage.do_full); }
+      return;
+    }
+    if (leader) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kTileBytes);
+      tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
+    } else {
+      cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
+    }
+    cutlass::arch::ClusterBarrier::wait(&storage.do_empty, (iter & 1) ^ 1);
+    if (leader) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.do_full, Traits::kTileBytes);
+      tma_load_tile<kBlockM>(mp.tma_do.with(storage.do_full), gdO(_, _, m_block), sdO(_, _, 0));
     }
   }
 
@@ -465,13 +518,16 @@ struct BwdMainloop {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
+      const int do_stage = Traits::kDqInTurn ? 0 : stage;  // dO's stage: Q's, or kDqInTurn's one
       cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
 
-      // S^T = K Q^T and dP^T = V dO^T for this warpgroup's query rows, issued back to back.
+      // S^T = K Q^T and dP^T = V dO^T for this warpgroup's query rows, issued back to back (kDqInTurn: dP^T once
+      // the one dO stage holds this block's).
       Tensor tSrS = make_tensor<float>(AccumulatorShapeSdP{});
       Tensor tdPrdP = make_tensor<float>(AccumulatorShapeSdP{});
       wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
-      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
+      if constexpr (Traits::kDqInTurn) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.do_full, iter & 1); }
+      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_stage), tdPrdP, true);
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
       warpgroup_fence_operand(tSrS);
       // P^T and dS^T into this step's buffers (the other warpgroup may still read the other ones in
@@ -491,10 +547,27 @@ struct BwdMainloop {
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
 
+      if constexpr (Traits::kDqInTurn) {
+        // dV first, so that the one dO stage is released (and the next block's dO loads) as early as it can be; then
+        // dQ, handed to the writer warp (shared-memory stores) while dK's product runs.
+        wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, 0), tdVrdV, false);
+        wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
+        wgmma<-1, false>(mma_dkv, tdKrdS(_, _, _, buffer), tdKrQt(_, _, _, stage), tdKrdK, false);
+        warpgroup_wait<2>();
+        cutlass::arch::ClusterBarrier::arrive(&storage.do_empty);  // dO is read (dP^T's product waited on above)
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tdQrdQ);
+        add_dq(m_block, tdQrdQ);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdVrdV);
+        warpgroup_fence_operand(tdKrdK);
+        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);  // Q is read
+        return;
+      }
       // dQ = dS K first, so that its reductions leave while the tensor cores work on dV += P^T dO and
       // dK += dS^T Q (this warpgroup's head_dim columns of each).
       wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
-      wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, stage), tdVrdV, false);
+      wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, do_stage), tdVrdV, false);
       wgmma<-1, false>(mma_dkv, tdKrdS(_, _, _, buffer), tdKrQt(_, _, _, stage), tdKrdK, false);
       warpgroup_wait<2>();  // dQ is ready
       warpgroup_fence_operand(tdQrdQ);
