@@ -85,10 +85,15 @@ struct BwdEpilogue {
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
       // kDqHalves: this warpgroup's own pair of barriers with the writer warp.
       const int half = Traits::kDqHalves ? thread_idx / kWarpgroupThreads : 0;
-      if (!first) { cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_empty_barrier(half)); }
+      // kDqInTurn: sdQ holds one half, warpgroup 1's after the writer has read warpgroup 0's (every block, the
+      // first too); each half's vectors start at sdQ's start.
+      if (!first || (Traits::kDqInTurn && half != 0)) {
+        cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_empty_barrier(half));
+      }
+      const int base = Traits::kDqInTurn ? half * Layout::kVecsPerThread * kWarpgroupThreads : 0;
       CUTE_UNROLL
       for (int g = 0; g < size(tdQrdQ) / 4; ++g) {
-        *reinterpret_cast<float4*>(storage.dq + Layout::vec(g, thread_idx) * 4) =
+        *reinterpret_cast<float4*>(storage.dq + (Layout::vec(g, thread_idx) - base) * 4) =
             make_float4(tdQrdQ(4 * g), tdQrdQ(4 * g + 1), tdQrdQ(4 * g + 2), tdQrdQ(4 * g + 3));
       }
       cutlass::arch::fence_view_async_shared();  // generic-proxy stores, read next by the bulk copy
@@ -129,7 +134,12 @@ struct BwdEpilogue {
           asm volatile("fence.proxy.async.global;\n" ::: "memory");
         }
       }
-      if constexpr (Traits::kDqHalves) {
+      if constexpr (Traits::kDqInTurn) {
+        dq_in_turn<kOrdered>(seq, Layout::block(p, seq, head, batch, m_block), smem,
+                             kOrdered ? dq_counter(p, batch, head, m_block) : nullptr, m_block, m_block_max,
+                             kBytes / kHalves, leader);
+        continue;
+      } else if constexpr (Traits::kDqHalves) {
         // Each warpgroup's half by its own reduction, as soon as that warpgroup has written it; each half
         // handed back once its reduction has read it. Evict-last: the block's other key blocks add into
         // the same bytes soon.
@@ -196,6 +206,41 @@ struct BwdEpilogue {
       }
     }
     if (leader) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }  // the last reduction is done
+  }
+
+  // kDqInTurn's writer for one block: warpgroup 0's half, read from sdQ, then sdQ handed to warpgroup 1, whose half
+  // is read next; sdQ goes back to warpgroup 0 for the next block. Deterministic mode: the turn (taken by the caller)
+  // is handed on once both reductions have completed.
+  template <bool kOrdered>
+  CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, int m_block,
+                                     int m_block_max, uint32_t half_bytes, bool leader) {
+    CUTE_UNROLL
+    for (int h = 0; h < kHalves; ++h) {
+      cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
+      if (leader) {
+        if (dq_reduces(seq)) {
+          asm volatile(
+              "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
+                  dst + h * (half_bytes / sizeof(float))),
+              "r"(smem), "r"(half_bytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
+              : "memory");
+        }
+        cute::tma_store_arrive();
+        if (kOrdered && h == kHalves - 1) {
+          asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // both halves' adds are done
+          asm volatile("fence.proxy.async.global;\n" ::: "memory");
+          release_turn(counter);
+        } else {
+          cute::tma_store_wait<0>();  // the reduction has read sdQ
+        }
+      }
+      __syncwarp();
+      if (h + 1 < kHalves) {
+        cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h + 1));
+      } else if (m_block + 1 < m_block_max) {
+        cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0));
+      }
+    }
   }
 
   template <class FragDq>

@@ -63,6 +63,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       cutlass::arch::ClusterTransactionBarrier::init(&storage.qdo_full[s], cutlass::NumThreadsPerWarp);
       cutlass::arch::ClusterBarrier::init(&storage.qdo_empty[s], Traits::kNumMmaThreads);
     }
+    if constexpr (Traits::kDqInTurn) {  // the one dO stage's pair: lane 0 fills it, every consumer thread empties it
+      cutlass::arch::ClusterTransactionBarrier::init(&storage.do_full, 1);
+      cutlass::arch::ClusterBarrier::init(&storage.do_empty, Traits::kNumMmaThreads);
+    }
   }
   __syncthreads();  // barriers initialised before anyone waits on them
 

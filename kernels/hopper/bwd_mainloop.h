@@ -1,8 +1,7 @@
 // The backward main loop of one CTA (kBlockN keys of one (batch, head)), in its two roles.
-//   Producer (one warp of the producer warpgroup; one elected lane issues the copies): K and V
-//   once (TMA, one transaction barrier), then for every query block that sees these keys its Q
-//   and dO tiles (TMA) and its rows' LSE and dsum (plain loads, the whole warp) into one of two
-//   stages, the next block loading while the consumers work on this one.
+//   Producer (one warp of the producer warpgroup; bwd_producer.h, BwdProducer): K and V once, then
+//   for every query block that sees these keys its Q and dO tiles and its rows' LSE and dsum into
+//   one of two stages, the next block loading while the consumers work on this one.
 //   Consumers (two warpgroups; bwd_traits.h, BwdSplit): per query block S^T and dP^T (SS wgmma,
 //   issued together), P^T and dS^T, dV += P^T dO and dK += dS^T Q, dS^T into shared memory and
 //   dQ = dS K (SS wgmma), whose fp32 result is added to dq_accum (epilogue). kKeys (mma_keys): 64
@@ -24,6 +23,7 @@
 #include "common/mask.h"
 #include "hopper/accumulator.h"
 #include "hopper/bwd_params.h"
+#include "hopper/bwd_producer.h"  // the producer warp's loads (load)
 #include "hopper/bwd_row_stats.h"  // a step's LSE / dsum in registers (kStatsForm 1, 2)
 #include "hopper/bwd_traits.h"
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
@@ -115,8 +115,6 @@ struct BwdMainloop {
     }
   }
 
-  using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
-  using TileND = Shape<Int<kBlockN>, Int<kHeadDim>>;
   // Each consumer warpgroup's accumulators, one wgmma in M and N (accumulator.h): S^T and dP^T (64 keys,
   // kBlockM query rows), its share of dQ.
   using AccumulatorShapeSdP = AccumulatorShape<Traits::kSdPAtomN>;
@@ -167,105 +165,12 @@ struct BwdMainloop {
     }
   }
 
-  // Packed calls: the rows of a box past its sequence's end hold the next sequence's rows (finite or
-  // not). P and dS are 0 there, but the rows themselves enter dV, dK and dQ as operands, and 0 * NaN is
-  // NaN: the producer warp clears them before the consumers may read the box. Such a box lands on its
-  // own barrier (`landed`, once per CTA: only a sequence's last block of keys, or of queries, ends
-  // inside the box); the warp waits for it, clears the rows, makes them visible to the tensor cores
-  // and then arrives on the barrier the consumers wait on. Dense calls' boxes past the end are TMA's
-  // zero fill, and the consumers' code is the same for both.
-  template <class Barrier, class SmemA, class SmemB>
-  CUTE_DEVICE static void clear_landed(Barrier* landed, int phase, SmemA sA, SmemB sB, int rows, int lane) {
-    cutlass::arch::ClusterTransactionBarrier::wait(landed, phase);
-    clear_rows<cutlass::NumThreadsPerWarp>(sA, rows, lane);
-    clear_rows<cutlass::NumThreadsPerWarp>(sB, rows, lane);
-    cutlass::arch::fence_view_async_shared();
-    __syncwarp();
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Producer: the whole producer warp; lane 0 issues the copies and arms the barriers.
+  // The producer warp's loop (bwd_producer.h): K and V, then each query block's Q, dO, LSE and dsum.
   template <class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, int n_block, int head,
                                int batch) {
     const Queries qs = queries(p, batch, n_block);
-    if (qs.m_block_max <= qs.m_block_min) { return; }
-    const SeqRange& seq = qs.seq;
-    const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
-    const bool leader = lane == 0;
-    const int head_k = head / (p.nheads / p.nheads_k);
-
-    const ViewExtents e = view_extents(p);
-    Tensor mQ = mp.tma_q.get_tma_tensor(make_shape(e.rows_q, int32_t(kHeadDim), p.nheads, e.batches_q));
-    Tensor mdO = mp.tma_do.get_tma_tensor(make_shape(e.rows_q, int32_t(kHeadDim), p.nheads, e.batches_q));
-    Tensor mK = mp.tma_k.get_tma_tensor(make_shape(e.rows_k, int32_t(kHeadDim), p.nheads_k, e.batches_k));
-    Tensor mV = mp.tma_v.get_tma_tensor(make_shape(e.rows_k, int32_t(kHeadDim), p.nheads_k, e.batches_k));
-    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
-    Tensor sdO = make_tensor(make_smem_ptr(storage.d_o.data()), typename Traits::SmemLayoutdO{});
-    Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), typename Traits::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), typename Traits::SmemLayoutV{});
-    // Q's and dO's tiles of this sequence and head: (M, D, m block) coordinates (utils.h, tma_load_tile).
-    Tensor gQ = local_tile(domain_offset(make_coord(seq.q_row0, _0{}), mQ(_, _, head, seq.q_batch)), TileMD{},
-                           make_coord(_, _0{}));
-    Tensor gdO = local_tile(domain_offset(make_coord(seq.q_row0, _0{}), mdO(_, _, head, seq.q_batch)), TileMD{},
-                            make_coord(_, _0{}));
-
-    const int k_rows = seq.seqlen_k - n_block * kBlockN;
-    const bool clear_kv = p.cu_seqlens_k && k_rows < kBlockN;  // see clear_landed
-    auto* kv_barrier = clear_kv ? &storage.kv_landed : &storage.kv_full;
-    if (leader) {
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(kv_barrier, Traits::kKVBytes);
-      tma_load_box<kBlockN>(mp.tma_k.with(*kv_barrier), mK, seq.k_row0 + n_block * kBlockN, head_k, seq.k_batch, sK);
-      tma_load_box<kBlockN>(mp.tma_v.with(*kv_barrier), mV, seq.k_row0 + n_block * kBlockN, head_k, seq.k_batch, sV);
-    }
-    if (clear_kv) {
-      clear_landed(&storage.kv_landed, 0, sK, sV, k_rows, lane);
-      if (leader) { cutlass::arch::ClusterBarrier::arrive(&storage.kv_full); }
-    }
-
-    // LSE and dsum: (batch, heads, seqlen_q), or (heads, total_q) packed (lse_batch_stride 0).
-    const int64_t stats = int64_t(batch) * p.lse_batch_stride + seq.q_row0 + int64_t(head) * p.lse_head_stride;
-    CUTE_NO_UNROLL
-    for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) {
-      const int iter = m_block - qs.m_block_min;
-      const int stage = iter % kStages;
-      // The consumers released this stage's previous block (a fresh barrier passes parity 1).
-      cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[stage], ((iter / kStages) & 1) ^ 1);
-      const int q_rows = seq.seqlen_q - m_block * kBlockM;
-      const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
-      if constexpr (Traits::kTmaFirst) {
-        // The copies first: lane 0 arms the bytes without arriving (its arrival comes with the others',
-        // after the stores below), so the barrier cannot pass before every lane's rows are in.
-        if (!landed && leader) {
-          cutlass::arch::ClusterTransactionBarrier::expect_transaction(&storage.qdo_full[stage], Traits::kQdOStageBytes);
-          tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
-          tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
-        }
-      }
-      CUTE_UNROLL
-      for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
-        const int row = m_block * kBlockM + i;
-        const bool valid = row < seq.seqlen_q;
-        storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
-        storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
-      }
-      // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
-      if (landed) {
-        if (leader) {
-          cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_landed, Traits::kQdOStageBytes);
-          tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_landed), gQ(_, _, m_block), sQ(_, _, stage));
-          tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_landed), gdO(_, _, m_block), sdO(_, _, stage));
-        }
-        clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, stage), q_rows, lane);
-        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
-      } else if (!Traits::kTmaFirst && leader) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kQdOStageBytes);
-        tma_load_tile<kBlockM>(mp.tma_q.with(storage.qdo_full[stage]), gQ(_, _, m_block), sQ(_, _, stage));
-        tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
-      } else {
-        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
-      }
-    }
+    BwdProducer<Traits>::load(mp, p, storage, qs.seq, qs.m_block_min, qs.m_block_max, n_block, head, batch);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -465,13 +370,16 @@ struct BwdMainloop {
       const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
+      const int do_stage = Traits::kDqInTurn ? 0 : stage;  // dO's stage: Q's, or kDqInTurn's one
       cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
 
-      // S^T = K Q^T and dP^T = V dO^T for this warpgroup's query rows, issued back to back.
+      // S^T = K Q^T and dP^T = V dO^T for this warpgroup's query rows, issued back to back (kDqInTurn: dP^T once
+      // the one dO stage holds this block's).
       Tensor tSrS = make_tensor<float>(AccumulatorShapeSdP{});
       Tensor tdPrdP = make_tensor<float>(AccumulatorShapeSdP{});
       wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
-      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP, true);
+      if constexpr (Traits::kDqInTurn) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.do_full, iter & 1); }
+      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_stage), tdPrdP, true);
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
       warpgroup_fence_operand(tSrS);
       // P^T and dS^T into this step's buffers (the other warpgroup may still read the other ones in
@@ -491,10 +399,27 @@ struct BwdMainloop {
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kNumMmaThreads, static_cast<int>(BwdBarrier::kdSFull));
 
+      if constexpr (Traits::kDqInTurn) {
+        // dV first, so that the one dO stage is released (and the next block's dO loads) as early as it can be; then
+        // dQ, handed to the writer warp (shared-memory stores) while dK's product runs.
+        wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, 0), tdVrdV, false);
+        wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
+        wgmma<-1, false>(mma_dkv, tdKrdS(_, _, _, buffer), tdKrQt(_, _, _, stage), tdKrdK, false);
+        warpgroup_wait<2>();
+        cutlass::arch::ClusterBarrier::arrive(&storage.do_empty);  // dO is read (dP^T's product waited on above)
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tdQrdQ);
+        add_dq(m_block, tdQrdQ);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tdVrdV);
+        warpgroup_fence_operand(tdKrdK);
+        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_empty[stage]);  // Q is read
+        return;
+      }
       // dQ = dS K first, so that its reductions leave while the tensor cores work on dV += P^T dO and
       // dK += dS^T Q (this warpgroup's head_dim columns of each).
       wgmma<-1, false>(mma_dq, tdQrdS(_, _, _, buffer), tdQrKt, tdQrdQ, true);
-      wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, stage), tdVrdV, false);
+      wgmma<-1, false>(mma_dkv, tdVrP(_, _, _, buffer), tdVrdOt(_, _, _, do_stage), tdVrdV, false);
       wgmma<-1, false>(mma_dkv, tdKrdS(_, _, _, buffer), tdKrQt(_, _, _, stage), tdKrdK, false);
       warpgroup_wait<2>();  // dQ is ready
       warpgroup_fence_operand(tdQrdQ);

@@ -82,8 +82,16 @@ constexpr BwdTile bwd_tile(int head_dim) {
   // 0.99-1.03 at hdim 64/128, 0.985-0.989 at hdim 256 from 4k; three Q/dO stages at hdim 128: 0.93-1.02
   // (benchmarks/hopper_bwd_hand_off/README.md). hdim 96 (the same split, not timed) keeps the shared hand-off.
   const bool tma_first = head_dim == 64;
-  const bool dq_halves = head_dim == 64 || head_dim == 128;
   const int stages = kBwdStages;
+#if defined(FLASHBUILD_HOPPER_BWD_HDIM256_DQ) && FLASHBUILD_HOPPER_BWD_HDIM256_DQ
+  // The study form of benchmarks/hopper_bwd_hdim256_dq/ (off by default): hdim 256's dQ through the writer warp's
+  // bulk reductions, each warpgroup's half in turn through one 32 KB buffer, one dO stage (BwdTraits::kDqInTurn).
+  constexpr DqOrder kHdim256 = DqOrder::kFragmentBulk;
+  const bool dq_halves = head_dim == 64 || head_dim == 128 || head_dim == 256;
+#else
+  constexpr DqOrder kHdim256 = kBySplit[1];
+  const bool dq_halves = head_dim == 64 || head_dim == 128;
+#endif
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
   return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first,
           tma_first, dq_halves, stages};
@@ -91,7 +99,7 @@ constexpr BwdTile bwd_tile(int head_dim) {
   return head_dim <= 64    ? BwdTile{128, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages}
          : head_dim <= 128 ? BwdTile{64, 128, kBySplit[0], dq_first, ds_first, tma_first, dq_halves, stages}  // hdim 96: 152 KB, no spills
          : head_dim <= 192 ? BwdTile{64, 64, DqOrder::kFragmentBulk, dq_first, ds_first, tma_first, dq_halves, stages}  // kHeadDim with the dQ buffer: 225 KB
-                           : BwdTile{64, 64, kBySplit[1], dq_first, ds_first, tma_first, dq_halves, stages};
+                           : BwdTile{64, 64, kHdim256, dq_first, ds_first, tma_first, dq_halves, stages};
 #endif
 }
 
@@ -148,6 +156,14 @@ struct BwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  // kDqInTurn (kFragmentBulk at hdim 256, the study form of benchmarks/hopper_bwd_hdim256_dq/): K, V, two stages of
+  // Q and dO and the P^T, dS^T buffers take 225 KB of the 227, so the 64 KB block of dQ does not fit. With one dO
+  // stage (FlashAttention-3's Stages_dO = 1 at hdim 256) 32 KB are free: sdQ holds one warpgroup's half (64 x 128
+  // floats), warpgroup 0's first, then, once the writer warp's bulk reduction has read it, warpgroup 1's. dO then
+  // has barriers of its own (BwdMainloop: the next block's dO loads once this one's dV product has read it, while
+  // its Q has a stage ahead as before).
+  static constexpr bool kDqInTurn = kDqOrder_ == DqOrder::kFragmentBulk && kDqHalves_ && kHeadDim_ == 256;
+  static constexpr int kStagesdO = kDqInTurn ? 1 : kStages;
 
   static constexpr int kNumMmaWarpgroups = kBwdConsumerWarpgroups;
   static constexpr int kNumMmaThreads = kNumMmaWarpgroups * kWarpgroupThreads;
@@ -214,11 +230,12 @@ struct BwdTraits {
   using SmemLayoutKt = decltype(composition(
       SmemLayoutK{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
-  using SmemLayoutdO = SmemLayoutQ;
+  using SmemLayoutdO = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStagesdO>>{}));
   // Q and dO seen as (head_dim, query rows, stage): the B operands of dK and dV.
   using SmemLayoutQt = decltype(composition(
       SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
-  using SmemLayoutdOt = SmemLayoutQt;
+  using SmemLayoutdOt = decltype(composition(
+      SmemLayoutdO{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStagesdO>>{}, Step<_2, _1, _3>{})));
   // dS^T as the consumers write it, (keys, query rows) with the query rows contiguous; two
   // buffers, so that writing the next step's dS never waits for this step's dQ product.
   using SmemAtomdS = decltype(k_major_smem_atom<Element, kBlockM>());
@@ -230,6 +247,7 @@ struct BwdTraits {
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockM>, Int<kBlockN>, _2>{}, Step<_2, _1, _3>{})));
 
   static constexpr int kQdOStageBytes = 2 * kBlockM * kHeadDim * int(sizeof(Element));  // Q + dO of one stage
+  static constexpr int kTileBytes = kBlockM * kHeadDim * int(sizeof(Element));  // kDqInTurn: Q or dO alone
   static constexpr int kKVBytes = 2 * kBlockN * kHeadDim * int(sizeof(Element));
 
   struct SharedStorage {
@@ -238,7 +256,8 @@ struct BwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdO>> d_o;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutdS>> ds;
-    alignas(128) float dq[kDqBulk ? kBlockM * kHeadDim : 4];  // kFragmentBulk: one block's dQ, fragment order
+    // kFragmentBulk: one block's dQ, fragment order (kDqInTurn: one warpgroup's half at a time).
+    alignas(128) float dq[kDqBulk ? kBlockM * kHeadDim / (kDqInTurn ? kNumMmaWarpgroups : 1) : 4];
     // Per stage: the query rows' LSE (times log2 e; +inf past seqlen_q) and dsum (0 past it).
     alignas(16) float lse_log2[kStages][kBlockM];
     alignas(16) float dsum[kStages][kBlockM];
@@ -248,6 +267,9 @@ struct BwdTraits {
     // Packed calls: a box that ends past its sequence lands here first (bwd_mainloop.h, clear_landed).
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType kv_landed;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType qdo_landed;
+    // kDqInTurn: the one dO stage's own pair (qdo_full / qdo_empty then hold Q and the rows' LSE and dsum alone).
+    alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType do_full;
+    alignas(8) cutlass::arch::ClusterBarrier::ValueType do_empty;
     // kHeadDim's P^T buffers (last, so that kKeys's members keep their offsets).
     alignas(kSplitHeadDim ? 1024 : 16) cute::array_aligned<Element, kSplitHeadDim ? cosize_v<SmemLayoutP> : 8> p;
   };
