@@ -115,6 +115,15 @@ struct BwdEpilogue {
     }
   }
 
+  // One bulk reduction (cp.reduce.async.bulk, in the writer's current bulk group) of `bytes` of fp32 from shared memory
+  // at `smem` into dq_accum at `dst`, evict-last: the block's other key blocks add into the same bytes soon.
+  CUTE_DEVICE static void bulk_add_evict_last(float* dst, uint32_t smem, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
+                     dst),
+                 "r"(smem), "r"(bytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
+                 : "memory");
+  }
+
   // kFragmentBulk's dQ writer (one producer warp): per query block, once the consumers have written
   // sdQ, one bulk reduction adds it to the block's (contiguous) dq_accum slice; sdQ is handed back
   // once the copy has read it. Deterministic mode (kOrdered): the leader lane waits for the block's
@@ -141,8 +150,7 @@ struct BwdEpilogue {
         continue;
       } else if constexpr (Traits::kDqHalves) {
         // Each warpgroup's half by its own reduction, as soon as that warpgroup has written it; each half
-        // handed back once its reduction has read it. Evict-last: the block's other key blocks add into
-        // the same bytes soon.
+        // handed back once its reduction has read it.
         constexpr uint32_t kHalfBytes = kBytes / kHalves;
         float* dst = Layout::block(p, seq, head, batch, m_block);
         CUTE_UNROLL
@@ -150,11 +158,7 @@ struct BwdEpilogue {
           cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
           if (leader) {
             if (dq_reduces(seq)) {
-              asm volatile(
-                  "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
-                      dst + h * (kHalfBytes / sizeof(float))),
-                  "r"(smem + h * kHalfBytes), "r"(kHalfBytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
-                  : "memory");
+              bulk_add_evict_last(dst + h * (kHalfBytes / sizeof(float)), smem + h * kHalfBytes, kHalfBytes);
             }
             cute::tma_store_arrive();
           }
@@ -219,11 +223,7 @@ struct BwdEpilogue {
       cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
       if (leader) {
         if (dq_reduces(seq)) {
-          asm volatile(
-              "cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n" ::"l"(
-                  dst + h * (half_bytes / sizeof(float))),
-              "r"(smem), "r"(half_bytes), "l"(uint64_t(cute::TMA::CacheHintSm90::EVICT_LAST))
-              : "memory");
+          bulk_add_evict_last(dst + h * (half_bytes / sizeof(float)), smem, half_bytes);
         }
         cute::tma_store_arrive();
         if (kOrdered && h == kHalves - 1) {
