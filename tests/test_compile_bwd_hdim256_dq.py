@@ -1,8 +1,8 @@
-"""hdim 256's dQ through the writer warp, the study form of benchmarks/hopper_bwd_hdim256_dq/ (off by default;
-nvcc -DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=1, kernels/hopper/bwd_traits.h, kDqInTurn), real nvcc, no GPU: the whole
-hdim-256 build compiles with the define (launch TU and its dQ conversion too), and its main kernel and deterministic
-twin hold no atomic into dq_accum (no float REDG: the default kernel has 16 REDG.E.ADD.F32x4), the writer warp's
-bulk reductions (UBLKRED), 168 registers and no spill, and ptxas warned of no serialised wgmma (C7514)."""
+"""hdim 256's dQ through the writer warp, the default since benchmarks/hopper_bwd_hdim256_dq/ (kernels/hopper/
+bwd_traits.h, kDqInTurn; nvcc -DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=0 keeps the consumers' atomics), real nvcc, no GPU:
+the default hdim-256 build compiles (launch TU and its dQ conversion too), and its main kernel and deterministic twin
+hold no atomic into dq_accum (no float REDG: the atomics' form has 16 REDG.E.ADD.F32x4), the writer warp's bulk
+reductions (UBLKRED), 168 registers and no spill, and ptxas warned of no serialised wgmma (C7514)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ pytestmark = [requires_nvcc, pytest.mark.compile]
 OPCODE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*?);", re.M)
 
 
-def test_hdim256_form_hands_dq_to_the_writer_warp_without_spills(tmp_path):
+def test_hdim256_default_hands_dq_to_the_writer_warp_without_spills(tmp_path):
     from flashbuild.debug import inspection
 
     environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(tmp_path / "cache")}
     environ.pop("FLASHBUILD_ROOT", None)
     args = ["--hdim", "256", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "off",
-            "--no-local", "--no-softcap", "--nvcc-flag=-DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=1", "--compile-only",
+            "--no-local", "--no-softcap", "--compile-only",
             "--jobs", "1"]
     result = subprocess.run([sys.executable, "-m", "flashbuild", "build", *args], capture_output=True, text=True,
                             env=environ, cwd=REPO)

@@ -61,8 +61,9 @@ struct BwdTile {
 // memory: K, V, two stages of Q and dO and two buffers each of P^T and dS^T come to 176 KB at hdim 192,
 // with kFragmentBulk's 48 KB dQ buffer 225 KB (1.04-1.09x kFragment there, and in deterministic mode
 // the writer warp, not the consumers, waits for the turn: benchmarks/hopper_bwd_split/README.md); at
-// hdim 256 they come to 225 KB alone, no room for a 64 KB dQ buffer: dQ leaves by kFragment's
-// reductions from registers.
+// hdim 256 they come to 225 KB alone, no room for a 64 KB dQ buffer: with one dO stage, 32 KB hold one
+// warpgroup's half of dQ, and the halves go to the writer warp in turn (kDqInTurn, below); with
+// -DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=0 dQ leaves by kFragment's reductions from registers.
 // dQ first (kDqFirst) for head dims 64 to 128: on the H200 (benchmarks/hopper_bwd/README.md, "dQ first"),
 // against the other order in the same rounds, hdim 128 fp16 gained 4-8 % (1.06-1.08x from 4k, causal or
 // not); hdim 96: the old order ran at 0.94-0.98x the new one (1k-16k, causal or not). hdim 64 (128-row
@@ -83,9 +84,11 @@ constexpr BwdTile bwd_tile(int head_dim) {
   // (benchmarks/hopper_bwd_hand_off/README.md). hdim 96 (the same split, not timed) keeps the shared hand-off.
   const bool tma_first = head_dim == 64;
   const int stages = kBwdStages;
-#if defined(FLASHBUILD_HOPPER_BWD_HDIM256_DQ) && FLASHBUILD_HOPPER_BWD_HDIM256_DQ
-  // The study form of benchmarks/hopper_bwd_hdim256_dq/ (off by default): hdim 256's dQ through the writer warp's
-  // bulk reductions, each warpgroup's half in turn through one 32 KB buffer, one dO stage (BwdTraits::kDqInTurn).
+#if !defined(FLASHBUILD_HOPPER_BWD_HDIM256_DQ) || FLASHBUILD_HOPPER_BWD_HDIM256_DQ
+  // hdim 256's dQ through the writer warp's bulk reductions, each warpgroup's half in turn through one 32 KB buffer,
+  // one dO stage (BwdTraits::kDqInTurn): on the H200 against the consumers' atomics, in turns, 1.008-1.032x at 16k,
+  // 1.009-1.024x at 4k, 0.999-1.009x at 1k, fp16 and bf16, causal or not; deterministic gradients bitwise equal
+  // (benchmarks/hopper_bwd_hdim256_dq/, h200-1). nvcc -DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=0 keeps the atomics.
   constexpr DqOrder kHdim256 = DqOrder::kFragmentBulk;
   const bool dq_halves = head_dim == 64 || head_dim == 128 || head_dim == 256;
 #else
@@ -156,7 +159,7 @@ struct BwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
-  // kDqInTurn (kFragmentBulk at hdim 256, the study form of benchmarks/hopper_bwd_hdim256_dq/): K, V, two stages of
+  // kDqInTurn (kFragmentBulk at hdim 256, the default; benchmarks/hopper_bwd_hdim256_dq/): K, V, two stages of
   // Q and dO and the P^T, dS^T buffers take 225 KB of the 227, so the 64 KB block of dQ does not fit. With one dO
   // stage (FlashAttention-3's Stages_dO = 1 at hdim 256) 32 KB are free: sdQ holds one warpgroup's half (64 x 128
   // floats), warpgroup 0's first, then, once the writer warp's bulk reduction has read it, warpgroup 1's. dO then
