@@ -177,7 +177,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, cache):
     assert "from templates/bwd_kernel.cu.j2" in out
     assert families["splitkv_hdim64_fp16_sm90"].startswith("hopper; the Hopper forward kernel compiled for decoding")
     assert "flashbuild_dispatch.h" in out and "compute_90a" in out
-    assert "compile 32 kernel TUs:" in out  # 12 variants (plain and local+softcap), 20 kernel TUs (4 decode tiles)
+    assert "compile 33 kernel TUs:" in out  # 12 variants (plain and local+softcap), 21 kernel TUs (4 decode tiles, 1 over pairs of K/V heads)
     for variant in ("splitkv_hdim64_fp16_sm90", "splitkv_hdim64_fp16_causal_sm90_local_softcap"):  # split-KV's
         # forward kernel (one split or several), device-only in a TU of its own
         assert families[f"{variant}_kernel"] == f"hopper; the split-KV kernel of {variant} alone, device-only " \

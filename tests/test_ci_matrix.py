@@ -37,8 +37,9 @@ def test_the_ci_matrix_has_one_cell_per_arch_and_dtype_and_two_smoke_cells():
     cells = {c.name: c for c in found.cells}
     # 72 variants, plus the device-only kernel TUs: one per forward (head dims 32-256; the plain non-causal hdim-128
     # one two: its 128-key kernel too), two per plain backward (64-256: its deterministic instantiation too) and per
-    # feature backward, one per split-KV variant and a second (the decode tile) per split-KV variant at head dims 64/128
-    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 1 + 20 + 20 + 24 + 8 and cells["sm90-fp16"].shards == 4
+    # feature backward, one per split-KV variant and a second (the decode tile) per split-KV variant at head dims 64/128,
+    # and the decode tile over pairs of K/V heads of the plain non-causal hdim-64 split-KV variant
+    assert cells["sm90-fp16"].units == 6 * 3 * 2 * 2 + 24 + 1 + 20 + 20 + 24 + 8 + 1 and cells["sm90-fp16"].shards == 4
     assert cells["sm86-bf16"].selection.directions == ("fwd",)  # the include rule: forward only
     assert cells["smoke-sm90a"].units == 2 and cells["smoke-sm90a"].args() == [  # the Hopper launch and kernel
         "--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",
@@ -123,7 +124,7 @@ def test_no_group_by_is_one_cell_named_all(tmp_path):
         shards = 16
         """)
     (cell,) = matrices.load(path).cells
-    assert cell.name == "all" and cell.shards == 16 and cell.units == 3 * 2 * 2 + 16 + 4  # directions x causal x features, + 16 kernel TUs, + 4 decode-tile TUs
+    assert cell.name == "all" and cell.shards == 16 and cell.units == 3 * 2 * 2 + 16 + 4 + 1  # directions x causal x features, + 16 kernel TUs, + 4 decode-tile TUs, + 1 over pairs of K/V heads
 
 
 # ---------------------------------------------------------------- errors name the file, the key, expected and found

@@ -44,7 +44,7 @@ def test_the_split_puts_each_tu_in_one_shard_balanced_by_cost():
     tus = units(hdim="64,128", dtype="fp16,bf16", arch="sm90", direction="fwd,bwd,splitkv")
     result = sharding.split(tus, 4)
     names = [n for shard in result.shards for n in shard]
-    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48 + 16 + 32 + 16 + 2 + 16
+    assert sorted(names) == sorted(u.name for u in tus) and len(names) == 48 + 16 + 32 + 16 + 2 + 16 + 2
     # + fwd kernel TUs, bwd kernel TUs (and their ordered twins), split-KV's kernel TUs, the plain non-causal
     # hdim-128 forwards' 128-key kernels, split-KV's decode tiles
     assert max(result.seconds) - min(result.seconds) <= costs.ESTIMATE_SECONDS["bwd"] * costs.FEATURE_FACTOR

@@ -41,11 +41,13 @@ def test_one_tu_per_variant_named_after_it(tmp_path):
     kernels += [f"{v}_{part}" for v in variants if v.startswith("bwd") for part in ("kernel", "kernel_ordered")]
     # and split-KV's forward kernel (one split or several) and its decode tile (head dims 64 and 128)
     kernels += [f"{v}_{part}" for v in variants if v.startswith("splitkv") for part in ("kernel", "kernel_decode")]
+    # and, for the plain non-causal hdim-64 split-KV variant, the decode tile over pairs of K/V heads
+    kernels += ["splitkv_hdim64_fp16_sm90_kernel_decode_pairs"]
     assert tus == sorted(f"{name}.cu" for name in variants + kernels)
     assert not [name for name in tus if "fallback" in name]  # no Ampere-path kernel beside a Hopper one
     assert sorted(os.listdir(tmp_path)) == sorted(tus + ["flashbuild_dispatch.h", "flashbuild_table.h"])
     narrowed = select(hdim="64,128", dtype="fp16", arch="sm90", causal="both", features=[])
-    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 1 + 4 + 8 + 4 + 4
+    assert len([n for n in render.render_texts(narrowed, build_key=KEY) if n.endswith(".cu")]) == 12 + 1 + 4 + 8 + 4 + 4 + 1
 
 
 @pytest.mark.parametrize("kwargs, name, args", [
@@ -285,7 +287,7 @@ def test_one_launch_tu_per_head_dim_and_dtype_compiles_the_shared_small_kernels(
     _, files = render_selection(tmp_path, hdim="64,128", dtype="fp16,bf16", arch="sm90", causal="both")
     hosts = {}
     for name, text in files.items():
-        if not name.endswith(".cu") or name.endswith(("_kernel.cu", "_kernel_ordered.cu", "_kernel_decode.cu")):
+        if not name.endswith(".cu") or name.endswith(("_kernel.cu", "_kernel_ordered.cu", "_kernel_decode.cu", "_kernel_decode_pairs.cu")):
             continue
         direction = name.split("_")[0]
         includes = re.findall(r'#include "([^"]+)"', text)

@@ -47,3 +47,33 @@ def test_the_launch_tu_specializes_the_entry_its_decode_tu_instantiates(tmp_path
     launch = files["splitkv_hdim64_bf16_causal_sm90.cu"]
     assert f"const flashbuild::KernelHandle& {entry.group(1)}::get()" in launch
     assert "flashbuild_fatbin_splitkv_hdim64_bf16_causal_sm90_kernel_decode" in launch
+
+
+LAUNCH = TRAITS.with_name("splitkv_decode_launch.h")
+
+
+def test_the_pairs_tu_is_the_kernels_rule():
+    # kPairsVariant (splitkv_decode_launch.h): the variants whose launch reaches the pairs' entry; has_decode_pairs
+    # (selection/families.py) gives them the TU that defines it.
+    rule = re.search(r"inline constexpr bool kPairsVariant = ([^;]+);", LAUNCH.read_text())
+    assert rule and rule.group(1) == "kHeadDim == 64 && !kIsCausal && (kFeatures & kAllFeatures) == 0", \
+        "kPairsVariant changed: update has_decode_pairs and this test"
+    seen = set()
+    for variant in select(hdim="32,64,96,128", dtype="fp16", arch="sm90", direction="splitkv", causal="both").variants:
+        paired = "kernel_decode_pairs" in [k.part for k in variant.kernel_tus]
+        assert paired == (variant.hdim == 64 and not variant.causal and not variant.features), variant.name
+        seen.add(paired)
+    assert seen == {True, False}
+
+
+def test_the_launch_tu_specializes_the_pairs_entry(tmp_path):
+    files = render_selection(tmp_path, hdim="64", dtype="bf16", arch="sm90", direction="splitkv", causal="both",
+                             features=[])
+    assert "splitkv_hdim64_bf16_causal_sm90_kernel_decode_pairs.cu" not in files
+    entry = re.search(r"template struct (flashbuild::hopper::DecodeTileEntry<[^;]+>);",
+                      files["splitkv_hdim64_bf16_sm90_kernel_decode_pairs.cu"])
+    assert entry and "DecodeTileBase<128, flashbuild::DType::kBf16>, false" in entry.group(1)
+    assert "kPairedHeads" in entry.group(1)
+    launch = files["splitkv_hdim64_bf16_sm90.cu"]
+    assert f"const flashbuild::KernelHandle& {entry.group(1)}::get()" in launch
+    assert "flashbuild_fatbin_splitkv_hdim64_bf16_sm90_kernel_decode_pairs" in launch

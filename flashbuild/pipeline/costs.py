@@ -23,9 +23,10 @@ SPLIT_SHARE = {"splitkv/kernel": 21.7 / 32.2, "splitkv/launch": 9.7 / 32.2}
 # small kernels (Unit.compiles_small_kernels: dsum and the dQ conversion, or append and combine) takes 12.5 s, one
 # whose group compiles them elsewhere is host code alone, as the forward's.
 # The forward's 128-key kernel (a variant with 176-key tiles: selection/families.py) is the forward's kernel.
-# The split-KV's decode tile (selection/families.py: has_decode_tile) not timed alone; taken as the split-KV kernel's.
+# The split-KV's decode tile (selection/families.py: has_decode_tile) and its pairs of K/V heads (has_decode_pairs) not
+# timed alone; taken as the split-KV kernel's.
 HOPPER_SECONDS = {"fwd/kernel": 8.9, "fwd/kernel_keys128": 8.9, "fwd/launch": 7.9, "splitkv/kernel": 8.9,
-                  "splitkv/kernel_decode": 8.9,
+                  "splitkv/kernel_decode": 8.9, "splitkv/kernel_decode_pairs": 8.9,
                   "bwd/kernel": 10.0, "bwd/kernel_ordered": 9.8, "small kernels": 12.5, "host code alone": 7.7}
 
 

@@ -37,6 +37,13 @@ def has_decode_tile(variant) -> bool:
     return variant.hdim in (64, 128)
 
 
+# Hopper split-KV variants with the decode tile over pairs of K/V heads (the head-dim-128 tile over a head-dim-64 call):
+# the plain non-causal variant of head dim 64, kernels/hopper/splitkv_decode_launch.h's kPairsVariant, which this rule
+# mirrors.
+def has_decode_pairs(variant) -> bool:
+    return variant.hdim == 64 and not variant.causal and not variant.features
+
+
 # Hopper forward variants whose main kernel takes 176-key tiles, and so keep a 128-key kernel of their own for
 # paged caches and short keys: kernels/hopper/fwd_params.h's kWideKeys (the plain non-causal variant of head dim
 # 128, fwd_traits.h: fwd_tile), which this rule mirrors (tests/test_compile_fwd_keys128.py compares the two).
@@ -84,7 +91,10 @@ FAMILIES = {
                                            "split-KV kernel"),
                                   KernelTu("kernel_decode", "splitkv_kernel.cu.j2", "hopper/splitkv_decode_kernel.h",
                                            "hopper_splitkv_decode", "split-KV decode tile (few query rows)",
-                                           only=has_decode_tile)),
+                                           only=has_decode_tile),
+                                  KernelTu("kernel_decode_pairs", "splitkv_kernel.cu.j2",
+                                           "hopper/splitkv_decode_kernel.h", "hopper_splitkv_decode_pairs",
+                                           "split-KV decode tile over pairs of K/V heads", only=has_decode_pairs)),
                       "bwd": (KernelTu("kernel", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd"),
                               KernelTu("kernel_ordered", "bwd_kernel.cu.j2", "hopper/bwd_kernel.h", "hopper_bwd",
                                        "deterministic (ordered) kernel"))},

@@ -887,12 +887,15 @@ void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g
 // common/params.h) instead of the cluster; "no-pdl" and "pdl-late", the default launched plainly, or releasing the
 // next launch once its tiles are computed (kLate); "cluster-merge" and "pdl-early", the default spelled out;
 // "fresh-descriptors", the default with its TMA descriptors built for the call as before they were kept from call to
-// call (hopper/splitkv_descriptors.h: an A/B of the host time). Another value is refused by name.
+// call (hopper/splitkv_descriptors.h: an A/B of the host time); "no-pairs", the default with one K/V head a CTA at head
+// dim 64 where it would run two (FwdParams::pair_heads, hopper/splitkv_decode_launch.h). Another value is refused by
+// name.
 struct SplitKVPath {
   bool previous;
   SplitMerge merge;
   DependentLaunch dependent_launch;
   bool keep_descriptors = true;
+  bool pairs = true;
 };
 
 SplitKVPath splitkv_path() {
@@ -906,9 +909,10 @@ SplitKVPath splitkv_path() {
   if (std::strcmp(v, "no-pdl") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kNone};
   if (std::strcmp(v, "pdl-late") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kLate};
   if (std::strcmp(v, "fresh-descriptors") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kEarly, false};
+  if (std::strcmp(v, "no-pairs") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kEarly, true, false};
   TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", shown_env_value(v),
               "' is not a split-KV path; it takes previous, serial-merge, lane-merge, cluster-merge, no-pdl, pdl-early, "
-              "pdl-late or fresh-descriptors (or unset it for the default)");
+              "pdl-late, fresh-descriptors or no-pairs (or unset it for the default)");
   return {};
 }
 
@@ -1084,6 +1088,9 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     read_indices_at_use(p, a, g, k.size(0), q);
     p.split_merge = path.merge;
     p.dependent_launch = path.dependent_launch;
+    // Two K/V heads a CTA at head dim 64 where the launch finds the call laid out for it (packed GQA rows, the
+    // split count left to it: it picks the pairs' own).
+    p.pair_heads = path.pairs && pack && num_splits == 0;
     const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
     if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
   }

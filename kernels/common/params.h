@@ -169,6 +169,10 @@ struct FwdParams {
   // (hopper/splitkv_dependent_launch.h). The binding picks (FLASHBUILD_SPLITKV_PATH, docs/serving.md); kNone, as a
   // zeroed FwdParams has it, is an ordinary launch.
   DependentLaunch dependent_launch;
+  // The binding allows the Hopper split-KV to run a head-dim-64 decoding call two K/V heads a CTA
+  // (hopper/splitkv_decode_launch.h, launch_decode_pairs: the launch decides whether the call qualifies). False,
+  // as a zeroed FwdParams has it: one K/V head a CTA.
+  bool pair_heads;
 
   // KV cache (run_splitkv only; null or 0 in every other call). Batch row b of q reads the keys of
   // cache row cache_batch_idx[b] (b when null), skipping its first cache_leftpad[b] rows (0 when

@@ -40,6 +40,11 @@ struct DecodeTile {
   static constexpr int kRow0 = kRowBlock * kRowsQ;
   // The column exchange's barrier: one of the ping-pong turns', which a one-warpgroup kernel never takes.
   static constexpr FwdBarrier kExchange = FwdBarrier::kWarpgroupTurn0;
+  // Two K/V heads a CTA (kPairedHeads, splitkv_decode_traits.h): the head-dim-128 tile over a head-dim-64 call.
+  static constexpr bool kPaired = kIsPaired<kFeatures>;
+  static constexpr int kPairedHalf = kHeadDim / 2;  // the call's head dim
+  static_assert(!kPaired || (kHeadDim == 128 && !kIsCausal && (kFeatures & kAllFeatures) == 0),
+                "the paired tile is the plain non-causal head-dim-128 tile");
 
   CUTE_DEVICE static void exchange_sync() { barrier_sync(kExchange, kThreads); }
 
@@ -91,6 +96,36 @@ struct DecodeTile {
     float col_sum[kCols];  // this thread's share
   };
 
+  // kPairedHeads: the tile's rows of sQ made block-diagonal, from q itself (the producer's Q box, which loaded two
+  // query rows side by side into each of sQ's first rows, is overwritten): row r (a query head of the pair's first
+  // K/V head when r < rows / 2, of its second otherwise) holds its 64 values in its head's half of the 128 columns
+  // and zeros in the other; rows past the call's hold zeros. One 16-byte vector a thread (8 columns: a swizzle atom
+  // keeps them contiguous), then the writes fenced for wgmma's async proxy and the warpgroup's barrier.
+  CUTE_DEVICE static void pair_rows(FwdParams const& p, SharedStorage& storage, TileCoord tile, SeqRange const& seq,
+                                    int thread_idx) {
+    constexpr int kVector = 16 / int(sizeof(Element));
+    constexpr int kVectorsRow = kHeadDim / kVector;
+    Tensor sQ = make_tensor(make_smem_ptr(storage.q.data()), typename Traits::SmemLayoutQ{});
+    const int rows_head = seq.seqlen_q / 2;
+    Element const* q = static_cast<Element const*>(p.q) + int64_t(seq.q_batch) * p.q_batch_stride +
+                       int64_t(seq.q_row0) * p.q_row_stride + int64_t(tile.head) * p.q_head_stride;
+    CUTE_UNROLL
+    for (int i = thread_idx; i < kRowsQ * kVectorsRow; i += kThreads) {
+      const int row = i / kVectorsRow, col = i % kVectorsRow * kVector;
+      const int half = col / kPairedHalf;
+      const int view_row = tile.m_block * kSplitKVBlockM + kRow0 + row;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (view_row < seq.seqlen_q && half == int(view_row >= rows_head)) {
+        value = *reinterpret_cast<uint4 const*>(q + int64_t(view_row) * p.q_row_stride + (col - half * kPairedHalf));
+      }
+      const uint32_t at = cute::cast_smem_ptr_to_uint(&sQ(kRow0 + row, col));
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(value.x), "r"(value.y), "r"(value.z),
+                   "r"(value.w));
+    }
+    cutlass::arch::fence_view_async_shared();
+    exchange_sync();
+  }
+
   // One consumer tile: the main loop, then normalisation and the stores. q_done runs once every S^T is issued
   // and waited on (sQ may be reloaded).
   template <class QDone>
@@ -134,6 +169,7 @@ struct DecodeTile {
     clear(tOt);
     cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
     q_phase ^= 1;
+    if constexpr (kPaired) { pair_rows(p, storage, tile, seq, thread_idx); }
 
     // S^T of block n_block (in tSt) -> P^T in sP's buffer `buf`; col_scale: what O^T's columns are multiplied by.
     auto softmax = [&](int n_block, int buf, float (&col_scale)[kCols]) {
@@ -412,6 +448,9 @@ struct DecodeTile {
       const int row = tile.m_block * kSplitKVBlockM + kRow0 + get<1>(cOt(value(c, 0, 0)));  // of the view
       if (row >= seq.seqlen_q || row < skip) { continue; }
       if (split) {
+        if constexpr (kPaired) {  // a paired call has one split (launch_decode_pairs): no partials
+          __trap();
+        }
         const int64_t at = slice + row - skip;
         float* o = p.o_accum + at * kHeadDim;
         CUTE_UNROLL
@@ -422,10 +461,23 @@ struct DecodeTile {
         if (lse_thread) { p.lse_accum[at] = lse[c] == INFINITY ? -INFINITY : lse[c]; }
       } else {
         Element* o = Epilogue::sequence_o(p, tile, seq) + int64_t(row) * p.o_row_stride;
-        CUTE_UNROLL
-        for (int i = 0; i < kMO; ++i) {
+        if constexpr (kPaired) {  // the row's head's 64 rows of O^T (head-dim group i of 64: the pair's head i)
+          static_assert(kMO == 2, "two 64-row groups of the head dim: one a head of the pair");
+          const int half = int(row - skip >= seq.seqlen_q / 2);
           CUTE_UNROLL
-          for (int v1 = 0; v1 < 2; ++v1) { o[get<0>(cOt(value(c, v1, i)))] = Element(tOt(value(c, v1, i))); }
+          for (int i = 0; i < kMO; ++i) {
+            if (i != half) { continue; }
+            CUTE_UNROLL
+            for (int v1 = 0; v1 < 2; ++v1) {
+              o[get<0>(cOt(value(c, v1, i))) - i * kPairedHalf] = Element(tOt(value(c, v1, i)));
+            }
+          }
+        } else {
+          CUTE_UNROLL
+          for (int i = 0; i < kMO; ++i) {
+            CUTE_UNROLL
+            for (int v1 = 0; v1 < 2; ++v1) { o[get<0>(cOt(value(c, v1, i)))] = Element(tOt(value(c, v1, i))); }
+          }
         }
         if (lse_thread) {
           p.lse[int64_t(seq.q_batch) * p.lse_batch_stride + seq.q_row0 + int64_t(tile.head) * p.lse_head_stride + row] =

@@ -27,9 +27,11 @@ inline bool use_decode_tile(const FwdParams& p) {
 }
 
 // One launch of the decode tile's kernel: launch_fwd's split-KV launch (fwd_launch.h) with the decode tile's entry
-// and shared memory; the same parameters, descriptors (kept from call to call) and scheduler.
+// and shared memory; the same parameters, descriptors (kept from call to call) and scheduler. Returns whether the
+// launch merges the call's splits in a cluster (then no split writes fp32 partials, and the combine kernel must not
+// run after it, counters or not).
 template <int kHeadDim, DType kDType, bool kIsCausal, int kFeatures>
-void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
+bool launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   static_assert(kIsSplitKV<kFeatures>, "the decode tile is the split-KV kernel's");
   using Traits = DecodeTileBase<kHeadDim, kDType>;
   using KernelParams = FwdKernelParams<Traits, kIsCausal, kFeatures>;
@@ -58,6 +60,76 @@ void launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   DecodeTileEntry<Traits, kIsCausal, kFeatures, kDecodeTileRows>::get().launch(grid, Traits::kNThreads,
                                                                                Decode::kSmemBytes, stream, kp,
                                                                                programmatic, cluster ? splits : 1);
+  return cluster;
+}
+
+// Two K/V heads a CTA (kPairedHeads, splitkv_decode_traits.h) for a plain decoding call at head dim 64: the binding
+// allows it (FwdParams::pair_heads: a packed GQA call of one query, num_splits left to it, nothing appended, the
+// one-launch path with the cluster merge) and the call is laid out for it: K/V heads contiguous within a row (two
+// heads' 64 columns are then one head's 128), an even count of them, at most kDecodeTileRows / 2 query rows a head,
+// query heads contiguous within a batch row of q, out and the LSE (a pair's rows are then one head's), and the pairs
+// filling the GPU without splitting the keys (choose_num_splits_hopper over the pairs, as for a head-dim-128 call,
+// gives 1). On the H200, graph-replayed (benchmarks/decode_paired_heads/, h200-1): at batch 64 (one split) the pairs
+// ran 0.95-0.97x one head a CTA's time (4k-64k keys), at batch 8 (four splits a pair in one cluster, against two)
+// 1.04-1.08x; so split calls keep one head a CTA. The variant's own kernel is the plain non-causal one
+// (kPairsVariant).
+template <int kHeadDim, bool kIsCausal, int kFeatures>
+inline constexpr bool kPairsVariant = kHeadDim == 64 && !kIsCausal && (kFeatures & kAllFeatures) == 0;
+
+inline bool pairs_serve(const FwdParams& p) {
+  return p.pair_heads && p.head_dim == 64 && p.knew == nullptr && p.split_merge == SplitMerge::kCluster &&
+         !p.cu_seqlens_q && !p.cu_seqlens_k && p.nheads == p.nheads_k && p.nheads_k % 2 == 0 &&
+         p.seqlen_q >= 1 && 2 * p.seqlen_q <= kDecodeTileRows && p.k_head_stride == p.head_dim &&
+         p.v_head_stride == p.head_dim && p.q_head_stride == p.seqlen_q * p.q_row_stride &&
+         p.o_head_stride == p.seqlen_q * p.o_row_stride && p.lse_head_stride == p.seqlen_q &&
+         use_decode_tile(p);
+}
+
+// The pairs' parameters: nheads_k / 2 heads of 2 x seqlen_q query rows (head j's rows, then head j + 1's) over K/V
+// rows of 128 columns; num_splits for the pairs.
+inline FwdParams paired_params(const FwdParams& p, int num_splits) {
+  FwdParams q = p;
+  q.nheads = q.nheads_k = p.nheads_k / 2;
+  q.seqlen_q = 2 * p.seqlen_q;
+  q.q_head_stride *= 2, q.o_head_stride *= 2, q.lse_head_stride *= 2;
+  q.k_head_stride *= 2, q.v_head_stride *= 2;
+  q.num_splits = num_splits;
+  return q;
+}
+
+// The launch when the call qualifies (pairs_serve, and the pairs take one split); false, nothing launched, otherwise. The producer's TMA views: K and V as above (128 columns), Q and O as seqlen_q rows of 128 columns (two
+// query rows side by side: the bounds are the tensors'; the kernel fills sQ's rows from q itself and stores O from
+// registers, so neither view's rows are what it computes with).
+template <DType kDType>
+bool launch_decode_pairs(const FwdParams& params, cudaStream_t stream) {
+  using Traits = DecodeTileBase<128, kDType>;
+  constexpr int kFeatures = kSplitKVKernel | kPairedHeads;
+  using KernelParams = FwdKernelParams<Traits, false, kFeatures>;
+  using Decode = DecodeTileTraits<Traits, kDecodeTileRows>;
+  if (!pairs_serve(params)) { return false; }
+  const int splits = choose_num_splits_hopper(params.batch, params.nheads_k / 2, 2 * params.seqlen_q, params.seqlen_k,
+                                              128, sm_count());
+  if (splits != 1) { return false; }
+  const FwdParams pairs = paired_params(params, 1);
+  FwdParams views = pairs;
+  views.head_dim = 128;
+  views.seqlen_q = params.seqlen_q;
+  views.q_row_stride *= 2, views.o_row_stride *= 2;
+  const FwdParams tma_params = tma_strides(views);
+  const int slots = sm_count() * Traits::kCtasPerSm;
+  check_tile_count("the Hopper split-KV", 1, pairs.nheads, pairs.batch, 1, slots);
+  const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
+  KernelParams kp{pairs, descriptors.loads, descriptors.stores,
+                  KernelParams::Scheduler::make({pairs.seqlen_q, Traits::kBlockM, pairs.nheads, pairs.batch, 1, slots,
+                                                 0, 1})};
+  const dim3 grid(kp.scheduler.grid_size(slots));
+#if FLASHBUILD_SPLITKV_TIMELINE
+  kp.timeline = timeline_launch_buffer(int(grid.x));
+#endif
+  const bool programmatic = params.dependent_launch != DependentLaunch::kNone;
+  DecodeTileEntry<Traits, false, kFeatures, kDecodeTileRows>::get().launch(grid, Traits::kNThreads, Decode::kSmemBytes,
+                                                                           stream, kp, programmatic, 1);
+  return true;
 }
 
 }  // namespace flashbuild::hopper

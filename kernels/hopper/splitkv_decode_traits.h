@@ -126,6 +126,20 @@ struct DecodeTileTraits {
   static_assert(kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024, "the decode tile's CTAs exceed an SM's shared memory");
 };
 
+// Two K/V heads a CTA (a bit of kFeatures beside kSplitKVKernel and kKeys128Kernel: its own kernel, in a TU of its
+// own, <variant>_kernel_decode_pairs.cu). At head dim 64 a decode tile's K/V box reads 128 B of each token's row of
+// all the K/V heads (1 KB at 8 heads), at head dim 128 256 B, and the HBM serves the wider pattern faster: the same
+// cache bytes ran 2.5-4.4 % faster graph-replayed at batch 64 as hdim 128 over 4 K/V heads as hdim 64 over 8
+// (benchmarks/decode_paired_probe/). So a plain decoding call at head dim 64 runs on the head-dim-128 decode tile over
+// pairs of K/V heads: K and V seen as 128 columns (heads 2j and 2j + 1 side by side) of nheads_k / 2 heads, and Q
+// block-diagonal in sQ: the pair's query rows of head 2j hold their 64 values in columns 0-63 and zeros in 64-127,
+// those of head 2j + 1 the other way round, so that S^T = K Q^T is each row's own head's scores. O^T = V^T P^T then
+// holds each row's output in its head's 64 rows of the head dim (the other 64 are discarded at the store).
+// splitkv_decode_launch.h says which calls it takes; docs/serving.md what it costs a cache holding NaN or inf.
+constexpr int kPairedHeads = 1 << 10;
+template <int kFeatures>
+inline constexpr bool kIsPaired = (kFeatures & kPairedHeads) != 0;
+
 // Where a launch finds the decode tile's kernel (as FwdKernelEntry, fwd_params.h): splitkv_decode_kernel.h defines
 // `get` as the kernel's own symbol, a variant's launch TU specializes it to the fatbin of its <variant>_kernel_decode.cu.
 template <class Base, bool kIsCausal, int kFeatures, int kRowsQ>

@@ -65,9 +65,16 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   // The decode tile (hopper/splitkv_decode_traits.h) where it serves the call and is chosen, else the 64-row tile.
   bool decode = false;
   if constexpr (hopper::decode_tile_head_dim(kHeadDim)) { decode = hopper::use_decode_tile(params); }
+  // Two K/V heads a CTA where the call qualifies (hopper/splitkv_decode_launch.h): one split, the kernel stores O and
+  // the LSE itself, so nothing follows.
+  if constexpr (hopper::kPairsVariant<kHeadDim, kIsCausal, kFeatures>) {
+    if (decode && hopper::launch_decode_pairs<kDType>(params, stream)) { return; }
+  }
+  bool merged = false;  // the decode tile merged the splits in a cluster: no partials for the combine kernel
   if (decode) {
     if constexpr (hopper::decode_tile_head_dim(kHeadDim)) {
-      hopper::launch_decode_tile<kHeadDim, kDType, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
+      merged = hopper::launch_decode_tile<kHeadDim, kDType, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params,
+                                                                                                         stream);
     }
   } else if (params.split_merge == SplitMerge::kCluster) {  // the 64-row tile merges through L2 (kLanes)
     FwdParams lanes = params;
@@ -76,8 +83,9 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
   } else {
     hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params, stream);
   }
-  // With split_counters the kernel merged the splits itself (FwdEpilogue::combine_if_last).
-  if (params.num_splits > 1 && params.split_counters == nullptr) { SmallKernels::combine(params, stream); }
+  // With split_counters the kernel merged the splits itself (FwdEpilogue::combine_if_last), as it does in a cluster
+  // (which needs no counters: a call with more query blocks than counters, tests/gpu/test_kvcache_one_launch_gpu.py).
+  if (params.num_splits > 1 && params.split_counters == nullptr && !merged) { SmallKernels::combine(params, stream); }
 }
 
 }  // namespace flashbuild

@@ -278,25 +278,32 @@ def test_bad_indices_are_the_named_error_and_the_next_call_is_right(m):
         check_reference(q, k_pages, v_pages, out, lse, cache_seqlens=lens, block_table=table)
 
 
-def test_more_query_blocks_than_counters_merge_in_the_combine_kernel(m):
-    """1100 rows x 4 K/V heads = 4400 query blocks, over the 4096 counters (flash_api.cpp, kSplitCounterSlots)."""
+def test_more_query_blocks_than_counters_merge_in_the_combine_kernel(m, monkeypatch):
+    """1100 rows x 4 K/V heads = 4400 query blocks, over the 4096 counters (flash_api.cpp, kSplitCounterSlots): through
+    L2 (lane-merge) the splits merge in the combine kernel; by default the decode tile's two splits merge in their
+    cluster, which needs no counter, and no combine kernel runs after it (it once did, over partials no split wrote)."""
     torch.manual_seed(5)
     batch, d, capacity = 1100, 64, 256
     q = randn(batch, 1, 8, d)
     k_cache, v_cache = randn(batch, capacity, 4, d), randn(batch, capacity, 4, d)
     lens = torch.randint(1, capacity + 1, (batch,), device="cuda", dtype=torch.int32)
-    out, lse = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2,
-                                         return_softmax_lse=True)
-    check_reference(q, k_cache, v_cache, out, lse, cache_seqlens=lens)
-    names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2))
-    assert any("combine" in n for n in names) and not any("index_check" in n for n in names), names
+    for path, combine in (("lane-merge", True), (None, False)):
+        if path:
+            monkeypatch.setenv(PATH_VAR, path)
+        poison("cuda", [1 << 20] * 4)
+        out, lse = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2,
+                                             return_softmax_lse=True)
+        check_reference(q, k_cache, v_cache, out, lse, cache_seqlens=lens)
+        names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=2))
+        assert any("combine" in n for n in names) == combine and not any("index_check" in n for n in names), names
+        monkeypatch.delenv(PATH_VAR, raising=False)
 
 
 def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
     message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
-               r"cluster-merge, no-pdl, pdl-early, pdl-late or fresh-descriptors")
+               r"cluster-merge, no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
