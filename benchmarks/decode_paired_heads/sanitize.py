@@ -8,6 +8,8 @@ GPU test's to check (tests/gpu/test_kvcache_decode_pairs_gpu.py), for these shap
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 from torch.profiler import ProfilerActivity, profile
 
@@ -15,6 +17,7 @@ import flashbuild
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     m = flashbuild.load(hdim=64, dtype="fp16", arch="native", direction="splitkv", causal="off", features=[])
     torch.manual_seed(0)
     for batch, nheads, nheads_k, capacity, page, rows, leftpad in (
