@@ -262,10 +262,11 @@ def test_the_hopper_backward_launches_the_kernels_its_kernel_tus_embed(tmp_path)
 
 
 def test_the_hopper_splitkv_launches_the_kernels_its_kernel_tus_embed(tmp_path):
-    """The Hopper split-KV at hdim 64 (3 TUs): the launch TU (descriptors, the append, index-check and combine
-    kernels; no main loop) needs the fatbins of two kernel TUs, the 64-row split kernel's and the decode tile's
-    (hopper/splitkv_decode_*.h), each of which alone defines its own, with its one kernel inside and no spill. The
-    only CPU test that compiles the split-KV's launch code, which no other tier reaches without a GPU."""
+    """The Hopper split-KV at hdim 64 (4 TUs): the launch TU (descriptors, the append, index-check and combine
+    kernels; no main loop) needs the fatbins of three kernel TUs, the 64-row split kernel's, the decode tile's and the
+    decode tile's over pairs of K/V heads (hopper/splitkv_decode_*.h), each of which alone defines its own, with its
+    one kernel inside and no spill. The only CPU test that compiles the split-KV's launch code, which no other tier
+    reaches without a GPU."""
     from flashbuild.debug import inspection
 
     cache, variant = tmp_path / "cache", "splitkv_hdim64_fp16_sm90"
@@ -274,7 +275,8 @@ def test_the_hopper_splitkv_launches_the_kernels_its_kernel_tus_embed(tmp_path):
                         "--no-local", "--no-softcap", "--compile-only", "--jobs", "2", cache=cache)
     assert result.returncode == 0, result.stderr[-3000:]
     (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
-    parts = {"kernel": "hopper10fwd_kernel", "kernel_decode": "hopper21splitkv_decode_kernel"}
+    parts = {"kernel": "hopper10fwd_kernel", "kernel_decode": "hopper21splitkv_decode_kernel",
+             "kernel_decode_pairs": "hopper21splitkv_decode_kernel"}
     assert sorted(objects(cache)) == [variant] + [f"{variant}_{part}" for part in parts]
     symbols = {}
     for name in [variant] + [f"{variant}_{part}" for part in parts]:
@@ -296,6 +298,9 @@ def test_the_hopper_splitkv_launches_the_kernels_its_kernel_tus_embed(tmp_path):
         (report,) = inspection.inspect_object(name, build_dir / "obj" / f"{name}.o")
         assert marker in report.kernel and report.arch == "sm_90a", report
         assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0, report
-    assert "hopper/splitkv_decode_kernel.h" in ninja_deps(build_dir, f"obj/{variant}_kernel_decode.o")
+        if part == "kernel_decode_pairs":  # the head-dim-128 tile's traits over pairs of K/V heads
+            assert "FwdTraitsILi128E" in report.kernel, report
+    for part in ("kernel_decode", "kernel_decode_pairs"):
+        assert "hopper/splitkv_decode_kernel.h" in ninja_deps(build_dir, f"obj/{variant}_{part}.o")
     assert "hopper/splitkv_decode_kernel.h" not in ninja_deps(build_dir, f"obj/{variant}_kernel.o")
-    print(f"sm90 split-KV hdim 64, 1 launch + 2 kernel TUs (2 jobs): {time.monotonic() - started:.1f}s")
+    print(f"sm90 split-KV hdim 64, 1 launch + 3 kernel TUs (2 jobs): {time.monotonic() - started:.1f}s")
