@@ -97,9 +97,10 @@ inline FwdParams paired_params(const FwdParams& p, int num_splits) {
   return q;
 }
 
-// The launch when the call qualifies (pairs_serve, and the pairs take one split); false, nothing launched, otherwise. The producer's TMA views: K and V as above (128 columns), Q and O as seqlen_q rows of 128 columns (two
-// query rows side by side: the bounds are the tensors'; the kernel fills sQ's rows from q itself and stores O from
-// registers, so neither view's rows are what it computes with).
+// The launch when the call qualifies (pairs_serve, and the pairs take one split); false, nothing launched, otherwise.
+// The producer's TMA views: K and V as above (128 columns), Q and O as seqlen_q rows of 128 columns (two query rows
+// side by side: the bounds are the tensors'; the kernel fills sQ's rows from q itself and stores O from registers, so
+// neither view's rows are what it computes with).
 template <DType kDType>
 bool launch_decode_pairs(const FwdParams& params, cudaStream_t stream) {
   using Traits = DecodeTileBase<128, kDType>;
