@@ -158,11 +158,11 @@ def test_start_marks_ninja_and_what_it_starts_with_its_dir(tmp_path):
         assert process.pid in processes.processes_in(tmp_path)
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowing, on purpose
-def test_a_signal_whose_exception_python_swallowed_still_stops_the_build():
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # nothing may be reported
+def test_a_signal_whose_exception_python_swallowed_still_stops_the_build(capfd):
     """A SIGTERM handled where Python only prints 'Exception ignored in ...' (seen in CI: during the fork
     of ninja, in logging's at-fork _releaseLock; here a __del__) loses its Terminated; the next step of the
-    build raises it again, and the process it started is stopped."""
+    build raises it again, the process it started is stopped, and no traceback reaches stderr."""
     class Swallows:
         def __del__(self):
             os.kill(os.getpid(), signal.SIGTERM)
@@ -178,6 +178,29 @@ def test_a_signal_whose_exception_python_swallowed_still_stops_the_build():
                 pytest.fail("the swallowed SIGTERM did not stop the block")
     assert started == [] or started[0].poll() is not None
     assert processes._pending == []
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_other_unraisable_exceptions_are_still_reported():
+    """signals_raise silences only the report of a lost Terminated; any other exception Python swallows is
+    reported as before."""
+    import gc
+
+    seen = []
+
+    class Fails:
+        def __del__(self):
+            raise ValueError("from __del__")
+
+    report = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        with processes.signals_raise():
+            Fails()
+            gc.collect()
+    finally:
+        sys.unraisablehook = report
+    assert [type(info.exc_value) for info in seen] == [ValueError]
 
 
 def test_a_signal_another_thread_takes_stops_a_quiet_build_within_a_second():

@@ -23,6 +23,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -79,7 +80,8 @@ def stop(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
 # which can be inside code whose exceptions it only prints ("Exception ignored in ..."): an at-fork
 # callback while subprocess forks ninja (logging's _releaseLock), a __del__, a weakref callback. There
 # the Terminated is lost and the build would go on; raise_pending() raises it again where the normal
-# flow passes only if it was lost.
+# flow passes only if it was lost. While signals_raise() is in force, Python's report of such a lost
+# Terminated (a traceback on stderr) is dropped: the signal is not lost, only deferred.
 _pending: list[int] = []
 
 
@@ -146,11 +148,19 @@ def signals_raise() -> Iterator[None]:
         _pending.append(signum)  # in case the exception below lands where Python swallows it
         raise Terminated(signum)
 
+    report = sys.unraisablehook
+
+    def unraisable(info) -> None:
+        if not isinstance(info.exc_value, Terminated):  # a lost Terminated is in _pending: not an error
+            report(info)
+
     _pending.clear()
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = report
         for sig, old in previous.items():
             signal.signal(sig, old)
         _pending.clear()
