@@ -159,23 +159,29 @@ def test_start_marks_ninja_and_what_it_starts_with_its_dir(tmp_path):
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")  # nothing may be reported
-def test_a_signal_whose_exception_python_swallowed_still_stops_the_build(capfd):
-    """A SIGTERM handled where Python only prints 'Exception ignored in ...' (seen in CI: during the fork
-    of ninja, in logging's at-fork _releaseLock; here a __del__) loses its Terminated; the next step of the
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_whose_exception_python_swallowed_still_stops_the_build(capfd, signum):
+    """A SIGTERM or Ctrl-C handled where Python only prints 'Exception ignored in ...' (seen in CI: during the fork
+    of ninja, in logging's at-fork _releaseLock; here a __del__) loses its exception; the next step of the
     build raises it again, the process it started is stopped, and no traceback reaches stderr."""
     class Swallows:
         def __del__(self):
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
             for _ in range(1000):  # the handler runs at a bytecode boundary inside this method
                 pass
 
     started = []
-    with pytest.raises(processes.Terminated):
-        with processes.signals_raise():
-            Swallows()
-            with processes.running(["sleep", "30"]) as process:
-                started.append(process)
-                pytest.fail("the swallowed SIGTERM did not stop the block")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal starts flashbuild
+    try:
+        with pytest.raises(processes.Terminated if signum == signal.SIGTERM else KeyboardInterrupt) as raised:
+            with processes.signals_raise():
+                Swallows()
+                with processes.running(["sleep", "30"]) as process:
+                    started.append(process)
+                    pytest.fail("the swallowed signal did not stop the block")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert getattr(raised.value, "signum", signal.SIGINT) == signum
     assert started == [] or started[0].poll() is not None
     assert processes._pending == []
     assert "Traceback" not in capfd.readouterr().err

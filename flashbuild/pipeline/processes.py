@@ -76,21 +76,26 @@ def stop(process: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
         process.wait()
 
 
-# Signals signals_raise's handler took. Python runs a handler at the next bytecode of the main thread,
+# Signals signals_raise's handlers took. Python runs a handler at the next bytecode of the main thread,
 # which can be inside code whose exceptions it only prints ("Exception ignored in ..."): an at-fork
 # callback while subprocess forks ninja (logging's _releaseLock), a __del__, a weakref callback. There
-# the Terminated is lost and the build would go on; raise_pending() raises it again where the normal
-# flow passes only if it was lost. While signals_raise() is in force, Python's report of such a lost
-# Terminated (a traceback on stderr) is dropped: the signal is not lost, only deferred.
+# the Terminated (or Ctrl-C's KeyboardInterrupt) is lost and the build would go on; raise_pending()
+# raises it again where the normal flow passes only if it was lost. While signals_raise() is in force,
+# Python's report of such a lost exception (a traceback on stderr) is dropped: the signal is not lost,
+# only deferred.
 _pending: list[int] = []
 
 
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
 def raise_pending() -> None:
-    """Raise Terminated for a signal whose handler's exception Python swallowed (see _pending)."""
+    """Raise the exception of a signal whose handler's exception Python swallowed (see _pending)."""
     if _pending:
         signum = _pending[-1]
         _pending.clear()
-        raise Terminated(signum)
+        raise _interrupt(signum)
 
 
 @contextlib.contextmanager
@@ -139,23 +144,28 @@ def output_lines(process: subprocess.Popen, poll: float = 0.2) -> Iterator[str]:
 
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """While the block runs (main thread only), SIGTERM and SIGHUP raise Terminated."""
+    """While the block runs (main thread only), SIGTERM and SIGHUP raise Terminated, and SIGINT (where it is
+    not ignored, as in a background job) KeyboardInterrupt as Python's own handler does; each is recorded in
+    _pending too, for where Python swallows it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, _frame):
         _pending.append(signum)  # in case the exception below lands where Python swallows it
-        raise Terminated(signum)
+        raise _interrupt(signum)
 
     report = sys.unraisablehook
 
     def unraisable(info) -> None:
-        if not isinstance(info.exc_value, Terminated):  # a lost Terminated is in _pending: not an error
+        if not (isinstance(info.exc_value, KeyboardInterrupt) and _pending):  # recorded: deferred, not an error
             report(info)
 
+    handled = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        handled.append(signal.SIGINT)
     _pending.clear()
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, handler) for sig in handled}
     sys.unraisablehook = unraisable
     try:
         yield
