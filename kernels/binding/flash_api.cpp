@@ -48,6 +48,7 @@
 #include "common/index_errors.h"
 #include "common/params.h"
 #include "common/splitkv_heuristic.h"
+#include "common/splitkv_path.h"  // FLASHBUILD_SPLITKV_PATH: the path a decoding call takes, read at every call
 #include "flashbuild_dispatch.h"
 #include "common/splitkv_descriptor_switch.h"  // the TMA descriptors kept from call to call: on, or off for an A/B
 #include "flashbuild_table.h"
@@ -873,47 +874,6 @@ void read_indices_at_use(FwdParams& p, const KVCacheArgs& a, const CacheShape& g
     p.block_table = a.block_table->data_ptr<int>();
     p.block_table_batch_stride = a.block_table->stride(0);
   }
-}
-
-// FLASHBUILD_SPLITKV_PATH (read at every call: A/B runs in one process, benchmarks/decode/decode_table.py) picks how
-// decoding runs on the Hopper split-KV: unset or empty, the default (one launch; the decode tile's splits merged
-// inside a thread block cluster, SplitMerge::kCluster, where the launch can cluster them, else the kLanes tail through
-// L2: graph-replayed at batch 8, where a call has two splits, 0.94-1.00x kLanes' time, bit-identical,
-// benchmarks/decode_cluster_merge/README.md; kLanes ran 0.85-1.00x the kSerial tail's time, benchmarks/decode/README.md
-// run 5; a programmatic dependent launch that releases the next launch at its start, DependentLaunch::kEarly: 0.5-0.7
-// us off a graph-replayed call at batch 1 with 4k keys in two runs, within noise elsewhere, "Small calls" there);
-// "previous", as before its one-launch path (the check kernel, the attention kernel, the combine kernel, ordinary
-// launches); "serial-merge" and "lane-merge", one launch with the first or the second merge tail through L2 (SplitMerge,
-// common/params.h) instead of the cluster; "no-pdl" and "pdl-late", the default launched plainly, or releasing the
-// next launch once its tiles are computed (kLate); "cluster-merge" and "pdl-early", the default spelled out;
-// "fresh-descriptors", the default with its TMA descriptors built for the call as before they were kept from call to
-// call (hopper/splitkv_descriptors.h: an A/B of the host time); "no-pairs", the default with one K/V head a CTA at head
-// dim 64 where it would run two (FwdParams::pair_heads, hopper/splitkv_decode_launch.h). Another value is refused by
-// name.
-struct SplitKVPath {
-  bool previous;
-  SplitMerge merge;
-  DependentLaunch dependent_launch;
-  bool keep_descriptors = true;
-  bool pairs = true;
-};
-
-SplitKVPath splitkv_path() {
-  const char* v = std::getenv("FLASHBUILD_SPLITKV_PATH");
-  const SplitKVPath fallback{false, SplitMerge::kCluster, DependentLaunch::kEarly};
-  if (v == nullptr || *v == '\0') return fallback;
-  if (std::strcmp(v, "previous") == 0) return {true, SplitMerge::kSerial, DependentLaunch::kNone};
-  if (std::strcmp(v, "serial-merge") == 0) return {false, SplitMerge::kSerial, DependentLaunch::kEarly};
-  if (std::strcmp(v, "lane-merge") == 0) return {false, SplitMerge::kLanes, DependentLaunch::kEarly};
-  if (std::strcmp(v, "cluster-merge") == 0 || std::strcmp(v, "pdl-early") == 0) return fallback;
-  if (std::strcmp(v, "no-pdl") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kNone};
-  if (std::strcmp(v, "pdl-late") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kLate};
-  if (std::strcmp(v, "fresh-descriptors") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kEarly, false};
-  if (std::strcmp(v, "no-pairs") == 0) return {false, SplitMerge::kCluster, DependentLaunch::kEarly, true, false};
-  TORCH_CHECK(false, "flashbuild: FLASHBUILD_SPLITKV_PATH='", shown_env_value(v),
-              "' is not a split-KV path; it takes previous, serial-merge, lane-merge, cluster-merge, no-pdl, pdl-early, "
-              "pdl-late, fresh-descriptors or no-pairs (or unset it for the default)");
-  return {};
 }
 
 // A padded head dim runs on a zero-padded copy of the cache, so the appended rows land in the copy;

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/splitkv_path.h"  // SplitMerge, DependentLaunch
 #include "common/variant_space.h"  // DType, the Feature bits, the kernel head dims (generated from selection/space.py)
 
 namespace flashbuild {
@@ -68,18 +69,8 @@ inline void check_tile_count(const char* entry, int64_t m_blocks, int64_t nheads
   }
 }
 
-// The tail that merges the Hopper split-KV's splits in the kernel (hopper/fwd_epilogue.h, combine_if_last):
-// kSerial, the first (fences around the arrival count; each lane walks the splits), or kLanes (one acquire-release
-// count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits. kCluster: the decode
-// tile's splits as the CTAs of one thread block cluster, split 0's merging the others' through distributed shared
-// memory (hopper/splitkv_cluster_merge.h), where the launch can cluster the call (hopper/splitkv_decode_launch.h);
-// elsewhere kLanes. The same bits again.
-enum class SplitMerge : int { kSerial = 0, kLanes = 1, kCluster = 2 };
-
-// Whether the Hopper split-KV is a programmatic dependent launch (hopper/splitkv_dependent_launch.h), and when its
-// CTAs let the stream's next kernel launch: kEarly once past their wait at the start, kLate once a CTA's last tile
-// is computed (before its partials are stored and merged). kNone: an ordinary launch.
-enum class DependentLaunch : int { kNone = 0, kEarly = 1, kLate = 2 };
+// SplitMerge and DependentLaunch, how a Hopper split-KV call merges its splits and launches, are declared in
+// common/splitkv_path.h with FLASHBUILD_SPLITKV_PATH, which picks them.
 
 // A KV-cache call's index tensors as the caller gave them (null: not given), read by the check kernel
 // alone (common/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
