@@ -1,7 +1,8 @@
 // An environment variable's value as an error message shows it: printable ASCII, other bytes as '?', at most 64
-// characters. The settings read from the environment at every call or launch (FLASHBUILD_SPLITKV_PATH / _TILE /
-// _DEAL, FLASHBUILD_HOPPER_FWD_PAIRS / _WIDE_FROM) name a refused value with it, so an arbitrary value never
-// reaches the message raw. Host code alone: the binding and tests/fuzz's host programs include it.
+// characters. The settings read from the environment at every call or launch (FLASHBUILD_SPLITKV_PATH / _TILE,
+// FLASHBUILD_HOPPER_FWD_PAIRS / _WIDE_FROM, a study build's FLASHBUILD_SPLITKV_TIMELINE) name a refused value with it,
+// so an arbitrary value never reaches the message raw. Host code alone: the binding and tests/fuzz's host programs
+// include it.
 #pragma once
 
 #include <string>

@@ -81,8 +81,7 @@ inline bool pairs_serve(const FwdParams& p) {
          !p.cu_seqlens_q && !p.cu_seqlens_k && p.nheads == p.nheads_k && p.nheads_k % 2 == 0 &&
          p.seqlen_q >= 1 && 2 * p.seqlen_q <= kDecodeTileRows && p.k_head_stride == p.head_dim &&
          p.v_head_stride == p.head_dim && p.q_head_stride == p.seqlen_q * p.q_row_stride &&
-         p.o_head_stride == p.seqlen_q * p.o_row_stride && p.lse_head_stride == p.seqlen_q &&
-         use_decode_tile(p);
+         p.o_head_stride == p.seqlen_q * p.o_row_stride && p.lse_head_stride == p.seqlen_q;
 }
 
 // The pairs' parameters: nheads_k / 2 heads of 2 x seqlen_q query rows (head j's rows, then head j + 1's) over K/V
@@ -98,6 +97,7 @@ inline FwdParams paired_params(const FwdParams& p, int num_splits) {
 }
 
 // The launch when the call qualifies (pairs_serve, and the pairs take one split); false, nothing launched, otherwise.
+// Called once run_splitkv has chosen the decode tile (use_decode_tile: FLASHBUILD_SPLITKV_TILE is read once a call).
 // The producer's TMA views: K and V as above (128 columns), Q and O as seqlen_q rows of 128 columns (two query rows
 // side by side: the bounds are the tensors'; the kernel fills sQ's rows from q itself and stores O from registers, so
 // neither view's rows are what it computes with).
