@@ -254,6 +254,33 @@ def test_a_release_that_lacks_a_file_is_named_with_the_profile_key(tmp_path):
         builder.parse_request(source=tree, hdim=64, dtype="fp16", arch="sm90")
 
 
+@pytest.mark.parametrize("release_id", ["flash-attn-2@2.6", "flash-attn-3@3.0.0b1"])
+def test_another_layout_with_a_served_version_names_what_the_release_serves(tmp_path, release_id):
+    """A tree whose version a release serves but whose layout lacks its files (hopper/ of flash-attention v2.7.x says
+    3.0.0.b1 as v2.8.x does, without v2.8's flash_prepare_scheduler.cu): the build names the files, what the release
+    serves and how a layout is added; `flashbuild profiles --source` says why none is detected. A tree that lacks only
+    its CUTLASS gets the CUTLASS fix alone."""
+    version = {"flash-attn-2@2.6": "2.6.3", "flash-attn-3@3.0.0b1": "3.0.0.b1"}[release_id]
+    tree = layout_tree(tmp_path, release_id, version)
+    release = profiles.load(release_id)
+    dropped = release.support[-1].file if release.support else release.required[-1]
+    (tree / dropped).unlink()
+    built = run_cli("--source", str(tree), "--hdim", "64", "--arch", "sm90", "--dry-run")
+    assert built.exit_code == 2 and "Traceback" not in built.output, built.output
+    assert dropped in built.stderr and f"{release_id} serves {release.release.served}" in built.stderr
+    assert "docs/releases.md" in built.stderr and f"flashbuild profiles --source {tree}" in built.stderr
+    described = run_cli("profiles", "--source", str(tree))
+    assert described.exit_code == 0, described.output
+    assert f"detected: none: its version is {release_id}'s, but it lacks files" in described.stdout
+    (tree / dropped).write_text("")
+    cutlass = tree / "csrc/cutlass/include/cutlass/cutlass.h"
+    if release.cutlass != "wheel":
+        cutlass.unlink()
+        no_cutlass = run_cli("--source", str(tree), "--hdim", "64", "--arch", "sm90", "--dry-run")
+        assert no_cutlass.exit_code == 2 and "cutlass.h" in no_cutlass.stderr, no_cutlass.output
+        assert "serves" not in no_cutlass.stderr and "Traceback" not in no_cutlass.output
+
+
 def test_an_explicit_profile_that_does_not_fit_still_refuses(tmp_path):
     fa2 = layout_tree(tmp_path, "flash-attn-2@2.6", "2.6.3")
     other_family = run_cli("--source", str(fa2), "--profile", "flash-attn-3", "--hdim", "64", "--arch", "sm90",

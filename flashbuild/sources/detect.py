@@ -186,9 +186,13 @@ def describe(root: Path) -> str:
                      f"--source {root} picks it without --profile")
     else:
         try:
-            detect(root)
+            near = detect(root)
         except SelectionError as exc:
             lines.append(f"detected: none: {exc}")
+        else:  # the version is a release's, and the tree lacks files of its layout (another layout, or incomplete)
+            lines.append(f"detected: none: its version is {near}'s, but it lacks files of that release's layout "
+                         f"(above): an incomplete tree, or another layout with the same version; a build names them "
+                         f"(add a layout as a release: docs/releases.md)")
     return "\n".join(lines)
 
 

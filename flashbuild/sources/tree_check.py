@@ -65,20 +65,29 @@ def check_tree(profile: Profile, root: Path) -> None:
         problems.append(f"missing file {profile.cutlass}/cutlass/cutlass.h (profile key tree.cutlass"
                         + (f"; or set {profile.cutlass_env} to a CUTLASS include dir)" if profile.cutlass_env else ")"))
     if problems:
+        hint = _release_hint(profile, root, layout=bool(missing or missing_dirs or replaced))
         raise SelectionError(f"--source {root} does not match profile {profile.name} ({profile.path}): "
                              f"{'; '.join(problems)}; check that --source is the tree's root and that its release "
-                             f"has this layout{_release_hint(profile, root)}")
+                             f"has this layout{hint}")
     check_version(profile, root)
     check_cutlass(profile, root)
 
 
-def _release_hint(profile: Profile, root: Path) -> str:
-    """For a release line the tree's version is not in: which release the version is, to pass instead."""
+def _release_hint(profile: Profile, root: Path, layout: bool = True) -> str:
+    """For a release line the tree's version is not in: which release the version is, to pass instead. For one that
+    serves the version: what it serves (a tree of another layout can carry the same version, e.g. hopper/ of
+    flash-attention v2.7.x says 3.0.0.b1 like v2.8.x), and where a release is added; nothing when the tree lacks no
+    file of the layout (`layout` false: only its CUTLASS, which the error names with its fix)."""
     if profile.release is None or profile.version_file is None:
         return ""
     found = tree_version(profile, root)
-    return "" if profile.release.serves(found) else \
-        f" ({releases_module.instead(profiles.releases(profile.name), profile.release, found, root)})"
+    if not profile.release.serves(found):
+        return f" ({releases_module.instead(profiles.releases(profile.name), profile.release, found, root)})"
+    if not layout:
+        return ""
+    return (f" ({profile.name} serves {profile.release.served}; a tree of another layout with version {found} is not "
+            f"served: use a tree of a served release, or add this layout as a release (docs/releases.md); see "
+            f"flashbuild profiles --source {root})")
 
 
 def release_matches(found: str | None, wanted: str) -> bool:
