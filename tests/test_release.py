@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -165,6 +166,33 @@ def test_a_release_spec_builds_from_the_fetched_tree_and_fetches_once(served, ca
     assert (cache / release.SOURCES).stat().st_mode & 0o077 == 0
     listed = run_cli("list")
     assert "sources" not in listed.output  # not a build: `flashbuild list` neither lists nor skips it
+
+
+@pytest.mark.parametrize("profile", [[], ["--profile", "flash-attn-2"]])
+def test_a_release_spec_is_named_by_its_release_line_with_or_without_a_profile(served, cache, profile):
+    """--source flash-attn==X names its release line as a path to its tree does: without --profile (it once said the
+    spec 'does not exist'), and with a profile of several lines (2.6.3 once was checked against the 2.8 layout)."""
+    from test_releases import layout_tree
+
+    for version, line in (("2.6.3", "flash-attn-2@2.6"), ("2.8.3", "flash-attn-2@2.8")):
+        tree = layout_tree(cache.parent / "layouts", line, version)
+        files = {str(f.relative_to(tree)): f.read_text() for f in tree.rglob("*") if f.is_file()}
+        served.add(version, sdist_bytes(f"flash_attn-{version}", files))
+        result = run_cli("build", "--source", f"flash-attn=={version}", *profile, *SPEC_ARGS[2:])
+        assert result.exit_code == 0, result.output
+        assert f"plan: {line} at {cache / release.SOURCES / f'flash_attn-{version}'}" in result.stdout
+    assert served.calls == ["flash-attn==2.6.3", "flash-attn==2.8.3"]  # each fetched once
+    described = run_cli("profiles", "--source", "flash-attn==2.6.3")
+    assert described.exit_code == 0 and "detected: flash-attn-2@2.6" in described.stdout, described.output
+    unknown = run_cli("profiles", "--source", "flash-attn==2.4.2")
+    assert unknown.exit_code == 2 and "is not in" in unknown.stderr and "Traceback" not in unknown.output
+
+
+@pytest.mark.parametrize("asked, near", [("2.4.2", "2.5.0"), ("9.9", "2.8.3.post2"), ("2.8.4", "2.8.3.post2"),
+                                         ("2.5.9", "2.5.9.post1"), ("2.7.1", "2.7.1.post4"), ("2.7.5", "2.7.4.post1")])
+def test_an_unrecorded_version_names_the_nearest_recorded_in_release_order(asked, near):
+    with pytest.raises(SelectionError, match=rf"use --source flash-attn=={re.escape(near)}, or add the release"):
+        release.resolve(f"flash-attn=={asked}", REPO / "configs" / release.TABLE)
 
 
 def test_a_download_with_another_digest_is_refused_and_not_unpacked(served, cache):

@@ -7,15 +7,18 @@ import click
 
 @click.command()
 @click.option("--source", type=click.Path(file_okay=False),
-              help="A kernel tree: say which profile and release it is, and why the others do not match.")
+              help="A kernel tree, or a release as NAME==VERSION (fetched as a build's --source is): say which profile "
+                   "and release it is, and why the others do not match.")
 def profiles(source):
     """The profiles of external kernel trees and the releases each serves (configs/profiles/)."""
     from pathlib import Path
 
-    from ..sources import detect
+    from ..sources import detect, release
 
     click.echo(detect.listing())
     if source is not None:
+        if release.is_spec(source):
+            source = str(release.fetch(source))
         root = Path(source).expanduser().resolve()
         if not root.is_dir():
             raise click.BadParameter(f"{source}: {'not a directory' if root.exists() else 'does not exist'}; pass "

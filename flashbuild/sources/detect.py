@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import SelectionError
 from . import profile as profiles
 from . import tree_check
+from . import release as release_specs
 from . import releases as releases_module
 
 
@@ -90,6 +91,8 @@ def choose(source: str | None, profile: str | None) -> str | None:
         return text
     if any(c in str(source) for c in "\n\r\0"):
         return text or profiles.BUILTIN  # resolve_source refuses it, naming it
+    if release_specs.is_spec(str(source)):  # flash-attn==2.6.3: the release's tree (fetched once, cached) names its line
+        source = release_specs.fetch(str(source))
     root = Path(source).expanduser().resolve()
     if not root.is_dir():
         if text is None:

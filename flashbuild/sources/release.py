@@ -151,7 +151,7 @@ def resolve(spec: str, table: Path | None = None) -> Release:
     found = releases.get(f"{package}=={version}")
     if found is None:
         versions = sorted((r.version for r in releases.values() if r.package == package), key=_sort_key)
-        near = difflib.get_close_matches(version, versions, n=1, cutoff=0) or versions[-1:]
+        near = [_nearest_recorded(version, versions)]
         pip_env = "".join(f"{k}={v} " for k, v in releases[f"{package}=={near[0]}"].pip_env)
         raise SelectionError(
             f"--source {spec}: {package} {version} is not in {path}, so its sdist cannot be checked (releases "
@@ -160,6 +160,23 @@ def resolve(spec: str, table: Path | None = None) -> Release:
             f"its `sha256sum DIR/{Release(package, version, '').dir_name}.tar.gz` as "
             f"\"{version}\" = \"<digest>\" under [{package}.sha256]")
     return found
+
+
+def _nearest_recorded(version: str, versions: list[str]) -> str:
+    """The recorded version closest to `version` in release order: the newest of the same release numbers (2.5.9:
+    2.5.9.post1), else the newest below it, else the oldest (older than every one); a version that does not parse,
+    the one most like it as text."""
+    from .releases import parse_version
+
+    key = parse_version(version)
+    keyed = [(parse_version(v), v) for v in versions]
+    if key is None or any(k is None for k, _ in keyed):
+        return (difflib.get_close_matches(version, versions, n=1, cutoff=0) or versions[-1:])[0]
+    same = [v for k, v in sorted(keyed) if k[:4] == key[:4]]
+    if same:
+        return same[-1]
+    below = [v for k, v in sorted(keyed) if k <= key]
+    return below[-1] if below else min(keyed)[1]
 
 
 def sources_dir() -> Path:
