@@ -27,8 +27,12 @@ from helpers import requires_nvcc, run_cli
 from upstream import fa2_tree, fa3_tree_at, tree_digest
 
 # Releases users pin, each with the release line that serves it (the issue's table).
-FA2_SDISTS = {"2.5.9.post1": "2.5", "2.6.3": "2.6", "2.7.3": "2.7", "2.7.4.post1": "2.7.4", "2.8.0.post2": "2.8",
-              "2.8.2": "2.8", "2.8.3": "2.8"}
+FA2_SDISTS = {"2.5.5": "2.5", "2.5.9.post1": "2.5", "2.6.2": "2.6", "2.6.3": "2.6", "2.7.0.post2": "2.7",
+              "2.7.3": "2.7", "2.7.4.post1": "2.7.4", "2.8.0.post2": "2.8", "2.8.2": "2.8", "2.8.3": "2.8",
+              "2.8.3.post2": "2.8"}
+# Recorded sdists no line serves, and the line a refusal names as the nearest: 2.5.0 switches its features with
+# plain BOOL_SWITCH sites, 2.6.0.post1 - 2.6.1 decide the backward's causal inside each TU (releases/*/2.5.toml, 2.6.toml).
+FA2_REFUSED = {"2.5.0": "2.5", "2.6.1": "2.5"}
 FA3_REFS = {"v2.8.3": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "0251105a": "3.0.0"}  # hopper/__init__.py's
 FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0-nopackage": "3.0.0", "3.0.0": "3.0.0"}
 VERSION_H = "#define CUTLASS_MAJOR {0}\n#define CUTLASS_MINOR {1}\n#define CUTLASS_PATCH {2}\n"
@@ -184,7 +188,7 @@ def test_a_release_that_is_not_served_names_the_nearest():
 
 @pytest.mark.parametrize("release_id, version", [
     *[(f"flash-attn-2@{line}", version) for version, line in FA2_SDISTS.items()],
-    ("flash-attn-2@2.5", "2.5.0"), ("flash-attn-2@2.8", "2.8.3+cu12torch2.4cxx11abiFALSE"),
+    ("flash-attn-2@2.5", "2.5.4"), ("flash-attn-2@2.8", "2.8.3+cu12torch2.4cxx11abiFALSE"),
     *[(f"flash-attn-3@{line}", FA3_VERSIONS[line]) for line in FA3_REFS.values()],
 ])
 def test_every_release_names_itself(tmp_path, release_id, version):
@@ -201,6 +205,8 @@ def test_every_release_names_itself(tmp_path, release_id, version):
 
 @pytest.mark.parametrize("layout, version, nearest", [
     ("flash-attn-2@2.5", "2.4.2", "flash-attn-2@2.5"),    # older than any: the oldest
+    ("flash-attn-2@2.5", "2.5.0", "flash-attn-2@2.5"),    # BOOL_SWITCH sites for its features: not served
+    ("flash-attn-2@2.6", "2.6.1", "flash-attn-2@2.5"),    # the backward's causal inside each TU: not served
     ("flash-attn-2@2.8", "2.9.0", "flash-attn-2@2.8"),    # newer than any: the newest
     ("flash-attn-2@2.8", "3.0.0b1", "flash-attn-2@2.8"),
     ("flash-attn-3@3.0.0", "3.1.0", "flash-attn-3@3.0.0"),
@@ -527,6 +533,20 @@ def test_each_fa2_release_narrows_exactly_its_trees_switches(version):
     tree = _real_fa2(version)
     before = tree_digest(tree)
     assert _check_overlay_against_tree(tree) == f"flash-attn-2@{FA2_SDISTS[version]}"
+    assert tree_digest(tree) == before
+
+
+@pytest.mark.parametrize("version", sorted(FA2_REFUSED))
+def test_each_fa2_sdist_no_line_serves_is_refused_naming_the_nearest(version):
+    """The recorded sdists whose layout no line describes: refused by name (once they were taken by the 2.5 and 2.6
+    lines, whose overlays narrowed none of 2.5.0's feature switches and whose backward TUs 2.6.1 does not declare)."""
+    tree = _real_fa2(version)
+    before = tree_digest(tree)
+    with pytest.raises(SelectionError, match=rf"says {re.escape(version)}\) that no release of flash-attn-2 serves .*"
+                                             rf"the nearest served release is flash-attn-2@{FA2_REFUSED[version]} "):
+        detect.detect(tree)
+    dry = run_cli("--source", str(tree), "--hdim", "64", "--dtype", "fp16", "--arch", "sm80", "--dry-run")
+    assert dry.exit_code == 2 and "docs/releases.md" in dry.stderr and "Traceback" not in dry.output
     assert tree_digest(tree) == before
 
 

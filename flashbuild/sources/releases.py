@@ -6,7 +6,7 @@ is a few lines of data and the differences between releases can be read side by 
 
     [release]
     versions = { from = "2.6", below = "2.7" }    # the tree's version string must fall here
-    served = "flash-attn 2.6.0 - 2.6.3 sdists"     # what a user knows the release as
+    served = "flash-attn 2.6.2 - 2.6.3 sdists"     # what a user knows the release as
     remove = ["features.disable.softcap",           # keys of the profile this release does not have,
               "switches.macro[SOFTCAP_SWITCH]"]     # or one entry of a list: key[NAME]
     absent = ["csrc/flash_attn/src/namespace_config.h"]  # files a tree of this release does not have
