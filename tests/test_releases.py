@@ -33,7 +33,8 @@ FA2_SDISTS = {"2.5.5": "2.5", "2.5.9.post1": "2.5", "2.6.2": "2.6", "2.6.3": "2.
 # Recorded sdists no line serves, and the line a refusal names as the nearest: 2.5.0 switches its features with
 # plain BOOL_SWITCH sites, 2.6.0.post1 - 2.6.1 decide the backward's causal inside each TU (releases/*/2.5.toml, 2.6.toml).
 FA2_REFUSED = {"2.5.0": "2.5", "2.6.1": "2.5"}
-FA3_REFS = {"v2.8.3": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "0251105a": "3.0.0"}  # hopper/__init__.py's
+FA3_REFS = {"v2.8.3": "3.0.0b1", "afc97c60": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "28ef22c9": "3.0.0-nopackage",
+            "0251105a": "3.0.0", "c75d019d": "3.0.0"}  # hopper/__init__.py's
 FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0-nopackage": "3.0.0", "3.0.0": "3.0.0"}
 VERSION_H = "#define CUTLASS_MAJOR {0}\n#define CUTLASS_MINOR {1}\n#define CUTLASS_PATCH {2}\n"
 
@@ -189,7 +190,7 @@ def test_a_release_that_is_not_served_names_the_nearest():
 @pytest.mark.parametrize("release_id, version", [
     *[(f"flash-attn-2@{line}", version) for version, line in FA2_SDISTS.items()],
     ("flash-attn-2@2.5", "2.5.4"), ("flash-attn-2@2.8", "2.8.3+cu12torch2.4cxx11abiFALSE"),
-    *[(f"flash-attn-3@{line}", FA3_VERSIONS[line]) for line in FA3_REFS.values()],
+    *[(f"flash-attn-3@{line}", FA3_VERSIONS[line]) for line in sorted(set(FA3_REFS.values()))],
 ])
 def test_every_release_names_itself(tmp_path, release_id, version):
     tree = layout_tree(tmp_path, release_id, version)
@@ -548,6 +549,25 @@ def test_each_fa2_sdist_no_line_serves_is_refused_naming_the_nearest(version):
     dry = run_cli("--source", str(tree), "--hdim", "64", "--dtype", "fp16", "--arch", "sm80", "--dry-run")
     assert dry.exit_code == 2 and "docs/releases.md" in dry.stderr and "Traceback" not in dry.output
     assert tree_digest(tree) == before
+
+
+def test_a_3_0_0b1_tree_with_the_stable_abi_api_is_refused_naming_it(tmp_path):
+    """main's hopper/ from b3846b05 to e2743ab5^ still says 3.0.0.b1 but has flash_api_stable.cpp (and from 5c1627a7 a
+    deterministic switch the 3.0.0b1 line does not narrow): no tag's layout, refused naming the file."""
+    tree = layout_tree(tmp_path, "flash-attn-3@3.0.0b1", "3.0.0.b1")
+    assert detect.detect(tree) == "flash-attn-3@3.0.0b1"
+    (tree / "hopper" / "flash_api_stable.cpp").write_text("")
+    with pytest.raises(SelectionError, match=r"nearest served release is flash-attn-3@3\.0\.0b1 .*has "
+                                             r"hopper/flash_api_stable\.cpp \(a later layout\)"):
+        detect.detect(tree)
+
+
+@pytest.mark.parametrize("ref", ["b3846b05", "5c1627a7"])
+def test_main_between_the_2_8_tags_and_3_0_0_is_refused(ref):
+    tree, _ = fa3_tree_at(ref)
+    with pytest.raises(SelectionError, match=r"says 3\.0\.0\.b1\) that no release of flash-attn-3 serves .*"
+                                             r"has hopper/flash_api_stable\.cpp"):
+        detect.detect(tree)
 
 
 @pytest.mark.parametrize("ref", sorted(FA3_REFS))
