@@ -27,12 +27,12 @@ from helpers import requires_nvcc, run_cli
 from upstream import fa2_tree, fa3_tree_at, tree_digest
 
 # Releases users pin, each with the release line that serves it (the issue's table).
-FA2_SDISTS = {"2.5.5": "2.5", "2.5.9.post1": "2.5", "2.6.2": "2.6", "2.6.3": "2.6", "2.7.0.post2": "2.7",
+FA2_SDISTS = {"2.5.0": "2.5.0", "2.5.5": "2.5", "2.5.9.post1": "2.5", "2.6.2": "2.6", "2.6.3": "2.6", "2.7.0.post2": "2.7",
               "2.7.3": "2.7", "2.7.4.post1": "2.7.4", "2.8.0.post2": "2.8", "2.8.2": "2.8", "2.8.3": "2.8",
               "2.8.3.post2": "2.8"}
-# Recorded sdists no line serves, and the line a refusal names as the nearest: 2.5.0 switches its features with
-# plain BOOL_SWITCH sites, 2.6.0.post1 - 2.6.1 decide the backward's causal inside each TU (releases/*/2.5.toml, 2.6.toml).
-FA2_REFUSED = {"2.5.0": "2.5", "2.6.1": "2.5"}
+# Recorded sdists no line serves, and the line a refusal names as the nearest: 2.6.0.post1 - 2.6.1 decide the
+# backward's causal inside each TU (releases/flash-attn-2/2.6.toml).
+FA2_REFUSED = {"2.6.1": "2.5"}
 FA3_REFS = {"v2.8.3": "3.0.0b1", "afc97c60": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "28ef22c9": "3.0.0-nopackage",
             "0251105a": "3.0.0", "c75d019d": "3.0.0"}  # hopper/__init__.py's
 FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0-nopackage": "3.0.0", "3.0.0": "3.0.0"}
@@ -70,7 +70,7 @@ def _no_cutlass_override(monkeypatch):
 
 def test_the_served_release_lines():
     assert [r.id for r in every_release()] == [
-        "flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.7.4", "flash-attn-2@2.8",
+        "flash-attn-2@2.5.0", "flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.7.4", "flash-attn-2@2.8",
         "flash-attn-3@3.0.0b1", "flash-attn-3@3.0.0-nopackage", "flash-attn-3@3.0.0"]
     for release in every_release():
         tree = profiles.load(release.id)
@@ -108,6 +108,35 @@ def test_overlapping_release_lines_are_refused_unless_their_layouts_differ(tmp_p
     (folder / "2.7.toml").write_text('[release]\nversions = { from = "2.7", below = "2.9" }\nserved = "b"\n'
                                      'absent = ["new.h"]\n')
     assert [r.name for r in releases_module.releases(tmp_path, "p")] == ["2.6", "2.7"]
+
+
+def test_a_release_that_extends_another_applies_over_it(tmp_path):
+    """release.extends: flash-attn-2@2.5.0 is the 2.5 line with four switch entries replaced by plain sites; an
+    extends naming no line, or a line that itself extends, is refused naming the file and the key."""
+    line = profiles.load("flash-attn-2@2.5.0")
+    parent = profiles.load("flash-attn-2@2.5")
+    assert line.hdims == parent.hdims and line.causal == parent.causal == "runtime"
+    dropped = set(parent.switches.devices) - set(line.switches.devices)  # the 64 x 32 hdim-256 kernel 2.5.0 lacks
+    assert set(line.switches.devices) < set(parent.switches.devices) and len(dropped) == 1
+    assert [(k.launcher, k.hdim) for k in dropped] == [("run_mha_bwd_hdim256", 256)]
+    sites = {(m.macro, m.site) for m in line.switches.macros}
+    assert {("BOOL_SWITCH", s) for s in ("Is_local", "Is_dropout", "Has_alibi", "IsEvenKConst", "Is_causal")} <= sites
+    assert not {n for n, _ in sites} & {"LOCAL_SWITCH", "DROPOUT_SWITCH", "ALIBI_SWITCH", "EVENK_SWITCH"}
+    folder = tmp_path / "releases" / "flash-attn-2"
+    folder.mkdir(parents=True)
+    body = '[release]\nversions = {{ from = "{0}", below = "{1}" }}\nserved = "x"\n{2}'
+    (folder / "2.5.toml").write_text(body.format("2.5", "2.6", ""))
+    (folder / "2.6.toml").write_text(body.format("2.6", "2.7", 'extends = "2.4"\n'))
+    with pytest.raises(SelectionError, match=r"2\.6\.toml: key release\.extends: '2\.4' is no release line of "
+                                             r"flash-attn-2 \(lines that extend none: 2\.5\)"):
+        releases_module.releases(tmp_path, "flash-attn-2")
+    (folder / "2.6.toml").write_text(body.format("2.6", "2.7", 'extends = "2.5"\n'))
+    (folder / "2.7.toml").write_text(body.format("2.7", "2.8", 'extends = "2.6"\n'))
+    with pytest.raises(SelectionError, match=r"2\.7\.toml: key release\.extends: '2\.6' is itself an extension"):
+        releases_module.releases(tmp_path, "flash-attn-2")
+    (folder / "2.7.toml").write_text(body.format("2.7", "2.8", 'extends = ["2.5"]\n'))
+    with pytest.raises(SelectionError, match=r"key release\.extends: expected the name of another release line"):
+        releases_module.releases(tmp_path, "flash-attn-2")
 
 
 def test_a_release_applies_its_keys_over_the_profile():
@@ -206,7 +235,6 @@ def test_every_release_names_itself(tmp_path, release_id, version):
 
 @pytest.mark.parametrize("layout, version, nearest", [
     ("flash-attn-2@2.5", "2.4.2", "flash-attn-2@2.5"),    # older than any: the oldest
-    ("flash-attn-2@2.5", "2.5.0", "flash-attn-2@2.5"),    # BOOL_SWITCH sites for its features: not served
     ("flash-attn-2@2.6", "2.6.1", "flash-attn-2@2.5"),    # the backward's causal inside each TU: not served
     ("flash-attn-2@2.8", "2.9.0", "flash-attn-2@2.8"),    # newer than any: the newest
     ("flash-attn-2@2.8", "3.0.0b1", "flash-attn-2@2.8"),
@@ -457,7 +485,10 @@ NONE_KEEPS = {
         "macros": {"LOCAL_SWITCH": OFF_ONLY, "SOFTCAP_SWITCH": OFF_ONLY, "DROPOUT_SWITCH": OFF_ONLY,
                    "ALIBI_SWITCH": OFF_ONLY, "EVENK_SWITCH": ON_ONLY},
         "sites": {"IsEvenMNConst": (False, False), "ReturnSoftmaxConst": ("miss", False), "Split": ("miss", False),
-                  "Append_KV": ("miss", False)},
+                  "Append_KV": ("miss", False),
+                  # 2.5.0's plain sites for what later releases switch with the named macros above
+                  "Is_local": ("miss", False), "Is_dropout": ("miss", False), "Has_alibi": ("miss", False),
+                  "IsEvenKConst": (True, "miss")},
         "causal": {"on": {"Is_causal": (True, "miss")}, "off": {"Is_causal": ("miss", False)}},
     },
     "flash-attn-3": {
@@ -539,8 +570,8 @@ def test_each_fa2_release_narrows_exactly_its_trees_switches(version):
 
 @pytest.mark.parametrize("version", sorted(FA2_REFUSED))
 def test_each_fa2_sdist_no_line_serves_is_refused_naming_the_nearest(version):
-    """The recorded sdists whose layout no line describes: refused by name (once they were taken by the 2.5 and 2.6
-    lines, whose overlays narrowed none of 2.5.0's feature switches and whose backward TUs 2.6.1 does not declare)."""
+    """The recorded sdists whose layout no line describes: refused by name (2.6.0.post1 - 2.6.1 were once taken by
+    the 2.6 line, whose backward TUs they do not declare)."""
     tree = _real_fa2(version)
     before = tree_digest(tree)
     with pytest.raises(SelectionError, match=rf"says {re.escape(version)}\) that no release of flash-attn-2 serves .*"

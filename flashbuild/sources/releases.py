@@ -29,6 +29,7 @@ applied. Nothing here reads a tree; sources/detect.py matches a tree against the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ RELEASE_NAME = re.compile(r"[0-9][0-9A-Za-z.]*(-[0-9A-Za-z]+)*")   # 2.6, 3.0.0b
 VERSION = re.compile(r"(\d+(?:\.\d+)*)(?:[.-]?(a|b|rc)\.?(\d+))?(?:[.-]?post\.?(\d+))?(?:\+[\w.]+)?")
 _PRE = {"a": 0, "b": 1, "rc": 2, None: 3}  # a pre-release sorts before its release
 # release.remove: a dotted key, maybe ending in [NAME] (an entry of a list: a keyed table or a string)
-REMOVE_KEY = re.compile(r"[\w-]+(\.[\w-]+)*(\[[\w.:/-]+\])?")
+REMOVE_KEY = re.compile(r"[\w-]+(\.[\w-]+)*(\[[\w.:/<>{}, -]+\])?")  # a device entry: launcher:traits<...>
 # Lists of tables that merge by key (the key fields, joined by ":" where more than one is set).
 KEYED = {"switches.macro": ("name", "site"), "switches.device": ("launcher", "traits"), "generated": ("file",)}
 
@@ -76,6 +77,8 @@ class Release:
     remove: tuple[str, ...]
     absent: tuple[str, ...]   # files (relative to the tree) that tell a later layout from this one
     overrides: dict = field(hash=False, compare=False)  # the [profile] table: keys replaced or merged
+    extends: str | None = None  # release.extends: another line of the profile applied first (its name)
+    parent: Release | None = field(default=None, hash=False, compare=False)  # that line, once releases() found it
 
     @property
     def id(self) -> str:
@@ -115,9 +118,13 @@ def read_release(path: Path, profile: str) -> Release:
         raise bad("release", "a table with versions and served", release)
     if not isinstance(overrides, dict):
         raise bad("profile", "a table of the profile's keys", overrides)
-    unknown = sorted(set(release) - {"versions", "served", "remove", "absent"})
+    unknown = sorted(set(release) - {"versions", "served", "remove", "absent", "extends"})
     if unknown:
-        raise bad("release." + unknown[0], "one of versions, served, remove, absent", release[unknown[0]])
+        raise bad("release." + unknown[0], "one of versions, served, remove, absent, extends", release[unknown[0]])
+    extends = release.get("extends")
+    if extends is not None and not (isinstance(extends, str) and RELEASE_NAME.fullmatch(extends)
+                                    and extends != path.stem):
+        raise bad("release.extends", "the name of another release line of the profile (e.g. \"2.5\")", extends)
     versions = release.get("versions")
     if not (isinstance(versions, dict) and set(versions) == {"from", "below"}
             and all(isinstance(v, str) and parse_version(v) for v in versions.values())
@@ -135,13 +142,24 @@ def read_release(path: Path, profile: str) -> Release:
                                              and ".." not in Path(a).parts for a in absent)):
         raise bad("release.absent", "a list of paths relative to the tree", absent)
     return Release(profile, path.stem, path, versions["from"], versions["below"], served, tuple(remove),
-                   tuple(absent), overrides)
+                   tuple(absent), overrides, extends)
 
 
 def releases(profiles_dir: Path, profile: str) -> tuple[Release, ...]:
     """The release lines of `profile`, oldest first; () when it has none (our own kernels)."""
     folder = releases_dir(profiles_dir, profile)
     found = [read_release(p, profile) for p in sorted(folder.glob("*.toml"))] if folder.is_dir() else []
+    named = {r.name: r for r in found}
+    for i, r in enumerate(found):
+        if r.extends is None:
+            continue
+        parent = named.get(r.extends)
+        if parent is None or parent.extends is not None:
+            raise SelectionError(f"release file {r.path}: key release.extends: {r.extends!r} is "
+                                 + ("no release line of " + profile if parent is None else "itself an extension")
+                                 + f" (lines that extend none: {', '.join(n for n, x in named.items() if not x.extends)})"
+                                 + "; fix the file (see docs/releases.md)")
+        found[i] = dataclasses.replace(r, parent=parent)
     # of two lines sharing versions the plain one last: the one `nearest` names for a newer version
     found.sort(key=lambda r: (parse_version(r.lowest), not r.absent))
     for a, b in zip(found, found[1:]):
@@ -191,7 +209,9 @@ def entry_key(path: str, item: Any) -> str | None:
 def apply(base: dict, release: Release) -> dict:
     """The profile's TOML data with the release's keys removed, then its [profile] keys applied: a table
     merges into the table it names, a keyed list (KEYED) merges entry by entry, any other value
-    replaces the profile's."""
+    replaces the profile's. A release that extends another (release.extends) applies over that one."""
+    if release.parent is not None:
+        base = apply(base, release.parent)
     data = copy.deepcopy(base)
     for dotted in release.remove:
         def missing(what: str) -> SelectionError:
