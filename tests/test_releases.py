@@ -23,16 +23,14 @@ from flashbuild.pipeline import builder, render
 from flashbuild.errors import SelectionError
 from flashbuild.sources import detect, profile as profiles, releases as releases_module
 import switch_overlay
-from helpers import requires_nvcc, run_cli
+from helpers import REPO, requires_nvcc, run_cli
 from upstream import fa2_tree, fa3_tree_at, tree_digest
 
 # Releases users pin, each with the release line that serves it (the issue's table).
-FA2_SDISTS = {"2.5.0": "2.5.0", "2.5.5": "2.5", "2.5.9.post1": "2.5", "2.6.2": "2.6", "2.6.3": "2.6", "2.7.0.post2": "2.7",
+FA2_SDISTS = {"2.5.0": "2.5.0", "2.5.5": "2.5", "2.5.9.post1": "2.5", "2.6.0.post1": "2.6.0", "2.6.1": "2.6.0",
+              "2.6.2": "2.6", "2.6.3": "2.6", "2.7.0.post2": "2.7",
               "2.7.3": "2.7", "2.7.4.post1": "2.7.4", "2.8.0.post2": "2.8", "2.8.2": "2.8", "2.8.3": "2.8",
               "2.8.3.post2": "2.8"}
-# Recorded sdists no line serves, and the line a refusal names as the nearest: 2.6.0.post1 - 2.6.1 decide the
-# backward's causal inside each TU (releases/flash-attn-2/2.6.toml).
-FA2_REFUSED = {"2.6.1": "2.5"}
 FA3_REFS = {"v2.8.3": "3.0.0b1", "afc97c60": "3.0.0b1", "b02b07e1": "3.0.0-nopackage", "28ef22c9": "3.0.0-nopackage",
             "0251105a": "3.0.0", "c75d019d": "3.0.0"}  # hopper/__init__.py's
 FA3_VERSIONS = {"3.0.0b1": "3.0.0.b1", "3.0.0-nopackage": "3.0.0", "3.0.0": "3.0.0"}
@@ -70,7 +68,7 @@ def _no_cutlass_override(monkeypatch):
 
 def test_the_served_release_lines():
     assert [r.id for r in every_release()] == [
-        "flash-attn-2@2.5.0", "flash-attn-2@2.5", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.7.4", "flash-attn-2@2.8",
+        "flash-attn-2@2.5.0", "flash-attn-2@2.5", "flash-attn-2@2.6.0", "flash-attn-2@2.6", "flash-attn-2@2.7", "flash-attn-2@2.7.4", "flash-attn-2@2.8",
         "flash-attn-3@3.0.0b1", "flash-attn-3@3.0.0-nopackage", "flash-attn-3@3.0.0"]
     for release in every_release():
         tree = profiles.load(release.id)
@@ -235,7 +233,6 @@ def test_every_release_names_itself(tmp_path, release_id, version):
 
 @pytest.mark.parametrize("layout, version, nearest", [
     ("flash-attn-2@2.5", "2.4.2", "flash-attn-2@2.5"),    # older than any: the oldest
-    ("flash-attn-2@2.6", "2.6.1", "flash-attn-2@2.5"),    # the backward's causal inside each TU: not served
     ("flash-attn-2@2.8", "2.9.0", "flash-attn-2@2.8"),    # newer than any: the newest
     ("flash-attn-2@2.8", "3.0.0b1", "flash-attn-2@2.8"),
     ("flash-attn-3@3.0.0", "3.1.0", "flash-attn-3@3.0.0"),
@@ -382,6 +379,29 @@ def test_fa2_2_6_to_2_7_3_keep_causal_tus_at_global_scope(tmp_path, release, ver
     assert "void run_mha_fwd_<cutlass::half_t, 64, true>(" in tu and "NAMESPACE" not in tu
     assert '#include "namespace_config.h"' not in tu
     assert "void run_mha_fwd_<cutlass::half_t, 64, false>(" in texts[render.MISSING_TU + ".cu"]
+
+
+def test_fa2_2_6_0_has_causal_forward_tus_and_a_backward_that_decides_causal_inside(tmp_path):
+    """axes.causal_runtime = ["bwd"]: one forward / split-KV TU per causal value, one backward TU for both (its
+    Is_causal site narrowed); the stubs follow the same split."""
+    tree = layout_tree(tmp_path, "flash-attn-2@2.6.0", "2.6.1")
+    plan, texts = _texts(tree, direction="fwd,bwd", causal="on", features="none")
+    assert [u.name for u in plan.units] == ["flash_fwd_hdim64_fp16_causal_sm80", "flash_bwd_hdim64_fp16_sm80"]
+    assert [u.causal for u in plan.units] == [True, None]
+    assert "void run_mha_bwd_<cutlass::half_t, 64>(" in texts["flash_bwd_hdim64_fp16_sm80.cu"]
+    stubs = texts[render.MISSING_TU + ".cu"]
+    assert "void run_mha_fwd_<cutlass::half_t, 64, false>(" in stubs and "run_mha_bwd_" not in stubs
+    assert "void run_mha_fwd_splitkv_dispatch<cutlass::half_t, 64, true>(" in stubs
+
+
+@pytest.mark.parametrize("axes, why", [('causal = "runtime"\ncausal_runtime = ["bwd"]', "with causal = \"tu\""),
+                                       ('causal_runtime = ["backward"]', "directions of axes.direction")])
+def test_causal_runtime_names_directions_of_a_tu_causal_axis(tmp_path, axes, why):
+    text = (REPO / "configs/profiles/flash-attn-2.toml").read_text().replace('causal = "tu"', axes, 1)
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(SelectionError, match=rf"key axes\.(causal_runtime|causal): expected .*{re.escape(why)}"):
+        profiles.load(path)
 
 
 @pytest.mark.parametrize("release, version", [("2.7.4", "2.7.4.post1"), ("2.8", "2.8.1")])
@@ -565,20 +585,6 @@ def test_each_fa2_release_narrows_exactly_its_trees_switches(version):
     tree = _real_fa2(version)
     before = tree_digest(tree)
     assert _check_overlay_against_tree(tree) == f"flash-attn-2@{FA2_SDISTS[version]}"
-    assert tree_digest(tree) == before
-
-
-@pytest.mark.parametrize("version", sorted(FA2_REFUSED))
-def test_each_fa2_sdist_no_line_serves_is_refused_naming_the_nearest(version):
-    """The recorded sdists whose layout no line describes: refused by name (2.6.0.post1 - 2.6.1 were once taken by
-    the 2.6 line, whose backward TUs they do not declare)."""
-    tree = _real_fa2(version)
-    before = tree_digest(tree)
-    with pytest.raises(SelectionError, match=rf"says {re.escape(version)}\) that no release of flash-attn-2 serves .*"
-                                             rf"the nearest served release is flash-attn-2@{FA2_REFUSED[version]} "):
-        detect.detect(tree)
-    dry = run_cli("--source", str(tree), "--hdim", "64", "--dtype", "fp16", "--arch", "sm80", "--dry-run")
-    assert dry.exit_code == 2 and "docs/releases.md" in dry.stderr and "Traceback" not in dry.output
     assert tree_digest(tree) == before
 
 

@@ -99,6 +99,7 @@ class Profile:
     archs: tuple[str, ...]
     gencodes: dict[str, str] = field(hash=False, compare=False)
     causal: str = "tu"
+    causal_runtime: tuple[str, ...] = ()  # axes.causal_runtime: directions deciding causal inside each TU anyway
     arch_in_name: bool = True        # one TU per arch, or one TU with every arch's -gencode
     # features
     features: tuple[str, ...] = ()
@@ -141,6 +142,11 @@ class Profile:
     @property
     def builtin(self) -> bool:
         return self.name == BUILTIN
+
+    def causal_in_tu(self, direction: str) -> bool:
+        """Whether `direction` has one TU per causal value (axes.causal "tu", the direction not in
+        axes.causal_runtime), or decides causal inside each TU."""
+        return self.causal == "tu" and direction not in self.causal_runtime
 
     @property
     def family(self) -> str:
@@ -303,6 +309,9 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
     if bad:
         raise axes.error("gencode", 'entries like sm90 = "-gencode arch=compute_90a,code=sm_90a"', bad)
     causal = axes.get("causal", str, f"one of {', '.join(CAUSAL_MODES)}", "tu", lambda v: v in CAUSAL_MODES)
+    # flash-attn 2.6.0 - 2.6.1: causal TUs for the forward, causal decided inside the backward's TUs
+    causal_runtime = tuple(axes.get("causal_runtime", list, 'a list of directions of axes.direction (with causal = "tu")',
+                                    [], lambda v: v in directions and causal == "tu"))
     arch_in_name = axes.get("arch_in_name", bool, "true or false", True)
     raw_hdim_v = axes.get("hdim_v", dict, 'a table of "head dim" = [V head dims]', {})
     if not all(k.isdigit() and int(k) in hdims and isinstance(v, list) and v and
@@ -407,6 +416,7 @@ def _parse(path: Path, shown: Path, data: dict, release: releases_module.Release
         kernels_need_torch=kernels_need_torch, python_path=python_path,
         python_package=python_package, extension=extension, api_sources=api_sources, hdims=hdims, dtypes=dtypes,
         directions=directions, archs=tuple(gencodes), gencodes=dict(gencodes), causal=causal,
+        causal_runtime=causal_runtime,
         arch_in_name=arch_in_name, features=features, feature_mode=feature_mode, disable_defines=dict(disable),
         feature_tus=feature_tus, feature_excludes=feature_excludes, support=tuple(support), hdim_v=hdim_v,
         hdim_v_feature=hdim_v_feature, hdim_v_bwd=hdim_v_bwd,

@@ -135,13 +135,14 @@ def units(selection: Selection, profile: Profile) -> tuple[Unit, ...]:
         return tuple(out)
     if profile.feature_tus:
         return _combination_units(selection, profile)
-    causal_values = selection.causal if profile.causal == "tu" else (None,)
     arch_groups = [(a,) for a in selection.archs] if profile.arch_in_name else [selection.archs]
     out = []
-    for direction, hdim, dtype, causal, archs in itertools.product(
-            selection.directions, selection.hdims, selection.dtypes, causal_values, arch_groups):
-        out.append(Unit(_name(profile, direction, hdim, dtype, causal, archs[0], ()),
-                        profile.instantiations[direction].template, direction, hdim, dtype, causal, archs))
+    for direction in selection.directions:
+        causal_values = selection.causal if profile.causal_in_tu(direction) else (None,)
+        for hdim, dtype, causal, archs in itertools.product(selection.hdims, selection.dtypes, causal_values,
+                                                            arch_groups):
+            out.append(Unit(_name(profile, direction, hdim, dtype, causal, archs[0], ()),
+                            profile.instantiations[direction].template, direction, hdim, dtype, causal, archs))
     return tuple(out)
 
 
@@ -168,9 +169,9 @@ def missing(selection: Selection, profile: Profile) -> tuple[Missing, ...]:
     if profile.feature_tus:
         return missing_kernels(selection, profile)
     built = {(u.direction, u.hdim, u.dtype, u.causal) for u in units(selection, profile)}
-    causal_values = (False, True) if profile.causal == "tu" else (None,)
-    return tuple(Missing(d, h, t, c) for d, h, t, c in itertools.product(
-        profile.directions, selection.hdims, selection.dtypes, causal_values) if (d, h, t, c) not in built)
+    return tuple(Missing(d, h, t, c) for d in profile.directions for h, t, c in itertools.product(
+        selection.hdims, selection.dtypes, (False, True) if profile.causal_in_tu(d) else (None,))
+        if (d, h, t, c) not in built)
 
 
 # ---------------------------------------------------------------- features that make TUs (flash-attn 3)
