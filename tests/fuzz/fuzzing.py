@@ -73,6 +73,17 @@ def host_program(where, source: str):
     return where / "p"
 
 
+def program_fixture(stem: str, source: str):
+    """A module-scoped fixture: `source` compiled once by host_program into a temporary dir named `stem`."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def parser(tmp_path_factory):
+        return host_program(tmp_path_factory.mktemp(stem), source)
+
+    return parser
+
+
 def run_with_env(binary, name: str, value) -> str:
     """What `binary` prints with the variable `name` set to `value` (None: unset); it must exit 0 within 10 s."""
     env = {k: v for k, v in os.environ.items() if k != name}

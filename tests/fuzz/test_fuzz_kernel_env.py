@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fuzzing import examples, host_program, run_with_env
+from fuzzing import examples, program_fixture, run_with_env
 
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
 INT_MAX = 2**31 - 1
@@ -32,9 +32,7 @@ int main() {
 '''
 
 
-@pytest.fixture(scope="module")
-def parser(tmp_path_factory) -> Path:
-    return host_program(tmp_path_factory.mktemp("pairs"), PROGRAM)
+parser = program_fixture("pairs", PROGRAM)
 
 
 def parse(binary: Path, value: str | None) -> str:

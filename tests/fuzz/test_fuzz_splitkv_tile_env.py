@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fuzzing import examples, host_program, run_with_env
+from fuzzing import examples, program_fixture, run_with_env
 
 ENV = "FLASHBUILD_SPLITKV_TILE"
 PROGRAM = r'''
@@ -29,9 +29,7 @@ int main() {
 CHOICES = {"auto": 0, "decode": 1, "rows64": 2}  # SplitKVTile's order
 
 
-@pytest.fixture(scope="module")
-def parser(tmp_path_factory) -> Path:
-    return host_program(tmp_path_factory.mktemp("splitkv_tile"), PROGRAM)
+parser = program_fixture("splitkv_tile", PROGRAM)
 
 
 def check(binary: Path, value: str | None) -> None:

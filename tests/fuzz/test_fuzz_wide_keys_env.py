@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fuzzing import examples, host_program, run_with_env
+from fuzzing import examples, program_fixture, run_with_env
 
 ENV = "FLASHBUILD_HOPPER_FWD_WIDE_FROM"
 INT_MAX = 2**31 - 1
@@ -30,9 +30,7 @@ int main() {
 '''
 
 
-@pytest.fixture(scope="module")
-def parser(tmp_path_factory) -> Path:
-    return host_program(tmp_path_factory.mktemp("wide_keys"), PROGRAM)
+parser = program_fixture("wide_keys", PROGRAM)
 
 
 def parse(binary: Path, value: str | None) -> str:
