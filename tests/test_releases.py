@@ -638,7 +638,7 @@ def _torch_include() -> Path:
 
 @pytest.mark.compile
 @requires_nvcc
-@pytest.mark.parametrize("version", ["2.5.9.post1", "2.6.3", "2.7.3", "2.7.4.post1", "2.8.0.post2"])
+@pytest.mark.parametrize("version", ["2.5.0", "2.5.9.post1", "2.6.1", "2.6.3", "2.7.3", "2.7.4.post1", "2.8.0.post2"])
 def test_one_tu_of_each_fa2_release_line_compiles_and_the_tree_is_untouched(tmp_path, version):
     """The 2.8 line's 2.8.3 is tests/test_fa2_tree.py's; hdim 32 fp16 forward, not causal (2.5: causal
     and not, one TU), with the stubs of the rest of what flash_api.cpp reaches."""
