@@ -63,6 +63,27 @@ def test_a_release_line_file_is_read_and_applied_or_refused(tmp_path_factory, da
             assert "\n" not in str(error)
 
 
+EXTENDING = REPO / "configs" / "profiles" / "releases" / "flash-attn-2" / "2.6.0.toml"  # extends, causal_runtime
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(mutated(tomllib.loads(EXTENDING.read_text()), TOML_VALUES) | st.binary(max_size=60))
+def test_a_release_line_that_extends_another_is_resolved_and_applied_or_refused(tmp_path_factory, data):
+    """A line with release.extends and axes.causal_runtime, beside the line it extends: releases() resolves the
+    extension (or refuses it naming the file), and the profile with both applied reads or is refused."""
+    folder = tmp_path_factory.mktemp("lines")
+    lines = folder / "releases" / "flash-attn-2"
+    lines.mkdir(parents=True)
+    (lines / "2.5.toml").write_text((LINE.parent / "2.5.toml").read_text())
+    _write(lines, "2.6.0.toml", data)
+    with timebox(20, "releases"):
+        try:
+            found = {r.name: r for r in releases.releases(folder, "flash-attn-2")}
+            profiles.read_profile(profiles.profiles_dir() / "flash-attn-2.toml", found["2.6.0"])
+        except SelectionError as error:
+            assert "\n" not in str(error)
+
+
 @settings(max_examples=examples(40), deadline=None)
 @given(mutated(tomllib.loads(FA3_LINE.read_text()), TOML_VALUES) | st.binary(max_size=60))
 def test_an_fa3_release_line_with_known_failures_is_read_and_applied_or_refused(tmp_path_factory, data):
