@@ -7,7 +7,8 @@ pairs' where the call qualifies (packed GQA of one query, at most 4 query heads 
 contiguous in the cache, the split count left to the binding and the pairs filling the GPU with one split), the one-head
 tile elsewhere. Shapes: batch 1 to 136 (pairs with one split; calls that would split, that keep one head a CTA), lengths
 off the key block, a single key, an empty row, a paged cache, a cache row index and left padding, bf16, a cache whose
-heads are not contiguous; then a captured paired call replayed with new lengths equal to eager.
+heads are not contiguous; then a captured paired call replayed with new lengths equal to eager, and bad index values on
+paired calls (named errors, then a good call on the same shapes).
 """
 
 from __future__ import annotations
@@ -162,3 +163,56 @@ def test_a_captured_paired_call_replays_as_eager(built):
         torch.cuda.synchronize()
         eager = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)
         assert torch.equal(out, eager), f"replay {seed} differs from eager"
+
+
+def test_bad_indices_on_paired_calls_are_named_errors_then_a_paired_call_works(built, monkeypatch):
+    """Hostile index values at a shape the pairs take (batch 48 over a 64-row cache, 32:8 heads): the host never sees
+    the values (no synchronisation), so the paired kernel runs on each; every bad value must come back as
+    InvalidIndexError naming the argument, its row and the value, and the same shape with good values must then meet
+    the reference on the pairs (the context intact)."""
+    m, dtype = built
+    m.check_errors()
+    batch, capacity, rows, page = 48, 1024, 64, 256
+    torch.manual_seed(41)
+    q = torch.randn(batch, 1, 32, 64, device="cuda", dtype=dtype)
+    k_cache = torch.randn(rows, capacity, 8, 64, device="cuda", dtype=dtype)
+    v_cache = torch.randn_like(k_cache)
+    (k_pages, table), (v_pages, _) = to_pages(k_cache, page), to_pages(v_cache, page)
+    table = table[:batch].contiguous()
+    num_pages = k_pages.shape[0]
+    ints = lambda values: torch.tensor(values, dtype=torch.int32, device="cuda")  # noqa: E731
+    good = lengths(batch, capacity, 6)
+
+    def with_row(values, row, value):
+        values = list(values)
+        values[row] = value
+        return ints(values)
+
+    past, negative = table.clone(), table.clone()
+    past[10, 2], negative[31, 0] = num_pages + 5, -7
+    cases = [
+        ("seqlens past the cache", dict(cache_seqlens=with_row(good, 5, capacity + 1)),
+         rf"cache_seqlens\[5\] = {capacity + 1}, outside 0\.\.{capacity}"),
+        ("seqlens negative", dict(cache_seqlens=with_row(good, 47, -2)), r"cache_seqlens\[47\] = -2, outside"),
+        ("batch_idx past the rows", dict(cache_seqlens=ints(good), cache_batch_idx=with_row(range(batch), 7, rows)),
+         rf"cache_batch_idx\[7\] = {rows}, outside 0\.\.{rows - 1}"),
+        ("leftpad past the row", dict(cache_seqlens=ints(good), cache_leftpad=with_row([0] * batch, 3, capacity + 9)),
+         rf"cache_leftpad\[3\] = {capacity + 9}, outside 0\.\.{capacity}"),
+        ("block_table past the pages", dict(cache_seqlens=ints([capacity] * batch), block_table=past),
+         rf"block_table\[10, 2\] = {num_pages + 5}, outside 0\.\.{num_pages - 1}"),
+        ("block_table negative", dict(cache_seqlens=ints([capacity] * batch), block_table=negative),
+         r"block_table\[31, 0\] = -7, outside"),
+    ]
+    for label, kwargs, message in cases:
+        k_use, v_use = (k_pages, v_pages) if "block_table" in kwargs else (k_cache, v_cache)
+        names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_use, v_use, **kwargs))
+        assert any(PAIRS in n for n in names), (label, names)
+        with pytest.raises(flashbuild.InvalidIndexError, match=message):
+            m.check_errors()
+        m.check_errors()  # raised once: the record is cleared
+        print(f"\n{label}: named error on the paired kernel")
+    # The context is intact: good values on the same shapes meet the reference on the pairs.
+    call(m, monkeypatch, batch=batch, nheads=32, nheads_k=8, capacity=capacity, cache_rows=rows,
+         batch_idx=list(range(batch)), lens=good, dtype=dtype, seed=42, expect_pairs=True)
+    call(m, monkeypatch, batch=batch, nheads=32, nheads_k=8, capacity=capacity, page_size=page, lens=good,
+         dtype=dtype, seed=43, expect_pairs=True)
