@@ -204,7 +204,11 @@ def test_bad_indices_on_paired_calls_are_named_errors_then_a_paired_call_works(b
          r"block_table\[31, 0\] = -7, outside"),
     ]
     for label, kwargs, message in cases:
-        k_use, v_use = (k_pages, v_pages) if "block_table" in kwargs else (k_cache, v_cache)
+        if "block_table" in kwargs:
+            k_use, v_use = k_pages, v_pages
+        else:  # the 64-row cache, its first 48 rows unless the case picks others
+            k_use, v_use = k_cache, v_cache
+            kwargs.setdefault("cache_batch_idx", ints(range(batch)))
         names = kernels_of(lambda: m.flash_attn_with_kvcache(q, k_use, v_use, **kwargs))
         assert any(PAIRS in n for n in names), (label, names)
         with pytest.raises(flashbuild.InvalidIndexError, match=message):
