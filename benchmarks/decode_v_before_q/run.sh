@@ -6,6 +6,10 @@
 #   OUT=$OUT [REPS=20] bash benchmarks/decode_v_before_q/run.sh
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
 set -u
+if ! grep -q FLASHBUILD_HOPPER_V_BEFORE_Q kernels/hopper/fwd_mainloop.h; then
+  echo "this tree has no -DFLASHBUILD_HOPPER_V_BEFORE_Q form (taken out after its run): check out a566e13 to repeat it" >&2
+  exit 2
+fi
 : "${OUT:?set OUT to the output folder}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"

@@ -19,10 +19,6 @@
 // packed sequence's rows), give rows of O that the epilogue does not store.
 #pragma once
 
-#ifndef FLASHBUILD_HOPPER_V_BEFORE_Q
-#define FLASHBUILD_HOPPER_V_BEFORE_Q 0  // a study's form (FwdMainloop::load): off
-#endif
-
 #include "common/features.h"  // the softcap transform and the masks, shared with the Ampere path
 #include "common/index_errors.h"  // checked_index: the split-KV's page table read unchecked (CacheIndexCheck::at_read)
 #include "hopper/fwd_params.h"
@@ -300,12 +296,6 @@ struct FwdMainloop {
     // The first K tile does not depend on the consumers' previous tile: it goes out before Q,
     // which must wait until they are done with sQ.
     if (has_keys) { load_k(k.n_block_max - 1); }
-    // Study form (benchmarks/decode_v_before_q/, off by default): the first V tile before that wait as well, where V's
-    // ring holds no O.
-    constexpr bool kVBeforeQ = FLASHBUILD_HOPPER_V_BEFORE_Q != 0 && !Traits::kOAliasesV;
-    if constexpr (kVBeforeQ) {
-      if (has_keys) { load_v(k.n_block_max - 1); }
-    }
     if (!first_tile) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
     if (leader) {
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.q_full, Traits::kQBytes);
@@ -322,7 +312,7 @@ struct FwdMainloop {
       }
     }
     if (!has_keys) { return; }
-    if constexpr (!kVBeforeQ) { load_v(k.n_block_max - 1); }
+    load_v(k.n_block_max - 1);
     ++write;
     CUTE_NO_UNROLL
     for (int n_block = k.n_block_max - 2; n_block >= k.n_block_min; --n_block) {
