@@ -6,6 +6,13 @@
 # From the tree's root on the GPU host, PYTHONPATH and FLASHBUILD_CACHE_DIR set as the call sets them:
 #   OUT=$OUT [BUDGET=300] bash benchmarks/hopper_bwd_stats_ahead/run.sh [ab.py options]
 if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if ! grep -q STATS_AHEAD "$ROOT/kernels/hopper/bwd_producer.h"; then
+  echo "run.sh: this tree ($ROOT) has no -DFLASHBUILD_HOPPER_BWD_STATS_AHEAD form: it made no gain in call h200-1" \
+       "(benchmarks/hopper_bwd_stats_ahead/README.md) and was taken out of main. Run it from the last commit that" \
+       "has it: git worktree add /tmp/sa 9c47a5c && cd /tmp/sa && OUT=\$OUT BUDGET=300 bash benchmarks/hopper_bwd_stats_ahead/run.sh" >&2
+  exit 2
+fi
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 HERE=benchmarks/hopper_bwd_stats_ahead
 OUT=${OUT:-/tmp/hopper_bwd_stats_ahead_out}; W=/tmp/hopper_bwd_stats_ahead_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-300}

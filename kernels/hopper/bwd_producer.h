@@ -7,10 +7,6 @@
 // consumers' step: BwdMainloop::load calls BwdProducer::load.
 #pragma once
 
-#ifndef FLASHBUILD_HOPPER_BWD_STATS_AHEAD
-#define FLASHBUILD_HOPPER_BWD_STATS_AHEAD 0
-#endif
-
 #include "common/params.h"          // kLog2e
 #include "hopper/bwd_params.h"      // BwdLoads: the TMA descriptors the host builds
 #include "hopper/bwd_traits.h"
@@ -25,7 +21,6 @@ struct BwdProducer {
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kStages = Traits::kStages;
-  static constexpr bool kStatsAhead = FLASHBUILD_HOPPER_BWD_STATS_AHEAD != 0;  // a study's form: off
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using Params = typename BwdLoads<Traits>::Params;
 
@@ -95,21 +90,6 @@ struct BwdProducer {
         load_q_then_do(mp, p, storage, gQ, gdO, sQ, sdO, stats, m_block, iter, q_rows, landed, lane);
       }
     } else {
-      // Study form (benchmarks/hopper_bwd_stats_ahead/, off by default): each block's LSE and dsum loaded into
-      // registers one block ahead, before the wait for its stage, and only stored once the stage is free.
-      constexpr int kRowsLane = (kBlockM + cutlass::NumThreadsPerWarp - 1) / cutlass::NumThreadsPerWarp;
-      float lse_ahead[kRowsLane], dsum_ahead[kRowsLane];
-      auto fetch = [&](int m_block) {
-        CUTE_UNROLL
-        for (int j = 0; j < kRowsLane; ++j) {
-          const int i = lane + j * cutlass::NumThreadsPerWarp;
-          const int row = m_block * kBlockM + i;
-          const bool valid = i < kBlockM && row < seq.seqlen_q;
-          lse_ahead[j] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
-          dsum_ahead[j] = valid ? p.dsum[stats + row] : 0.f;
-        }
-      };
-      if constexpr (kStatsAhead) { fetch(m_block_min); }
       CUTE_NO_UNROLL
       for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
         const int iter = m_block - m_block_min;
@@ -127,21 +107,12 @@ struct BwdProducer {
             tma_load_tile<kBlockM>(mp.tma_do.with(storage.qdo_full[stage]), gdO(_, _, m_block), sdO(_, _, stage));
           }
         }
-        if constexpr (kStatsAhead) {
-          CUTE_UNROLL
-          for (int j = 0; j < kRowsLane; ++j) {
-            const int i = lane + j * cutlass::NumThreadsPerWarp;
-            if (i < kBlockM) { storage.lse_log2[stage][i] = lse_ahead[j], storage.dsum[stage][i] = dsum_ahead[j]; }
-          }
-          if (m_block + 1 < m_block_max) { fetch(m_block + 1); }
-        } else {
-          CUTE_UNROLL
-          for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
-            const int row = m_block * kBlockM + i;
-            const bool valid = row < seq.seqlen_q;
-            storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
-            storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
-          }
+        CUTE_UNROLL
+        for (int i = lane; i < kBlockM; i += cutlass::NumThreadsPerWarp) {
+          const int row = m_block * kBlockM + i;
+          const bool valid = row < seq.seqlen_q;
+          storage.lse_log2[stage][i] = valid ? p.lse[stats + row] * float(kLog2e) : INFINITY;
+          storage.dsum[stage][i] = valid ? p.dsum[stats + row] : 0.f;
         }
         // Every lane arrives (its stores released by the arrival); lane 0 also arms the bytes.
         if (landed) {
