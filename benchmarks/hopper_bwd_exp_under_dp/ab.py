@@ -1,6 +1,7 @@
-"""The exponentials under dP^T's product (kernels/hopper/bwd_mainloop.h, kExpUnderDp; -DFLASHBUILD_HOPPER_BWD_EXP_UNDER_DP)
-A/B-timed against the tree's defaults at hdim 128, through the backward step harness of ../hopper_bwd_uniform/ab.py
-(its checks: every arm's gradients bitwise equal to base's in deterministic mode, dense and packed, and within --tol in
+"""The exponentials under dP^T's product (kernels/hopper/bwd_mainloop.h, kExpUnderDp;
+-DFLASHBUILD_HOPPER_BWD_EXP_UNDER_DP; it lost in call h200-1, pin 0.912-0.954x, half 0.963-0.993x, and left main: run
+this from the last commit that has it, c5aa03e) A/B-timed against the tree's defaults at hdim 128, through the backward
+step harness of ../hopper_bwd_uniform/ab.py (its checks: every arm's gradients bitwise equal to base's in deterministic mode, dense and packed, and within --tol in
 the default mode; its turns with SDPA cuDNN; its table and ab.json), with this study's arms and rows:
   base  the tree's defaults (1 of 32 exponentials under dP^T's product in the SASS)
   pin   -DFLASHBUILD_HOPPER_BWD_EXP_UNDER_DP=1 (all 32 under it, dV's product issued right after the wait)
@@ -17,7 +18,10 @@ import importlib.util
 import pathlib
 import sys
 
-_HARNESS = pathlib.Path(__file__).resolve().parent.parent / "hopper_bwd_uniform" / "ab.py"
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+_HARNESS = _REPO / "benchmarks" / "hopper_bwd_uniform" / "ab.py"
+# The form's last commit: on a tree without it the pin / half arms would build the defaults under another name.
+LAST_COMMIT = "c5aa03e"
 _spec = importlib.util.spec_from_file_location("hopper_bwd_uniform_ab", _HARNESS)
 ab = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ab)
@@ -39,5 +43,19 @@ def plan_rows(plan):
 
 ab.plan_rows = plan_rows
 
+
+def refuse_without_form(argv) -> None:
+    """Stop (exit 2) on a tree without the form, before any build; --help still answers."""
+    if {"-h", "--help"} & set(argv) or (_REPO / "kernels" / "hopper" / "bwd_exp_under_dp.h").is_file():
+        return
+    print(f"ab.py: this tree ({_REPO}) has no exponentials-under-dP^T form (kernels/hopper/bwd_exp_under_dp.h): it "
+          f"lost in call h200-1 (benchmarks/hopper_bwd_exp_under_dp/README.md) and was taken out of main, so "
+          f"-DFLASHBUILD_HOPPER_BWD_EXP_UNDER_DP would change nothing. Run it from the last commit that has it: "
+          f"git worktree add /tmp/eud {LAST_COMMIT} && cd /tmp/eud && python3 benchmarks/hopper_bwd_exp_under_dp/ab.py ...",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 if __name__ == "__main__":
+    refuse_without_form(sys.argv[1:])
     ab.main(sys.argv[1:])

@@ -22,7 +22,6 @@
 #include "common/features.h"      // the masks of a kernel's features, the softcap transform (shared with the forward)
 #include "common/mask.h"
 #include "hopper/accumulator.h"
-#include "hopper/bwd_exp_under_dp.h"  // kExpUnderDp, a study form: the exponentials pinned under dP^T's product
 #include "hopper/bwd_params.h"
 #include "hopper/bwd_producer.h"  // the producer warp's loads (load)
 #include "hopper/bwd_row_stats.h"  // a step's LSE / dsum in registers (kStatsForm 1, 2)
@@ -93,13 +92,6 @@ struct BwdMainloop {
   static constexpr int kStatsForm = kHasSoftcap<kFeatures> ? 0 : FLASHBUILD_HOPPER_BWD_STATS;
 #else
   static constexpr int kStatsForm = kHeadDim == 64 && !kIsCausal && kFeatures == 0 ? 2 : 0;
-#endif
-  // kKeys, hdim 128, kernels without softcap: a study form, off by default (bwd_exp_under_dp.h, pin_exps): the step's
-  // exponentials pinned before its wait for dP^T. nvcc -DFLASHBUILD_HOPPER_BWD_EXP_UNDER_DP=1 / 2 / 3.
-#if defined(FLASHBUILD_HOPPER_BWD_EXP_UNDER_DP)
-  static constexpr int kExpUnderDp = kHeadDim == 128 && !kHasSoftcap<kFeatures> ? FLASHBUILD_HOPPER_BWD_EXP_UNDER_DP : 0;
-#else
-  static constexpr int kExpUnderDp = 0;
 #endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
@@ -265,18 +257,16 @@ struct BwdMainloop {
 
   // P^T = exp2(S^T * scale log2 e - LSE log2 e) in place of S^T, masked keys (and keys past seqlen_k)
   // to 0. lse_log2: the stage's row in shared memory, or the thread's rows in registers (bwd_row_stats.h).
-  // kEnd > 0 (kExpUnderDp 3): the mask and the first kEnd values only (exps_from: the rest).
-  template <int kEnd = 0, class FragS, class Coords, class Masked, class Lse>
+  template <class FragS, class Coords, class Masked, class Lse>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
                                         Lse const& lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
     mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     const float scale_log2 = p.softmax_scale_log2;
     if constexpr (RowStats::template kIsShuffled<Lse>) {
-      static_assert(kEnd == 0, "a range of values needs the stats in shared memory or one register a row");
       RowStats::for_each_row(lse_log2, [&](float lse, int i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse)); });
     } else {
       CUTE_UNROLL
-      for (int i = 0; i < (kEnd > 0 ? kEnd : int(size(tSrS))); ++i) {
+      for (int i = 0; i < size(tSrS); ++i) {
         tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -RowStats::at(lse_log2, cS, i)));
       }
     }
@@ -523,12 +513,7 @@ struct BwdMainloop {
         softcap_grads(score, qs, m_block, n_block, storage.lse_log2[stage], storage.dsum[stage], cS, tSrS, tdPrdP,
                       masked);
       } else {
-        constexpr int kHalf = kExpUnderDp == 3 ? int(decltype(size(tSrS))::value) / 2 : 0;
-        probabilities<kHalf>(p, qs, m_block, n_block, lse, cS, tSrS, masked);
-        if constexpr (kExpUnderDp != 0) {
-          pin_exps<kExpUnderDp>(qs.seq.seqlen_q, tSrS, rP, tdSsdS(_, _, buffer));
-        }
-        if constexpr (kExpUnderDp == 3) { exps_from<RowStats, kHalf>(p.softmax_scale_log2, lse, cS, tSrS); }
+        probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
         if constexpr (kStatsShuffled) {
           softmax_grad(RowStats::shuffled(storage.dsum[stage], cS), cS, tSrS, tdPrdP);  // loaded before the wait
         } else if constexpr (kStatsInRegisters) {
