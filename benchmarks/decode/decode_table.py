@@ -40,9 +40,13 @@ a later one 1.01-1.39x slower eager and up to 1.05x slower replayed; in run 11, 
 always after the same one), `main-host` (always timed right after `ours`) ran 0.97-1.00x ours' time replayed with the
 same kernels. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB device-to-device copy_,
 read + write bytes / time, median of 10.
-FlashInfer is not measured: flashinfer-python 0.7.4 is a 101 MB wheel (716 MB unpacked, its kernels CUDA sources
-compiled on first use, JIT, on the GPU host), over the 64 MiB a device call carries, with dependencies not on the GPU
-host (apache-tvm-ffi, cuda-tile, nvidia-cutlass-dsl, nccl4py, ...): benchmarks/decode/README.md, 2026-11-28.
+--flashinfer times FlashInfer's decode beside (`FlashInfer` and `FlashInfer tc`, its use_tensor_cores form), when
+the package imports: BatchDecodeWithPagedKVCacheWrapper over the same caches seen as pages of --flashinfer-page
+tokens (NHD, 16 by default, a sequence's pages in order), planned once per row outside the timing (its host work per step is not counted), its
+kernels compiled on first use (JIT); each row records its output's largest difference from ours. flashinfer-python
+0.7.4 cannot be carried to the GPU host (a 101 MB wheel over the 64 MiB a call carries, with dependencies the host
+lacks: apache-tvm-ffi, cuda-tile, nvidia-cutlass-dsl, nccl4py); 0.2.14.post1's sdist builds here into a 5.4 MB JIT
+wheel (benchmarks/decode_flashinfer/README.md says how).
 """
 
 from __future__ import annotations
@@ -193,8 +197,34 @@ def hbm_copy_tbs() -> float:
 STUDY = "study"  # the column of the --study-nvcc-flag build
 
 
+def flashinfer_step(flashinfer, q, ks, vs, cache: int, tensor_cores: bool, page: int):
+    """FlashInfer's decode of q over cache copy i (step(i)): the caches as NHD pages of `page` tokens (the same
+    memory: a sequence's pages in order), planned here once; None (and why, printed) where it refuses the shape or
+    does not compile."""
+    batch, _, heads, hdim = q.shape
+    pages = cache // page
+    try:
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(128 << 20, dtype=torch.uint8,
+                                                                            device="cuda"), "NHD",
+                                                                use_tensor_cores=tensor_cores)
+        wrapper.plan(torch.arange(batch + 1, dtype=torch.int32, device="cuda") * pages,
+                     torch.arange(batch * pages, dtype=torch.int32, device="cuda"),
+                     torch.full((batch,), cache - (pages - 1) * page, dtype=torch.int32, device="cuda"),
+                     heads, KV_HEADS, hdim, page, q_data_type=torch.float16)
+        q_rows = q.view(batch, heads, hdim)
+        paged = [(k.view(batch * pages, page, KV_HEADS, hdim), v.view(batch * pages, page, KV_HEADS, hdim))
+                 for k, v in zip(ks, vs)]
+        step = lambda i: wrapper.run(q_rows, paged[i])  # noqa: E731
+        step(0)
+        return step
+    except Exception as e:  # the column left out, and why
+        print(f"FlashInfer{' tc' if tensor_cores else ''}, hdim {hdim} batch {batch} cache {cache}: left out: "
+              f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}", flush=True)
+        return None
+
+
 def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths: list[str], no_idx: bool,
-        study=None, sweep_large: list[int] = ()) -> dict:
+        study=None, sweep_large: list[int] = (), flashinfer=None, flashinfer_page: int = 16) -> dict:
     """Every column of a row timed in turns: each rep times one eager pass of every contender, one after the other,
     then each rep one graph replay of every contender, so a slow spell of the machine falls on all of them (medians
     over the reps), each rep in another order (shuffled, seeded by the rep), so no column is always first nor always
@@ -233,6 +263,11 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
         contenders.append(Contender("ours_no_idx", lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i]), copies))
     contenders += [Contender("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION), copies),
                    Contender("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION), copies)]
+    for key, tensor_cores in (("flashinfer", False), ("flashinfer_tc", True)) if flashinfer is not None else ():
+        step = flashinfer_step(flashinfer, q, ks, vs, cache, tensor_cores, flashinfer_page)
+        if step is not None:
+            contenders.append(Contender(key, step, copies))
+            out[f"{key}_max_abs_diff"] = (step(0).float() - ours(0).float().view(batch, HEADS, hdim)).abs().max().item()
     # Eager first, then the graphs, each in turns: the graphs' memory pools (SDPA flash's expanded K/V at batch 64
     # is 69 GB a call) and an eager pass's cached blocks never held at once.
     def shuffled(rep):
@@ -254,6 +289,25 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
     ks.clear(), vs.clear(), contenders.clear()  # the caches and the graphs' pools, before the next row's
     torch.cuda.empty_cache()
     return out
+
+
+def print_flashinfer(rows: list[dict]) -> None:
+    """FlashInfer's columns beside ours and the best of every peer (SDPA flash, cuDNN, FlashInfer's two forms)."""
+    finite = lambda x: x if x == x else math.inf  # noqa: E731
+    print("\n| hdim | batch | cache | ours µs (graph) | FlashInfer µs (graph) | FlashInfer tc µs (graph) | "
+          "best of all / ours eager (graph) | FlashInfer / FlashInfer tc max abs diff from ours |")
+    print("| --- " * 8 + "|")
+    nan2 = (math.nan, math.nan)
+    for r in rows:
+        cols = [r.get(k, nan2) for k in ("sdpa_flash", "sdpa_cudnn", "flashinfer", "flashinfer_tc")]
+        best_e, best_g = (min((c[j] for c in cols), key=finite) for j in (0, 1))
+        oe, og = r["ours"]
+        fi, tc = r.get("flashinfer", nan2), r.get("flashinfer_tc", nan2)
+        diffs = " / ".join(f"{r[k]:.1e}" if k in r else "-" for k in ("flashinfer_max_abs_diff",
+                                                                      "flashinfer_tc_max_abs_diff"))
+        print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {oe * 1e3:.1f} ({og * 1e3:.1f}) | "
+              f"{fi[0] * 1e3:.1f} ({fi[1] * 1e3:.1f}) | {tc[0] * 1e3:.1f} ({tc[1] * 1e3:.1f}) | "
+              f"{best_e / oe:.2f} ({best_g / og:.2f}) | {diffs} |")
 
 
 def main() -> None:
@@ -280,6 +334,11 @@ def main() -> None:
     parser.add_argument("--study-nvcc-flag", action="append", default=[],
                         help="time a second build with this nvcc flag (repeatable) beside, as the column `ours study` "
                              "(e.g. -DFLASHBUILD_HOPPER_FWD_OVERLAP=1)")
+    parser.add_argument("--flashinfer", action="store_true",
+                        help="time FlashInfer's decode beside, if the package imports (columns FlashInfer, FlashInfer tc)")
+    parser.add_argument("--flashinfer-page", type=int, default=16,
+                        help="FlashInfer's page size: the caches seen as pages of this many tokens (a divisor of each "
+                             "cache length; h200-1 of benchmarks/decode_flashinfer/ used the whole length)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     refuse_removed_deal([x for x in args.paths.split(",") if x])
@@ -299,7 +358,16 @@ def main() -> None:
             paths.append(STUDY)
         except Exception as e:  # the table without the column, and why
             print(f"the study build did not load, no `ours study` column: {e}")
-    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx, study, sweep_large)
+    flashinfer = None
+    if args.flashinfer:
+        try:
+            import flashinfer
+            print(f"FlashInfer {flashinfer.__version__}", flush=True)
+        except Exception as e:  # the table without its columns, and why
+            print(f"FlashInfer does not import, no FlashInfer columns: {type(e).__name__}: {e}")
+            flashinfer = None
+    rows = [row(m, h, b, c, args.reps, sweep, paths, not args.skip_no_idx, study, sweep_large, flashinfer,
+                args.flashinfer_page)
             for h in hdims for b in map(int, args.batch.split(",")) for c in map(int, args.cache.split(","))]
     print(f"HBM copy: {copy_tbs:.2f} TB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
           + (f"; build with {' '.join(args.nvcc_flag)}" if args.nvcc_flag else "")
@@ -321,6 +389,8 @@ def main() -> None:
         print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | " + " | ".join(us(c) for c in ours_cols) +
               f" | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | {ratios}"
               f"{tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
+    if flashinfer is not None:
+        print_flashinfer(rows)
     if study is not None:
         print("\nmax |study - ours| of each row's output: " +
               ", ".join(f"{r['hdim']}/{r['batch']}/{r['cache'] // 1024}k {r[f'{STUDY}_max_abs_diff']:.2e}" for r in rows))
