@@ -44,18 +44,7 @@ def plan_rows(plan):
 ab.plan_rows = plan_rows
 
 
-def refuse_without_form(argv) -> None:
-    """Stop (exit 2) on a tree without the form, before any build; --help still answers."""
-    if {"-h", "--help"} & set(argv) or (_REPO / "kernels" / "hopper" / "bwd_exp_under_dp.h").is_file():
-        return
-    print(f"ab.py: this tree ({_REPO}) has no exponentials-under-dP^T form (kernels/hopper/bwd_exp_under_dp.h): it "
-          f"lost in call h200-1 (benchmarks/hopper_bwd_exp_under_dp/README.md) and was taken out of main, so "
-          f"-DFLASHBUILD_HOPPER_BWD_EXP_UNDER_DP would change nothing. Run it from the last commit that has it: "
-          f"git worktree add /tmp/eud {LAST_COMMIT} && cd /tmp/eud && python3 benchmarks/hopper_bwd_exp_under_dp/ab.py ...",
-          file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == "__main__":
-    refuse_without_form(sys.argv[1:])
+    ab.refuse_without_form(sys.argv[1:], "hopper_bwd_exp_under_dp", (_REPO / "kernels" / "hopper" / "bwd_exp_under_dp.h").is_file(),
+                           "exponentials-under-dP^T form (kernels/hopper/bwd_exp_under_dp.h)", LAST_COMMIT)
     ab.main(sys.argv[1:])

@@ -45,18 +45,7 @@ def plan_rows(plan):
 ab.plan_rows = plan_rows
 
 
-
-def refuse_without_form(argv) -> None:
-    """Stop (exit 2) on a tree without the form, before any build; --help still answers."""
-    if {"-h", "--help"} & set(argv) or (_REPO / "kernels" / "hopper" / "bwd_rows80.h").is_file():
-        return
-    print(f"ab.py: this tree ({_REPO}) has no rows-80 form (kernels/hopper/bwd_rows80.h): it lost in call h200-1 "
-          f"(benchmarks/hopper_bwd_rows80/README.md) and was taken out of main, so -DFLASHBUILD_HOPPER_BWD_ROWS80 would "
-          f"change nothing. Run it from the last commit that has it: git worktree add /tmp/r80 {LAST_COMMIT} && "
-          f"cd /tmp/r80 && python3 benchmarks/hopper_bwd_rows80/ab.py ...", file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == "__main__":
-    refuse_without_form(sys.argv[1:])
+    ab.refuse_without_form(sys.argv[1:], "hopper_bwd_rows80", (_REPO / "kernels" / "hopper" / "bwd_rows80.h").is_file(),
+                           "rows-80 form (kernels/hopper/bwd_rows80.h)", LAST_COMMIT)
     ab.main(sys.argv[1:])

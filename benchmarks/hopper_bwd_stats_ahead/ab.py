@@ -39,18 +39,8 @@ _REPO = pathlib.Path(__file__).resolve().parents[2]
 LAST_COMMIT = "9c47a5c"  # the last commit with the form
 
 
-def refuse_without_form(argv) -> None:
-    """Stop (exit 2) on a tree without the form, before any build; --help still answers."""
-    producer = _REPO / "kernels" / "hopper" / "bwd_producer.h"
-    if {"-h", "--help", "--print-builds"} & set(argv) or "STATS_AHEAD" in producer.read_text():
-        return
-    print(f"ab.py: this tree ({_REPO}) has no -DFLASHBUILD_HOPPER_BWD_STATS_AHEAD form: it made no gain in call h200-1 "
-          f"(benchmarks/hopper_bwd_stats_ahead/README.md) and was taken out of main. Run it from the last commit that "
-          f"has it: git worktree add /tmp/sa {LAST_COMMIT} && cd /tmp/sa && python3 benchmarks/hopper_bwd_stats_ahead/ab.py ...",
-          file=sys.stderr)
-    sys.exit(2)
-
-
 if __name__ == "__main__":
-    refuse_without_form(sys.argv[1:])
+    has_form = "STATS_AHEAD" in (_REPO / "kernels" / "hopper" / "bwd_producer.h").read_text()
+    ab.refuse_without_form(sys.argv[1:], "hopper_bwd_stats_ahead", has_form,
+                           "-DFLASHBUILD_HOPPER_BWD_STATS_AHEAD form (kernels/hopper/bwd_producer.h)", LAST_COMMIT)
     ab.main(sys.argv[1:])

@@ -13,32 +13,4 @@ if ! grep -q STATS_AHEAD "$ROOT/kernels/hopper/bwd_producer.h"; then
        "has it: git worktree add /tmp/sa 9c47a5c && cd /tmp/sa && OUT=\$OUT BUDGET=300 bash benchmarks/hopper_bwd_stats_ahead/run.sh" >&2
   exit 2
 fi
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-HERE=benchmarks/hopper_bwd_stats_ahead
-OUT=${OUT:-/tmp/hopper_bwd_stats_ahead_out}; W=/tmp/hopper_bwd_stats_ahead_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-300}
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | tee "$W/gpu.txt"
-S="--arch sm90 --direction bwd --no-local --no-softcap"
-fb() {
-  local limit=$1 log=$2; shift 2
-  timeout "$limit" python3 -m flashbuild "$@" > "$W/$log.txt" 2>&1; echo "== rc $?" >> "$W/$log.txt"
-}
-python3 $HERE/ab.py --print-builds > "$W/builds.txt" || exit 1
-while read -r name args; do fb 200 "build-$name" build $args $S -j 8 & done < "$W/builds.txt"
-wait; echo "== builds $(at)"
-for f in "$W"/build-*.txt; do
-  echo "$(basename "$f" .txt): $(grep -E '^compiled|rror|^== rc' "$f" | head -3 | tr '\n' ' ')"
-done
-for arm in ahead; do
-  read -r name args < <(grep "^${arm}0 " "$W/builds.txt")
-  fb 90 "test-$name" test $args $S --shapes full
-  echo "test-$name: $(grep -E 'passed, [0-9]+ failed' "$W/test-$name.txt" | tail -1) $(tail -1 "$W/test-$name.txt")"
-done
-echo "== tests $(at)"
-left=$(( BUDGET - ($(date +%s) - t0) - 25 )); [ "$left" -lt 15 ] && left=15
-timeout $(( left + 60 )) python3 $HERE/ab.py --out "$W" --budget "$left" "$@" > "$W/ab.txt" 2>&1
-echo "== ab rc $? $(at)"
-tar -czf "$OUT/results.tgz" -C "$W" .
-cp "$W/ab.txt" "$OUT/ab.txt"; cp "$W/ab.json" "$OUT/ab.json" 2>/dev/null
-grep -E "^equivalence|CHECK FAILED" "$W/ab.txt"
-sed -n '/^variant /,$p' "$W/ab.txt"
+exec bash "$ROOT/benchmarks/hopper_bwd_uniform/ab_call.sh" hopper_bwd_stats_ahead "ahead" 8 "$@"
