@@ -42,8 +42,9 @@ same kernels. Bytes = K + V of the cache; TB/s = bytes / time. HBM copy: a 4 GiB
 read + write bytes / time, median of 10.
 --flashinfer times FlashInfer's decode beside (`FlashInfer` and `FlashInfer tc`, its use_tensor_cores form), when
 the package imports: BatchDecodeWithPagedKVCacheWrapper over the same caches seen as pages of --flashinfer-page
-tokens (NHD, 16 by default, a sequence's pages in order), planned once per row outside the timing (its host work per step is not counted), its
-kernels compiled on first use (JIT); each row records its output's largest difference from ours. flashinfer-python
+tokens (NHD, 16 by default, a sequence's pages in order), planned once per row outside the timing (its host work
+per step is not counted), its kernels compiled on first use (JIT); each row records its output's largest
+difference from ours. flashinfer-python
 0.7.4 cannot be carried to the GPU host (a 101 MB wheel over the 64 MiB a call carries, with dependencies the host
 lacks: apache-tvm-ffi, cuda-tile, nvidia-cutlass-dsl, nccl4py); 0.2.14.post1's sdist builds here into a 5.4 MB JIT
 wheel (benchmarks/decode_flashinfer/README.md says how).
@@ -267,7 +268,8 @@ def row(m, hdim: int, batch: int, cache: int, reps: int, sweep: list[int], paths
         step = flashinfer_step(flashinfer, q, ks, vs, cache, tensor_cores, flashinfer_page)
         if step is not None:
             contenders.append(Contender(key, step, copies))
-            out[f"{key}_max_abs_diff"] = (step(0).float() - ours(0).float().view(batch, HEADS, hdim)).abs().max().item()
+            diff = step(0).float() - ours(0).float().view(batch, HEADS, hdim)
+            out[f"{key}_max_abs_diff"] = diff.abs().max().item()
     # Eager first, then the graphs, each in turns: the graphs' memory pools (SDPA flash's expanded K/V at batch 64
     # is 69 GB a call) and an eager pass's cached blocks never held at once.
     def shuffled(rep):
@@ -335,13 +337,18 @@ def main() -> None:
                         help="time a second build with this nvcc flag (repeatable) beside, as the column `ours study` "
                              "(e.g. -DFLASHBUILD_HOPPER_FWD_OVERLAP=1)")
     parser.add_argument("--flashinfer", action="store_true",
-                        help="time FlashInfer's decode beside, if the package imports (columns FlashInfer, FlashInfer tc)")
+                        help="time FlashInfer's decode beside, if the package imports (columns FlashInfer, "
+                             "FlashInfer tc)")
     parser.add_argument("--flashinfer-page", type=int, default=16,
                         help="FlashInfer's page size: the caches seen as pages of this many tokens (a divisor of each "
                              "cache length; h200-1 of benchmarks/decode_flashinfer/ used the whole length)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
     refuse_removed_deal([x for x in args.paths.split(",") if x])
+    uneven = [c for c in map(int, args.cache.split(",")) if args.flashinfer_page < 1 or c % args.flashinfer_page]
+    if args.flashinfer and uneven:
+        parser.error(f"--flashinfer-page {args.flashinfer_page}: must divide every --cache length; "
+                     f"{', '.join(map(str, uneven))} {'is' if len(uneven) == 1 else 'are'} not a multiple of it")
     hdims = [int(x) for x in args.hdim.split(",")]
     build_hdims = args.build_hdims or ",".join(map(str, sorted(hdims)))
     m = flashbuild.load(hdim=build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",
