@@ -8,9 +8,15 @@ the API with the host work it had before both of issue 45's host changes (`main-
 argument checks, not _plain_decode), SDPA's flash and cuDNN backends on the same tensors, and the
 allocations a call makes (four torch.empty) as a floor; and the time of one cudaGetDriverEntryPointByVersion lookup (CuTe looks up
 cuTensorMapEncodeTiled that way for each TMA descriptor it builds on the host: four per Hopper split-KV launch).
+`binding, no index tensor` passes cache_seqlens=None (the same keys: no checked copy, no check kernel): the index
+check's host cost is the difference. --flashinfer adds FlashInfer's decode (`run()` after one `plan()`, as a server's
+layers share a step's plan; and `plan() + run()`), 16-token pages of the same cache (decode_table.py's columns).
+--profile DIR writes torch.profiler's table of host operations (self CPU time: the aten operations and CUDA runtime
+calls a call makes, the binding's included) for 300 calls of the API, and of FlashInfer's run() with --flashinfer.
 
 Usage:
     python3 benchmarks/decode/host_overhead.py [--hdim 128] [--build-hdims 64,128] [--calls 3000] [--rounds 5]
+                                               [--flashinfer] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ def main() -> None:
                         help="head dims of the build to load (decode_table.py's build: no new build)")
     parser.add_argument("--calls", type=int, default=3000, help="calls per timed loop")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of all rows in turns (median)")
+    parser.add_argument("--flashinfer", action="store_true", help="add FlashInfer's decode rows (if it imports)")
+    parser.add_argument("--profile", help="write torch.profiler's host tables here (a folder)")
     args = parser.parse_args()
     m = flashbuild.load(hdim=args.build_hdims, dtype="fp16", arch="native", direction="splitkv", causal="off",
                         features=[])
@@ -126,8 +134,12 @@ def main() -> None:
         "binding, fresh-descriptors": binding_on("fresh-descriptors"),
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+        "binding, no index tensor": lambda: _fwd_kvcache_raw(m.ext, q, k, v, None, None, None, None, None, None, None,
+                                                             None, False, scale, True, 0, -1, -1, 0.0),
         "empty4": lambda: [torch.empty(1, 1, HEADS, d, device="cuda", dtype=torch.float16) for _ in range(4)],
     }
+    if args.flashinfer:
+        rows.update(flashinfer_rows(q, k, v))
     for fn in rows.values():  # warm-up: module load, handles, allocator
         for _ in range(50):
             fn()
@@ -142,6 +154,48 @@ def main() -> None:
     for name, ts in times.items():
         print(f"| {name} | {statistics.median(ts):.1f} | {', '.join(f'{t:.1f}' for t in ts)} |")
     print(f"| cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled) | {lookup:.2f} | |")
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
+        for name in ("api", "flashinfer run"):
+            if name in rows:
+                profile_host(rows[name], os.path.join(args.profile, f"host-{name.replace(' ', '-')}.txt"))
+
+
+def flashinfer_rows(q, k, v) -> dict:
+    """FlashInfer's decode of the same call (16-token pages of the same cache): run() after one plan(), and both."""
+    try:
+        import flashinfer
+    except Exception as e:  # no rows, and why
+        print(f"FlashInfer does not import, no FlashInfer rows: {type(e).__name__}: {e}")
+        return {}
+    d, page = q.shape[-1], 16
+    pages = CACHE // page
+    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(128 << 20, dtype=torch.uint8, device="cuda"),
+                                                            "NHD")
+    indptr = torch.tensor([0, pages], dtype=torch.int32, device="cuda")
+    indices = torch.arange(pages, dtype=torch.int32, device="cuda")
+    last = torch.tensor([page], dtype=torch.int32, device="cuda")
+
+    def plan():
+        wrapper.plan(indptr, indices, last, HEADS, KV_HEADS, d, page, q_data_type=torch.float16)
+
+    plan()
+    q_rows, cache = q.view(1, HEADS, d), (k.view(pages, page, KV_HEADS, d), v.view(pages, page, KV_HEADS, d))
+    return {"flashinfer run": lambda: wrapper.run(q_rows, cache),
+            "flashinfer plan + run": lambda: (plan(), wrapper.run(q_rows, cache))}
+
+
+def profile_host(fn, path: str, calls: int = 300) -> None:
+    """torch.profiler's host table of `calls` calls of fn (self CPU time per operation and runtime call)."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    with open(path, "w") as f:
+        f.write(f"{calls} calls\n")
+        f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40))
 
 
 if __name__ == "__main__":
