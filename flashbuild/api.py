@@ -311,10 +311,11 @@ def _plain_decode(ext, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
         return None
     if q.requires_grad or k_cache.requires_grad or v_cache.requires_grad or not _eager():
         return None
+    # Positional: pybind11 matches keywords by name, a cost of its own at this rate. The LSE comes contiguous; out is a
+    # view for a padded head dim.
     out, lse = _raw(ext, "mha_fwd_kvcache", "KV-cache (split-KV) forward")(
-        q, k_cache, v_cache, cache_seqlens, causal=causal, softmax_scale=_softmax_scale(softmax_scale),
-        num_splits=num_splits, window_size_left=-1, window_size_right=-1, softcap=softcap)
-    return out.contiguous(), lse.contiguous()
+        q, k_cache, v_cache, cache_seqlens, causal, _softmax_scale(softmax_scale), num_splits, -1, -1, softcap)
+    return out.contiguous(), lse
 
 
 def _plain_eager(tensors) -> bool:

@@ -309,7 +309,7 @@ def print_flashinfer(rows: list[dict]) -> None:
                                                                       "flashinfer_tc_max_abs_diff"))
         print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | {oe * 1e3:.1f} ({og * 1e3:.1f}) | "
               f"{fi[0] * 1e3:.1f} ({fi[1] * 1e3:.1f}) | {tc[0] * 1e3:.1f} ({tc[1] * 1e3:.1f}) | "
-              f"{best_e / oe:.2f} ({best_g / og:.2f}) | {diffs} |")
+              f"{best_e / oe:.3f} ({best_g / og:.3f}) | {diffs} |")
 
 
 def main() -> None:
@@ -394,7 +394,7 @@ def main() -> None:
         tb_e, tb_g = r["bytes"] / oe / 1e9, r["bytes"] / og / 1e9
         ratios = "".join(f"{r[f'ours_{p}'][0] / oe:.2f} ({r[f'ours_{p}'][1] / og:.2f}) | " for p in paths)
         print(f"| {r['hdim']} | {r['batch']} | {r['cache'] // 1024}k | " + " | ".join(us(c) for c in ours_cols) +
-              f" | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.2f} ({best_g / og:.2f}) | {ratios}"
+              f" | {us('sdpa_flash')} | {us('sdpa_cudnn')} | {best_e / oe:.3f} ({best_g / og:.3f}) | {ratios}"
               f"{tb_e:.2f} ({tb_g:.2f}) | {tb_e / copy_tbs:.0%} ({tb_g / copy_tbs:.0%}) |")
     if flashinfer is not None:
         print_flashinfer(rows)

@@ -1,12 +1,13 @@
 """Where an eager decoding call's host time goes: calls back to back on one small cache (batch 1, 4k keys, GQA 32:8,
 fp16), timed with the host clock over many calls, so each number is the host's time per call (the GPU's kernel is
 shorter than it and keeps up). Rows: the public API (flash_attn_with_kvcache) as the default launches it eagerly
-(plainly) and as a programmatic dependent launch (FLASHBUILD_SPLITKV_PATH=pdl-early), the binding alone (the raw
-extension call the API's eager path makes), each also with its TMA descriptors built for the call
-(FLASHBUILD_SPLITKV_PATH=fresh-descriptors; by default a launch reuses an earlier call's, hopper/splitkv_descriptors.h),
-the API with the host work it had before both of issue 45's host changes (`main-host`: fresh descriptors and the full
-argument checks, not _plain_decode), SDPA's flash and cuDNN backends on the same tensors, and the
-allocations a call makes (four torch.empty) as a floor; and the time of one cudaGetDriverEntryPointByVersion lookup (CuTe looks up
+(plainly) and as a programmatic dependent launch (FLASHBUILD_SPLITKV_PATH=pdl-early), the binding alone through
+_fwd_kvcache_raw (the fwd_kvcache op's body, keyword arguments; the API's plain path passes them by position), each also
+with its TMA descriptors built for the call (FLASHBUILD_SPLITKV_PATH=fresh-descriptors; by default a launch reuses an
+earlier call's, hopper/splitkv_descriptors.h), the API with the host work it had before both of issue 45's host changes
+(`main-host`: fresh descriptors and the full argument checks, not _plain_decode), SDPA's flash and cuDNN backends on the
+same tensors, and the allocations a call made before decode_host_allocs/ (four torch.empty; two tensors and one
+allocator block since); and the time of one cudaGetDriverEntryPointByVersion lookup (CuTe looks up
 cuTensorMapEncodeTiled that way for each TMA descriptor it builds on the host: four per Hopper split-KV launch).
 `binding, no index tensor` passes cache_seqlens=None (the same keys: no checked copy, no check kernel): the index
 check's host cost is the difference. --flashinfer adds FlashInfer's decode (`run()` after one `plan()`, as a server's

@@ -28,6 +28,7 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -559,6 +560,16 @@ FwdParams fwd_params(const Call& c, const at::Tensor& q, const at::Tensor& k, co
   return p;
 }
 
+// A one-query GQA call packed for the split-KV kernels: query head kh * group + j becomes row j of K/V head kh, so a
+// CTA reads a K/V head once for its whole group. Strides only, no views: q and out (b, 1, h, d) are seen as
+// (b, group, h_k, d), the LSE (b, h, 1) as (b, h_k, group).
+void pack_query_heads(FwdParams& p, int group) {
+  p.seqlen_q = group, p.nheads = p.nheads_k;
+  p.q_row_stride = p.q_head_stride, p.q_head_stride *= group;
+  p.o_row_stride = p.o_head_stride, p.o_head_stride *= group;
+  p.lse_head_stride *= group;
+}
+
 void check_cu_seqlens(const at::Tensor& cu, const char* name, const at::Tensor& q) {
   TORCH_CHECK(cu.is_cuda() && cu.device() == q.device() && cu.scalar_type() == at::kInt && cu.dim() == 1 &&
                   cu.size(0) >= 2 && cu.is_contiguous(),
@@ -954,25 +965,20 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     q = at::empty_like(q_unrotated);
   }
   at::Tensor out = at::empty({batch, seqlen_q, nheads, c.hdim}, q.options());
-  at::Tensor out_rows = out, lse;
   // A cache of no positions holds no keys (nor room to append any): every row's output is 0, its LSE
   // +inf, with no kernel launched (the Hopper split-KV takes no such call: hopper/splitkv_launch.h).
   if (g.capacity == 0) {
     return no_keys_answer(out, at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat)), c);
   }
-  if (pack) {  // (b, 1, h, d) -> (b, group, h_k, d): query head kh * group + j becomes row j of head kh
-    q = q.reshape({batch, nheads_k, group, c.hdim}).transpose(1, 2);
-    out_rows = out.view({batch, nheads_k, group, c.hdim}).transpose(1, 2);
-    lse = at::empty({batch, nheads_k, group}, q.options().dtype(at::kFloat));
-  } else {
-    lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
-  }
-  FwdParams p = fwd_params(c, q, k, v, out_rows, lse, batch, q.size(1), g.capacity);
+  at::Tensor lse = at::empty({batch, nheads, seqlen_q}, q.options().dtype(at::kFloat));
+  FwdParams p = fwd_params(c, q, k, v, out, lse, batch, seqlen_q, g.capacity);
+  if (pack) pack_query_heads(p, group);
   p.num_pages = int(k.size(0));  // the Hopper kernels' views of the cache: its pages or batch rows
   if (g.paged) p.page_size = g.page_size;
-  // The kernels read the index tensors through their checked copies, which run_splitkv's first kernel
-  // writes (no value is read on the host: the call stays free of synchronisation, and capturable).
-  const CheckedIndices ci = checked_indices(p, a, g, batch, k.size(0), q);
+  // The kernels read the index tensors through checked copies, which the launch's first kernel writes (or, on the
+  // Hopper split-KV's one-launch path, clamp each value where they read it: read_indices_at_use). No value is read on
+  // the host: the call stays free of synchronisation, and capturable.
+  CheckedIndices ci;
   at::Tensor knew, vnew;
   if (a.k) {  // even with no new rows: the append kernel is what rotates q
     knew = pad_head_dim(*a.k, c.hdim), vnew = pad_head_dim(*a.v, c.hdim);
@@ -1008,6 +1014,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     }
     if (fwd) {
       const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+      ci = checked_indices(p, a, g, batch, k.size(0), q);
 #if FLASHBUILD_HAS_SPLITKV
       // The split-KV launch with no query rows runs its first steps alone (common/splitkv_checks.h,
       // splitkv_has_rows): the index check, so the forward kernel reads checked indices too.
@@ -1028,13 +1035,14 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
                  : hopper_splitkv ? choose_num_splits_hopper(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms)
                                   : choose_num_splits(batch, p.nheads, p.seqlen_q, p.seqlen_k, c.hdim, num_sms);
   // The splits' fp32 partials: O (num_splits, batch, nheads, seqlen_q, hdim) then the LSEs (num_splits, batch,
-  // nheads, seqlen_q), one allocation (a decoding call's host time is its own: README.md, "Host time of an eager
-  // call"); O's part is a whole number of hdim-float rows, so the LSEs start 16-byte aligned.
-  at::Tensor accum;
+  // nheads, seqlen_q), one block of torch's allocator, not a tensor (a decoding call's host time is its own:
+  // benchmarks/decode_host_allocs/README.md), returned to it, ordered on this stream, when the call returns. O's part
+  // is a whole number of hdim-float rows, so the LSEs start 16-byte aligned.
+  c10::DataPtr partials;
   if (p.num_splits > 1) {
     const int64_t rows = int64_t(p.num_splits) * batch * p.nheads * p.seqlen_q;
-    accum = at::empty({rows * (c.hdim + 1)}, q.options().dtype(at::kFloat));
-    p.o_accum = accum.data_ptr<float>();
+    partials = c10::cuda::CUDACachingAllocator::get()->allocate(size_t(rows * (c.hdim + 1)) * sizeof(float));
+    p.o_accum = static_cast<float*>(partials.get());
     p.lse_accum = p.o_accum + rows * c.hdim;
   }
 #if FLASHBUILD_HAS_SPLITKV
@@ -1044,7 +1052,10 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
   // A call with no query rows launches no attention kernel, so the check kernel stays to report its bad values.
   const SplitKVPath path = hopper_splitkv ? splitkv_path() : SplitKVPath{};
   splitkv_descriptor_cache_on().store(path.keep_descriptors, std::memory_order_relaxed);
-  if (hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous) {
+  const bool at_read = hopper_splitkv && !a.k && p.seqlen_q > 0 && p.nheads > 0 && !path.previous;
+  if (!at_read) {
+    ci = checked_indices(p, a, g, batch, k.size(0), q);
+  } else {
     read_indices_at_use(p, a, g, k.size(0), q);
     p.split_merge = path.merge;
     p.dependent_launch = path.dependent_launch;
@@ -1060,7 +1071,6 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     write_back_appended(k_cache, k, ci, g, batch);
     write_back_appended(v_cache, v, ci, g, batch);
   }
-  if (pack) lse = lse.view({batch, nheads, 1});
   return {unpad(out, c), lse};
 }
 

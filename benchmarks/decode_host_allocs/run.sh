@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 45's eager host time (README.md beside), one nvidia-h200 call per part. PART=tests: the builds the KV-cache GPU
+# files load (in parallel), then those files (plain decode, one launch, pairs, index checks on both families, graph
+# capture, prefill chunks). PART=perf: ours (hdim 64, 128) built, FlashInfer's decode modules compiled, then
+# host_overhead.py (with torch.profiler's tables) and decode_table.py --flashinfer. Carry `.whl` (and
+# `.device/flashinfer` for perf). From the repo root after the wheel line:
+#   OUT=$OUT PART=tests|perf [REPS=10] bash benchmarks/decode_host_allocs/run.sh
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
+set -u
+: "${OUT:?set OUT to the output folder}" "${PART:?set PART to tests or perf}"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$OUT"
+t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+build() {  # name, then flashbuild's arguments
+  local name=$1; shift
+  python3 -m flashbuild --dtype fp16 --arch native "$@" > "$OUT/build-$name.log" 2>&1 || echo "build $name failed"
+}
+if [ "$PART" = tests ]; then
+  build kvcache --hdim 64,128 --direction splitkv --causal both --jobs 4 &
+  build hopper-checks --hdim 64 --direction fwd,splitkv --causal off --no-local --no-softcap --jobs 3 &
+  build ampere-checks --hdim 192 --direction splitkv --causal off --no-local --no-softcap --jobs 2 &
+  build pairs --hdim 64 --direction splitkv --causal off --no-local --no-softcap --jobs 2 &
+  python3 -m flashbuild --hdim 64 --dtype bf16 --arch native --direction splitkv --causal off --no-local --no-softcap \
+    --jobs 2 > "$OUT/build-pairs-bf16.log" 2>&1 &
+  build prefill --hdim 32,64,128 --direction fwd,splitkv --causal both --no-local --no-softcap --jobs 3 &
+  wait; echo "== builds $(at)"; tail -qn 1 "$OUT"/build-*.log | cut -c1-160
+  timeout $(( ${DEADLINE:-560} - ($(date +%s) - t0) )) python3 -m pytest -q -p no:cacheprovider -rfEs \
+    tests/gpu/test_kvcache_gpu.py tests/gpu/test_kvcache_one_launch_gpu.py \
+    tests/gpu/test_kvcache_decode_pairs_gpu.py tests/gpu/test_kvcache_index_checks_gpu.py \
+    tests/gpu/test_graph_capture_gpu.py tests/gpu/test_kvcache_prefill_gpu.py > "$OUT/tests.txt" 2>&1
+  echo "== tests rc $? $(at)"; tail -n 12 "$OUT/tests.txt" | cut -c1-240
+  exit 0
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/flashinfer/*.whl 2>&1 | tail -2
+build ours --hdim 64,128 --direction splitkv --causal off --no-local --no-softcap --jobs 8 &
+for h in 64 128; do
+  for tc in "" --tensor-cores; do
+    MAX_JOBS=4 timeout 330 python3 benchmarks/decode_flashinfer/prewarm.py --hdim $h $tc \
+      > "/tmp/prewarm-$h$tc.txt" 2>&1 &
+  done
+done
+wait; echo "== builds and FlashInfer's compiles $(at)"
+tail -qn 1 /tmp/prewarm-*.txt > "$OUT/prewarm.txt"; tail -qn 1 "$OUT"/build-*.log "$OUT/prewarm.txt" | cut -c1-160
+timeout 60 python3 benchmarks/decode/host_overhead.py --hdim 128 --build-hdims 64,128 --calls 2000 --rounds 3 \
+  --flashinfer --profile "$OUT" > "$OUT/host_overhead.txt" 2>&1
+echo "== host_overhead rc $? $(at)"
+timeout 240 python3 benchmarks/decode/decode_table.py --reps "${REPS:-10}" --skip-no-idx --paths "" --flashinfer \
+  --flashinfer-page 16 --json "$OUT/table.json" > "$OUT/table.txt" 2>&1
+echo "== table rc $? $(at)"
+cut -c1-200 "$OUT/host_overhead.txt" | grep "^|"
+cat "$OUT/table.txt"
