@@ -21,6 +21,7 @@ from flashbuild import api  # noqa: E402
 from flashbuild.reference import kvcache_ref  # noqa: E402
 
 from test_api_gpu import check, poison_allocator, randn  # noqa: E402
+from test_graph_capture_gpu import capture  # noqa: E402
 from test_kvcache_gpu import SELECTION, check_lse, poison_unread  # noqa: E402  (hdim 64,128 split-KV, causal both)
 
 BATCH, NHEADS_K, CAPACITY = 3, 2, 1000
@@ -100,15 +101,7 @@ def test_a_replayed_plain_call_with_splits_equals_eager_calls(m, head_dim):
     def call():
         return m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, return_softmax_lse=True)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        replayed = call()
+    graph, replayed = capture(call)
     for length in (capacity, 5000, 1):
         q.copy_(randn(1, 1, nheads, head_dim))
         lens.fill_(length)
