@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -198,27 +199,39 @@ def hbm_copy_tbs() -> float:
 STUDY = "study"  # the column of the --study-nvcc-flag build
 
 
-def flashinfer_step(flashinfer, q, ks, vs, cache: int, tensor_cores: bool, page: int):
-    """FlashInfer's decode of q over cache copy i (step(i)): the caches as NHD pages of `page` tokens (the same
-    memory: a sequence's pages in order), planned here once; None (and why, printed) where it refuses the shape or
-    does not compile."""
+def flashinfer_decode(flashinfer, q, cache: int, page: int, tensor_cores: bool = False):
+    """FlashInfer's paged decode of q (batch, 1, heads, hdim) over caches of `cache` tokens a sequence, seen as NHD pages
+    of `page` tokens (the same memory: a sequence's pages in order): (plan, run, paged). plan() plans the wrapper (done
+    once here); paged(k, v) views caches (batch, cache, KV_HEADS, hdim) as its pages; run(pages) is one decode."""
     batch, _, heads, hdim = q.shape
     pages = cache // page
+    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(128 << 20, dtype=torch.uint8, device="cuda"),
+                                                            "NHD", use_tensor_cores=tensor_cores)
+    indptr = torch.arange(batch + 1, dtype=torch.int32, device="cuda") * pages
+    indices = torch.arange(batch * pages, dtype=torch.int32, device="cuda")
+    last = torch.full((batch,), cache - (pages - 1) * page, dtype=torch.int32, device="cuda")
+
+    def plan():
+        wrapper.plan(indptr, indices, last, heads, KV_HEADS, hdim, page, q_data_type=torch.float16)
+
+    def paged(k, v):
+        return k.view(batch * pages, page, KV_HEADS, hdim), v.view(batch * pages, page, KV_HEADS, hdim)
+
+    plan()
+    return plan, functools.partial(wrapper.run, q.view(batch, heads, hdim)), paged
+
+
+def flashinfer_step(flashinfer, q, ks, vs, cache: int, tensor_cores: bool, page: int):
+    """FlashInfer's decode of q over cache copy i (step(i)), planned once (flashinfer_decode); None (and why, printed)
+    where it refuses the shape or does not compile."""
     try:
-        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(128 << 20, dtype=torch.uint8,
-                                                                            device="cuda"), "NHD",
-                                                                use_tensor_cores=tensor_cores)
-        wrapper.plan(torch.arange(batch + 1, dtype=torch.int32, device="cuda") * pages,
-                     torch.arange(batch * pages, dtype=torch.int32, device="cuda"),
-                     torch.full((batch,), cache - (pages - 1) * page, dtype=torch.int32, device="cuda"),
-                     heads, KV_HEADS, hdim, page, q_data_type=torch.float16)
-        q_rows = q.view(batch, heads, hdim)
-        paged = [(k.view(batch * pages, page, KV_HEADS, hdim), v.view(batch * pages, page, KV_HEADS, hdim))
-                 for k, v in zip(ks, vs)]
-        step = lambda i: wrapper.run(q_rows, paged[i])  # noqa: E731
+        _, run, paged = flashinfer_decode(flashinfer, q, cache, page, tensor_cores)
+        copies = [paged(k, v) for k, v in zip(ks, vs)]
+        step = lambda i: run(copies[i])  # noqa: E731
         step(0)
         return step
     except Exception as e:  # the column left out, and why
+        batch, _, _, hdim = q.shape
         print(f"FlashInfer{' tc' if tensor_cores else ''}, hdim {hdim} batch {batch} cache {cache}: left out: "
               f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else ''}", flush=True)
         return None

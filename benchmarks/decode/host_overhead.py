@@ -27,15 +27,18 @@ import contextlib
 import ctypes
 import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-import flashbuild
-from flashbuild import api
-from flashbuild.api import _fwd_kvcache_raw
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flashbuild  # noqa: E402
+from decode_table import flashinfer_decode  # noqa: E402
+from flashbuild import api  # noqa: E402
+from flashbuild.api import _fwd_kvcache_raw  # noqa: E402
 
 HEADS, KV_HEADS, CACHE = 32, 8, 4096
 
@@ -163,27 +166,16 @@ def main() -> None:
 
 
 def flashinfer_rows(q, k, v) -> dict:
-    """FlashInfer's decode of the same call (16-token pages of the same cache): run() after one plan(), and both."""
+    """FlashInfer's decode of the same call (16-token pages of the same cache, decode_table.py's flashinfer_decode):
+    run() after one plan(), and both."""
     try:
         import flashinfer
     except Exception as e:  # no rows, and why
         print(f"FlashInfer does not import, no FlashInfer rows: {type(e).__name__}: {e}")
         return {}
-    d, page = q.shape[-1], 16
-    pages = CACHE // page
-    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(128 << 20, dtype=torch.uint8, device="cuda"),
-                                                            "NHD")
-    indptr = torch.tensor([0, pages], dtype=torch.int32, device="cuda")
-    indices = torch.arange(pages, dtype=torch.int32, device="cuda")
-    last = torch.tensor([page], dtype=torch.int32, device="cuda")
-
-    def plan():
-        wrapper.plan(indptr, indices, last, HEADS, KV_HEADS, d, page, q_data_type=torch.float16)
-
-    plan()
-    q_rows, cache = q.view(1, HEADS, d), (k.view(pages, page, KV_HEADS, d), v.view(pages, page, KV_HEADS, d))
-    return {"flashinfer run": lambda: wrapper.run(q_rows, cache),
-            "flashinfer plan + run": lambda: (plan(), wrapper.run(q_rows, cache))}
+    plan, run, paged = flashinfer_decode(flashinfer, q, CACHE, 16)
+    cache = paged(k, v)
+    return {"flashinfer run": lambda: run(cache), "flashinfer plan + run": lambda: (plan(), run(cache))}
 
 
 def profile_host(fn, path: str, calls: int = 300) -> None:

@@ -8,9 +8,14 @@ against a float32 reference (one query, GQA 32:8), the error and the seconds pri
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "decode"))
+from decode_table import HEADS, KV_HEADS, flashinfer_decode  # noqa: E402  (the table's own wrapper and plan)
 
 
 def main() -> None:
@@ -20,19 +25,16 @@ def main() -> None:
     args = parser.parse_args()
     import flashinfer
 
-    batch, cache, heads, kv_heads, d = 8, 1000, 32, 8, args.hdim
+    batch, cache, heads, kv_heads, d = 8, 1000, HEADS, KV_HEADS, args.hdim
     torch.manual_seed(0)
-    q = torch.randn(batch, heads, d, device="cuda", dtype=torch.float16)
+    q = torch.randn(batch, 1, heads, d, device="cuda", dtype=torch.float16)
     k = torch.randn(batch, cache, kv_heads, d, device="cuda", dtype=torch.float16)
     v = torch.randn_like(k)
     t0 = time.time()
-    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(torch.empty(128 << 20, dtype=torch.uint8, device="cuda"),
-                                                            "NHD", use_tensor_cores=args.tensor_cores)
-    rows = torch.arange(batch + 1, dtype=torch.int32, device="cuda")
-    wrapper.plan(rows, rows[:-1].contiguous(), torch.full((batch,), cache, dtype=torch.int32, device="cuda"), heads,
-                 kv_heads, d, cache, q_data_type=torch.float16)
-    out = wrapper.run(q, (k, v))
+    _, run, paged = flashinfer_decode(flashinfer, q, cache, cache, args.tensor_cores)  # one page a sequence
+    out = run(paged(k, v))
     torch.cuda.synchronize()
+    q = q.view(batch, heads, d)
     seconds = time.time() - t0
     kk = k.float().repeat_interleave(heads // kv_heads, dim=2)  # (batch, cache, heads, d)
     vv = v.float().repeat_interleave(heads // kv_heads, dim=2)

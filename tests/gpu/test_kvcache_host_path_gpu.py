@@ -17,10 +17,10 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 import flashbuild  # noqa: E402
-from flashbuild import api  # noqa: E402
 from flashbuild.reference import kvcache_ref  # noqa: E402
 
 from test_api_gpu import check, poison_allocator, randn  # noqa: E402
+from test_api_plain_decode import full_checks  # noqa: E402
 from test_graph_capture_gpu import capture  # noqa: E402
 from test_kvcache_gpu import SELECTION, check_lse, poison_unread  # noqa: E402  (hdim 64,128 split-KV, causal both)
 
@@ -47,13 +47,8 @@ def plain_and_full(m, q, k_cache, v_cache, lens, num_splits):
     poison_allocator()
     plain = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=num_splits,
                                       return_softmax_lse=True)
-    api._DECODE_FAST_PATH = False
-    try:
-        poison_allocator()
-        full = m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=num_splits,
-                                         return_softmax_lse=True)
-    finally:
-        api._DECODE_FAST_PATH = True
+    poison_allocator()
+    full = full_checks(m, q, k_cache, v_cache, cache_seqlens=lens, num_splits=num_splits, return_softmax_lse=True)
     torch.cuda.synchronize()
     return plain, full
 
