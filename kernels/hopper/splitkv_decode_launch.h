@@ -13,7 +13,20 @@
 #include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
 #include "hopper/splitkv_decode_traits.h"
 
+// A study form (benchmarks/decode_tile_grid/): -DFLASHBUILD_SPLITKV_GRID_TILES=1 launches one CTA a tile wherever the
+// tiles outnumber the persistent grid's slots, so the hardware deals each freed slot the next CTA (a dynamic deal),
+// instead of CTA i walking tiles i, i + grid, ... (SplitTileScheduler's static deal: its loop then takes one tile).
+#ifndef FLASHBUILD_SPLITKV_GRID_TILES
+#define FLASHBUILD_SPLITKV_GRID_TILES 0
+#endif
+
 namespace flashbuild::hopper {
+
+// The grid of a decode-tile launch over `slots` persistent CTAs (a whole number of clusters when clustered).
+template <class Scheduler>
+int decode_grid(const Scheduler& s, int slots) {
+  return FLASHBUILD_SPLITKV_GRID_TILES ? s.num_tiles : s.grid_size(slots);
+}
 
 // Whether the decode tile can take the call: its rows fit (a causal query block is bottom-aligned, so its rows are
 // the 64-row block's last: the kernel reads those, DecodeTile::kRow0).
@@ -52,7 +65,7 @@ bool launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   KernelParams kp{kernel_params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, 0, 1})};
-  const dim3 grid(kp.scheduler.grid_size(cluster ? slots / splits * splits : slots));
+  const dim3 grid(decode_grid(kp.scheduler, cluster ? slots / splits * splits : slots));
 #if FLASHBUILD_SPLITKV_TIMELINE
   kp.timeline = timeline_launch_buffer(int(grid.x));
 #endif
@@ -123,7 +136,7 @@ bool launch_decode_pairs(const FwdParams& params, cudaStream_t stream) {
   KernelParams kp{pairs, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({pairs.seqlen_q, Traits::kBlockM, pairs.nheads, pairs.batch, 1, slots,
                                                  0, 1})};
-  const dim3 grid(kp.scheduler.grid_size(slots));
+  const dim3 grid(decode_grid(kp.scheduler, slots));
 #if FLASHBUILD_SPLITKV_TIMELINE
   kp.timeline = timeline_launch_buffer(int(grid.x));
 #endif
