@@ -31,7 +31,7 @@ HEADS, KV_HEADS = 32, 8
 FLAG = "-DFLASHBUILD_SPLITKV_TIMELINE=1"
 VAR = "FLASHBUILD_SPLITKV_TIMELINE"  # <address>:<calls>:<ctas>:<tag>, read by the launch (common/timeline.h)
 WORDS = 16  # kTimelineWords
-CTAS = 1024  # a call's CTA capacity in the buffer (the decode tile's grid is at most 2 x the SMs)
+CTAS = 4096  # a call's CTA capacity in the buffer (the decode tile launches one CTA a tile: batch x K/V heads x splits)
 ROTATE_BYTES = 256e6
 # Slots of a record (common/timeline.h, TimelineSlot)
 ENTRY, WAITED, FIRST, LAST, STORE, END, WHERE, TILE = range(8)

@@ -13,20 +13,17 @@
 #include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
 #include "hopper/splitkv_decode_traits.h"
 
-// A study form (benchmarks/decode_tile_grid/): -DFLASHBUILD_SPLITKV_GRID_TILES=1 launches one CTA a tile wherever the
-// tiles outnumber the persistent grid's slots, so the hardware deals each freed slot the next CTA (a dynamic deal),
-// instead of CTA i walking tiles i, i + grid, ... (SplitTileScheduler's static deal: its loop then takes one tile).
-#ifndef FLASHBUILD_SPLITKV_GRID_TILES
-#define FLASHBUILD_SPLITKV_GRID_TILES 0
-#endif
-
 namespace flashbuild::hopper {
 
-// The grid of a decode-tile launch over `slots` persistent CTAs (a whole number of clusters when clustered).
+// A decode-tile launch's grid: one CTA a tile (SplitTileScheduler's loop then takes one tile a CTA), not the persistent
+// grid of two CTAs an SM. Where the tiles outnumber the SMs' slots, the hardware hands each slot the next CTA as its
+// last one ends (a dynamic deal), rather than CTA i walking tiles i, i + grid, ... whatever the rates its tiles run
+// at. On the H200 (benchmarks/decode_tile_grid/, h200-1; hdim 128 and 64, batch 64 and 128, 4k-64k keys, graph-replayed
+// and eager) it ran 0.99-1.00x the persistent grid's time, outputs bit-equal. The launch's tile numbers then go up to
+// twice the tiles (tile + gridDim.x), so the count is checked against half of int32 (kDecodeTileRoom).
 template <class Scheduler>
-int decode_grid(const Scheduler& s, int slots) {
-  return FLASHBUILD_SPLITKV_GRID_TILES ? s.num_tiles : s.grid_size(slots);
-}
+int decode_grid(const Scheduler& s) { return s.num_tiles; }
+inline constexpr int64_t kDecodeTileRoom = INT32_MAX / 2 + 1;  // check_tile_count's `grid`: tiles <= INT32_MAX / 2
 
 // Whether the decode tile can take the call: its rows fit (a causal query block is bottom-aligned, so its rows are
 // the 64-row block's last: the kernel reads those, DecodeTile::kRow0).
@@ -51,21 +48,20 @@ bool launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   using Decode = DecodeTileTraits<Traits, kDecodeTileRows>;
   const FwdParams tma_params = tma_strides(params);
   // The cluster merge (SplitMerge::kCluster) where the merge slots hold the call's other splits: one cluster of
-  // num_splits CTAs per row, the grid a whole number of clusters so that each CTA keeps its split
-  // (SplitTileScheduler deals tile blockIdx.x + k x grid: split blockIdx.x % num_splits, the cluster's rank). Else
-  // the merge through L2 (kLanes).
+  // num_splits CTAs per row: CTA blockIdx.x runs tile blockIdx.x (decode_grid), whose split is blockIdx.x % num_splits,
+  // the cluster's rank. Else the merge through L2 (kLanes).
   const int splits = params.num_splits;
   const bool cluster = params.split_merge == SplitMerge::kCluster && splits > 1 && splits <= Decode::kClusterMaxSplits;
   FwdParams kernel_params = params;
   if (params.split_merge == SplitMerge::kCluster && !cluster) { kernel_params.split_merge = SplitMerge::kLanes; }
   const int slots = sm_count() * Traits::kCtasPerSm;
   check_tile_count("the Hopper split-KV", (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM,
-                   params.nheads, params.batch, params.num_splits, slots);
+                   params.nheads, params.batch, params.num_splits, kDecodeTileRoom);
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
   KernelParams kp{kernel_params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, 0, 1})};
-  const dim3 grid(decode_grid(kp.scheduler, cluster ? slots / splits * splits : slots));
+  const dim3 grid(decode_grid(kp.scheduler));
 #if FLASHBUILD_SPLITKV_TIMELINE
   kp.timeline = timeline_launch_buffer(int(grid.x));
 #endif
@@ -131,12 +127,12 @@ bool launch_decode_pairs(const FwdParams& params, cudaStream_t stream) {
   views.q_row_stride *= 2, views.o_row_stride *= 2;
   const FwdParams tma_params = tma_strides(views);
   const int slots = sm_count() * Traits::kCtasPerSm;
-  check_tile_count("the Hopper split-KV", 1, pairs.nheads, pairs.batch, 1, slots);
+  check_tile_count("the Hopper split-KV", 1, pairs.nheads, pairs.batch, 1, kDecodeTileRoom);
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
   KernelParams kp{pairs, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({pairs.seqlen_q, Traits::kBlockM, pairs.nheads, pairs.batch, 1, slots,
                                                  0, 1})};
-  const dim3 grid(decode_grid(kp.scheduler, slots));
+  const dim3 grid(decode_grid(kp.scheduler));
 #if FLASHBUILD_SPLITKV_TIMELINE
   kp.timeline = timeline_launch_buffer(int(grid.x));
 #endif
