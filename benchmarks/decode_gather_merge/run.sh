@@ -5,7 +5,7 @@
 # past-the-slots GPU tests on the study build (bit-equal to the other merges, the fp32 reference), then decode_table.py
 # with the study build as its `ours study` column at batch 1 and 8. Carry `.whl`. From the repo root after the wheel
 # line:
-#   OUT=$OUT [REPS=15] bash benchmarks/decode_gather_merge/run.sh
+#   OUT=$OUT [REPS=15] bash benchmarks/decode_gather_merge/run.sh     # at 64dfffa, which has the study form
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,8p "$0" | cut -c3-; exit 0; fi
 set -u
 : "${OUT:?set OUT to the output folder}"
@@ -13,6 +13,8 @@ export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 flag=-DFLASHBUILD_SPLITKV_GATHER_MERGE=1
+grep -q FLASHBUILD_SPLITKV_GATHER_MERGE kernels/hopper/*.h ||
+  { echo "this tree has no $flag (taken out after 64dfffa): run this script at 64dfffa"; exit 2; }
 build() {  # name, then flashbuild's arguments
   local name=$1; shift
   python3 -m flashbuild --dtype fp16 --arch native --hdim 64,128 --direction splitkv "$@" > "$OUT/build-$name.log" 2>&1 ||

@@ -78,10 +78,6 @@ class KernelHandle {
       attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attributes[count++].val.programmaticStreamSerializationAllowed = 1;
     }
-    if (cluster > 8 && !non_portable_.exchange(true, std::memory_order_acq_rel)) {  // past the portable 8 CTAs
-      check(cudaFuncSetAttribute(func_, cudaFuncAttributeNonPortableClusterSizeAllowed, 1), nullptr,
-            "cudaFuncSetAttribute");
-    }
     if (cluster > 1) {
       attributes[count].id = cudaLaunchAttributeClusterDimension;
       attributes[count++].val.clusterDim = {unsigned(cluster), 1, 1};
@@ -108,7 +104,6 @@ class KernelHandle {
 
   const void* func_;
   mutable std::atomic<int> smem_limit_[kMaxDevices] = {};
-  mutable std::atomic<bool> non_portable_{false};  // cudaFuncAttributeNonPortableClusterSizeAllowed set
 };
 
 }  // namespace flashbuild

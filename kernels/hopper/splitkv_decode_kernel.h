@@ -15,7 +15,7 @@
 
 #include "common/timeline.h"  // a study build's CTA timeline; nothing without its define
 #include "hopper/fwd_kernel.h"  // FwdKernel::sequence, FwdMainloop (the producer), FwdEpilogue (the merge)
-#include "hopper/splitkv_gather_merge.h"  // the cluster merge's hand-over (SplitMerge::kCluster), a study's gather
+#include "hopper/splitkv_cluster_merge.h"  // the cluster merge's hand-over (SplitMerge::kCluster)
 #include "hopper/splitkv_decode_traits.h"
 
 namespace flashbuild::hopper {
@@ -433,14 +433,12 @@ struct DecodeTile {
     const bool lse_thread = thread_idx < 4;       // lanes 0-3 of warp 0: head-dim row 0 of their columns
     bool split = tile.splits > 1;  // the tile's slices (SplitTileScheduler: num_splits)
     if (split && p.split_merge == SplitMerge::kCluster) {
-      if (kGatherMerge && !gather_merge<DecodeTile>(storage, tile.split, tile.splits, thread_idx, tOt, lse, merge_phase)) {
-        return;
-      } else if (!kGatherMerge && tile.split != 0) {
+      if (tile.split != 0) {
         send_to_first(storage, tile.split, thread_idx, tOt, lse, merge_phase);
         timeline.merged(false);
         return;
       }
-      if (!kGatherMerge) { merge_in_first(storage, tile.splits, thread_idx, tOt, lse, merge_phase); }
+      merge_in_first(storage, tile.splits, thread_idx, tOt, lse, merge_phase);
       timeline.merged(true);
       split = false;
     }
@@ -519,8 +517,8 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
     Producer::prefetch_descriptors(params.mainloop);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.q_full, 1);
     if (cluster_merge) {
-      cutlass::arch::ClusterTransactionBarrier::init(&storage.merge_full, kGatherMerge ? p.num_splits : 1);
-      cutlass::arch::ClusterBarrier::init(&storage.merge_empty, kGatherMerge ? p.num_splits : kNumMmaThreads / 32);
+      cutlass::arch::ClusterTransactionBarrier::init(&storage.merge_full, 1);  // split 0's arrive_and_expect_tx
+      cutlass::arch::ClusterBarrier::init(&storage.merge_empty, kNumMmaThreads / cutlass::NumThreadsPerWarp);
       cutlass::arch::fence_barrier_init();  // visible to the cluster's other CTAs, which arrive on them
     }
   }
@@ -581,7 +579,7 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
     }
     // A sender stays until split 0 has read its last hand-over: split 0 arrives on this CTA's barrier after that.
     // (Every CTA of a cluster walks the same rows: SplitTileScheduler deals split = blockIdx.x % num_splits.)
-    if (cluster_merge && (kGatherMerge || int(blockIdx.x) % p.num_splits != 0)) {
+    if (cluster_merge && int(blockIdx.x) % p.num_splits != 0) {
       cluster_wait_acquire(&storage.merge_empty, merge_phase ^ 1);
     }
     timeline.end();

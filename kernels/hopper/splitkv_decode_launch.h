@@ -12,7 +12,6 @@
 #include "hopper/fwd_launch.h"  // tma_strides, launch_descriptors, sm_count
 #include "hopper/splitkv_decode_switch.h"  // splitkv_tile_choice: FLASHBUILD_SPLITKV_TILE
 #include "hopper/splitkv_decode_traits.h"
-#include "hopper/splitkv_gather_merge.h"  // kGatherMerge: a study form of the cluster merge
 
 namespace flashbuild::hopper {
 
@@ -52,8 +51,7 @@ bool launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   // num_splits CTAs per row: CTA blockIdx.x runs tile blockIdx.x (decode_grid), whose split is blockIdx.x % num_splits,
   // the cluster's rank. Else the merge through L2 (kLanes).
   const int splits = params.num_splits;
-  const int cluster_max = kGatherMerge ? kGatherMaxSplits : Decode::kClusterMaxSplits;
-  const bool cluster = params.split_merge == SplitMerge::kCluster && splits > 1 && splits <= cluster_max;
+  const bool cluster = params.split_merge == SplitMerge::kCluster && splits > 1 && splits <= Decode::kClusterMaxSplits;
   FwdParams kernel_params = params;
   if (params.split_merge == SplitMerge::kCluster && !cluster) { kernel_params.split_merge = SplitMerge::kLanes; }
   const int slots = sm_count() * Traits::kCtasPerSm;

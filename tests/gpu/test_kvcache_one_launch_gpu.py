@@ -199,9 +199,8 @@ def test_replays_equal_eager_calls(m, monkeypatch, paged, merge, splits):
 
 @pytest.mark.parametrize("head_dim,splits", [(64, 2), (128, 2), (128, 3), (128, 4)])
 def test_cluster_merge_with_many_tiles_a_cta(m, monkeypatch, head_dim, splits):
-    """More clustered tiles than the persistent grid's CTAs (batch 48 x 8 K/V heads x splits: 3-6 tiles a CTA), so
-    each CTA's merge barriers change phase from tile to tile within one launch; rows of different lengths (empty
-    splits, an empty row) among them. Equal bit for bit to the L2 tail and to the three-kernel path, eager and replayed."""
+    """More clustered tiles than the GPU's slots for them (batch 48 x 8 K/V heads x splits: 3-6 times the 264 on an
+    H200), so the clusters run in waves; rows of different lengths (empty splits, an empty row) among them. Equal bit for bit to the L2 tail and to the three-kernel path, eager and replayed."""
     torch.manual_seed(11 + head_dim + splits)
     batch, nheads, nheads_k, capacity = 48, 32, 8, 1024
     q = randn(batch, 1, nheads, head_dim)
