@@ -4,7 +4,7 @@
 # builds at once, then decode_table.py with a study build as its `ours study` column: N=1 at batch 1 and 8, N=3 at
 # batch 1, 8 and 64, and N=3 with every call released late (FLASHBUILD_SPLITKV_PATH=pdl-late exported: the next call's
 # CTAs start once this one's tiles are computed) at batch 1 and 8. Carry `.whl`. From the repo root after the wheel
-# line (at the commit that has the study form):
+# line (at 14566a3, which has the study form):
 #   OUT=$OUT [REPS=15] bash benchmarks/decode_prefetch/run.sh
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,8p "$0" | cut -c3-; exit 0; fi
 set -u
@@ -13,7 +13,7 @@ export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 grep -q FLASHBUILD_SPLITKV_PREFETCH kernels/hopper/*.h ||
-  { echo "this tree has no -DFLASHBUILD_SPLITKV_PREFETCH: run this script at the commit its README names"; exit 2; }
+  { echo "this tree has no -DFLASHBUILD_SPLITKV_PREFETCH: run this script at 14566a3"; exit 2; }
 build() {  # name, then flashbuild's arguments
   python3 -m flashbuild --dtype fp16 --arch native --hdim 64,128 --direction splitkv --causal off --no-local \
     --no-softcap --jobs 5 "${@:2}" > "$OUT/build-$1.log" 2>&1 || echo "build $1 failed"

@@ -17,7 +17,6 @@
 #include "hopper/fwd_kernel.h"  // FwdKernel::sequence, FwdMainloop (the producer), FwdEpilogue (the merge)
 #include "hopper/splitkv_cluster_merge.h"  // the cluster merge's hand-over (SplitMerge::kCluster)
 #include "hopper/splitkv_decode_traits.h"
-#include "hopper/splitkv_prefetch.h"  // a study form: the first boxes to L2 before the wait
 
 namespace flashbuild::hopper {
 
@@ -535,7 +534,6 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
     cute::cluster_arrive();
     cute::cluster_wait();
   }
-  if (threadIdx.x == 0) { prefetch_first_keys<Producer, Base::kBlockM, kIsCausal>(params, params.scheduler); }
   dependent_launch_start(p.dependent_launch);  // nothing global before this (splitkv_dependent_launch.h)
   timeline.waited();
 
