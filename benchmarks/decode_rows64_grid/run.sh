@@ -2,8 +2,8 @@
 # The split-KV's 64-row tile launched one CTA a tile (-DFLASHBUILD_SPLITKV_ROWS64_GRID_TILES=1, README.md beside)
 # against its persistent grid, one nvidia-h200 call: both builds at once, then decode_table.py with the study build as
 # its `ours study` column and FLASHBUILD_SPLITKV_TILE=rows64 exported (every decoding call on the 64-row tile), at the
-# rows whose tiles outnumber the 264 slots. Carry `.whl`. From the repo root after the wheel line (at the commit that
-# has the study form):
+# rows whose tiles outnumber the 264 slots. Carry `.whl`. From the repo root after the wheel line (at a4fc5f9, which has the
+# study form):
 #   OUT=$OUT [REPS=15] bash benchmarks/decode_rows64_grid/run.sh
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
 set -u
@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 flag=-DFLASHBUILD_SPLITKV_ROWS64_GRID_TILES=1
 grep -q FLASHBUILD_SPLITKV_ROWS64_GRID_TILES kernels/hopper/fwd_launch.h ||
-  { echo "this tree has no $flag: run this script at the commit its README names"; exit 2; }
+  { echo "this tree has no $flag: run this script at a4fc5f9"; exit 2; }
 build() {  # name, then flashbuild's arguments
   python3 -m flashbuild --dtype fp16 --arch native --hdim 64,128 --direction splitkv --causal off --no-local \
     --no-softcap --jobs 8 "${@:2}" > "$OUT/build-$1.log" 2>&1 || echo "build $1 failed"

@@ -31,10 +31,6 @@
 #include "hopper/splitkv_descriptors.h"  // launch_descriptors: the split-KV kernel's kept from call to call
 #include "hopper/tma_checks.h"
 
-#ifndef FLASHBUILD_SPLITKV_ROWS64_GRID_TILES  // a study form: launch_fwd below
-#define FLASHBUILD_SPLITKV_ROWS64_GRID_TILES 0
-#endif
-
 namespace flashbuild {
 namespace hopper {
 
@@ -86,10 +82,7 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   KernelParams kp{params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};
-  // A study form (benchmarks/decode_rows64_grid/): -DFLASHBUILD_SPLITKV_ROWS64_GRID_TILES=1 launches the split-KV
-  // kernel one CTA a tile, as the decode tile's launch does (splitkv_decode_launch.h, decode_grid).
-  const dim3 grid(kIsSplitKV<kFeatures> && FLASHBUILD_SPLITKV_ROWS64_GRID_TILES ? kp.scheduler.num_tiles
-                                                                                 : kp.scheduler.grid_size(slots));
+  const dim3 grid(kp.scheduler.grid_size(slots));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
   FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,
