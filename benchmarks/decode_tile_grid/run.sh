@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Issue 45's batch-64 rows (README.md beside), one nvidia-h200 call a part. Carry `.whl` (and `.device/flashinfer` for
 # ab). From the repo root after the wheel line:
-#   OUT=$OUT PART=ab|tests|sweep [REPS=15] bash benchmarks/decode_tile_grid/run.sh
+#   OUT=$OUT PART=ab|tests|more|sweep [REPS=15] bash benchmarks/decode_tile_grid/run.sh
 # ab (at commit dc47dbc, which has the study define): the decode tile launched one CTA a tile
 # (-DFLASHBUILD_SPLITKV_GRID_TILES=1) against the persistent grid, both builds and FlashInfer's decode modules at once,
 # then decode_table.py with the study build as its `ours study` column at the rows whose tiles outnumber the 264 slots.
 # tests: the builds the KV-cache GPU files load, then those files (with the calls past the slots and the host path).
+# more: the hostile, API, host-binding, pairs and kept-descriptor GPU files, then flashbuild test's split-KV checks
+# (hdim 64 and 128, fp16 and bf16, full shapes).
 # sweep: forced split counts (16, 32, 33) beside the binding's at batch 1 (graph-replayed).
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,9p "$0" | cut -c3-; exit 0; fi
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,11p "$0" | cut -c3-; exit 0; fi
 set -u
-: "${OUT:?set OUT to the output folder}" "${PART:?set PART to ab, tests or sweep}"
+: "${OUT:?set OUT to the output folder}" "${PART:?set PART to ab, tests, more or sweep}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
@@ -35,6 +37,24 @@ if [ "$PART" = tests ]; then
     tests/gpu/test_graph_capture_gpu.py tests/gpu/test_kvcache_prefill_gpu.py tests/gpu/test_kvcache_host_path_gpu.py \
     > "$OUT/tests.txt" 2>&1
   echo "== tests rc $? $(at)"; tail -n 12 "$OUT/tests.txt" | cut -c1-240
+  exit 0
+fi
+if [ "$PART" = more ]; then
+  build api --hdim 64 --direction fwd,bwd,splitkv --causal both --jobs 8 &
+  build fwd --hdim 64 --direction fwd --causal both --no-local --no-softcap --jobs 2 &
+  build causal --hdim 64 --direction splitkv --causal on --jobs 2 &
+  build kvcache --hdim 64,128 --direction splitkv --causal both --jobs 2 &
+  build pairs --hdim 64 --direction splitkv --causal off --no-local --no-softcap --jobs 1 &
+  python3 -m flashbuild --hdim 64 --dtype bf16 --arch native --direction splitkv --causal off --no-local --no-softcap \
+    --jobs 1 > "$OUT/build-pairs-bf16.log" 2>&1 &
+  wait; echo "== builds $(at)"; tail -qn 1 "$OUT"/build-*.log | cut -c1-160
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs tests/gpu/test_hostile_inputs_gpu.py \
+    tests/gpu/test_api_gpu.py tests/gpu/test_host_binding_gpu.py tests/gpu/test_kvcache_decode_pairs_gpu.py \
+    tests/gpu/test_kvcache_descriptor_cache_gpu.py > /tmp/tests-more.txt 2>&1
+  echo "== GPU files rc $? $(at)"; tail -n 8 /tmp/tests-more.txt | cut -c1-240
+  timeout $(( ${DEADLINE:-570} - ($(date +%s) - t0) )) python3 -m flashbuild test --hdim 64,128 --dtype fp16,bf16 \
+    --arch native --direction splitkv --shapes full > /tmp/test-splitkv.txt 2>&1
+  echo "== flashbuild test rc $? $(at)"; tail -n 6 /tmp/test-splitkv.txt | cut -c1-240
   exit 0
 fi
 build ours --hdim 64,128 --direction splitkv --causal off --no-local --no-softcap --jobs 8 &
