@@ -1,11 +1,13 @@
 """Every benchmark script still runs: each Python script of a study answers --help on this machine
 (no GPU, no upstream tree), so an API it calls that moved or a module it imports that went away fails
 here, not on the GPU host months later. Scripts kept as the record of a run (under a study's results/)
-are only compiled; shell scripts are parsed (bash -n). (benchmarks/archive/ is an index only: its files are
+are only compiled; shell scripts are parsed (bash -n), and those that start with benchmarks/study_start.sh answer -h
+with their header comment, without OUT set. (benchmarks/archive/ is an index only: its files are
 in git history.)"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import py_compile
 import subprocess
@@ -57,5 +59,18 @@ def test_shell_scripts_parse(script):
     assert done.returncode == 0, f"{_id(script)}: {done.stderr}"
 
 
+START = '. "$(dirname "$0")/../study_start.sh"'
+STARTED = [p for p in SHELL if START in p.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("script", STARTED, ids=_id)
+def test_started_shell_scripts_print_their_header_for_help(script):
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    done = subprocess.run(["bash", str(script), "-h"], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    lines = script.read_text().splitlines()[1:]
+    header = [line[2:] for line in itertools.takewhile(lambda line: line.startswith("#"), lines)]
+    assert done.returncode == 0 and done.stdout.splitlines() == header, f"{_id(script)} -h: {done.stdout}{done.stderr}"
+
+
 def test_there_are_scripts_to_check():
-    assert len(SCRIPTS) >= 10 and SHELL
+    assert len(SCRIPTS) >= 10 and SHELL and STARTED

@@ -6,10 +6,8 @@
 #   OUT=$OUT [HDIMS="64 128"] [LIMIT=420] bash benchmarks/bwd_ncu_fa3/run.sh
 # STALLS=1 profiles the warp stall reasons instead (average warps stalled per issue, by reason), and SOURCE="128" adds,
 # for those head dims, each SASS instruction's executed count and stall samples (ncu's source page, CSV).
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,8p "$0" | cut -c3-; exit 0; fi
+. "$(dirname "$0")/../study_start.sh"
 set -uo pipefail
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"; LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-"64 128"}
 t0=$(date +%s); left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
 TREE=/tmp/fa3/flash-attention-0251105a

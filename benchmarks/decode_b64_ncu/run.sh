@@ -4,12 +4,7 @@
 # kernel), the details page and one CSV line a kernel (ncu_summary.py). Carry `.whl`. From the repo root after the wheel
 # line:
 #   OUT=$OUT [CACHE=4096,65536] bash benchmarks/decode_b64_ncu/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 python3 -m flashbuild --hdim 64,128 --dtype fp16 --arch native --direction splitkv --causal off --no-local \
   --no-softcap --jobs 16 > "$OUT/build.log" 2>&1
 echo "== build rc $? $(at)"

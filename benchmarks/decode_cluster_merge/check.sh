@@ -2,11 +2,7 @@
 # The cluster merge's second call (README.md, h200-2): the one-launch file's clustered tests with several tiles a
 # CTA and its replays, then sanitize.py under compute-sanitizer's memcheck and racecheck. From the repo root after the
 # wheel line:   OUT=$OUT bash benchmarks/decode_cluster_merge/check.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,4p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal both --jobs 8 \
   > "$OUT/build-tests.log" 2>&1 &
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal off --no-local \

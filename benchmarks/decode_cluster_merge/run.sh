@@ -4,12 +4,8 @@
 # decode table with the cluster merge as a column beside the default, and the decode timeline's rows with it. Results
 # under $OUT, the short table printed last. From the repo root after the wheel line (README.md, "The call").
 #   OUT=$OUT [REPS=20] [TIMELINE=1] bash benchmarks/decode_cluster_merge/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
+. "$(dirname "$0")/../study_start.sh"
 set -uo pipefail
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 # The builds first, side by side (the tests' causal-both build and the table's causal-off one).
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal both --jobs 8 \

@@ -4,12 +4,7 @@
 # checked against a float32 reference), then decode_table.py --flashinfer. Carry `.whl` and `.device/flashinfer` (the
 # wheel built from flashinfer-python 0.2.14.post1's sdist, README.md). From the repo root:
 #   OUT=$OUT [REPS=10] [PAGE=16] bash benchmarks/decode_flashinfer/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .device/flashinfer/*.whl 2>&1 | tail -2
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal off --no-local \
   --no-softcap --jobs 8 > "$OUT/build.txt" 2>&1 &

@@ -6,12 +6,7 @@
 # with the study build as its `ours study` column at batch 1 and 8. Carry `.whl`. From the repo root after the wheel
 # line:
 #   OUT=$OUT [REPS=15] bash benchmarks/decode_gather_merge/run.sh     # at 64dfffa, which has the study form
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,8p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 flag=-DFLASHBUILD_SPLITKV_GATHER_MERGE=1
 grep -q FLASHBUILD_SPLITKV_GATHER_MERGE kernels/hopper/*.h ||
   { echo "this tree has no $flag (taken out after 64dfffa): run this script at 64dfffa"; exit 2; }

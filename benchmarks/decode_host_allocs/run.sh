@@ -6,12 +6,8 @@
 # memcheck over the bad index values of both families, the pairs' bad values and the host-path test at hdim 128. Carry
 # `.whl` (and `.device/flashinfer` for perf). From the repo root after the wheel line:
 #   OUT=$OUT PART=tests|perf|sanitize [REPS=10] bash benchmarks/decode_host_allocs/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,8p "$0" | cut -c3-; exit 0; fi
-set -u
+. "$(dirname "$0")/../study_start.sh"
 : "${OUT:?set OUT to the output folder}" "${PART:?set PART to tests, perf or sanitize}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 build() {  # name, then flashbuild's arguments
   local name=$1; shift

@@ -4,11 +4,7 @@
 # (same.py), then issue 45's decode table with l2=256 as a column beside the default. Results under $OUT, the table
 # last. From the repo root after the wheel line:
 #   OUT=$OUT [REPS=10] bash benchmarks/decode_l2_promotion/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal off --no-local \
   --no-softcap --jobs 16 > "$OUT/build.log" 2>&1
 echo "== build rc $? $(at)"

@@ -4,12 +4,7 @@
 # sanitize.py --bad under memcheck and two shapes under racecheck, then the decode table at batch 64 (hdim 64 and 128,
 # 4k and 16k, `no-pairs` beside). From the repo root after the wheel line:
 #   OUT=$OUT [REPS=15] bash benchmarks/decode_paired_heads/check.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal off --no-local \
   --no-softcap --jobs 6 > "$OUT/build-fp16.log" 2>&1 &

@@ -5,12 +5,8 @@
 # turns. Results under $OUT, the short table printed last. From the repo root after the wheel line:
 #   OUT=$OUT [REPS=10] [MORE_TESTS=1] bash benchmarks/decode_paired_heads/run.sh   # MORE_TESTS: the decode tile's
 #   and the one-launch GPU files after the table
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
+. "$(dirname "$0")/../study_start.sh"
 set -uo pipefail
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal off --no-local \
   --no-softcap --jobs 8 > "$OUT/build-fp16.log" 2>&1 &

@@ -3,12 +3,7 @@
 # graph-capture and index-check GPU files (both kernel families), then the whole decode table (every hdim, batch and
 # cache of the issue, eager and graph-replayed, SDPA flash and cuDNN beside, HBM copy measured in the same run).
 # From the repo root after the wheel line:   OUT=$OUT [REPS=10] bash benchmarks/decode_paired_heads/table.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,5p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/builds.txt" 2>&1
 python3 -m flashbuild --hdim 64,128 --direction splitkv --dtype fp16 --arch native --causal off --no-local \
   --no-softcap --jobs 6 > /tmp/b1.log 2>&1 &

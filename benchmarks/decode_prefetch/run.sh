@@ -6,12 +6,7 @@
 # CTAs start once this one's tiles are computed) at batch 1 and 8. Carry `.whl`. From the repo root after the wheel
 # line (at 14566a3, which has the study form):
 #   OUT=$OUT [REPS=15] bash benchmarks/decode_prefetch/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,8p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
+. "$(dirname "$0")/../study_start.sh"
 grep -q FLASHBUILD_SPLITKV_PREFETCH kernels/hopper/*.h ||
   { echo "this tree has no -DFLASHBUILD_SPLITKV_PREFETCH: run this script at 14566a3"; exit 2; }
 build() {  # name, then flashbuild's arguments

@@ -5,12 +5,8 @@
 # rows whose tiles outnumber the 264 slots. Carry `.whl`. From the repo root after the wheel line (at a4fc5f9, which has the
 # study form):
 #   OUT=$OUT [REPS=15] bash benchmarks/decode_rows64_grid/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,7p "$0" | cut -c3-; exit 0; fi
-set -u
-: "${OUT:?set OUT to the output folder}"
+. "$(dirname "$0")/../study_start.sh"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 FLASHBUILD_SPLITKV_TILE=rows64
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 flag=-DFLASHBUILD_SPLITKV_ROWS64_GRID_TILES=1
 grep -q FLASHBUILD_SPLITKV_ROWS64_GRID_TILES kernels/hopper/fwd_launch.h ||
   { echo "this tree has no $flag: run this script at a4fc5f9"; exit 2; }

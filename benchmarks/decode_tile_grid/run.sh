@@ -9,12 +9,8 @@
 # more: the hostile, API, host-binding, pairs and kept-descriptor GPU files, then flashbuild test's split-KV checks
 # (hdim 64 and 128, fp16 and bf16, full shapes).
 # sweep: forced split counts (16, 32, 33) beside the binding's at batch 1 (graph-replayed).
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,11p "$0" | cut -c3-; exit 0; fi
-set -u
+. "$(dirname "$0")/../study_start.sh"
 : "${OUT:?set OUT to the output folder}" "${PART:?set PART to ab, tests, more or sweep}"
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-mkdir -p "$OUT"
-t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 build() {  # name, then flashbuild's arguments
   local name=$1; shift
   python3 -m flashbuild --dtype fp16 --arch native "$@" > "$OUT/build-$name.log" 2>&1 || echo "build $name failed"

@@ -4,13 +4,11 @@
 # 45's decode table three times with the study build as a column (`ours study`, timed in turns; its outputs compared
 # with the default's). From the repo root after the wheel line:
 #   OUT=$OUT [REPS=20] bash benchmarks/decode_v_before_q/run.sh
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
-set -u
+. "$(dirname "$0")/../study_start.sh"
 if ! grep -q FLASHBUILD_HOPPER_V_BEFORE_Q kernels/hopper/fwd_mainloop.h; then
   echo "this tree has no -DFLASHBUILD_HOPPER_V_BEFORE_Q form (taken out after its run): check out a566e13 to repeat it" >&2
   exit 2
 fi
-: "${OUT:?set OUT to the output folder}"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
