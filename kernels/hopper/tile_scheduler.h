@@ -251,7 +251,8 @@ struct PersistentTileScheduler {
   }
 };
 
-// The split-KV kernel's tiles (run_splitkv, hopper/splitkv_launch.h), persistent as above: one query block of one
+// The split-KV kernel's tiles (run_splitkv, hopper/splitkv_launch.h), persistent as above for the 64-row tile (the
+// decode tile's launch gives each tile a CTA of its own: splitkv_decode_launch.h, decode_grid): one query block of one
 // (batch, head) and one of num_splits slices of its keys. The splits of a query block vary fastest, so the CTAs
 // running at once read one (batch, head)'s K/V side by side; decoding has few query blocks per head, so no
 // longest-first order. (A stream-K deal of the key blocks over the CTAs lost to it and was taken out:
