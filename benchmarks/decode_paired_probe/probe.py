@@ -9,6 +9,7 @@ and eager, in turns (decode_table.py's Contender: every call reads another cache
 
 Usage (from the repo root on the GPU host, a split-KV build of hdim 64 and 128 loadable):
     python3 benchmarks/decode_paired_probe/probe.py [--batch 64] [--cache 4096,16384,65536] [--reps 10] [--json F]
+        [--splits h128x4:16,h128x4:32]   (more columns of ours: a shape with num_splits forced)
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from decode_table import ROTATE_BYTES, Contender, hbm_copy_tbs  # noqa: E402
 SHAPES = {"h64": (64, 32, 8), "h128x4": (128, 16, 4)}  # name: (head dim, query heads, K/V heads): the same cache bytes
 
 
-def contenders(m, name: str, batch: int, cache: int, copies: int):
+def contenders(m, name: str, batch: int, cache: int, copies: int, forced: list[int]):
     hdim, hq, hk = SHAPES[name]
     torch.manual_seed(0)
     q = torch.randn(batch, 1, hq, hdim, device="cuda", dtype=torch.float16)
@@ -46,7 +47,11 @@ def contenders(m, name: str, batch: int, cache: int, copies: int):
                 return F.scaled_dot_product_attention(qt, ks[i].transpose(1, 2), vs[i].transpose(1, 2), enable_gqa=True)
         return call
 
-    return [Contender(f"ours_{name}", lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens), copies),
+    def ours(splits):
+        return lambda i: m.flash_attn_with_kvcache(q, ks[i], vs[i], cache_seqlens=lens, num_splits=splits)
+
+    return [Contender(f"ours_{name}", ours(0), copies),
+            *(Contender(f"ours_{name}_s{n}", ours(n), copies) for n in forced),
             Contender(f"cudnn_{name}", sdpa(SDPBackend.CUDNN_ATTENTION), copies),
             Contender(f"flash_{name}", sdpa(SDPBackend.FLASH_ATTENTION), copies)]
 
@@ -57,7 +62,12 @@ def main() -> None:
     parser.add_argument("--cache", default="4096,16384,65536", help="cache lengths, comma-separated")
     parser.add_argument("--reps", type=int, default=10, help="timed passes per measurement (median)")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--splits", default="", help="shape:num_splits,...: ours with the split count forced")
     args = parser.parse_args()
+    forced = {name: [] for name in SHAPES}
+    for item in filter(None, args.splits.split(",")):
+        name, n = item.split(":")
+        forced[name].append(int(n))
     m = flashbuild.load(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="off", features=[])
     copy_tbs = hbm_copy_tbs()
     rows = []
@@ -65,7 +75,7 @@ def main() -> None:
         for cache in map(int, args.cache.split(",")):
             nbytes = 2 * batch * cache * 8 * 64 * 2
             copies = max(2, math.ceil(ROTATE_BYTES / nbytes))
-            cs = [c for name in SHAPES for c in contenders(m, name, batch, cache, copies)]
+            cs = [c for name in SHAPES for c in contenders(m, name, batch, cache, copies, forced[name])]
             for rep in range(args.reps):
                 for c in random.Random(rep).sample(cs, len(cs)):
                     c.time_eager()
@@ -90,6 +100,11 @@ def main() -> None:
                   f"{cu[0] * 1e3:.1f} ({cu[1] * 1e3:.1f}) | {fl[0] * 1e3:.1f} ({fl[1] * 1e3:.1f}) | "
                   f"{best(0) / o[0]:.3f} ({best(1) / o[1]:.3f}) | {r['bytes'] / o[0] / 1e9:.2f} "
                   f"({r['bytes'] / o[1] / 1e9:.2f}) |")
+            for n in forced[name]:
+                f = r[f"ours_{name}_s{n}"]
+                print(f"| {r['batch']} | {r['cache'] // 1024}k | {name}, {n} splits | {f[0] * 1e3:.1f} "
+                      f"({f[1] * 1e3:.1f}) |  |  | {best(0) / f[0]:.3f} ({best(1) / f[1]:.3f}) | "
+                      f"{r['bytes'] / f[0] / 1e9:.2f} ({r['bytes'] / f[1] / 1e9:.2f}) |")
         g64, g128 = r["ours_h64"][1], r["ours_h128x4"][1]
         print(f"|  |  | h128x4 / h64 time (graph) | {g128 / g64:.3f} | h128x4 ours / h64 cuDNN: "
               f"{g128 / r['cudnn_h64'][1]:.3f} |  |  |  |")
