@@ -16,10 +16,11 @@ namespace flashbuild::hopper {
 
 // From how many keys (seqlen_k: with cu_seqlens the longest sequence's) a variant with wide tiles runs its main
 // kernel; shorter calls run its 128-key kernel. In turns on the H200 (benchmarks/fwd_tile_hdim128_176, fp16 and
-// bf16) the 176-key tiles were 1.016x at 8k and 1.021-1.022x at 16k, 0.987-0.988x at 4k and down to 0.917x at 512
-// (where a query block walks few key blocks, the last part-empty: 2.9 blocks of 176 keys against 4 of 128; not
-// profiled). Lengths between 4k and 8k were not measured.
-constexpr int kWideKeysFrom = 8192;
+// bf16, the 176-key kernel with FA3's waits and turns since h200-1): the 176-key tiles were 1.028-1.031x at 6k and
+// 8k, 1.000 at 5k, 0.992 at 4k and 0.97 at 2k (h200-2; 1.021-1.022x at 16k in h200-1). Below, a query block walks
+// few key blocks and the last, part-empty one costs more of them: 5k keys fill 30 blocks of 176 to 3.1 % padding
+// (29.1 blocks), 6k fill 35 to 0.3 %.
+constexpr int kWideKeysFrom = 6144;
 
 // FLASHBUILD_HOPPER_FWD_WIDE_FROM=<keys>, read at every launch (one process can time both kernels in turns:
 // benchmarks/fwd_tile_hdim128_176/ab.py), sets that number: a whole number from 0 (every unpaged call on the wide
