@@ -37,6 +37,7 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   re      the defaults, kRowLimits and kPassAfterQK                                   (call 3)
 #   lw      the defaults and the lead waits in every kernel (the 128-key ones too)      (call 4)
 #   fa3t    the defaults and FA3's turns and waits in every kernel (no edge turns, lead waits) (call 4)
+#   c176    every kernel on 128 x 176 tiles, the causal one too (fwd_tile's sweep override): ../fwd_causal_176/
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
             f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
@@ -55,14 +56,16 @@ ARMS = {
     "re": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=1"],
     "lw": ["-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS=1"],
     "fa3t": ["-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS=0", "-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS=1"],
+    "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"
 
 
-def plan_rows():
-    """(dtype, causal, seqlen): fp16 first, 16k last within a dtype (the rows issue 46's table names)."""
-    return [(dt, c, s) for dt in ("fp16", "bf16") for c in (False, True) for s in (1024, 4096, 16384)]
+def plan_rows(causal="both", seqlens=(1024, 4096, 16384)):
+    """(dtype, causal, seqlen): fp16 first, 16k last within a dtype (by default the rows issue 46's table names)."""
+    flags = {"both": (False, True), "off": (False,), "on": (True,)}[causal]
+    return [(dt, c, s) for dt in ("fp16", "bf16") for c in flags for s in seqlens]
 
 
 def parse(argv):
@@ -71,6 +74,8 @@ def parse(argv):
     ap.add_argument("--out", help="folder for ab.json (created); needed unless --print-builds")
     ap.add_argument("--arms", default=DEFAULT_ARMS,
                     help=f"comma list of arms, the first the base (default {DEFAULT_ARMS}; call 1: base,uq,turns,both)")
+    ap.add_argument("--causal", choices=("both", "off", "on"), default="both", help="which rows: causal, not, both")
+    ap.add_argument("--seqlens", default="1024,4096,16384", help="sequence lengths, comma-separated")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the arms' order flips each)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
     ap.add_argument("--budget", type=float, default=120.0,
@@ -109,7 +114,7 @@ def main(argv):
     t0 = time.time()
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
     rows, skipped, bad = [], [], []
-    for dt, causal, seqlen in plan_rows():
+    for dt, causal, seqlen in plan_rows(a.causal, [int(x) for x in a.seqlens.split(",")]):
         name = f"fwd_hdim128_{dt}{'_causal' if causal else ''}"
         if time.time() - t0 > a.budget:
             skipped.append(f"{name} {seqlen}")
