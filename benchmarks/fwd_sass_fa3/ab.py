@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The hdim-128 Hopper forward's builds (one tree, kernels chosen by nvcc defines) A/B-timed in one process, with
+"""The Hopper forward's builds (hdim 128 unless --hdim) (one tree, kernels chosen by nvcc defines) A/B-timed in one process, with
 PyTorch SDPA's cuDNN backend in the same turns: per (dtype, causal, seqlen) one call of each arm per rep between
 CUDA events, the order flipped every round, inputs rotated past twice the L2; the problem as `flashbuild bench`'s
 (16k tokens, model dim 2048, causal FLOPs halved). Before timing, every arm's output is compared with the base
@@ -37,6 +37,7 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   re      the defaults, kRowLimits and kPassAfterQK                                   (call 3)
 #   lw      the defaults and the lead waits in every kernel (the 128-key ones too)      (call 4)
 #   fa3t    the defaults and FA3's turns and waits in every kernel (no edge turns, lead waits) (call 4)
+#   ov      the softmax under the own P V (kOverlapSoftmax) in every kernel: hdim 64's 3-warpgroup tile (../fwd_causal_176/)
 #   c176    every kernel on 128 x 176 tiles, the causal one too (fwd_tile's sweep override): ../fwd_causal_176/
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
@@ -56,6 +57,7 @@ ARMS = {
     "re": ["-DFLASHBUILD_HOPPER_FWD_ROW_LIMITS=1", "-DFLASHBUILD_HOPPER_FWD_PASS_AFTER_QK=1"],
     "lw": ["-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS=1"],
     "fa3t": ["-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS=0", "-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS=1"],
+    "ov": ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=1"],
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
@@ -74,6 +76,7 @@ def parse(argv):
     ap.add_argument("--out", help="folder for ab.json (created); needed unless --print-builds")
     ap.add_argument("--arms", default=DEFAULT_ARMS,
                     help=f"comma list of arms, the first the base (default {DEFAULT_ARMS}; call 1: base,uq,turns,both)")
+    ap.add_argument("--hdim", type=int, default=128, help="the head dim of the builds and rows")
     ap.add_argument("--causal", choices=("both", "off", "on"), default="both", help="which rows: causal, not, both")
     ap.add_argument("--seqlens", default="1024,4096,16384", help="sequence lengths, comma-separated")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the arms' order flips each)")
@@ -98,7 +101,7 @@ def main(argv):
     a = parse(argv)
     if a.print_builds:
         for name in a.arms:
-            print(name, f"--hdim {SELECTION['hdim']} --dtype {SELECTION['dtype']} --causal {SELECTION['causal']}",
+            print(name, f"--hdim {a.hdim} --dtype {SELECTION['dtype']} --causal {SELECTION['causal']}",
                   " ".join(f"--nvcc-flag={f}" for f in ARMS[name]))
         return
     import torch  # after argparse: --help runs without a GPU or torch
@@ -109,13 +112,13 @@ def main(argv):
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     mods = {b: flashbuild.load(direction="fwd", arch="sm90", features=[], nvcc_flags=ARMS[b], jobs=a.jobs,
-                               **SELECTION) for b in a.arms}
+                               **{**SELECTION, "hdim": str(a.hdim)}) for b in a.arms}
     print(f"loaded {', '.join(a.arms)} in {time.time() - t0:.1f} s; {torch.cuda.get_device_name()}", flush=True)
     t0 = time.time()
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
     rows, skipped, bad = [], [], []
     for dt, causal, seqlen in plan_rows(a.causal, [int(x) for x in a.seqlens.split(",")]):
-        name = f"fwd_hdim128_{dt}{'_causal' if causal else ''}"
+        name = f"fwd_hdim{a.hdim}_{dt}{'_causal' if causal else ''}"
         if time.time() - t0 > a.budget:
             skipped.append(f"{name} {seqlen}")
             continue
@@ -162,7 +165,7 @@ def cudnn_call(torch):
 
 
 def measure(torch, mods, dt, causal, seqlen, a, l2):
-    hdim = 128
+    hdim = a.hdim
     batch, nheads = max(1, TOKENS // seqlen), MODEL_DIM // hdim
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
     shape = (batch, seqlen, nheads, hdim)
