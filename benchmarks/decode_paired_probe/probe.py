@@ -66,7 +66,9 @@ def main() -> None:
     args = parser.parse_args()
     forced = {name: [] for name in SHAPES}
     for item in filter(None, args.splits.split(",")):
-        name, n = item.split(":")
+        name, _, n = item.partition(":")
+        if name not in SHAPES or not n.isdigit() or int(n) < 1:
+            parser.error(f"--splits {item!r}: give shape:num_splits, a shape of {', '.join(SHAPES)} and a count >= 1")
         forced[name].append(int(n))
     m = flashbuild.load(hdim="64,128", dtype="fp16", arch="native", direction="splitkv", causal="off", features=[])
     copy_tbs = hbm_copy_tbs()

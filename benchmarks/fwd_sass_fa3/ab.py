@@ -70,6 +70,14 @@ def plan_rows(causal="both", seqlens=(1024, 4096, 16384)):
     return [(dt, c, s) for dt in ("fp16", "bf16") for c in flags for s in seqlens]
 
 
+def _lengths(text):
+    """--seqlens: positive whole numbers, comma-separated (argparse names the option on a bad one)."""
+    items = [x for x in text.split(",") if x]
+    if not items or not all(x.isdigit() and int(x) > 0 for x in items):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive whole numbers")
+    return [int(x) for x in items]
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -78,7 +86,7 @@ def parse(argv):
                     help=f"comma list of arms, the first the base (default {DEFAULT_ARMS}; call 1: base,uq,turns,both)")
     ap.add_argument("--hdim", type=int, default=128, help="the head dim of the builds and rows")
     ap.add_argument("--causal", choices=("both", "off", "on"), default="both", help="which rows: causal, not, both")
-    ap.add_argument("--seqlens", default="1024,4096,16384", help="sequence lengths, comma-separated")
+    ap.add_argument("--seqlens", default="1024,4096,16384", type=_lengths, help="sequence lengths, comma-separated")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per row (the arms' order flips each)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per arm and round (after a warm-up)")
     ap.add_argument("--budget", type=float, default=120.0,
@@ -117,7 +125,7 @@ def main(argv):
     t0 = time.time()
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 << 20)
     rows, skipped, bad = [], [], []
-    for dt, causal, seqlen in plan_rows(a.causal, [int(x) for x in a.seqlens.split(",")]):
+    for dt, causal, seqlen in plan_rows(a.causal, a.seqlens):
         name = f"fwd_hdim{a.hdim}_{dt}{'_causal' if causal else ''}"
         if time.time() - t0 > a.budget:
             skipped.append(f"{name} {seqlen}")
