@@ -1,0 +1,42 @@
+"""The causal Hopper backward's grid longest first across heads (kernels/hopper/bwd_kernel.h, longest_first_cta;
+-DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST=1), timed in turns against the grid's own order (base: no flag, the default)
+through the backward step harness of ../hopper_bwd_uniform/ab.py, with SDPA cuDNN in the same turns. Its checks,
+unchanged: in deterministic mode the form's dQ, dK, dV bitwise equal to base's (the ordered kernel is not remapped)
+and to a second run, in default mode within --tol + 2 ulp, on odd dense and packed shapes, causal or not; each timed
+row's gradients within --tol of base's. Arms:
+  base   the grid's own order (each (batch, head)'s key blocks 0, 1, ... together)
+  lpt    key block 0 of every (batch, head) of an L2-sized section first, then key block 1, ... (FA3's order)
+Rows (plan stats): fp16, causal, hdim 64 / 128 / 256 at 4k, 16k, 1k (4k first: the rows the study is about), and
+hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k).
+
+    python3 benchmarks/hopper_bwd_lpt/ab.py --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
+    python3 benchmarks/hopper_bwd_lpt/ab.py --print-builds   # `name flashbuild-arguments`, one line a build
+"""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+_HARNESS = pathlib.Path(__file__).resolve().parent.parent / "hopper_bwd_uniform" / "ab.py"
+_spec = importlib.util.spec_from_file_location("hopper_bwd_uniform_ab", _HARNESS)
+ab = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ab)
+ab.__doc__ = __doc__  # its --help describes this study
+
+ARMS = ["base", "lpt"]
+SEL = dict(hdim="64,128,256", dtype="fp16", causal="both")
+ab.PLANS["stats"] = {"base": [(SEL, [])], "lpt": [(SEL, [f"{ab.D}LONGEST_FIRST=1"])]}
+
+
+def plan_rows(plan):
+    if plan == "smoke":
+        return [(128, "fp16", True, 4096, ARMS)]
+    rows = [(h, "fp16", True, s, ARMS) for s in (4096, 16384, 1024) for h in (64, 128, 256)]
+    return rows[:3] + [(128, "fp16", False, 4096, ARMS)] + rows[3:]
+
+
+ab.plan_rows = plan_rows
+
+if __name__ == "__main__":
+    ab.main(sys.argv[1:])
