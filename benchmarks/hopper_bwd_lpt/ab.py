@@ -38,5 +38,12 @@ def plan_rows(plan):
 
 ab.plan_rows = plan_rows
 
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+LAST_COMMIT = "555ba2a"  # the last commit with the form
+
+
 if __name__ == "__main__":
+    has_form = "LONGEST_FIRST" in (_REPO / "kernels" / "hopper" / "bwd_kernel.h").read_text()
+    ab.refuse_without_form(sys.argv[1:], "hopper_bwd_lpt", has_form,
+                           "-DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST form (kernels/hopper/bwd_kernel.h)", LAST_COMMIT)
     ab.main(sys.argv[1:])

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The causal Hopper backward's grid longest first across heads (-DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST=1) against the
-# grid's own order, one nvidia-h200 call (carry `.whl`), from the repo root after the wheel line:
+# grid's own order, one nvidia-h200 call (carry `.whl`), from the root of a tree at 555ba2a (the last commit with the
+# form; ab.py refuses elsewhere) after the wheel line:
 #   OUT=$OUT [BUDGET=200] bash benchmarks/hopper_bwd_lpt/run.sh [ab.py options]
 # ab.py's two builds side by side, then ab.py (the form bitwise against base in deterministic mode, within tolerance
 # in default mode, then the rows in turns with SDPA cuDNN).
