@@ -31,6 +31,40 @@ struct BwdKernel {
   using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
 };
 
+#if defined(FLASHBUILD_HOPPER_BWD_LONGEST_FIRST) && FLASHBUILD_HOPPER_BWD_LONGEST_FIRST
+// A study form (nvcc -DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST=1, benchmarks/hopper_bwd_lpt/): a plain causal grid walked
+// longest first across heads, FA3's causal backward order. The (batch, head) pairs are cut into sections whose Q, dO
+// and dq_accum fit in 40 MB of L2; inside a section key block 0 of every pair comes first, then key block 1, and so
+// on, so the last CTAs the hardware starts are short ones. A permutation of the grid (the hardware starts CTAs in
+// the order of their linear index, x fastest). Tried once on the kernel of 2026-11-26 (2736620).
+template <class Traits, bool kRemap>
+CUTE_DEVICE int3 longest_first_cta(BwdParams const& p, int n_block) {
+  if constexpr (!kRemap) {
+    return {n_block, int(blockIdx.y), int(blockIdx.z)};
+  } else {
+    const int n_ctas = int(gridDim.x), heads = int(gridDim.y), pairs = heads * int(gridDim.z);
+    const int linear = int(blockIdx.x) + n_ctas * (int(blockIdx.y) + heads * int(blockIdx.z));
+    const int64_t pair_bytes =
+        int64_t(p.seqlen_q) * Traits::kHeadDim * (2 * int(sizeof(typename Traits::Element)) + int(sizeof(float)));
+    // FLASHBUILD_HOPPER_BWD_LPT_SECTION: pairs a section (> 0), 0 (or unset) as many as fit in 40 MB of L2, -1 about
+    // one wave of CTAs (132 / key blocks).
+#ifndef FLASHBUILD_HOPPER_BWD_LPT_SECTION
+#define FLASHBUILD_HOPPER_BWD_LPT_SECTION 0
+#endif
+    constexpr int kSection = FLASHBUILD_HOPPER_BWD_LPT_SECTION;
+    const int64_t wanted = kSection > 0    ? int64_t(kSection)
+                           : kSection == 0 ? (int64_t(40) << 20) / cute::max(pair_bytes, int64_t(1))
+                                           : int64_t((132 + n_ctas / 2) / n_ctas);
+    const int section = int(cute::max(int64_t(1), cute::min(int64_t(pairs), wanted)));
+    const int first = linear / (section * n_ctas) * section;  // the section's first pair
+    const int in_section = cute::min(section, pairs - first);
+    const int within = linear - first * n_ctas;
+    const int pair = first + within % in_section;
+    return {within / in_section, pair % heads, pair / heads};
+  }
+}
+#endif
+
 // Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
 // and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
 // live in the kernel parameters (__grid_constant__).
@@ -45,9 +79,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
   BwdParams const& p = params.bwd;
+#if defined(FLASHBUILD_HOPPER_BWD_LONGEST_FIRST) && FLASHBUILD_HOPPER_BWD_LONGEST_FIRST
+  const int3 cta = longest_first_cta<Traits, kIsCausal && !kHasLocal<kFeatures> && !kOrdered>(
+      p, Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x));
+  const int n_block = cta.x, head = cta.y, batch = cta.z;
+#else
   const int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
+#endif
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1, 2: consumers
