@@ -1,18 +1,20 @@
-"""The causal Hopper backward's grid longest first across heads (kernels/hopper/bwd_kernel.h, longest_first_cta;
--DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST=1), timed in turns against the grid's own order (base: no flag, the default)
-through the backward step harness of ../hopper_bwd_uniform/ab.py, with SDPA cuDNN in the same turns. Its checks,
-unchanged: in deterministic mode the form's dQ, dK, dV bitwise equal to base's (the ordered kernel is not remapped)
-and to a second run, in default mode within --tol + 2 ulp, on odd dense and packed shapes, causal or not; each timed
-row's gradients within --tol of base's. Arms:
-  base   the grid's own order (each (batch, head)'s key blocks 0, 1, ... together)
-  lpt    key block 0 of every (batch, head) of an L2-sized section first, then key block 1, ... (FA3's order)
-  s2, s4 sections of 2 / 4 (batch, head) pairs (-DFLASHBUILD_HOPPER_BWD_LPT_SECTION=2 / 4)   (the argument `sections`)
-  wave   sections of about one wave of CTAs, 132 / key blocks pairs (LPT_SECTION=-1)        (the argument `sections`)
+"""The causal Hopper backward's grid longest first across sections of (batch, head) pairs (kernels/hopper/bwd_kernel.h,
+longest_first_cta; nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> for every head dim of a build), timed in turns against
+the grid's own order (base: =0) through the backward step harness of ../hopper_bwd_uniform/ab.py, with SDPA cuDNN in
+the same turns. Its checks, unchanged: in deterministic mode the form's dQ, dK, dV bitwise equal to base's (the ordered
+kernel is not remapped) and to a second run, in default mode within --tol + 2 ulp, on odd dense and packed shapes,
+causal or not; each timed row's gradients within --tol of base's. Arms (since 2026-11-30 the default is s4 at head
+dims 128 and 256, the grid's own order elsewhere; base spells the own order out):
+  base   =0: the grid's own order (each (batch, head)'s key blocks 0, 1, ... together)
+  lpt    =-2: sections of as many pairs as fit in 40 MB of L2 (FA3's order)            (h200-1)
+  s2, s4 =2 / =4: sections of 2 / 4 pairs                                            (h200-2: the argument `sections`)
+  wave   =-1: sections of about one wave of CTAs, 132 / key blocks pairs             (h200-2: the argument `sections`)
 Rows (plan stats): fp16, causal, hdim 64 / 128 / 256 at 4k, 16k, 1k (4k first: the rows the study is about), and
-hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k).
+hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k). h200-1 and h200-2
+ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave, n pairs).
 
     python3 benchmarks/hopper_bwd_lpt/ab.py [sections] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
-    python3 benchmarks/hopper_bwd_lpt/ab.py --print-builds   # `name flashbuild-arguments`, one line a build
+    python3 benchmarks/hopper_bwd_lpt/ab.py [sections] --print-builds   # `name flashbuild-arguments`, one line a build
 """
 from __future__ import annotations
 
@@ -27,10 +29,7 @@ _spec.loader.exec_module(ab)
 ab.__doc__ = __doc__  # its --help describes this study
 
 SEL = dict(hdim="64,128,256", dtype="fp16", causal="both")
-LPT = f"{ab.D}LONGEST_FIRST=1"
-# h200-1 ran base and lpt; h200-2 (--arms-set sections) base, s2, s4 and wave.
-ARM_FLAGS = {"base": [], "lpt": [LPT], "s2": [LPT, f"{ab.D}LPT_SECTION=2"], "s4": [LPT, f"{ab.D}LPT_SECTION=4"],
-             "wave": [LPT, f"{ab.D}LPT_SECTION=-1"]}
+ARM_FLAGS = {arm: [f"{ab.D}LPT_SECTION={n}"] for arm, n in (("base", 0), ("lpt", -2), ("s2", 2), ("s4", 4), ("wave", -1))}
 ARMS = ["base", "s2", "s4", "wave"] if "sections" in sys.argv else ["base", "lpt"]
 if "sections" in sys.argv:
     sys.argv.remove("sections")
@@ -46,12 +45,5 @@ def plan_rows(plan):
 
 ab.plan_rows = plan_rows
 
-_REPO = pathlib.Path(__file__).resolve().parents[2]
-LAST_COMMIT = "555ba2a"  # the last commit with the form
-
-
 if __name__ == "__main__":
-    has_form = "LONGEST_FIRST" in (_REPO / "kernels" / "hopper" / "bwd_kernel.h").read_text()
-    ab.refuse_without_form(sys.argv[1:], "hopper_bwd_lpt", has_form,
-                           "-DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST form (kernels/hopper/bwd_kernel.h)", LAST_COMMIT)
     ab.main(sys.argv[1:])

@@ -4,9 +4,8 @@
 // and two consumer warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every
 // query block that sees their keys, hand each block's dQ on (bwd_epilogue.h, add_dq) and store dK,
 // dV at the end. Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query
-// blocks, and the grid's first CTAs take it (longest first within each (batch, head); across heads, in
-// L2-sized sections of heads, was 0.97-1.01x this at hdim 64-256 on the H200: benchmarks/hopper_bwd/README.md,
-// "Tried: longest first across heads"). kFeatures: a local window and softcap
+// blocks: the grid's first CTAs take it, longest first within each (batch, head), and at head dims 128 and 256
+// across sections of 4 (batch, head) pairs (longest_first_cta below). kFeatures: a local window and softcap
 // compiled in (bwd_mainloop.h; each stays off in a call that does not ask for it). kOrdered: the deterministic mode's
 // instantiation (launched when BwdParams::dq_semaphore is set): the CTAs of one query block add its dQ in
 // turn, and a causal or local grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
@@ -31,39 +30,41 @@ struct BwdKernel {
   using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
 };
 
-#if defined(FLASHBUILD_HOPPER_BWD_LONGEST_FIRST) && FLASHBUILD_HOPPER_BWD_LONGEST_FIRST
-// A study form (nvcc -DFLASHBUILD_HOPPER_BWD_LONGEST_FIRST=1, benchmarks/hopper_bwd_lpt/): a plain causal grid walked
-// longest first across heads, FA3's causal backward order. The (batch, head) pairs are cut into sections whose Q, dO
-// and dq_accum fit in 40 MB of L2; inside a section key block 0 of every pair comes first, then key block 1, and so
-// on, so the last CTAs the hardware starts are short ones. A permutation of the grid (the hardware starts CTAs in
-// the order of their linear index, x fastest). Tried once on the kernel of 2026-11-26 (2736620).
-template <class Traits, bool kRemap>
-CUTE_DEVICE int3 longest_first_cta(BwdParams const& p, int n_block) {
-  if constexpr (!kRemap) {
-    return {n_block, int(blockIdx.y), int(blockIdx.z)};
-  } else {
-    const int n_ctas = int(gridDim.x), heads = int(gridDim.y), pairs = heads * int(gridDim.z);
-    const int linear = int(blockIdx.x) + n_ctas * (int(blockIdx.y) + heads * int(blockIdx.z));
-    const int64_t pair_bytes =
-        int64_t(p.seqlen_q) * Traits::kHeadDim * (2 * int(sizeof(typename Traits::Element)) + int(sizeof(float)));
-    // FLASHBUILD_HOPPER_BWD_LPT_SECTION: pairs a section (> 0), 0 (or unset) as many as fit in 40 MB of L2, -1 about
-    // one wave of CTAs (132 / key blocks).
-#ifndef FLASHBUILD_HOPPER_BWD_LPT_SECTION
-#define FLASHBUILD_HOPPER_BWD_LPT_SECTION 0
+// A plain causal grid (no local window or softcap compiled in; not the deterministic mode's ordered kernel) at head
+// dims 128 and 256 is walked longest first across sections of 4 (batch, head) pairs, FA3's causal backward order
+// with smaller sections: inside a section key block 0 of every pair comes first, then key block 1, and so on, so the
+// grid no longer ends with the last pairs' long CTAs. A permutation of the grid (the hardware starts CTAs in the
+// order of their linear index, x fastest). In turns on the H200 against the grid's own order
+// (benchmarks/hopper_bwd_lpt/, h200-2, fp16): hdim 128 causal 1.000 / 1.052 / 1.003x at 1k / 4k / 16k, hdim 256
+// 1.006 / 1.033 / 0.993x; sections of 40 MB of L2 (FA3's) 0.996-1.010x and 0.990-0.999x (h200-1). At hdim 64 the
+// remapped indices stay live in registers and the kernel spills (4 -> 12 bytes): 0.95-0.98x, so it keeps its own
+// order. nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim (pairs, or 0 the grid's
+// own order, -1 about one wave of CTAs, -2 as many pairs as fit in 40 MB of L2), for sweeps.
+template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
+constexpr int bwd_lpt_section() {
+  if (!kIsCausal || (kFeatures & kAllFeatures) != 0 || kOrdered) { return 0; }  // plain causal kernels, as measured
+#ifdef FLASHBUILD_HOPPER_BWD_LPT_SECTION
+  return FLASHBUILD_HOPPER_BWD_LPT_SECTION;
+#else
+  return Traits::kHeadDim == 128 || Traits::kHeadDim == 256 ? 4 : 0;
 #endif
-    constexpr int kSection = FLASHBUILD_HOPPER_BWD_LPT_SECTION;
-    const int64_t wanted = kSection > 0    ? int64_t(kSection)
-                           : kSection == 0 ? (int64_t(40) << 20) / cute::max(pair_bytes, int64_t(1))
-                                           : int64_t((132 + n_ctas / 2) / n_ctas);
-    const int section = int(cute::max(int64_t(1), cute::min(int64_t(pairs), wanted)));
-    const int first = linear / (section * n_ctas) * section;  // the section's first pair
-    const int in_section = cute::min(section, pairs - first);
-    const int within = linear - first * n_ctas;
-    const int pair = first + within % in_section;
-    return {within / in_section, pair % heads, pair / heads};
-  }
 }
-#endif
+template <class Traits, int kSection>
+CUTE_DEVICE int3 longest_first_cta(BwdParams const& p) {
+  const int n_ctas = int(gridDim.x), heads = int(gridDim.y), pairs = heads * int(gridDim.z);
+  const int linear = int(blockIdx.x) + n_ctas * (int(blockIdx.y) + heads * int(blockIdx.z));
+  const int64_t pair_bytes =
+      int64_t(p.seqlen_q) * Traits::kHeadDim * (2 * int(sizeof(typename Traits::Element)) + int(sizeof(float)));
+  const int64_t wanted = kSection > 0     ? int64_t(kSection)
+                         : kSection == -2 ? (int64_t(40) << 20) / cute::max(pair_bytes, int64_t(1))
+                                          : int64_t((132 + n_ctas / 2) / n_ctas);
+  const int section = int(cute::max(int64_t(1), cute::min(int64_t(pairs), wanted)));
+  const int first = linear / (section * n_ctas) * section;  // the section's first pair
+  const int in_section = cute::min(section, pairs - first);
+  const int within = linear - first * n_ctas;
+  const int pair = first + within % in_section;
+  return {within / in_section, pair % heads, pair / heads};
+}
 
 // Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
 // and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
@@ -79,15 +80,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
   BwdParams const& p = params.bwd;
-#if defined(FLASHBUILD_HOPPER_BWD_LONGEST_FIRST) && FLASHBUILD_HOPPER_BWD_LONGEST_FIRST
-  const int3 cta = longest_first_cta<Traits, kIsCausal && !kHasLocal<kFeatures> && !kOrdered>(
-      p, Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x));
-  const int n_block = cta.x, head = cta.y, batch = cta.z;
-#else
-  const int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
-#endif
+  constexpr int kLptSection = bwd_lpt_section<Traits, kIsCausal, kFeatures, kOrdered>();
+  int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
+  int head = blockIdx.y;
+  int batch = blockIdx.z;
+  if constexpr (kLptSection != 0) {
+    const int3 cta = longest_first_cta<Traits, kLptSection>(p);
+    n_block = cta.x, head = cta.y, batch = cta.z;
+  }
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1, 2: consumers
