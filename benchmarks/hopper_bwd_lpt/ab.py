@@ -9,12 +9,15 @@ dims 128 and 256, the grid's own order elsewhere; base spells the own order out)
   lpt    =-2: sections of as many pairs as fit in 40 MB of L2 (FA3's order)            (h200-1)
   s2, s4 =2 / =4: sections of 2 / 4 pairs                                            (h200-2: the argument `sections`)
   wave   =-1: sections of about one wave of CTAs, 132 / key blocks pairs             (h200-2: the argument `sections`)
+  g4, g8 =4 / =8 with -DFLASHBUILD_HOPPER_BWD_LPT_GRID=1: the launch lays the grid out in that order, sections of up
+         to 4 / 8 heads of one batch, and the kernel shifts and masks blockIdx  (h200-5: the argument `grid`, beside
+         base and s4)
 Rows (plan stats): fp16, causal, hdim 64 / 128 / 256 at 4k, 16k, 1k (4k first: the rows the study is about), and
 hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k). h200-1 and h200-2
 ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave, n pairs).
 
-    python3 benchmarks/hopper_bwd_lpt/ab.py [sections] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
-    python3 benchmarks/hopper_bwd_lpt/ab.py [sections] --print-builds   # `name flashbuild-arguments`, one line a build
+    python3 benchmarks/hopper_bwd_lpt/ab.py [sections|grid] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
+    python3 benchmarks/hopper_bwd_lpt/ab.py [sections|grid] --print-builds   # `name flashbuild-arguments`, one line a build
 """
 from __future__ import annotations
 
@@ -30,9 +33,12 @@ ab.__doc__ = __doc__  # its --help describes this study
 
 SEL = dict(hdim="64,128,256", dtype="fp16", causal="both")
 ARM_FLAGS = {arm: [f"{ab.D}LPT_SECTION={n}"] for arm, n in (("base", 0), ("lpt", -2), ("s2", 2), ("s4", 4), ("wave", -1))}
-ARMS = ["base", "s2", "s4", "wave"] if "sections" in sys.argv else ["base", "lpt"]
-if "sections" in sys.argv:
-    sys.argv.remove("sections")
+ARM_FLAGS.update({f"g{n}": [f"{ab.D}LPT_SECTION={n}", f"{ab.D}LPT_GRID=1"] for n in (2, 4, 8)})
+ARMSETS = {"sections": ["base", "s2", "s4", "wave"], "grid": ["base", "s4", "g4", "g8"]}
+ARMS = ["base", "lpt"]
+for name in [a for a in sys.argv[1:] if a in ARMSETS]:
+    ARMS = ARMSETS[name]
+    sys.argv.remove(name)
 ab.PLANS["stats"] = {arm: [(SEL, ARM_FLAGS[arm])] for arm in ARMS}
 
 

@@ -30,25 +30,6 @@ struct BwdKernel {
   using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
 };
 
-// A plain causal grid (no local window or softcap compiled in; not the deterministic mode's ordered kernel) at head
-// dims 128 and 256 is walked longest first across sections of 4 (batch, head) pairs, FA3's causal backward order
-// with smaller sections: inside a section key block 0 of every pair comes first, then key block 1, and so on, so the
-// grid no longer ends with the last pairs' long CTAs. A permutation of the grid (the hardware starts CTAs in the
-// order of their linear index, x fastest). In turns on the H200 against the grid's own order
-// (benchmarks/hopper_bwd_lpt/, h200-2, fp16): hdim 128 causal 1.000 / 1.052 / 1.003x at 1k / 4k / 16k, hdim 256
-// 1.006 / 1.033 / 0.993x; sections of 40 MB of L2 (FA3's) 0.996-1.010x and 0.990-0.999x (h200-1). At hdim 64 the
-// remapped indices stay live in registers and the kernel spills (4 -> 12 bytes): 0.95-0.98x, so it keeps its own
-// order. nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim (pairs, or 0 the grid's
-// own order, -1 about one wave of CTAs, -2 as many pairs as fit in 40 MB of L2), for sweeps.
-template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
-constexpr int bwd_lpt_section() {
-  if (!kIsCausal || (kFeatures & kAllFeatures) != 0 || kOrdered) { return 0; }  // plain causal kernels, as measured
-#ifdef FLASHBUILD_HOPPER_BWD_LPT_SECTION
-  return FLASHBUILD_HOPPER_BWD_LPT_SECTION;
-#else
-  return Traits::kHeadDim == 128 || Traits::kHeadDim == 256 ? 4 : 0;
-#endif
-}
 template <class Traits, int kSection>
 CUTE_DEVICE int3 longest_first_cta(BwdParams const& p) {
   const int n_ctas = int(gridDim.x), heads = int(gridDim.y), pairs = heads * int(gridDim.z);
@@ -84,7 +65,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
   int head = blockIdx.y;
   int batch = blockIdx.z;
-  if constexpr (kLptSection != 0) {
+  if constexpr (kLptSection != 0 && bwd_lpt_grid()) {  // the launch's grid is in that order (bwd_params.h)
+    const int shift = params.section_shift;
+    n_block = int(blockIdx.x) >> shift;
+    head = (int(blockIdx.y) << shift) | (int(blockIdx.x) & ((1 << shift) - 1));
+  } else if constexpr (kLptSection != 0) {
     const int3 cta = longest_first_cta<Traits, kLptSection>(p);
     n_block = cta.x, head = cta.y, batch = cta.z;
   }
