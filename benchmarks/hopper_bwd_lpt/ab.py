@@ -1,23 +1,24 @@
-"""The causal Hopper backward's grid longest first across sections of (batch, head) pairs (kernels/hopper/bwd_kernel.h,
-longest_first_cta; nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> for every head dim of a build), timed in turns against
+"""The causal Hopper backward's grid longest first across sections of heads (kernels/hopper/bwd_params.h,
+bwd_lpt_section; nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> for every head dim of a build), timed in turns against
 the grid's own order (base: =0) through the backward step harness of ../hopper_bwd_uniform/ab.py, with SDPA cuDNN in
 the same turns. Its checks, unchanged: in deterministic mode the form's dQ, dK, dV bitwise equal to base's (the ordered
 kernel is not remapped) and to a second run, in default mode within --tol + 2 ulp, on odd dense and packed shapes,
-causal or not; each timed row's gradients within --tol of base's. Arms (since 2026-11-30 the default is s4 at head
-dims 128 and 256, the grid's own order elsewhere; base spells the own order out):
+causal or not; each timed row's gradients within --tol of base's. Arms on this tree (the default since h200-5: g4 at
+head dims 64 and 128, g8 at 256; base spells the grid's own order out):
   base   =0: the grid's own order (each (batch, head)'s key blocks 0, 1, ... together)
-  lpt    =-2: sections of as many pairs as fit in 40 MB of L2 (FA3's order)            (h200-1)
+  g2, g4, g8 =2 / 4 / 8: the launch lays the grid out in sections of up to 2 / 4 / 8 heads of one batch, and the
+         kernel shifts and masks blockIdx                                           (no argument; h200-5: `grid`)
+Arms of the remap form, taken out after h200-5 (they refuse here, naming 02a586b, the last commit with it):
+  lpt    =-2: sections of as many (batch, head) pairs as fit in 40 MB of L2 (FA3's order)   (h200-1)
   s2, s4 =2 / =4: sections of 2 / 4 pairs                                            (h200-2: the argument `sections`)
   wave   =-1: sections of about one wave of CTAs, 132 / key blocks pairs             (h200-2: the argument `sections`)
-  g4, g8 =4 / =8 with -DFLASHBUILD_HOPPER_BWD_LPT_GRID=1: the launch lays the grid out in that order, sections of up
-         to 4 / 8 heads of one batch, and the kernel shifts and masks blockIdx  (h200-5: the argument `grid`, beside
-         base and s4)
+  grid   (h200-5: base, s4, and g4 / g8 under -DFLASHBUILD_HOPPER_BWD_LPT_GRID=1)
 Rows (plan stats): fp16, causal, hdim 64 / 128 / 256 at 4k, 16k, 1k (4k first: the rows the study is about), and
 hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k). h200-1 and h200-2
 ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave, n pairs).
 
-    python3 benchmarks/hopper_bwd_lpt/ab.py [sections|grid] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
-    python3 benchmarks/hopper_bwd_lpt/ab.py [sections|grid] --print-builds   # `name flashbuild-arguments`, one line a build
+    python3 benchmarks/hopper_bwd_lpt/ab.py --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
+    python3 benchmarks/hopper_bwd_lpt/ab.py --print-builds   # `name flashbuild-arguments`, one line a build
 """
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ _spec.loader.exec_module(ab)
 ab.__doc__ = __doc__  # its --help describes this study
 
 SEL = dict(hdim="64,128,256", dtype="fp16", causal="both")
-ARM_FLAGS = {arm: [f"{ab.D}LPT_SECTION={n}"] for arm, n in (("base", 0), ("lpt", -2), ("s2", 2), ("s4", 4), ("wave", -1))}
-ARM_FLAGS.update({f"g{n}": [f"{ab.D}LPT_SECTION={n}", f"{ab.D}LPT_GRID=1"] for n in (2, 4, 8)})
-ARMSETS = {"sections": ["base", "s2", "s4", "wave"], "grid": ["base", "s4", "g4", "g8"]}
-ARMS = ["base", "lpt"]
-for name in [a for a in sys.argv[1:] if a in ARMSETS]:
-    ARMS = ARMSETS[name]
-    sys.argv.remove(name)
+ARM_FLAGS = {arm: [f"{ab.D}LPT_SECTION={n}"] for arm, n in (("base", 0), ("g2", 2), ("g4", 4), ("g8", 8))}
+ARMS = ["base", "g4", "g8"]
+REMAP_ARMSETS = ("sections", "grid")  # and the argument-less base / lpt of h200-1: the remap form, at 02a586b
+if any(a in REMAP_ARMSETS for a in sys.argv[1:]):
+    ab.refuse_without_form(sys.argv[1:], "hopper_bwd_lpt", False, "remap of the causal backward's CTA index "
+                           "(longest_first_cta)", "02a586b",
+                           why="the launch's grid in the same order replaced it")
+    sys.argv = [a for a in sys.argv if a not in REMAP_ARMSETS]
 ab.PLANS["stats"] = {arm: [(SEL, ARM_FLAGS[arm])] for arm in ARMS}
 
 

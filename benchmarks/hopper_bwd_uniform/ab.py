@@ -97,13 +97,14 @@ def parse(argv):
 
 
 
-def refuse_without_form(argv, study: str, present: bool, form: str, last_commit: str) -> None:
+def refuse_without_form(argv, study: str, present: bool, form: str, last_commit: str,
+                        why: str = "it was timed, did not pay") -> None:
     """A study whose form was timed, did not pay and was taken out of main: on a tree without the form (present
     False) stop (exit 2) before any build, naming the last commit that has it, since its arms would build the defaults
     under other names; --help and --print-builds still answer."""
     if present or {"-h", "--help", "--print-builds"} & set(argv):
         return
-    print(f"ab.py: this tree has no {form}: it was timed, did not pay (benchmarks/{study}/README.md) and was taken out "
+    print(f"ab.py: this tree has no {form}: {why} (benchmarks/{study}/README.md) and was taken out "
           f"of main. Run it from the last commit that has it: git worktree add /tmp/{study} {last_commit} && "
           f"cd /tmp/{study} && python3 benchmarks/{study}/ab.py ...", file=sys.stderr)
     sys.exit(2)

@@ -4,8 +4,8 @@
 // and two consumer warpgroups (bwd_mainloop.h, mma) that keep dK and dV in registers over every
 // query block that sees their keys, hand each block's dQ on (bwd_epilogue.h, add_dq) and store dK,
 // dV at the end. Tiles and registers in bwd_traits.h. Causal: key block 0 sees the most query
-// blocks: the grid's first CTAs take it, longest first within each (batch, head), and at head dims 128 and 256
-// across sections of 4 (batch, head) pairs (longest_first_cta below). kFeatures: a local window and softcap
+// blocks: the grid's first CTAs take it, longest first across sections of a few heads (bwd_params.h,
+// bwd_lpt_section). kFeatures: a local window and softcap
 // compiled in (bwd_mainloop.h; each stays off in a call that does not ask for it). kOrdered: the deterministic mode's
 // instantiation (launched when BwdParams::dq_semaphore is set): the CTAs of one query block add its dQ in
 // turn, and a causal or local grid takes its key blocks last first (common/bwd_dq_order.h; bwd_epilogue.h,
@@ -30,24 +30,8 @@ struct BwdKernel {
   using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
 };
 
-template <class Traits, int kSection>
-CUTE_DEVICE int3 longest_first_cta(BwdParams const& p) {
-  const int n_ctas = int(gridDim.x), heads = int(gridDim.y), pairs = heads * int(gridDim.z);
-  const int linear = int(blockIdx.x) + n_ctas * (int(blockIdx.y) + heads * int(blockIdx.z));
-  const int64_t pair_bytes =
-      int64_t(p.seqlen_q) * Traits::kHeadDim * (2 * int(sizeof(typename Traits::Element)) + int(sizeof(float)));
-  const int64_t wanted = kSection > 0     ? int64_t(kSection)
-                         : kSection == -2 ? (int64_t(40) << 20) / cute::max(pair_bytes, int64_t(1))
-                                          : int64_t((132 + n_ctas / 2) / n_ctas);
-  const int section = int(cute::max(int64_t(1), cute::min(int64_t(pairs), wanted)));
-  const int first = linear / (section * n_ctas) * section;  // the section's first pair
-  const int in_section = cute::min(section, pairs - first);
-  const int within = linear - first * n_ctas;
-  const int pair = first + within % in_section;
-  return {within / in_section, pair % heads, pair / heads};
-}
-
-// Grid (ceil(seqlen_k / kBlockN), nheads, batch); packed calls: seqlen_k is the longest sequence's,
+// Grid (ceil(seqlen_k / kBlockN), nheads, batch), or in a causal kernel's sections (key blocks x 2^s,
+// nheads / 2^s, batch) with s = params.section_shift; packed calls: seqlen_k is the longest sequence's,
 // and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
 // live in the kernel parameters (__grid_constant__).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
@@ -65,13 +49,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
   int head = blockIdx.y;
   int batch = blockIdx.z;
-  if constexpr (kLptSection != 0 && bwd_lpt_grid()) {  // the launch's grid is in that order (bwd_params.h)
+  if constexpr (kLptSection != 0) {  // the launch laid the grid out in sections of heads (bwd_params.h)
     const int shift = params.section_shift;
     n_block = int(blockIdx.x) >> shift;
     head = (int(blockIdx.y) << shift) | (int(blockIdx.x) & ((1 << shift) - 1));
-  } else if constexpr (kLptSection != 0) {
-    const int3 cta = longest_first_cta<Traits, kLptSection>(p);
-    n_block = cta.x, head = cta.y, batch = cta.z;
   }
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();

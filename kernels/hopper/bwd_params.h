@@ -65,42 +65,35 @@ template <class Traits>
 struct BwdKernelParams {
   BwdParams bwd;
   typename BwdLoads<Traits>::Params mainloop;
-  int section_shift = 0;  // with bwd_lpt_grid(): log2 of the heads a section's blockIdx.x interleaves
+  int section_shift = 0;  // log2 of the heads a causal section interleaves in blockIdx.x (bwd_lpt_section)
 };
 
-// A plain causal grid (no local window or softcap compiled in; not the deterministic mode's ordered kernel) at head
-// dims 128 and 256 is walked longest first across sections of 4 (batch, head) pairs, FA3's causal backward order
-// with smaller sections: inside a section key block 0 of every pair comes first, then key block 1, and so on, so the
-// grid no longer ends with the last pairs' long CTAs. A permutation of the grid (the hardware starts CTAs in the
-// order of their linear index, x fastest). In turns on the H200 against the grid's own order
-// (benchmarks/hopper_bwd_lpt/, h200-2, fp16): hdim 128 causal 1.000 / 1.052 / 1.003x at 1k / 4k / 16k, hdim 256
-// 1.006 / 1.033 / 0.993x; sections of 40 MB of L2 (FA3's) 0.996-1.010x and 0.990-0.999x (h200-1). At hdim 64 the
-// remapped indices stay live in registers and the kernel spills (4 -> 12 bytes): 0.95-0.98x, so it keeps its own
-// order. nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim (pairs, or 0 the grid's
-// own order, -1 about one wave of CTAs, -2 as many pairs as fit in 40 MB of L2), for sweeps.
+// A plain causal grid (no local window or softcap compiled in; not the deterministic mode's ordered kernel) is walked
+// longest first across sections of a few heads of one batch, FA3's causal backward order with small sections: inside
+// a section key block 0 of every head comes first, then key block 1, and so on, so the grid no longer ends with the
+// last heads' long CTAs. The launch lays the grid out in that order, (key blocks x 2^s, nheads / 2^s, batch), 2^s the
+// largest power of two up to the section that divides nheads (BwdKernelParams::section_shift), and the kernel reads
+// its key block and head from blockIdx with a shift and a mask (the hardware starts CTAs in the order of their linear
+// index, x fastest). In turns on the H200 against the grid's own order (benchmarks/hopper_bwd_lpt/, h200-5, fp16,
+// 1k / 4k / 16k): hdim 64 causal 0.999 / 1.022 / 1.001x (sections of 4), hdim 128 1.008 / 1.053 / 1.003x (4),
+// hdim 256 1.034 / 1.040 / 1.005x (8). A remap of the linear CTA index, which divides, cost hdim 64 a spill
+// (0.956x at 16k) and was taken out (h200-2). Head dims 96 and 192 (not timed) keep the grid's own order. nvcc
+// -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim of a build (0: the grid's own order).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 constexpr int bwd_lpt_section() {
   if (!kIsCausal || (kFeatures & kAllFeatures) != 0 || kOrdered) { return 0; }  // plain causal kernels, as measured
 #ifdef FLASHBUILD_HOPPER_BWD_LPT_SECTION
+  static_assert(FLASHBUILD_HOPPER_BWD_LPT_SECTION >= 0, "a section is a count of heads, 0 for the grid's own order");
   return FLASHBUILD_HOPPER_BWD_LPT_SECTION;
 #else
-  return Traits::kHeadDim == 128 || Traits::kHeadDim == 256 ? 4 : 0;
+  return Traits::kHeadDim == 64 || Traits::kHeadDim == 128 ? 4 : Traits::kHeadDim == 256 ? 8 : 0;
 #endif
 }
-// Study form (-DFLASHBUILD_HOPPER_BWD_LPT_GRID=1): the launch lays the grid out in that order itself, (key block x
-// 2^s heads, heads / 2^s, batch), 2^s the largest power of two up to the section that divides the heads, and the
-// kernel reads its indices with a shift and a mask of blockIdx, where the remap above divides.
-constexpr bool bwd_lpt_grid() {
-#if defined(FLASHBUILD_HOPPER_BWD_LPT_GRID) && FLASHBUILD_HOPPER_BWD_LPT_GRID
-  return true;
-#else
-  return false;
-#endif
-}
+// log2 of the heads one section interleaves: the largest power of two up to kSection that divides nheads.
 template <int kSection>
 int bwd_section_shift(int nheads) {
   int shift = 0;
-  while (kSection > 0 && (2 << shift) <= kSection && nheads % (2 << shift) == 0) { ++shift; }
+  while ((2 << shift) <= kSection && nheads % (2 << shift) == 0) { ++shift; }
   return shift;
 }
 
