@@ -14,11 +14,12 @@ Arms of the remap form, taken out after h200-5 (they refuse here, naming 02a586b
   wave   =-1: sections of about one wave of CTAs, 132 / key blocks pairs             (h200-2: the argument `sections`)
   grid   (h200-5: base, s4, and g4 / g8 under -DFLASHBUILD_HOPPER_BWD_LPT_GRID=1)
 Rows (plan stats): fp16, causal, hdim 64 / 128 / 256 at 4k, 16k, 1k (4k first: the rows the study is about), and
-hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k). h200-1 and h200-2
+hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k). The argument `odd`
+(h200-7): hdim 96 and 192 instead, at a model dim of 3072 (32 and 16 heads), hdim 96 non-causal the control. h200-1 and h200-2
 ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave, n pairs).
 
-    python3 benchmarks/hopper_bwd_lpt/ab.py --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
-    python3 benchmarks/hopper_bwd_lpt/ab.py --print-builds   # `name flashbuild-arguments`, one line a build
+    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
+    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] --print-builds   # `name flashbuild-arguments`, one line a build
 """
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ ab = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ab)
 ab.__doc__ = __doc__  # its --help describes this study
 
-SEL = dict(hdim="64,128,256", dtype="fp16", causal="both")
+HDIMS = (64, 128, 256)
+if "odd" in sys.argv:  # hdim 96 and 192 at a model dim of 3072: 32 and 16 heads (2048 gives them 21 and 10)
+    sys.argv.remove("odd")
+    HDIMS, ab.MODEL_DIM = (96, 192), 3072
+SEL = dict(hdim=",".join(map(str, HDIMS)), dtype="fp16", causal="both")
 ARM_FLAGS = {arm: [f"{ab.D}LPT_SECTION={n}"] for arm, n in (("base", 0), ("g2", 2), ("g4", 4), ("g8", 8))}
 ARMS = ["base", "g4", "g8"]
 REMAP_ARMSETS = ("sections", "grid")  # and the argument-less base / lpt of h200-1: the remap form, at 02a586b
@@ -45,10 +50,11 @@ ab.PLANS["stats"] = {arm: [(SEL, ARM_FLAGS[arm])] for arm in ARMS}
 
 
 def plan_rows(plan):
+    control = 128 if 128 in HDIMS else HDIMS[0]
     if plan == "smoke":
-        return [(128, "fp16", True, 4096, ARMS)]
-    rows = [(h, "fp16", True, s, ARMS) for s in (4096, 16384, 1024) for h in (64, 128, 256)]
-    return rows[:3] + [(128, "fp16", False, 4096, ARMS)] + rows[3:]
+        return [(control, "fp16", True, 4096, ARMS)]
+    rows = [(h, "fp16", True, s, ARMS) for s in (4096, 16384, 1024) for h in HDIMS]
+    return rows[:len(HDIMS)] + [(control, "fp16", False, 4096, ARMS)] + rows[len(HDIMS):]
 
 
 ab.plan_rows = plan_rows

@@ -2,7 +2,7 @@
 # The causal Hopper backward's grid longest first across sections of heads against the grid's own order
 # (-DFLASHBUILD_HOPPER_BWD_LPT_SECTION, kernels/hopper/bwd_params.h), one nvidia-h200 call (carry `.whl`), from the repo
 # root after the wheel line:
-#   OUT=$OUT [BUDGET=200] [ARMSET=sections|grid, at 02a586b] bash benchmarks/hopper_bwd_lpt/run.sh [ab.py options]
+#   OUT=$OUT [BUDGET=200] [ARMSET=odd] ([ARMSET=sections|grid] at 02a586b) bash benchmarks/hopper_bwd_lpt/run.sh [ab.py options]
 # ab.py's builds side by side, then ab.py (each arm bitwise against base in deterministic mode, within tolerance in
 # default mode, then the rows in turns with SDPA cuDNN).
 # PART=tests (the default form, head dims 64, 128 and 256): one build of those (fwd and bwd, fp16 and bf16,
