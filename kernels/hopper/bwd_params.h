@@ -76,9 +76,10 @@ struct BwdKernelParams {
 // its key block and head from blockIdx with a shift and a mask (the hardware starts CTAs in the order of their linear
 // index, x fastest). In turns on the H200 against the grid's own order (benchmarks/hopper_bwd_lpt/, h200-5, fp16,
 // 1k / 4k / 16k): hdim 64 causal 0.999 / 1.022 / 1.001x (sections of 4), hdim 128 1.008 / 1.053 / 1.003x (4),
-// hdim 256 1.034 / 1.040 / 1.005x (8). A remap of the linear CTA index, which divides, cost hdim 64 a spill
-// (0.956x at 16k) and was taken out (h200-2). Head dims 96 and 192 (not timed) keep the grid's own order. nvcc
-// -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim of a build (0: the grid's own order).
+// hdim 256 1.034 / 1.040 / 1.005x (8) (h200-5); hdim 96 1.000 / 1.022 / 0.997x (4), hdim 192 1.005 / 1.011 / 0.999x
+// (4) (h200-7). A remap of the linear CTA index, which divides, cost hdim 64 a spill (0.956x at 16k) and was taken
+// out (h200-2). nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim of a build (0: the
+// grid's own order).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 constexpr int bwd_lpt_section() {
   if (!kIsCausal || (kFeatures & kAllFeatures) != 0 || kOrdered) { return 0; }  // plain causal kernels, as measured
@@ -86,7 +87,7 @@ constexpr int bwd_lpt_section() {
   static_assert(FLASHBUILD_HOPPER_BWD_LPT_SECTION >= 0, "a section is a count of heads, 0 for the grid's own order");
   return FLASHBUILD_HOPPER_BWD_LPT_SECTION;
 #else
-  return Traits::kHeadDim == 64 || Traits::kHeadDim == 128 ? 4 : Traits::kHeadDim == 256 ? 8 : 0;
+  return Traits::kHeadDim == 256 ? 8 : 4;
 #endif
 }
 // log2 of the heads one section interleaves: the largest power of two up to kSection that divides nheads.
