@@ -8,6 +8,9 @@ head dims 64 and 128, g8 at 256; base spells the grid's own order out):
   base   =0: the grid's own order (each (batch, head)'s key blocks 0, 1, ... together)
   g2, g4, g8 =2 / 4 / 8: the launch lays the grid out in sections of up to 2 / 4 / 8 heads of one batch, and the
          kernel shifts and masks blockIdx                                           (no argument; h200-5: `grid`)
+  tree   no define: the tree's own sections (4 heads, 8 at hdim 256)
+The argument `softcap` (h200-9): base and tree on builds with the feature kernels (local and softcap compiled in),
+every call with softcap 30, so that each row runs a feature kernel.
 Arms of the remap form, taken out after h200-5 (they refuse here, naming 02a586b, the last commit with it):
   lpt    =-2: sections of as many (batch, head) pairs as fit in 40 MB of L2 (FA3's order)   (h200-1)
   s2, s4 =2 / =4: sections of 2 / 4 pairs                                            (h200-2: the argument `sections`)
@@ -18,8 +21,8 @@ hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim
 (h200-7): hdim 96 and 192 instead, at a model dim of 3072 (32 and 16 heads), hdim 96 non-causal the control. h200-1 and h200-2
 ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave, n pairs).
 
-    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
-    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] --print-builds   # `name flashbuild-arguments`, one line a build
+    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] [softcap] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
+    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] [softcap] --print-builds   # `name flashbuild-arguments`, one line a build
 """
 from __future__ import annotations
 
@@ -39,7 +42,11 @@ if "odd" in sys.argv:  # hdim 96 and 192 at a model dim of 3072: 32 and 16 heads
     HDIMS, ab.MODEL_DIM = (96, 192), 3072
 SEL = dict(hdim=",".join(map(str, HDIMS)), dtype="fp16", causal="both")
 ARM_FLAGS = {arm: [f"{ab.D}LPT_SECTION={n}"] for arm, n in (("base", 0), ("g2", 2), ("g4", 4), ("g8", 8))}
+ARM_FLAGS["tree"] = []  # the tree's own sections
 ARMS = ["base", "g4", "g8"]
+if "softcap" in sys.argv:  # the feature kernels (local and softcap compiled in), every call with softcap 30
+    sys.argv.remove("softcap")
+    ARMS, ab.FEATURES, ab.CALL_KW = ["base", "tree"], ["local", "softcap"], {"softcap": 30.0}
 REMAP_ARMSETS = ("sections", "grid")  # and the argument-less base / lpt of h200-1: the remap form, at 02a586b
 if any(a in REMAP_ARMSETS for a in sys.argv[1:]):
     ab.refuse_without_form(sys.argv[1:], "hopper_bwd_lpt", False, "remap of the causal backward's CTA index "

@@ -2,7 +2,7 @@
 # The causal Hopper backward's grid longest first across sections of heads against the grid's own order
 # (-DFLASHBUILD_HOPPER_BWD_LPT_SECTION, kernels/hopper/bwd_params.h), one nvidia-h200 call (carry `.whl`), from the repo
 # root after the wheel line:
-#   OUT=$OUT [BUDGET=200] [ARMSET=odd] ([ARMSET=sections|grid] at 02a586b) bash benchmarks/hopper_bwd_lpt/run.sh [ab.py options]
+#   OUT=$OUT [BUDGET=200] [ARMSET=odd|softcap] ([ARMSET=sections|grid] at 02a586b) bash benchmarks/hopper_bwd_lpt/run.sh [ab.py options]
 # ab.py's builds side by side, then ab.py (each arm bitwise against base in deterministic mode, within tolerance in
 # default mode, then the rows in turns with SDPA cuDNN).
 # PART=tests (the default form, HDIMS=64,128,256 unless given): one build of those (fwd and bwd, fp16 and bf16,
@@ -24,7 +24,7 @@ if [ "${PART:-}" = tests ]; then
   exit 0
 fi
 HERE=benchmarks/hopper_bwd_lpt
-S="--arch sm90 --direction bwd --no-local --no-softcap"
+S="--arch sm90 --direction bwd"; case " ${ARMSET:-} " in *" softcap "*) ;; *) S="$S --no-local --no-softcap";; esac
 python3 $HERE/ab.py ${ARMSET:-} --print-builds > "$OUT/builds.txt" || exit 1
 while read -r name args; do
   timeout 240 python3 -m flashbuild build $args $S -j 4 > "$OUT/build-$name.txt" 2>&1 &

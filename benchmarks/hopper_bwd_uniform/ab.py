@@ -36,6 +36,9 @@ import sys
 import time
 
 TOKENS, MODEL_DIM = 16384, 2048  # benchmarks/README.md, "How numbers are measured"
+# The builds' features and what every call passes besides causal (a study sets them: ../hopper_bwd_lpt/ab.py softcap).
+FEATURES: list = []
+CALL_KW: dict = {}
 D = "-DFLASHBUILD_HOPPER_BWD_"
 FP16 = dict(dtype="fp16", causal="both")
 # Plan -> arm -> its selections (flashbuild.load keywords beyond direction/arch/features, nvcc flags).
@@ -125,7 +128,7 @@ def main(argv):
     out_dir = pathlib.Path(a.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    loaded = {(arm, i): flashbuild.load(direction="bwd", arch="sm90", features=[], nvcc_flags=flags, jobs=a.jobs, **kw)
+    loaded = {(arm, i): flashbuild.load(direction="bwd", arch="sm90", features=FEATURES, nvcc_flags=flags, jobs=a.jobs, **kw)
               for arm, sels in builds.items() for i, (kw, flags) in enumerate(sels)}
     print(f"loaded {len(loaded)} builds in {time.time() - t0:.1f} s; {torch.cuda.get_device_name()}", flush=True)
 
@@ -206,7 +209,7 @@ def print_table(rows):
 def grads(mod, args, causal, deterministic, varlen=False):
     fn = mod.mha_varlen_bwd if varlen else mod.mha_bwd
     kw = dict(deterministic=True) if deterministic else {}
-    dq, dk, dv = fn(*args, causal=causal, **kw)[:3]
+    dq, dk, dv = fn(*args, causal=causal, **kw, **CALL_KW)[:3]
     return dq, dk, dv
 
 
@@ -291,7 +294,7 @@ def measure(torch, m, arms, hdim, dt, causal, seqlen, a, l2):
         if arm == CUDNN:
             so, leaves, sdo = graphs[i % n_sets]
             return torch.autograd.grad(so, leaves, sdo, retain_graph=True)
-        return m[arm].mha_bwd(*sets[i % n_sets], causal=causal)
+        return m[arm].mha_bwd(*sets[i % n_sets], causal=causal, **CALL_KW)
 
     row = {"hdim": hdim, "dtype": dt, "causal": causal, "seqlen": seqlen, "batch": batch, "nheads": nheads,
            "arms": arms}

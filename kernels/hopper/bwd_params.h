@@ -68,8 +68,9 @@ struct BwdKernelParams {
   int section_shift = 0;  // log2 of the heads a causal section interleaves in blockIdx.x (bwd_lpt_section)
 };
 
-// A plain causal grid (no local window or softcap compiled in; not the deterministic mode's ordered kernel) is walked
-// longest first across sections of a few heads of one batch, FA3's causal backward order with small sections: inside
+// A causal grid (not the deterministic mode's ordered kernel, nor a call with a local window in effect, whose CTAs
+// cost about the same: the launch then keeps the grid's own order) is walked longest first across sections of a few
+// heads of one batch, FA3's causal backward order with small sections: inside
 // a section key block 0 of every head comes first, then key block 1, and so on, so the grid no longer ends with the
 // last heads' long CTAs. The launch lays the grid out in that order, (key blocks x 2^s, nheads / 2^s, batch), 2^s the
 // largest power of two up to the section that divides nheads (BwdKernelParams::section_shift), and the kernel reads
@@ -82,7 +83,7 @@ struct BwdKernelParams {
 // grid's own order).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 constexpr int bwd_lpt_section() {
-  if (!kIsCausal || (kFeatures & kAllFeatures) != 0 || kOrdered) { return 0; }  // plain causal kernels, as measured
+  if (!kIsCausal || kOrdered) { return 0; }
 #ifdef FLASHBUILD_HOPPER_BWD_LPT_SECTION
   static_assert(FLASHBUILD_HOPPER_BWD_LPT_SECTION >= 0, "a section is a count of heads, 0 for the grid's own order");
   return FLASHBUILD_HOPPER_BWD_LPT_SECTION;
