@@ -78,7 +78,8 @@ struct BwdKernelParams {
 // index, x fastest). In turns on the H200 against the grid's own order (benchmarks/hopper_bwd_lpt/, h200-5, fp16,
 // 1k / 4k / 16k): hdim 64 causal 0.999 / 1.022 / 1.001x (sections of 4), hdim 128 1.008 / 1.053 / 1.003x (4),
 // hdim 256 1.034 / 1.040 / 1.005x (8) (h200-5); hdim 96 1.000 / 1.022 / 0.997x (4), hdim 192 1.005 / 1.011 / 0.999x
-// (4) (h200-7). A remap of the linear CTA index, which divides, cost hdim 64 a spill (0.956x at 16k) and was taken
+// (4) (h200-7); with softcap in the feature kernels 1.003-1.037 / 1.024-1.053 / 1.000-1.006x (h200-9). A remap of
+// the linear CTA index, which divides, cost hdim 64 a spill (0.956x at 16k) and was taken
 // out (h200-2). nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim of a build (0: the
 // grid's own order).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
