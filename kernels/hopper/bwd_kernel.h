@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
   BwdParams const& p = params.bwd;
-  constexpr int kLptSection = bwd_lpt_section<Traits, kIsCausal, kFeatures, kOrdered>();
+  constexpr int kLptSection = bwd_lpt_section<Traits, kIsCausal, kOrdered>();
   int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
   int head = blockIdx.y;
   int batch = blockIdx.z;

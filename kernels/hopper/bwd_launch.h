@@ -83,7 +83,7 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
 
   BwdKernelParams<Traits> kp{params, BwdLoads<Traits>::to_params(bwd_tma_strides(params))};
   const int n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
-  constexpr int kSection = bwd_lpt_section<Traits, kIsCausal, kFeatures, false>();
+  constexpr int kSection = bwd_lpt_section<Traits, kIsCausal, false>();
   const bool windowed = (kFeatures & kLocal) != 0 && params.window_left < params.seqlen_q + params.seqlen_k;
   if (kSection > 0 && !params.dq_semaphore && !windowed) { kp.section_shift = bwd_section_shift<kSection>(params.nheads); }
   const dim3 grid(unsigned(n_blocks) << kp.section_shift, params.nheads >> kp.section_shift, params.batch);
