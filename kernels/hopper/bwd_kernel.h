@@ -50,9 +50,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   int head = blockIdx.y;
   int batch = blockIdx.z;
   if constexpr (kLptSection != 0) {  // the launch laid the grid out in sections of heads (bwd_params.h)
-    const int shift = params.section_shift;
-    n_block = int(blockIdx.x) >> shift;
-    head = (int(blockIdx.y) << shift) | (int(blockIdx.x) & ((1 << shift) - 1));
+    const BwdSectionCta cta = bwd_section_cta(int(blockIdx.x), int(blockIdx.y), params.section_shift);
+    n_block = cta.n_block, head = cta.head;
   }
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();

@@ -12,6 +12,7 @@
 
 #include "common/kernel_library.h"
 #include "common/params.h"
+#include "hopper/bwd_sections.h"  // the grid's sections: extents, a CTA's key block and head
 #include "hopper/bwd_traits.h"
 #include "hopper/tile_scheduler.h"  // view_extents
 #include "hopper/utils.h"
@@ -74,7 +75,7 @@ struct BwdKernelParams {
 // comes first, then key block 1, and so on, so the grid no longer ends with the last heads' long CTAs. The launch lays
 // the grid out in that order, (key blocks x 2^s, nheads / 2^s, batch), 2^s the largest power of two up to the section
 // that divides nheads (BwdKernelParams::section_shift), and the kernel reads its key block and head from blockIdx with
-// a shift and a mask (the hardware starts CTAs in the order of their linear index, x fastest). In turns on the H200
+// a shift and a mask (bwd_sections.h; the hardware starts CTAs in the order of their linear index, x fastest). In turns on the H200
 // against the grid's own order (benchmarks/hopper_bwd_lpt/, fp16, 1k / 4k / 16k): hdim 64 causal 0.999 / 1.022 /
 // 1.001x (sections of 4), hdim 128 1.008 / 1.053 / 1.003x (4), hdim 256 1.034 / 1.040 / 1.005x (8) (h200-5); hdim 96
 // 1.000 / 1.022 / 0.997x (4), hdim 192 1.005 / 1.011 / 0.999x (4) (h200-7); with softcap, in the feature kernels,
@@ -90,13 +91,6 @@ constexpr int bwd_lpt_section() {
 #else
   return Traits::kHeadDim == 256 ? 8 : 4;
 #endif
-}
-// log2 of the heads one section interleaves: the largest power of two up to kSection that divides nheads.
-template <int kSection>
-int bwd_section_shift(int nheads) {
-  int shift = 0;
-  while ((2 << shift) <= kSection && nheads % (2 << shift) == 0) { ++shift; }
-  return shift;
 }
 
 // The traits a variant's backward is built with (its head dim's tile, bwd_traits.h).
