@@ -4,6 +4,7 @@ build pipeline can be tested end to end), the in-process CLI, the nvcc skip mark
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -248,6 +249,20 @@ def run_cli(*args: str):
 
 requires_nvcc = pytest.mark.skipif(env.find_nvcc() is None,
                                    reason="nvcc not found (CUDA_HOME, PATH, /usr/local/cuda, nvidia-cuda-nvcc wheel)")
+
+
+def run_host_program(tmp_path: Path, source: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Compile `source` (a .cu of host code against kernels/ and the CUTLASS headers) with nvcc for the host and run
+    it on the CPU; skips without the CUTLASS headers, fails on a compile error. tests/host/ holds such walks."""
+    cutlass = env.cutlass_include_dir()
+    if cutlass is None:
+        pytest.skip("the CUTLASS headers (nvidia-cutlass wheel) are not installed")
+    binary = tmp_path / source.stem
+    compiled = subprocess.run([str(env.find_nvcc().path), "-std=c++17", "-O2", "--expt-relaxed-constexpr",
+                               f"-I{REPO / 'kernels'}", f"-I{cutlass}", "-x", "cu", str(source), "-o", str(binary)],
+                              capture_output=True, text=True, timeout=600)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    return subprocess.run([str(binary)], capture_output=True, text=True, timeout=timeout)
 
 
 # A stand-in for nvcc (and the link step): writes the object and its depfile, logs its arguments

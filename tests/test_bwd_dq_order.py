@@ -8,13 +8,11 @@ A wrong turn on the GPU is a hang, not a wrong number, which is why it is checke
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from flashbuild import env
-from helpers import REPO, requires_nvcc
+from helpers import REPO, requires_nvcc, run_host_program
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -22,14 +20,7 @@ SOURCE = REPO / "tests" / "host" / "bwd_dq_order.cu"
 
 
 def test_dq_turns_follow_the_loop_bounds_and_cannot_deadlock(tmp_path: Path):
-    cutlass = env.cutlass_include_dir()
-    if cutlass is None:
-        pytest.skip("the CUTLASS headers (nvidia-cutlass wheel) are not installed")
-    binary = tmp_path / "bwd_dq_order"
-    compiled = subprocess.run([str(env.find_nvcc().path), "-std=c++17", "-O2", f"-I{REPO / 'kernels'}",
-                               f"-I{cutlass}", str(SOURCE), "-o", str(binary)], capture_output=True, text=True)
-    assert compiled.returncode == 0, compiled.stderr[-3000:]
-    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+    done = run_host_program(tmp_path, SOURCE, timeout=300)
     print(done.stdout.splitlines()[-1] if done.stdout else done.stderr)
     assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout[-3000:]
     assert " 0 failures" in done.stdout and "checked " in done.stdout

@@ -7,13 +7,11 @@ here for head counts the GPU tests do not cover."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from flashbuild import env
-from helpers import REPO, requires_nvcc
+from helpers import REPO, requires_nvcc, run_host_program
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -21,14 +19,6 @@ SOURCE = REPO / "tests" / "host" / "bwd_sections.cu"
 
 
 def test_sections_give_every_cta_once_longest_first(tmp_path: Path):
-    cutlass = env.cutlass_include_dir()
-    if cutlass is None:
-        pytest.skip("the CUTLASS headers (nvidia-cutlass wheel) are not installed")
-    binary = tmp_path / "bwd_sections"
-    compiled = subprocess.run([str(env.find_nvcc().path), "-std=c++17", "-O2", f"-I{REPO / 'kernels'}",
-                               f"-I{cutlass}", str(SOURCE), "-o", str(binary)], capture_output=True, text=True,
-                              timeout=600)
-    assert compiled.returncode == 0, compiled.stderr[-3000:]
-    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+    done = run_host_program(tmp_path, SOURCE, timeout=300)
     assert done.returncode == 0 and done.stdout.rstrip().endswith(" 0 fail"), (done.stdout[-3000:],
                                                                                done.stderr[-3000:])

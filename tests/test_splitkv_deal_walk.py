@@ -9,13 +9,11 @@ benchmarks/decode/README.md, "A stream-K deal".)"""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from flashbuild import env
-from helpers import REPO, requires_nvcc
+from helpers import REPO, requires_nvcc, run_host_program
 
 SOURCE = REPO / "tests" / "host" / "splitkv_deal_walk.cu"
 # The stream-K deal's switch and names, which no code reads or defines since it was taken out: a decoding call pays no
@@ -35,14 +33,6 @@ def test_the_removed_deal_is_read_and_defined_nowhere():
 @requires_nvcc
 @pytest.mark.compile
 def test_splits_deal_covers_every_tile_once(tmp_path: Path):
-    cutlass = env.cutlass_include_dir()
-    if cutlass is None:
-        pytest.skip("the CUTLASS headers (nvidia-cutlass wheel) are not installed")
-    binary = tmp_path / "splitkv_deal_walk"
-    compiled = subprocess.run([str(env.find_nvcc().path), "-std=c++17", "-O2", "--expt-relaxed-constexpr",
-                               f"-I{REPO / 'kernels'}", f"-I{cutlass}", str(SOURCE), "-o", str(binary)],
-                              capture_output=True, text=True, timeout=600)
-    assert compiled.returncode == 0, compiled.stderr[-3000:]
-    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
+    done = run_host_program(tmp_path, SOURCE)
     assert done.returncode == 0 and done.stdout.rstrip().endswith(" 0 fail"), (done.stdout[-3000:],
                                                                                done.stderr[-3000:])

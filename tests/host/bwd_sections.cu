@@ -9,20 +9,9 @@
 #include <vector>
 
 #include "hopper/bwd_sections.h"
+#include "check.h"  // CHECK, fails
 
 using namespace flashbuild::hopper;
-
-static int fails = 0;
-#define CHECK(cond, ...)                         \
-  do {                                           \
-    if (!(cond)) {                               \
-      if (++fails <= 20) {                       \
-        std::printf("FAIL %s: ", #cond);         \
-        std::printf(__VA_ARGS__);                \
-        std::printf("\n");                       \
-      }                                          \
-    }                                            \
-  } while (0)
 
 static void walk(int n_blocks, int nheads, int batch, int section) {
   const int shift = bwd_section_shift(section, nheads), width = 1 << shift;

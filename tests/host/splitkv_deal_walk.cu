@@ -8,21 +8,10 @@
 #include <tuple>
 
 #include "hopper/tile_scheduler.h"
+#include "check.h"  // CHECK, fails
 
 using namespace flashbuild;
 using namespace flashbuild::hopper;
-
-static int fails = 0;
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      if (++fails <= 20) {                               \
-        std::printf("FAIL %s: ", #cond);                 \
-        std::printf(__VA_ARGS__);                        \
-        std::printf("\n");                               \
-      }                                                  \
-    }                                                    \
-  } while (0)
 
 static void walk_splits(int seqlen_q, int nheads, int batch, int splits, int slots) {
   const SplitTileScheduler s = SplitTileScheduler::make({seqlen_q, 64, nheads, batch, splits, slots, 0, 1});
