@@ -18,11 +18,13 @@ Arms of the remap form, taken out after h200-5 (they refuse here, naming 02a586b
   grid   (h200-5: base, s4, and g4 / g8 under -DFLASHBUILD_HOPPER_BWD_LPT_GRID=1)
 Rows (plan stats): fp16, causal, hdim 64 / 128 / 256 at 4k, 16k, 1k (4k first: the rows the study is about), and
 hdim 128 non-causal at 4k (not remapped: a control); --plan smoke: one row (hdim 128 causal 4k). The argument `odd`
-(h200-7): hdim 96 and 192 instead, at a model dim of 3072 (32 and 16 heads), hdim 96 non-causal the control. h200-1 and h200-2
-ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave, n pairs).
+(h200-7): hdim 96 and 192 instead, at a model dim of 3072 (32 and 16 heads), hdim 96 non-causal the control.
+h200-1 and h200-2 ran at 555ba2a and 344b697, whose defines differ (LONGEST_FIRST=1 then LPT_SECTION 0 = L2, -1 wave,
+n pairs).
 
-    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] [softcap] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20] [--budget 200]
-    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] [softcap] --print-builds   # `name flashbuild-arguments`, one line a build
+    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] [softcap] --out OUT [--plan stats|smoke] [--rounds 5] [--reps 20]
+        [--budget 200]
+    python3 benchmarks/hopper_bwd_lpt/ab.py [odd] [softcap] --print-builds   # `name flashbuild-args`, one a build
 """
 from __future__ import annotations
 

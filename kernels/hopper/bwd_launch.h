@@ -85,7 +85,9 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   const int n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
   constexpr int kSection = bwd_lpt_section<Traits, kIsCausal, false>();
   const bool windowed = (kFeatures & kLocal) != 0 && params.window_left < params.seqlen_q + params.seqlen_k;
-  if (kSection > 0 && !params.dq_semaphore && !windowed) { kp.section_shift = bwd_section_shift(kSection, params.nheads); }
+  if (kSection > 0 && !params.dq_semaphore && !windowed) {
+    kp.section_shift = bwd_section_shift(kSection, params.nheads);
+  }
   const BwdSectionGrid g = bwd_section_grid(n_blocks, params.nheads, params.batch, kp.section_shift);
   const dim3 grid(g.x, g.y, g.z);
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).

@@ -69,19 +69,19 @@ struct BwdKernelParams {
   int section_shift = 0;  // log2 of the heads a causal section interleaves in blockIdx.x (bwd_lpt_section)
 };
 
-// A causal grid (not the deterministic mode's ordered kernel, nor a call with a local window in effect, whose CTAs
-// cost about the same: the launch then keeps the grid's own order) is walked longest first across sections of a few
-// heads of one batch, FA3's causal backward order with small sections: inside a section key block 0 of every head
-// comes first, then key block 1, and so on, so the grid no longer ends with the last heads' long CTAs. The launch lays
-// the grid out in that order, (key blocks x 2^s, nheads / 2^s, batch), 2^s the largest power of two up to the section
-// that divides nheads (BwdKernelParams::section_shift), and the kernel reads its key block and head from blockIdx with
-// a shift and a mask (bwd_sections.h; the hardware starts CTAs in the order of their linear index, x fastest). In turns on the H200
-// against the grid's own order (benchmarks/hopper_bwd_lpt/, fp16, 1k / 4k / 16k): hdim 64 causal 0.999 / 1.022 /
-// 1.001x (sections of 4), hdim 128 1.008 / 1.053 / 1.003x (4), hdim 256 1.034 / 1.040 / 1.005x (8) (h200-5); hdim 96
-// 1.000 / 1.022 / 0.997x (4), hdim 192 1.005 / 1.011 / 0.999x (4) (h200-7); with softcap, in the feature kernels,
-// 1.003-1.037 / 1.024-1.053 / 1.000-1.006x (h200-9). A remap of the linear CTA index, which divides, cost hdim 64 a
-// spill (0.956x at 16k) and was taken out (h200-2). nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for
-// every head dim of a build (0: the grid's own order).
+// A causal grid (not the deterministic mode's ordered kernel, nor a call with a local window in effect, whose CTAs cost
+// about the same: the launch then keeps the grid's own order) is walked longest first across sections of a few heads of
+// one batch, FA3's causal backward order with small sections: inside a section key block 0 of every head comes first,
+// then key block 1, and so on, so the grid no longer ends with the last heads' long CTAs. The launch lays the grid out
+// in that order, (key blocks x 2^s, nheads / 2^s, batch), 2^s the largest power of two up to the section that divides
+// nheads (BwdKernelParams::section_shift), and the kernel reads its key block and head from blockIdx with a shift and a
+// mask (bwd_sections.h; the hardware starts CTAs in the order of their linear index, x fastest). In turns on the H200
+// against the grid's own order (benchmarks/hopper_bwd_lpt/, fp16, 1k / 4k / 16k): hdim 64 causal 0.999 / 1.022 / 1.001x
+// (sections of 4), hdim 128 1.008 / 1.053 / 1.003x (4), hdim 256 1.034 / 1.040 / 1.005x (8) (h200-5); hdim 96 1.000 /
+// 1.022 / 0.997x (4), hdim 192 1.005 / 1.011 / 0.999x (4) (h200-7); with softcap, in the feature kernels, 1.003-1.037 /
+// 1.024-1.053 / 1.000-1.006x (h200-9). A remap of the linear CTA index, which divides, cost hdim 64 a spill (0.956x at
+// 16k) and was taken out (h200-2). nvcc -DFLASHBUILD_HOPPER_BWD_LPT_SECTION=<n> sets the section for every head dim of
+// a build (0: the grid's own order).
 template <class Traits, bool kIsCausal, bool kOrdered>
 constexpr int bwd_lpt_section() {
   if (!kIsCausal || kOrdered) { return 0; }
