@@ -27,12 +27,12 @@ for h in $HDIMS; do
   for who in ours fa3; do
     [ "$(left)" -gt 25 ] || { echo "== $who $h: no time left"; continue; }
     name=$([ $who = ours ] && echo "regex:hopper::bwd_kernel<" || echo "regex:FlashAttnBwdSm90")
-    timeout $(( $(left) - 5 )) ncu --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
+    timeout $(( $(left) - 5 )) ncu --clock-control none --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
       "${SECTIONS[@]}" python3 benchmarks/bwd_ncu_fa3/drive.py --who $who --hdim $h --build-hdims "$H" --causal \
       > "$OUT/ncu-$who-$h.txt" 2>&1
     echo "== $who hdim $h rc $? at $(( $(date +%s) - t0 )) s"
     if [[ " ${SOURCE:-} " == *" $h "* ]] && [ "$(left)" -gt 25 ]; then
-      timeout $(( $(left) - 5 )) ncu --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
+      timeout $(( $(left) - 5 )) ncu --clock-control none --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
         --section SourceCounters --page source --csv --print-source sass python3 benchmarks/bwd_ncu_fa3/drive.py \
         --who $who --hdim $h --build-hdims "$H" --causal > "$OUT/source-$who-$h.csv" 2>&1
       echo "== source $who hdim $h rc $? at $(( $(date +%s) - t0 )) s"; gzip -f "$OUT/source-$who-$h.csv"

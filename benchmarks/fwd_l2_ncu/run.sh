@@ -5,11 +5,14 @@
 # no cluster, a control)? Nsight Compute on the main forward kernel of one call each (../bwd_ncu_fa3/drive.py
 # --direction fwd: a warm-up call, then the profiled one), fp16, 16k tokens, model dim 2048, causal both. One
 # nvidia-h200 call from the repo root after the wheel line, carrying .whl and .device/fa3:
-#   OUT=$OUT [HDIMS="128 256"] [SEQLEN=16384] [LIMIT=420] bash benchmarks/fwd_l2_ncu/run.sh
-# Each profile's text under $OUT (ncu-WHO-HDIM-CAUSAL.txt), the headline metrics last.
+#   OUT=$OUT [HDIMS="128 256"] [CAUSAL="off on"] [SEQLEN=16384] [LIMIT=420] [CLOCKS=none] bash benchmarks/fwd_l2_ncu/run.sh
+# CLOCKS is ncu's --clock-control: none (the default since h200-2) leaves the card's clocks alone; h200-1 ran ncu's own
+# default (base), which locks the SM clock at its base for each profile. The headline metrics last; each profile's
+# text packed into $OUT/ncu-profiles.tgz (ncu-WHO-HDIM-CAUSAL.txt: a call brings back at most 8 files).
 . "$(dirname "$0")/../study_start.sh"
 set -o pipefail
-LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-"128 256"}; SEQLEN=${SEQLEN:-16384}
+LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-"128 256"}; CAUSAL=${CAUSAL:-"off on"}; SEQLEN=${SEQLEN:-16384}
+CLOCKS=${CLOCKS:-none}
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
 TREE=/tmp/fa3/flash-attention-0251105a
 mkdir -p /tmp/fa3; [ -d "$TREE" ] || tar -C /tmp/fa3 -xzf .device/fa3/flash-attention-0251105a-hopper-cutlass-7127592.tar.gz
@@ -24,12 +27,12 @@ wait; echo "== builds $(at)"; tail -qn 1 "$OUT"/build-*.txt
 METRICS=gpu__time_duration.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum.per_second
 METRICS=$METRICS,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
 for h in $HDIMS; do
-  for causal in off on; do
+  for causal in $CAUSAL; do
     for who in ours fa3; do
       [ "$(left)" -gt 25 ] || { echo "== $who $h causal $causal: no time left"; continue; }
       name=$([ $who = ours ] && echo "regex:hopper::fwd_kernel<" || echo "regex:FlashAttnFwdSm90")
       flag=$([ $causal = on ] && echo --causal || true)
-      timeout $(( $(left) - 5 )) ncu --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
+      timeout $(( $(left) - 5 )) ncu --clock-control "$CLOCKS" --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --metrics "$METRICS" \
         python3 benchmarks/bwd_ncu_fa3/drive.py --direction fwd --who $who --hdim "$h" --seqlen "$SEQLEN" \
         --build-hdims "$H" $flag > "$OUT/ncu-$who-$h-$causal.txt" 2>&1
@@ -43,3 +46,4 @@ for f in "$OUT"/ncu-*.txt; do
     | sed 's/  */ /g'
   grep -E "^\s+(lts__|dram__|sm__throughput)" "$f" | sed 's/  */ /g'
 done
+( cd "$OUT" && tar czf ncu-profiles.tgz ncu-*.txt && rm ncu-*.txt )

@@ -49,7 +49,7 @@ for f in test-new test-new-peer pytest-new; do echo "$f: $(grep -E 'passed|faile
 if command -v ncu > /dev/null; then
   for v in base new; do
     dir=.; [ $v = base ] && dir=$BASE
-    (cd "$dir" && PYTHONPATH=/tmp/site:$PWD FLASHBUILD_CACHE_DIR=/tmp/fbc_$v timeout 45 ncu -k regex:fwd_kernel \
+    (cd "$dir" && PYTHONPATH=/tmp/site:$PWD FLASHBUILD_CACHE_DIR=/tmp/fbc_$v timeout 45 ncu --clock-control none -k regex:fwd_kernel \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
       python3 "$OLDPWD/benchmarks/fwd_tile_turnover/one_call.py" --hdim 128,256) > "$W/ncu-$v.txt" 2>&1
     echo "== ncu $v rc $? $(at)"; done
