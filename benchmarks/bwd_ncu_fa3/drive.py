@@ -19,10 +19,11 @@ from flashbuild.debug import adapters
 from flashbuild.pipeline import builder
 
 
-def fa3(tree: str, hdims: str, direction: str = "fwd,bwd"):
-    """FA3's slice behind the adapter the bench uses (flashbuild bench --peer-source TREE --peer-profile flash-attn-3)."""
+def fa3(tree: str, hdims: str, direction: str = "fwd,bwd", features: str = "cluster"):
+    """FA3's slice behind the adapter the bench uses (flashbuild bench --peer-source TREE --peer-profile flash-attn-3);
+    features "none": without the cluster kernels (../fwd_clock_power/probe.py's control)."""
     kwargs = dict(source=tree, profile="flash-attn-3", hdim=hdims, dtype="fp16", arch="native", direction=direction,
-                  features="cluster")
+                  features=features)
     package = flashbuild.load(**kwargs)
     selection, options = builder.parse_request(**builder.check_api_keywords(kwargs), keywords=True)
     plan = builder.make_plan(selection, options)
