@@ -22,10 +22,10 @@
 //   (benchmarks/fwd_tile_turnover). The static deal of pairs and tail evens out the CTAs' key blocks
 //   about as well as longest first alone up to 2k (max / mean 1.003-1.015 against 1.024-1.031; at
 //   1k, hdim 192/256, 1.05-1.07 against 1.03, and the L2 wins), less well from 4k (1.010-1.021
-//   against 1.000-1.014: balance.py there). Timed from 4k at hdim 64/128/256, pairs win at 4k and lose
-//   slightly at 16k, so by default they stop at kPairMaxBlocks (hopper/fwd_pairs.h) query blocks a head (4k); the launcher
-//   picks the bound per launch (FLASHBUILD_HOPPER_FWD_PAIRS,
-//   hopper/fwd_launch.h). make() lays the deal out on the host (pair_rounds, the tail's segments), so a
+//   against 1.000-1.014: balance.py there). Timed alone (the card at its power limit), pairs at every
+//   length win from 8k too: a quarter of the DRAM reads at 16k buys clock (hopper/fwd_pairs.h), so by default
+//   they run at every length with two rounds of pairs left to the tail; the launcher picks the setting per
+//   launch (FLASHBUILD_HOPPER_FWD_PAIRS, hopper/fwd_launch.h). make() lays the deal out on the host (pair_rounds, the tail's segments), so a
 //   tile's decode is a few compares and two multiplicative divisions, the same code with pairs or
 //   without (without: the plain longest-first order; benchmarks/fwd_tile_turnover/deal_check.cu walks
 //   the deal on the host and checks both).
