@@ -10,7 +10,9 @@
 # h200-1: the defaults with NCU=1. h200-3: ARMS=ours,ours-pairs,fa3 ARMS2=ours,fa3-nocluster ROUNDS=4.
 # h200-4: ARMS=ours,ours-pairs,ours-pairs4 HDIMS=64,128,192,256 CAUSAL=on SEQLENS=8192,16384 TURN_REPS=200 ROUNDS=4.
 # h200-5 (all:2 the default): ARMS=ours,ours@short HDIMS=64,128,192,256 CAUSAL=on SEQLENS=1024,4096,16384
-#   TURN_REPS=200 ROUNDS=3 SECONDS_EACH=1.2 TESTS=1.
+#   TURN_REPS=200 ROUNDS=3 SECONDS_EACH=1.2 TESTS=1. h200-6 (the default: one tail round up to 32 query blocks
+#   a head, two past it): ARMS=ours,ours@short,ours@all:2 HDIMS=64,128,192,256 CAUSAL=on SEQLENS=1024,16384
+#   TURN_REPS=100 ROUNDS=2 SECONDS_EACH=1.0 TESTS=1.
 . "$(dirname "$0")/../study_start.sh"
 set -o pipefail
 LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-128,256}; ARMS=${ARMS:-ours,fa3}; ARMS2=${ARMS2:-}

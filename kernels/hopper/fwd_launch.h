@@ -72,16 +72,18 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
   // Pairs need tiles whose lengths grow evenly with the block: a dense causal call's, not a local window's or a
   // packed batch's (the split-KV kernel has its own scheduler).
   const bool pairs = kIsCausal && !(kFeatures & kLocal) && !kIsSplitKV<kFeatures> && !params.cu_seqlens_q;
-  const FwdPairs setting = pairs ? fwd_pairs() : FwdPairs{0, 1};
+  const FwdPairs setting = pairs ? fwd_pairs() : FwdPairs{0, 1, 1};
+  const int64_t m_blocks = (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM;
   // The grid's slots: one CTA an SM, two for the split-KV kernel's two-CTA traits (Traits::kCtasPerSm).
   const int slots = sm_count() * Traits::kCtasPerSm;
   check_tile_count(kIsSplitKV<kFeatures> ? "the Hopper split-KV" : "the Hopper forward",
-                   (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM, params.nheads, params.batch,
+                   m_blocks, params.nheads, params.batch,
                    kIsSplitKV<kFeatures> ? params.num_splits : 1, slots);
   const auto descriptors = launch_descriptors<Traits, kFeatures>(tma_params);
   KernelParams kp{params, descriptors.loads, descriptors.stores,
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
-                                                 params.num_splits, slots, setting.max_blocks, setting.tail_rounds})};
+                                                 params.num_splits, slots, setting.max_blocks,
+                                                 setting.tail(m_blocks)})};
   const dim3 grid(kp.scheduler.grid_size(slots));
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;

@@ -24,8 +24,8 @@
 //   1k, hdim 192/256, 1.05-1.07 against 1.03, and the L2 wins), less well from 4k (1.010-1.021
 //   against 1.000-1.014: balance.py there). Timed alone (the card at its power limit), pairs at every
 //   length win from 8k too: a quarter of the DRAM reads at 16k buys clock (hopper/fwd_pairs.h), so by default
-//   they run at every length with two rounds of pairs left to the tail; the launcher picks the setting per
-//   launch (FLASHBUILD_HOPPER_FWD_PAIRS, hopper/fwd_launch.h). make() lays the deal out on the host (pair_rounds, the tail's segments), so a
+//   they run at every length, with two rounds of pairs left to the tail past 32 query blocks a head; the
+//   launcher picks the setting per launch (FLASHBUILD_HOPPER_FWD_PAIRS, hopper/fwd_launch.h). make() lays the deal out on the host (pair_rounds, the tail's segments), so a
 //   tile's decode is a few compares and two multiplicative divisions, the same code with pairs or
 //   without (without: the plain longest-first order; benchmarks/fwd_tile_turnover/deal_check.cu walks
 //   the deal on the host and checks both).

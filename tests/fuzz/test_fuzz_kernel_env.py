@@ -1,7 +1,8 @@
 """Fuzz the setting the Hopper forward's launcher reads from the environment at every launch
 (FLASHBUILD_HOPPER_FWD_PAIRS, kernels/hopper/fwd_pairs.h), compiled once with the host compiler (no CUDA) into a
 program that parses the variable and prints what it got. The property: a setting of the grammar (short, all, off,
-short:N / all:N with N 1-8, unset or empty as all:2) with the bound and tail rounds it names, or the named error:
+short:N / all:N with N 1-8, unset or empty the default: pairs at every length, one tail round up to the bound,
+two past it) with the bound and tail rounds it names, or the named error:
 printable, at most a few hundred characters, naming the variable and every setting; never a crash, never a hang,
 never another value accepted."""
 
@@ -23,7 +24,7 @@ PROGRAM = r'''
 int main() {
   try {
     const auto p = flashbuild::hopper::fwd_pairs();
-    std::printf("ok %d %d %d\n", p.max_blocks, p.tail_rounds, flashbuild::hopper::kPairMaxBlocks);
+    std::printf("ok %d %d %d %d\n", p.max_blocks, p.tail_rounds, p.long_tail_rounds, flashbuild::hopper::kPairMaxBlocks);
   } catch (const std::runtime_error& e) {
     std::printf("error %s\n", e.what());
   }
@@ -39,27 +40,29 @@ def parse(binary: Path, value: str | None) -> str:
     return run_with_env(binary, ENV, value)
 
 
-def expected(value: str | None, short: int) -> tuple[int, int] | None:
-    if not value:  # the default: all:2
-        return (INT_MAX, 2)
+def expected(value: str | None, short: int) -> tuple[int, int, int] | None:
+    """(max_blocks, tail rounds up to the short bound, tail rounds past it), or None for an error."""
+    if not value:  # the default
+        return (INT_MAX, 1, 2)
     m = re.fullmatch(r"(short|all)(?::([1-8]))?|off", value)
     if m is None:
         return None
     if value == "off":
-        return (0, 1)
-    return (short if m.group(1) == "short" else INT_MAX, int(m.group(2) or 1))
+        return (0, 1, 1)
+    tail = int(m.group(2) or 1)
+    return (short if m.group(1) == "short" else INT_MAX, tail, tail)
 
 
 def check(binary: Path, value: str | None) -> None:
     out = parse(binary, value)
     kind, _, rest = out.partition(" ")
     if kind == "ok":
-        max_blocks, tail, short = map(int, rest.split())
-        assert expected(value, short) == (max_blocks, tail), (value, out)
+        max_blocks, tail, long_tail, short = map(int, rest.split())
+        assert expected(value, short) == (max_blocks, tail, long_tail), (value, out)
         return
     assert kind == "error", (value, out)
     assert expected(value, 32) is None, (value, "a setting of the grammar refused", out)
-    assert rest.startswith(f"flashbuild: {ENV}='") and "all:2 (the default), short, all, off" in rest, (value, out)
+    assert rest.startswith(f"flashbuild: {ENV}='") and "unset (the default), short, all, off" in rest, (value, out)
     assert len(rest) < 600 and rest.isprintable(), (value, out)
 
 

@@ -4,12 +4,12 @@ scheduler deals pairs of query blocks (m, M - 1 - m) of one (batch, head) before
 exactly once, in the pair phase or the tail, with an even and an odd number of blocks per head, the tail
 starting inside a head's pairs, and the keys longer than the queries (the mask's bottom-right corner). Each
 shape runs under every FLASHBUILD_HOPPER_FWD_PAIRS setting (read by the launcher at every launch,
-kernels/hopper/fwd_launch.h): all:2 (the default: pairs at every length, two rounds of pairs left to the tail),
-short (pairs up to 32 query blocks a head), all (at every length, one round left to the tail), off (longest first
-alone) and all:3 (three rounds left to the tail); the
-shapes past 16 query blocks a head (MID) pair under short and all, those past 32 (LONG) under all and all:N alone. The
-shapes are chosen so that the pair phase runs on this GPU where the setting pairs (the test says so if it
-cannot). At hdim 192 and 256 the same calls walk many tiles whose O leaves through V's ring
+kernels/hopper/fwd_launch.h): the default (empty: pairs at every length, one round of pairs left to the
+longest-first tail up to 32 query blocks a head, two past it), short (pairs up to 32 query blocks a head), all (at
+every length, one round left to the tail), off (longest first alone), all:2 and all:3 (two and three rounds left);
+the shapes past 16 query blocks a head (MID) pair under short and the rest, those past 32 (LONG) under every
+setting but short and off. The shapes are chosen so that the pair phase runs on this GPU where the setting pairs
+(the test says so if it cannot). At hdim 192 and 256 the same calls walk many tiles whose O leaves through V's ring
 (FwdTraits::kOAliasesV). Held to the fp32 reference as docs/correctness.md states it; the settings give the
 same bits (they only reorder whole tiles); a setting the launcher does not know is a named error. Skipped
 without a CUDA device.
@@ -28,9 +28,9 @@ from flashbuild.reference import attention_ref  # noqa: E402
 BLOCK_M = {64: 192, 128: 128, 192: 128, 256: 128}  # fwd_tile() in kernels/hopper/fwd_traits.h
 ENV = "FLASHBUILD_HOPPER_FWD_PAIRS"
 # The most query blocks a head each setting pairs (fwd_pairs() in kernels/hopper/fwd_pairs.h; short:
-# kPairMaxBlocks there); `NAME:N` leaves N rounds of pairs to the tail instead of 1.
-PAIR_MAX_BLOCKS = {"short": 32, "all": 1 << 31, "off": 0}
-SETTINGS = ["all:2", "short", "all", "off", "all:3"]
+# kPairMaxBlocks there); `NAME:N` leaves N rounds of pairs to the tail instead of 1; "" is the default (unset).
+PAIR_MAX_BLOCKS = {"": 1 << 31, "short": 32, "all": 1 << 31, "off": 0}
+SETTINGS = ["", "short", "all", "off", "all:2", "all:3"]
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +43,8 @@ def m():
 def pair_rounds(setting, seqlen_q, hdim, heads_batches):
     """The scheduler's rounds of pairs on this GPU under this setting (make() in tile_scheduler.h)."""
     name, _, tail = setting.partition(":")
-    tail = int(tail or 1)
     m_blocks = -(-seqlen_q // BLOCK_M[hdim])
+    tail = int(tail or (2 if name == "" and m_blocks > PAIR_MAX_BLOCKS["short"] else 1))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     grid = min(m_blocks * heads_batches, sms)
     units = (m_blocks // 2) * heads_batches
@@ -82,13 +82,13 @@ SHAPES = [  # hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k
     (256, 4, 1024, 1024, 80, 80),   # O through V's ring, many tiles per CTA
     (192, 4, 900, 900, 80, 16),     # the same at hdim 192 (ping-pong), 8 blocks, the first partial
 ]
-MID = [  # 17-32 query blocks a head: pairs under short and all
+MID = [  # 17-32 query blocks a head: pairs under every setting but off
     (128, 2, 2500, 2500, 32, 8),    # 20 blocks, the first partial; GQA
     (128, 2, 2300, 3100, 40, 40),   # 18 blocks, keys past the queries
     (64, 2, 3500, 3500, 32, 32),    # 19 blocks of 192 rows (odd: middles in the tail)
     (256, 2, 2200, 2200, 48, 48),   # 18 blocks, O through V's ring
 ]
-LONG = [  # past kPairMaxBlocks (32) query blocks a head: pairs under all and all:N alone
+LONG = [  # past kPairMaxBlocks (32) query blocks a head: pairs under every setting but short and off
     (128, 2, 4500, 4500, 32, 8),    # 36 blocks, the first partial; GQA
     (128, 1, 4300, 5000, 40, 40),   # 34 blocks, keys past the queries
     (64, 1, 6500, 6500, 32, 32),    # 34 blocks of 192 rows
@@ -101,7 +101,7 @@ LONG = [  # past kPairMaxBlocks (32) query blocks a head: pairs under all and al
 def test_causal_pairs_cover_every_block(m, monkeypatch, setting, hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k):
     rounds = pair_rounds(setting, seqlen_q, hdim, batch * nheads)
     name = setting.partition(":")[0]
-    pairs = name != "off" and (name == "all" or -(-seqlen_q // BLOCK_M[hdim]) <= PAIR_MAX_BLOCKS["short"])
+    pairs = name != "off" and (name != "short" or -(-seqlen_q // BLOCK_M[hdim]) <= PAIR_MAX_BLOCKS["short"])
     assert (rounds > 0) == pairs, (f"{setting}: b{batch} h{nheads} sq{seqlen_q}: {rounds} pair rounds on this GPU: "
                                    f"the shape misses its purpose")
     monkeypatch.setenv(ENV, setting)
@@ -113,9 +113,9 @@ def test_causal_pairs_cover_every_block(m, monkeypatch, setting, hdim, batch, se
 @pytest.mark.parametrize("hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k", [SHAPES[1], LONG[0]])
 def test_every_setting_gives_the_same_bits(m, monkeypatch, hdim, batch, seqlen_q, seqlen_k, nheads, nheads_k):
     """The settings only reorder the tiles, each computed whole by one CTA: the same output bits under each, and
-    unset or empty are accepted (they are all:2; which order ran is not visible in the output)."""
+    unset is accepted (it is the default; which order ran is not visible in the output)."""
     outs = {}
-    for setting in (None, "", *SETTINGS, "short:2"):
+    for setting in (None, *SETTINGS, "short:2"):
         if setting is None:
             monkeypatch.delenv(ENV, raising=False)
         else:
