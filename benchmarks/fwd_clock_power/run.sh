@@ -12,7 +12,7 @@
 # h200-5 (all:2 the default): ARMS=ours,ours@short HDIMS=64,128,192,256 CAUSAL=on SEQLENS=1024,4096,16384
 #   TURN_REPS=200 ROUNDS=3 SECONDS_EACH=1.2 TESTS=1. h200-6 (the default: one tail round up to 32 query blocks
 #   a head, two past it): ARMS=ours,ours@short,ours@all:2 HDIMS=64,128,192,256 CAUSAL=on SEQLENS=1024,16384
-#   TURN_REPS=100 ROUNDS=2 SECONDS_EACH=1.0 TESTS=1.
+#   TURN_REPS=100 ROUNDS=2 SECONDS_EACH=1.0 TESTS=1. h200-7: ARMS=ours,fa3 TURN_REPS=100 ROUNDS=3 SECONDS_EACH=1.2.
 . "$(dirname "$0")/../study_start.sh"
 set -o pipefail
 LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-128,256}; ARMS=${ARMS:-ours,fa3}; ARMS2=${ARMS2:-}
@@ -22,7 +22,7 @@ fa3() {  # FA3's forward slice with the given features
   timeout 240 python3 -m flashbuild build --source "$TREE" --profile flash-attn-3 --hdim "$HDIMS" --dtype fp16 \
     --arch native --direction fwd --features "$1" --jobs "$2" > "$OUT/build-fa3-$1.txt" 2>&1
 }
-[[ ",$ARMS,$ARMS2," == *,fa3,* ]] && fa3 cluster 6 &
+[[ ",$ARMS,$ARMS2," == *,fa3,* ]] && fa3 cluster 12 &
 [[ ",$ARMS,$ARMS2," == *,fa3-nocluster,* ]] && fa3 none 6 &
 ( timeout 240 python3 -m flashbuild build --hdim "$HDIMS" --dtype fp16 --arch native --direction fwd \
     --causal both --features none --jobs $([[ ",$ARMS,$ARMS2," == *,fa3* ]] && echo 4 || echo 16) > "$OUT/build-ours.txt" 2>&1 ) &
