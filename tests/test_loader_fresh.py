@@ -214,3 +214,23 @@ def test_a_rebuilt_extension_of_a_tree_package_is_refused_not_served_stale(tmp_p
     os.replace(new, path)  # as the link edge does: mv -f $out.tmp $out
     with pytest.raises(ImportError, match="was rebuilt after this process loaded it .* new process"):
         loader.load_extension(path, "flash_attn_2_cuda", fresh=False)
+
+
+def test_a_second_build_of_a_tree_package_is_refused_not_served_as_the_first(tmp_path, monkeypatch):
+    """fresh=False and another path already loaded under the module's name (two slices of one tree in one
+    process, say FA3 with and without its cluster kernels): ImportError naming both, before anything loads. Loaded,
+    pybind11 would hand back the first build's module (the wrong kernels) and flash-attn 3's _C would register
+    torch.ops.flash_attn_3 twice, which aborts the process."""
+    first = (tmp_path / "a" / "_C.so").resolve()
+    second = (tmp_path / "b" / "_C.so").resolve()
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_bytes(b"a build")
+    module = types.ModuleType("_C")  # the flash-attn-3 profile's extension name
+    monkeypatch.setattr(loader, "_loaded", {first: loader.Loaded(loader.fingerprint(first), "d1", {"d1": module},
+                                                                  module)})
+    monkeypatch.setattr(loader, "_exec", lambda *a, **k: pytest.fail("loaded a second build of _C"))
+    with pytest.raises(ImportError, match=f"{second} is another build of _C.*already loaded {first}"
+                                          ".* new process"):
+        loader.load_extension(second, "_C", fresh=False)
+    assert loader.load_extension(first, "_C", fresh=False) is module  # the loaded one still loads

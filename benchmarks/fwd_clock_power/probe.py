@@ -13,8 +13,9 @@ inputs. Arms (--arms):
   ours-pairs4    ours@all:4
   fa3            FA3's forward with its cluster kernels (the bench's build)
   fa3-nocluster  FA3's forward built without them (its non-causal hdim >= 128 calls run the 1-CTA kernel)
-The ratio columns are each arm's against the first arm. One process loads one FA3 build (a second registers the
-same torch library, which aborts the process), so fa3 and fa3-nocluster run in separate probes (run.sh's ARMS2).
+The ratio columns are each arm's against the first arm. One process loads one FA3 build (a second registered the
+same torch library and aborted the process, h200-2; flashbuild now refuses it by name), so fa3 and fa3-nocluster run
+in separate probes (run.sh's ARMS2).
 
     python3 benchmarks/fwd_clock_power/probe.py --out OUT [--name probe] [--arms ours,fa3] [--hdims 128,256]
         [--causal off,on] [--seqlens 16384] [--seconds 1.5] [--rounds 3] [--turn-reps 0] [--tree /tmp/fa3/flash-attention-0251105a]
@@ -124,7 +125,7 @@ def main() -> None:
     if unknown:
         sys.exit(f"probe.py: no arm {', '.join(unknown)}; the arms are {', '.join(builds)}")
     if {"fa3", "fa3-nocluster"} <= set(arms):
-        sys.exit("probe.py: fa3 and fa3-nocluster register the same torch library: one of them a process")
+        sys.exit("probe.py: fa3 and fa3-nocluster are two builds of FA3's _C: one of them a process (run.sh's ARMS2)")
     exts = {}
     for arm in arms:
         exts[arm] = next((exts[a] for a in exts if builds[a] is builds[arm]), None) or builds[arm]()

@@ -110,6 +110,15 @@ def load_extension(path: Path, module_name: str, *, fresh: bool = True) -> Modul
         raise ImportError(f"{path} was rebuilt after this process loaded it as {module_name}, whose package "
                           f"imports it by name once per process: rerun in a new process (`flashbuild watch` "
                           f"runs each round of an external tree's build in one)")
+    other = next((p for p, loaded in _loaded.items() if p != path and loaded.first.__name__ == module_name), None)
+    if other is not None and not fresh:
+        # A second build of one tree's extension: pybind11 would hand back the first module under that name
+        # (the other build's kernels, silently), and flash-attn 3's _C would register torch.ops.flash_attn_3 a
+        # second time, which aborts the process.
+        raise ImportError(f"{path} is another build of {module_name}, and this process already loaded {other} "
+                          f"under that name: a tree's package imports its extension by name once per process and "
+                          f"registers its ops then, so one process holds one build of it. Load this build in a new "
+                          f"process, or build one slice that holds what both selections hold")
     import torch  # noqa: F401  (loads libc10/libtorch, which the extension needs)
 
     if seen is None:
