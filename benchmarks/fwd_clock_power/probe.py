@@ -5,7 +5,8 @@ limit reasons through NVML (nvidia-smi's lines if pynvml is missing) every 10 ms
 around the window's calls, the mean SM clock and power of its samples (the first 0.25 s left out), TFLOPS per GHz
 (the work a clock tick does, which the clock leaves out) and joules a call. Issue 46's shape: 16k tokens, model dim
 2048 (heads 2048 / hdim, rounded down), fp16, two input sets rotated (each larger than twice the L2), random normal
-inputs. Arms (--arms):
+inputs. --direction bwd times mha_bwd instead, on each arm's own forward's out and lse (written 2026-11-30, not yet
+run). Arms (--arms):
   ours           this tree's forward (its causal calls with FLASHBUILD_HOPPER_FWD_PAIRS unset: the tree's default)
   ours@SETTING   the same build, its causal calls with FLASHBUILD_HOPPER_FWD_PAIRS=SETTING (kernels/hopper/fwd_pairs.h)
   ours-pairs     ours@all:2: pairs of query blocks at every length, two rounds left to the tail (h200-3, h200-4: the
@@ -18,7 +19,8 @@ same torch library and aborted the process, h200-2; flashbuild now refuses it by
 in separate probes (run.sh's ARMS2).
 
     python3 benchmarks/fwd_clock_power/probe.py --out OUT [--name probe] [--arms ours,fa3] [--hdims 128,256]
-        [--causal off,on] [--seqlens 16384] [--seconds 1.5] [--rounds 3] [--turn-reps 0] [--tree /tmp/fa3/flash-attention-0251105a]
+        [--causal off,on] [--seqlens 16384] [--seconds 1.5] [--rounds 3] [--turn-reps 0]
+        [--tree /tmp/fa3/flash-attention-0251105a] [--direction fwd|bwd]
 """
 from __future__ import annotations
 
@@ -107,15 +109,19 @@ def main() -> None:
     parser.add_argument("--turn-reps", type=int, default=0,
                         help="then this many rounds of one call of each arm, in turns (flashbuild bench's protocol)")
     parser.add_argument("--tree", default="/tmp/fa3/flash-attention-0251105a")
+    parser.add_argument("--direction", choices=["fwd", "bwd"], default="fwd",
+                        help="bwd: time mha_bwd (each arm's own forward's out and lse), 2.5x the forward's FLOPs")
     args = parser.parse_args()
+    bwd = args.direction == "bwd"
+    direction = "fwd,bwd" if bwd else "fwd"
     hdims = [int(h) for h in args.hdims.split(",")]
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     arms = args.arms.split(",")
-    builds = {"ours": lambda: flashbuild.load(hdim=args.hdims, dtype="fp16", arch="native", direction="fwd",
+    builds = {"ours": lambda: flashbuild.load(hdim=args.hdims, dtype="fp16", arch="native", direction=direction,
                                               causal="both", features=[]),
-              "fa3": lambda: drive.fa3(args.tree, args.hdims, "fwd"),
-              "fa3-nocluster": lambda: drive.fa3(args.tree, args.hdims, "fwd", features="none")}
+              "fa3": lambda: drive.fa3(args.tree, args.hdims, direction),
+              "fa3-nocluster": lambda: drive.fa3(args.tree, args.hdims, direction, features="none")}
     aliases = {"ours-pairs": "ours@all:2", "ours-pairs4": "ours@all:4"}
     env = {arm: aliases.get(arm, arm).partition("@")[2] or None for arm in arms}
     for arm in arms:
@@ -129,30 +135,43 @@ def main() -> None:
     exts = {}
     for arm in arms:
         exts[arm] = next((exts[a] for a in exts if builds[a] is builds[arm]), None) or builds[arm]()
-    cases = [(s, h, c == "on") for s in map(int, args.seqlens.split(",")) for h in hdims for c in args.causal.split(",")]
+    cases = [(s, h, c == "on") for s in map(int, args.seqlens.split(",")) for h in hdims
+             for c in args.causal.split(",")]
     sampler = Sampler()
     sampler.start()
     rows, turns = [], []
 
     def call(who, x, causal):
+        """One forward call on x["qkv"], or with --direction bwd one mha_bwd with x["dout"] and the arm's own out
+        and lse (x[who]); the output, or dQ."""
         if env[who]:
             os.environ["FLASHBUILD_HOPPER_FWD_PAIRS"] = env[who]
         try:
-            o = exts[who].flash_attn_func(*x, causal=causal)
+            if bwd:
+                o = exts[who].mha_bwd(x["dout"], *x["qkv"], *x[who], causal=causal)
+            else:
+                o = exts[who].flash_attn_func(*x["qkv"], causal=causal)
         finally:
             os.environ.pop("FLASHBUILD_HOPPER_FWD_PAIRS", None)
-        return o[0] if isinstance(o, tuple) else o
+        return o[0] if isinstance(o, (tuple, list)) else o
 
     for seqlen, hdim, causal in cases:
         torch.manual_seed(0)
         shape = (16384 // seqlen, seqlen, 2048 // hdim, hdim)
-        sets = [[torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3)] for _ in range(2)]
-        flops = 4 * 16384 * seqlen * shape[2] * hdim / (2 if causal else 1)
-        case = dict(seqlen=seqlen, hdim=hdim, causal=causal)
-        ref = call(arms[0], sets[0], causal)
-        for who in arms:  # warm-up, and each arm's output compared with the first's once
-            err = (call(who, sets[0], causal) - ref).abs().max().item()
-            assert err < 2e-2, f"{who} disagrees with {arms[0]} by {err}: {case}"
+        sets = []
+        for _ in range(2):
+            x = {"qkv": [torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3)]}
+            if bwd:  # each arm's own forward: out and lse as that arm's backward takes them
+                x["dout"] = torch.randn(shape, device="cuda", dtype=torch.float16)
+                for who in arms:
+                    x[who] = exts[who].flash_attn_func(*x["qkv"], causal=causal, return_lse=True)
+            sets.append(x)
+        flops = 4 * 16384 * seqlen * shape[2] * hdim / (2 if causal else 1) * (2.5 if bwd else 1)
+        case = dict(seqlen=seqlen, hdim=hdim, causal=causal, direction=args.direction)
+        ref = call(arms[0], sets[0], causal).float()
+        for who in arms:  # warm-up, and each arm's output (dQ) compared with the first's once
+            err = (call(who, sets[0], causal).float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-6)
+            assert err < 2e-2, f"{who} disagrees with {arms[0]} by {err:.2e} of its largest value: {case}"
         for r in range(args.rounds):
             for who in (arms if r % 2 == 0 else arms[::-1]):
                 torch.cuda.synchronize()
@@ -192,7 +211,8 @@ def main() -> None:
                 turns.append(dict(case, who=who, ms=ms, tflops=flops / (ms / 1e3) / 1e12))
     sampler.stop()
     (out / f"{args.name}.json").write_text(json.dumps(dict(source=sampler.source, rows=rows, turns=turns), indent=1))
-    print(f"\nsamples from {sampler.source}; medians over {args.rounds} rounds of {args.seconds} s an arm"
+    print(f"\n{args.direction}; samples from {sampler.source}; medians over {args.rounds} rounds of {args.seconds} s "
+          "an arm"
           + (f"; in turns: {args.turn_reps} rounds of one call an arm" if turns else ""))
     print("| seqlen | hdim | causal | who | TFLOPS | SM MHz | W | power-capped | TFLOPS/GHz | mJ/call | "
           f"TFLOPS / {arms[0]}'s | per GHz / {arms[0]}'s | in turns / {arms[0]}'s |")

@@ -3,7 +3,8 @@
 # GHz, the arms in turns); with NCU=1, then ../fwd_l2_ncu/run.sh again with ncu leaving the clocks alone (its h200-1
 # locked them at base). One nvidia-h200 call from the repo root after the wheel line, carrying .whl and .device/fa3:
 #   OUT=$OUT [ARMS=ours,fa3] [ARMS2=] [HDIMS=128,256] [CAUSAL=off,on] [SEQLENS=16384] [TURN_REPS=0] [ROUNDS=3] \
-#     [SECONDS_EACH=1.5] [NCU=0] [TESTS=0] [LIMIT=420] bash benchmarks/fwd_clock_power/run.sh
+#     [SECONDS_EACH=1.5] [DIRECTION=fwd] [NCU=0] [TESTS=0] [LIMIT=420] bash benchmarks/fwd_clock_power/run.sh
+# DIRECTION=bwd times mha_bwd instead (builds of both directions; written 2026-11-30, not yet run).
 # TESTS=1: then the causal forward's correctness on this tree: tests/gpu/test_fwd_causal_pairs_gpu.py (every
 # FLASHBUILD_HOPPER_FWD_PAIRS setting) and `flashbuild test` of the forward, causal, HDIMS, fp16 and bf16.
 # ARMS2: a second probe's arms, in a process of its own (one FA3 build a process: fa3-nocluster goes there).
@@ -16,22 +17,26 @@
 . "$(dirname "$0")/../study_start.sh"
 set -o pipefail
 LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-128,256}; ARMS=${ARMS:-ours,fa3}; ARMS2=${ARMS2:-}
+DIRECTION=${DIRECTION:-fwd}; BUILD_DIRECTION=$([ "$DIRECTION" = bwd ] && echo fwd,bwd || echo fwd)
 TREE=/tmp/fa3/flash-attention-0251105a
-mkdir -p /tmp/fa3; [ -d "$TREE" ] || tar -C /tmp/fa3 -xzf .device/fa3/flash-attention-0251105a-hopper-cutlass-7127592.tar.gz
-fa3() {  # FA3's forward slice with the given features
-  timeout 240 python3 -m flashbuild build --source "$TREE" --profile flash-attn-3 --hdim "$HDIMS" --dtype fp16 \
-    --arch native --direction fwd --features "$1" --jobs "$2" > "$OUT/build-fa3-$1.txt" 2>&1
+TARBALL=.device/fa3/flash-attention-0251105a-hopper-cutlass-7127592.tar.gz
+[[ ",$ARMS,$ARMS2," != *,fa3* ]] || [ -d "$TREE" ] || { mkdir -p /tmp/fa3 && tar -C /tmp/fa3 -xzf "$TARBALL"; }
+BUILD_S=$([ "$DIRECTION" = bwd ] && echo 450 || echo 240)  # FA3's backward TUs take minutes on 16 cores
+fa3() {  # FA3's slice with the given features
+  timeout "$BUILD_S" python3 -m flashbuild build --source "$TREE" --profile flash-attn-3 --hdim "$HDIMS" --dtype fp16 \
+    --arch native --direction "$BUILD_DIRECTION" --features "$1" --jobs "$2" > "$OUT/build-fa3-$1.txt" 2>&1
 }
 [[ ",$ARMS,$ARMS2," == *,fa3,* ]] && fa3 cluster 12 &
 [[ ",$ARMS,$ARMS2," == *,fa3-nocluster,* ]] && fa3 none 6 &
-( timeout 240 python3 -m flashbuild build --hdim "$HDIMS" --dtype fp16 --arch native --direction fwd \
-    --causal both --features none --jobs $([[ ",$ARMS,$ARMS2," == *,fa3* ]] && echo 4 || echo 16) > "$OUT/build-ours.txt" 2>&1 ) &
+JOBS=$([[ ",$ARMS,$ARMS2," == *,fa3* ]] && echo 4 || echo 16)
+( timeout "$BUILD_S" python3 -m flashbuild build --hdim "$HDIMS" --dtype fp16 --arch native \
+    --direction "$BUILD_DIRECTION" --causal both --features none --jobs "$JOBS" > "$OUT/build-ours.txt" 2>&1 ) &
 wait; echo "== builds $(at)"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv \
   | tee "$OUT/card.txt"
 probe() {
   python3 benchmarks/fwd_clock_power/probe.py --out "$OUT" --name "$1" --arms "$2" --hdims "$HDIMS" \
-    --causal "${CAUSAL:-off,on}" --seqlens "${SEQLENS:-16384}" --turn-reps "${TURN_REPS:-0}" \
+    --direction "$DIRECTION" --causal "${CAUSAL:-off,on}" --seqlens "${SEQLENS:-16384}" --turn-reps "${TURN_REPS:-0}" \
     --rounds "${ROUNDS:-3}" --seconds "${SECONDS_EACH:-1.5}" > "$OUT/$1.txt" 2>&1
   echo "== $1 ($2) rc $? $(at)"
 }
