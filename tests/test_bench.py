@@ -379,3 +379,23 @@ def test_a_bad_peer_profile_is_named_as_peer_profile(tmp_path):
     assert "use --peer-profile flash-attn-2" in result.stderr
     own = run_cli("bench", "--hdim", "64", "--peer-source", str(tmp_path), "--peer-profile", "flashbuild")
     assert own.exit_code == 2 and "--peer-profile flashbuild: flashbuild's own kernels" in own.stderr
+
+
+def test_alone_is_checked_and_a_compare_across_timings_says_so(tmp_path):
+    """--alone takes seconds in (0, 60]; with --results it is a usage error (the file was timed already). A
+    --compare of runs timed differently (alone against in turns: a file without "timing" was timed in turns)
+    says so: the clocks differ between the two, beyond any change of the kernels."""
+    for value in ("0", "-1", "61", "nan", "inf", "x"):
+        result = run_cli("bench", "--arch", "sm90", "--alone", value)
+        assert result.exit_code == 2 and "--alone" in result.output and "Traceback" not in result.output, value
+    alone, turns = tmp_path / "alone.json", tmp_path / "turns.json"
+    alone.write_text(bench.results_json(fake_results(), command="flashbuild bench x --alone 1", device="H200",
+                                        timing=bench.timing_name(1.0)))
+    turns.write_text(bench.results_json(fake_results(), command="flashbuild bench x", device="H200"))
+    result = run_cli("bench", "--results", str(alone), "--alone", "1")
+    assert result.exit_code == 2 and "drop --alone" in result.output
+    result = run_cli("bench", "--results", str(alone), "--compare", str(turns))
+    assert result.exit_code == 0, result.output
+    assert f"was timed {bench.IN_TURNS}, this run alone, 3 windows of 1 s" in result.output
+    result = run_cli("bench", "--results", str(turns), "--compare", str(turns))
+    assert result.exit_code == 0 and "was timed" not in result.output

@@ -119,3 +119,43 @@ def test_the_backward_times_mha_bwd_and_sdpas_autograd_on_the_same_inputs(on_cpu
     assert by[bench.OURS].tflops == pytest.approx(
         2.5 * 4 * 4 * 2 * 16 * 16 * 32 / 2 / (by[bench.OURS].ms * 1e-3) / 1e12)
     assert {kind for kind, _, _ in ours.seen} == {"fwd", "bwd"}  # out and lse from our forward, then mha_bwd timed
+
+
+def test_alone_times_each_backend_in_windows_of_its_own_calls(on_cpu, monkeypatch):
+    """--alone: each backend's calls run back to back for the window, the others idle, in turns window by window
+    with the order flipped each round; a row's ms is the median window's per call, its reps the fewest calls a
+    window held."""
+    order = []
+
+    class Logged(Ours):
+        def flash_attn_func(self, q, k, v, causal=False, return_lse=False, **features):
+            order.append("ours")
+            return super().flash_attn_func(q, k, v, causal, return_lse, **features)
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def logged_sdpa(q, k, v, **kw):
+        order.append("sdpa")
+        return sdpa(q, k, v, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", logged_sdpa)
+    results = bench.measure(Logged(), FWD, 16, reps=1000, has_fwd=True, device="cpu", alone=0.02)
+    by = {r.backend: r for r in results}
+    assert by[bench.OURS].ms > 0 and by["sdpa-flash"].ms > 0
+    assert 0 < by[bench.OURS].reps < 1000 and by[bench.OURS].reps % bench.ALONE_BATCH == 0  # windows, not --reps
+    runs = [who for i, who in enumerate(order) if i == 0 or who != order[i - 1]]  # consecutive calls merged
+    # the warm-ups (ours, then SDPA's backends), then windows: ours, sdpa | sdpa, ours | ours, sdpa
+    assert runs == ["ours", "sdpa", "ours", "sdpa", "ours", "sdpa"], runs
+
+
+def test_time_alone_reports_the_median_window(monkeypatch):
+    """Three windows a run: the median of their per-call times, not the mean or the last (a window with a slow
+    start, as from an idle card, does not move it)."""
+    monkeypatch.setattr(torch.cuda, "Event", HostEvent)
+    slow = iter([0.02] * bench.ALONE_BATCH)  # the first window's calls are slow
+
+    def run(i):
+        time.sleep(next(slow, 0.0))
+
+    ms, fewest = bench.time_alone({"a": run}, 2, 0.01, sync=lambda: None)
+    assert fewest >= bench.ALONE_BATCH and ms["a"] < 5, (ms, fewest)

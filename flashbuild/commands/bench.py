@@ -15,6 +15,11 @@ from .options import (SELECTION_KEYS, build_args, build_options, check_output, f
 @click.option("--seqlens", default=",".join(map(str, (1024, 2048, 4096, 8192, 16384))), show_default=True,
               help="Sequence lengths (batch = 16384 / seqlen), comma-separated; 4k means 4096.")
 @click.option("--reps", type=click.IntRange(1), default=30, show_default=True, help="Timed reps per measurement (the median is reported).")
+@click.option("--alone", type=click.FloatRange(0, 60, min_open=True), callback=finite, metavar="SECONDS",
+              help="Time each backend alone, in windows of its own calls of at least SECONDS (3 each, in turns, "
+                   "the median reported), instead of one call of each a round (--reps). In turns the backends "
+                   "share the GPU's clock; alone, each runs at the clock its own power draw allows, as in a long "
+                   "job of it. E.g. 1.""")
 @click.option("--window", "window_text", metavar="LEFT,RIGHT",
               help="Measure the local feature variants (*_local*) with window_size=(LEFT, RIGHT), e.g. 256,0 "
                    "(-1: unbounded). FLOPs count the visible pairs only.")
@@ -32,8 +37,8 @@ from .options import (SELECTION_KEYS, build_args, build_options, check_output, f
                    "same turns (e.g. a flash-attention checkout for FA3). Needs --peer-profile. Its features are "
                    "compiled out, unless --window/--softcap measure ours: then it has those of ours it can.")
 @click.option("--peer-profile", help="What kind of tree --peer-source is (flash-attn-3, flash-attn-2, ...).")
-def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, compare_path, results_path, rebuild,
-          peer_source, peer_profile, **kwargs):
+def bench(seqlens, reps, alone, window_text, softcap, csv_path, json_path, plot_path, compare_path, results_path,
+          rebuild, peer_source, peer_profile, **kwargs):
     """TFLOPS and ms of the variants a build holds, beside PyTorch SDPA's flash, cuDNN and efficient
     backends in the same run (16k tokens per batch, model dim 2048; builds the slice if needed).
     Feature variants are measured with --window and/or --softcap (skipped without them)."""
@@ -71,12 +76,12 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
     if results_path:
         given = [f"--{k.replace('_', '-')}" for k in SELECTION_KEYS if kwargs.get(k)]
         given += [flag for flag, value in (("--window", window_text), ("--softcap", softcap),
-                                            ("--peer-source", peer_source)) if value]
+                                            ("--peer-source", peer_source), ("--alone", alone)) if value]
         if given:
             raise click.UsageError(f"--results reports the file as it is: drop {', '.join(given)}")
         info, results = benching.load_results(results_path, "--results")
     else:
-        info, results = _measure(seqlen_values, reps, rebuild, kwargs, window, softcap or 0.0, peer)
+        info, results = _measure(seqlen_values, reps, rebuild, kwargs, window, softcap or 0.0, peer, alone or 0.0)
     click.echo(benching.table(results))
     if csv_path:
         write_output(csv_path, benching.results_csv(results))
@@ -90,6 +95,11 @@ def bench(seqlens, reps, window_text, softcap, csv_path, json_path, plot_path, c
             raise click.ClickException(f"--plot {plot_path}: cannot write it ({exc.strerror or exc}); "
                                        "choose another path") from None
     if old is not None:
+        timings = (old[0].get("timing", benching.IN_TURNS), info.get("timing", benching.IN_TURNS))
+        if timings[0] != timings[1]:
+            click.echo(f"note: {compare_path} was timed {timings[0]}, this run {timings[1]}: in turns the backends "
+                       f"share one clock, alone each runs at its own, so the two differ by more than the change",
+                       err=True)
         changes, only_new, only_old = benching.compare(old[1], results)
         click.echo(benching.compare_table(changes, only_new, only_old, compare_path))
 
@@ -128,7 +138,7 @@ def _peer_request(kwargs: dict, peer: tuple[str, str], directions: tuple[str, ..
             "no_softcap": False, "config": None, "build_dir": None, "direction": ",".join(both)}
 
 
-def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=None):
+def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=None, alone=0.0):
     """Our build (and the peer's) loaded on this GPU, measured by debug.bench.measure_build; the rows and
     the run's facts (the command that repeats it, device, versions)."""
     import datetime
@@ -153,12 +163,14 @@ def _measure(seqlens, reps, rebuild, kwargs, window=(-1, -1), softcap=0.0, peer=
                        else "(without --window/--softcap the bench calls plain attention)"))
         peers[Path(peer[1]).stem] = runtime.load_build(peer_selection, peer_options, rebuild=rebuild)
     results = benching.measure_build(module, gpu, seqlens, reps=reps, window=window, softcap=softcap, peers=peers,
-                                     log=builder.log)
+                                     log=builder.log, alone=alone)
     extra = (["--window", f"{window[0]},{window[1]}"] if window != (-1, -1) else []) + (
         ["--softcap", f"{softcap:g}"] if softcap else [])
     extra += ["--peer-source", str(peer[0]), "--peer-profile", peer[1]] if peer else []
     info = {"command": shlex.join(["flashbuild", "bench", *build_args(selection, options),
-                                   "--seqlens", ",".join(map(str, seqlens)), "--reps", str(reps), *extra]),
+                                   "--seqlens", ",".join(map(str, seqlens)),
+                                   *(["--alone", f"{alone:g}"] if alone else ["--reps", str(reps)]), *extra]),
+            "timing": benching.timing_name(alone),
             "device": gpu.describe(), "torch": gpu.torch, "flashbuild": __version__,
             "build_key": module.build_key(), "date": datetime.datetime.now().isoformat(timespec="seconds")}
     return info, results

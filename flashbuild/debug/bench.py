@@ -11,7 +11,10 @@ boolean attn_mask, which its flash backend refuses (n/a).
 Timing: CUDA events around each call, warm-up first, the median over many reps, the backends in
 turns (one call of each per round, so that a drift of the GPU's clocks weighs on all alike), and
 inputs rotated over enough sets that together they exceed twice the L2 cache, so no rep reads the
-last one's inputs from L2. Our backward is timed as the mha_bwd call given precomputed out and
+last one's inputs from L2. In turns the backends share one clock: at the card's power limit the
+ratio is the work each does per clock tick, and the energy a call takes (which sets the clock of a
+kernel run alone) is left out. `alone` (time_alone) times each backend in windows of calls of its
+own instead (benchmarks/README.md, "How numbers are measured"). Our backward is timed as the mha_bwd call given precomputed out and
 lse; SDPA's as autograd.grad of its output. A backend that refuses a shape is reported as n/a.
 
 The problem sizes and FLOPs are selection-free numbers (bench_problems.py); the result rows, tables,
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 import warnings
 from typing import Any, Callable, Iterable
 
@@ -59,6 +63,48 @@ def time_in_turns(runs: dict[str, Callable[[int], Any]], n_sets: int, reps: int,
     return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
+ALONE_ROUNDS = 3  # windows of each backend alone, the order flipped each round; the median is reported
+ALONE_BATCH = 8   # calls queued between the host's looks at the clock
+IN_TURNS = "in turns"
+
+
+def timing_name(alone: float) -> str:
+    """How a run was timed, as its --json records it ("timing"; a file without it was timed in turns)."""
+    return f"alone, {ALONE_ROUNDS} windows of {alone:g} s" if alone else IN_TURNS
+
+
+def time_alone(runs: dict[str, Callable[[int], Any]], n_sets: int, seconds: float,
+               sync: Callable[[], None] | None = None, rounds: int = ALONE_ROUNDS) -> tuple[dict[str, float], int]:
+    """Median ms a call of each run over `rounds` windows, each window calls of that run alone for at least
+    `seconds`, between two CUDA events: the GPU's clock then follows that run's own power draw, as in a long
+    job of it. The runs take turns window by window, the order flipped each round, so that a drift weighs on
+    all alike. Also the fewest calls a window held (the rows' reps). Warm the runs up first."""
+    import torch
+
+    sync = sync or torch.cuda.synchronize
+    per_call: dict[str, list[float]] = {name: [] for name in runs}
+    fewest = None
+    names = list(runs)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            run = runs[name]
+            sync()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            began = time.monotonic()
+            start.record()
+            calls = 0
+            while calls == 0 or time.monotonic() - began < seconds:
+                for _ in range(ALONE_BATCH):
+                    run((calls + WARMUP) % n_sets)
+                    calls += 1
+                sync()
+            end.record()
+            sync()
+            per_call[name].append(start.elapsed_time(end) / calls)
+            fewest = calls if fewest is None else min(fewest, calls)
+    return {name: statistics.median(ms) for name, ms in per_call.items()}, fewest or 0
+
+
 def input_sets(p: Problem, dtype, l2_bytes: int, *, with_grad: bool) -> int:
     """How many input sets rotate past L2: together more than twice its size, at least 2."""
     elem = 2
@@ -84,9 +130,9 @@ def _reference_out_lse(q, k, v, causal: bool, window: tuple[int, int] = (-1, -1)
 def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             backends: Iterable[str] = BACKENDS, log: Callable[[str], None] = lambda m: None,
             window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-            peers: dict[str, Any] | None = None, device: str = "cuda") -> list[Result]:
+            peers: dict[str, Any] | None = None, device: str = "cuda", alone: float = 0.0) -> list[Result]:
     """Every backend on one problem (with the calls' window and softcap, if any), timed in turns
-    (time_in_turns); a backend that raises while it warms up is n/a, its note the exception and the
+    (time_in_turns), or with `alone` seconds in windows of each backend's calls alone (time_alone); a backend that raises while it warms up is n/a, its note the exception and the
     warnings before it (SDPA says why it refuses a shape only in warnings). `peers` (name: an
     external tree's slice behind its adapter, e.g. FA3's) are measured as flashbuild's own build is,
     in the same turns; a peer without this variant is n/a. device: "cuda" (CUDA events); the tests
@@ -173,7 +219,10 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
                 sync()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ms = time_in_turns(runs, n_sets, reps, sync) if runs else {}
+        if alone:
+            ms, reps = time_alone(runs, n_sets, alone, sync) if runs else ({}, 0)
+        else:
+            ms = time_in_turns(runs, n_sets, reps, sync) if runs else {}
     out = [result(variant, p, b, ms[b], reps) if b in ms else result(variant, p, b, None, 0, missing[b])
            for b in backends]
     for r in out:
@@ -185,7 +234,7 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
 
 
 def measure_build(module, gpu, seqlens, *, reps: int, window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
-                  peers: dict | None = None, log: Callable[[str], None]) -> list[Result]:
+                  peers: dict | None = None, log: Callable[[str], None], alone: float = 0.0) -> list[Result]:
     """Every variant of a loaded build that this GPU runs and the bench can call, at each seqlen, beside
     the SDPA backends and `peers` (name -> a loaded peer build); what is not measured is logged with why."""
     from . import runtime
@@ -213,14 +262,15 @@ def measure_build(module, gpu, seqlens, *, reps: int, window: tuple[int, int] = 
     names = {v.name for v in built}
     results = []
     log(f"measuring {len(here)} variants x {len(seqlens)} seqlens x {len(BACKENDS) + len(peers)} backends "
-        f"on {gpu.describe()}")
+        f"on {gpu.describe()}, "
+        + (f"each alone in {ALONE_ROUNDS} windows of {alone:g} s" if alone else f"in turns, {reps} reps"))
     try:
         for variant in here:
             has_fwd = variant.name.replace("bwd_", "fwd_", 1) in names
             features = features_for(variant, window, softcap)
             for seqlen in seqlens:
                 results += measure(module, variant, seqlen, reps=reps, has_fwd=has_fwd, log=log, peers=peers,
-                                   **features)
+                                   alone=alone, **features)
     except RuntimeError as exc:  # a CUDA error outside one backend's measurement leaves the context unusable
         raise BuildError(f"the benchmark stopped: {str(exc).strip().splitlines()[0]}") from None
     return results

@@ -95,6 +95,18 @@ def test_bench_command_writes_json_csv_plot_and_compares(ext, tmp_path):
     assert again.exit_code == 0 and "0 regressions" in again.stdout
 
 
+def test_bench_alone_times_windows_and_records_it(ext, tmp_path):
+    """--alone: each backend in windows of its own calls; the rows' reps are calls of a window, and the --json says
+    how the run was timed."""
+    out = tmp_path / "a.json"
+    result = run_cli("bench", *SLICE, "--direction", "fwd", "--seqlens", "2048", "--alone", "0.2", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    info, rows = bench.load_results(str(out), "--results")
+    assert info["timing"] == bench.timing_name(0.2) and "--alone 0.2" in info["command"]
+    ours = [r for r in rows if r.backend == bench.OURS]
+    assert ours and all(r.tflops > 1 and r.reps >= bench.ALONE_BATCH for r in ours), ours
+
+
 @pytest.mark.skipif(env.find_cuda_tool("compute-sanitizer") is None, reason="compute-sanitizer not found")
 def test_sanitize_runs_the_checks_under_memcheck(ext, tmp_path):
     out = tmp_path / "s.json"
