@@ -3,7 +3,8 @@
 # peer"): hdim 64/128, fp16/bf16, fwd+bwd, causal both, against SDPA's flash, cuDNN and efficient backends.
 # From the repository root, carrying .device/fa3 (the tree and its CUTLASS, git-ignored):
 #   bash benchmarks/fa3_slice/peer.sh                 # BUDGET seconds in all (default 560); output under $OUT
-# HDIMS, DTYPES, DIRECTION (default fwd,bwd: DIRECTION=fwd builds FA3's forward alone), SEQLENS, REPS narrow it.
+# HDIMS, DTYPES, DIRECTION (default fwd,bwd: DIRECTION=fwd builds FA3's forward alone), SEQLENS, REPS narrow it;
+# ALONE=S times each backend alone in windows of S seconds (`flashbuild bench --alone`) instead of --reps in turns.
 # Our slice is built first (and checked with `flashbuild test`), then FA3's (features compiled out: the
 # bench calls plain attention), then the bench; each phase under a timeout, a short summary last.
 set -o pipefail
@@ -30,7 +31,8 @@ echo "== ours: test rc $? at $(( $(date +%s) - t0 )) s"; tail -2 "$OUT/test-ours
 timeout $(( $(left) - 150 )) $FB build "${PEER[@]}" > "$OUT/build-fa3.txt" 2>&1
 echo "== fa3: build rc $? at $(( $(date +%s) - t0 )) s"; grep -E "^compiled|^extension|error" "$OUT/build-fa3.txt" | head -5
 
+TIMING=(--reps "${REPS:-15}"); [ -z "${ALONE:-}" ] || TIMING=(--alone "$ALONE")
 (cd /tmp && timeout -s INT -k 10 $(( $(left) - 5 )) $FB bench "${OURS[@]}" --peer-source "$TREE" --peer-profile flash-attn-3 \
-  --seqlens "${SEQLENS:-1024,4096,16384}" --reps "${REPS:-15}" --json "$OUT/bench.json") > "$OUT/bench.txt" 2>&1
+  --seqlens "${SEQLENS:-1024,4096,16384}" "${TIMING[@]}" --json "$OUT/bench.json") > "$OUT/bench.txt" 2>&1
 echo "== bench rc $? at $(( $(date +%s) - t0 )) s"
 grep -vE "^(measuring|using build|nothing to compile|not measured|  )" "$OUT/bench.txt" | tail -40

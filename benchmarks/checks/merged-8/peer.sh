@@ -5,10 +5,12 @@
 # the benches load; then one bench per dtype (fp16 first, so a short call still has it), each followed by its
 # ratio table. From the repo root, carrying .whl and .device/fa3, after the README's wheel install line:
 #     LIMIT=560 OUT=$OUT bash benchmarks/checks/merged-8/peer.sh       # HDIMS, DTYPES, REPS narrow it
+# ALONE=S times each backend alone in windows of S seconds (`flashbuild bench --alone`) instead of --reps in turns:
+# 5 backends x 3 windows x S a row, 36 rows a dtype (about 270 s at S=0.5).
 # SUITE=1 also runs call.sh's tests/gpu files from the start, niced, under the same LIMIT (results under $OUT/suite);
 # they are stopped whole (SIGSTOP: their process group and every compile marked with their cache dir) while a
 # bench times, and resumed after.
-if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,10p "$0" | cut -c3-; exit 0; fi
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,12p "$0" | cut -c3-; exit 0; fi
 LIMIT_DEFAULT=560; . benchmarks/checks/call_env.sh
 HDIMS=${HDIMS:-64,128,256}; DTYPES=${DTYPES:-fp16,bf16}
 SEL=(--hdim "$HDIMS" --arch sm90 --direction fwd,bwd)
@@ -38,12 +40,13 @@ done
 wait "${pids[@]}"   # the benches time a quiet host: no compile runs beside them
 echo "== builds"
 for f in "$OUT"/build-*.txt; do echo "$(basename "$f"): $(grep -E '^compiled' "$f") $(tail -1 "$f")"; done
+TIMING=(--reps "${REPS:-10}"); [ -z "${ALONE:-}" ] || TIMING=(--alone "$ALONE")
 for dtype in ${DTYPES//,/ }; do
   (( $(left) > 40 )) || { echo "== $dtype: $(left) s left, not benched"; continue; }
   suite_signal STOP; sleep 2
   (cd /tmp && timeout -s INT -k 10 $(( $(left) - 10 )) python3 -m flashbuild bench "${SEL[@]}" --dtype "$dtype" \
     --features none --causal both --peer-source "$TREE" --peer-profile flash-attn-3 --seqlens 1024,4096,16384 \
-    --reps "${REPS:-10}" --json "$OUT/peer-$dtype.json") > "$OUT/peer-$dtype.txt" 2>&1
+    "${TIMING[@]}" --json "$OUT/peer-$dtype.json") > "$OUT/peer-$dtype.txt" 2>&1
   echo "== $dtype: bench rc $? at $(( $(date +%s) - t0 )) s"
   [ -s "$OUT/peer-$dtype.json" ] && python3 benchmarks/fwd_tile_turnover/peer_rows.py "$OUT/peer-$dtype.json" \
     | tee "$OUT/ratios-$dtype.txt"
