@@ -14,6 +14,8 @@ run). Arms (--arms):
   ours-pairs4    ours@all:4
   fa3            FA3's forward with its cluster kernels (the bench's build)
   fa3-nocluster  FA3's forward built without them (its non-causal hdim >= 128 calls run the 1-CTA kernel)
+  sdpa-cudnn      PyTorch SDPA's cuDNN backend on the same inputs, transposed to its layout (--direction fwd; added
+                 after h200-7, not yet run)
 The ratio columns are each arm's against the first arm. One process loads one FA3 build (a second registered the
 same torch library and aborted the process, h200-2; flashbuild now refuses it by name), so fa3 and fa3-nocluster run
 in separate probes (run.sh's ARMS2).
@@ -50,6 +52,26 @@ drive = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(drive)
 
 POWER_CAP_REASONS = 0x4 | 0x80  # NVML's SW power cap and HW power brake
+
+
+class _SdpaCudnn:
+    """SDPA's cuDNN backend behind the forward call the arms make. The inputs are (batch, seqlen, heads, hdim); each
+    input set is copied once into SDPA's (batch, heads, seqlen, hdim), as flashbuild bench does, and the copy
+    reused by every later call on that set."""
+
+    def __init__(self):
+        self.copies = {}
+
+    def flash_attn_func(self, q, k, v, causal=False):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        key = (q.data_ptr(), k.data_ptr(), v.data_ptr(), tuple(q.shape))
+        if key not in self.copies:
+            if len(self.copies) >= 2:  # a new case's sets: the last case's copies go
+                self.copies.clear()
+            self.copies[key] = [t.transpose(1, 2).contiguous() for t in (q, k, v)]
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return torch.nn.functional.scaled_dot_product_attention(*self.copies[key], is_causal=causal).transpose(1, 2)
 
 
 class Sampler(threading.Thread):
@@ -122,6 +144,9 @@ def main() -> None:
                                               causal="both", features=[]),
               "fa3": lambda: drive.fa3(args.tree, args.hdims, direction),
               "fa3-nocluster": lambda: drive.fa3(args.tree, args.hdims, direction, features="none")}
+    builds["sdpa-cudnn"] = lambda: _SdpaCudnn()
+    if bwd and "sdpa-cudnn" in arms:
+        sys.exit("probe.py: the sdpa-cudnn arm times the forward alone (--direction fwd)")
     aliases = {"ours-pairs": "ours@all:2", "ours-pairs4": "ours@all:4"}
     env = {arm: aliases.get(arm, arm).partition("@")[2] or None for arm in arms}
     for arm in arms:
