@@ -19,7 +19,7 @@ from .options import (SELECTION_KEYS, build_args, build_options, check_output, f
               help="Time each backend alone, in windows of its own calls of at least SECONDS (3 each, in turns, "
                    "the median reported), instead of one call of each a round (--reps). In turns the backends "
                    "share the GPU's clock; alone, each runs at the clock its own power draw allows, as in a long "
-                   "job of it. E.g. 1.""")
+                   "job of it. E.g. 1.")
 @click.option("--window", "window_text", metavar="LEFT,RIGHT",
               help="Measure the local feature variants (*_local*) with window_size=(LEFT, RIGHT), e.g. 256,0 "
                    "(-1: unbounded). FLOPs count the visible pairs only.")

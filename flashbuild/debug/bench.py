@@ -14,8 +14,9 @@ inputs rotated over enough sets that together they exceed twice the L2 cache, so
 last one's inputs from L2. In turns the backends share one clock: at the card's power limit the
 ratio is the work each does per clock tick, and the energy a call takes (which sets the clock of a
 kernel run alone) is left out. `alone` (time_alone) times each backend in windows of calls of its
-own instead (benchmarks/README.md, "How numbers are measured"). Our backward is timed as the mha_bwd call given precomputed out and
-lse; SDPA's as autograd.grad of its output. A backend that refuses a shape is reported as n/a.
+own instead (benchmarks/README.md, "How numbers are measured"). Our backward is timed as the mha_bwd
+call given precomputed out and lse; SDPA's as autograd.grad of its output. A backend that refuses a
+shape is reported as n/a.
 
 The problem sizes and FLOPs are selection-free numbers (bench_problems.py); the result rows, tables,
 CSV/JSON, the comparison and the plot are pure functions of the rows (bench_results.py), so they run
@@ -132,11 +133,12 @@ def measure(module, variant: Variant, seqlen: int, *, reps: int, has_fwd: bool,
             window: tuple[int, int] = (-1, -1), softcap: float = 0.0,
             peers: dict[str, Any] | None = None, device: str = "cuda", alone: float = 0.0) -> list[Result]:
     """Every backend on one problem (with the calls' window and softcap, if any), timed in turns
-    (time_in_turns), or with `alone` seconds in windows of each backend's calls alone (time_alone); a backend that raises while it warms up is n/a, its note the exception and the
-    warnings before it (SDPA says why it refuses a shape only in warnings). `peers` (name: an
-    external tree's slice behind its adapter, e.g. FA3's) are measured as flashbuild's own build is,
-    in the same turns; a peer without this variant is n/a. device: "cuda" (CUDA events); the tests
-    pass "cpu", with torch.cuda.Event stood in for."""
+    (time_in_turns), or with `alone` seconds in windows of each backend's calls alone (time_alone); a
+    backend that raises while it warms up is n/a, its note the exception and the warnings before it
+    (SDPA says why it refuses a shape only in warnings). `peers` (name: an external tree's slice behind
+    its adapter, e.g. FA3's) are measured as flashbuild's own build is, in the same turns; a peer
+    without this variant is n/a. device: "cuda" (CUDA events); the tests pass "cpu", with
+    torch.cuda.Event stood in for."""
     peers = peers or {}
     backends = backend_order([*backends, *peers])
     import torch
