@@ -95,7 +95,7 @@ def bench(seqlens, reps, alone, window_text, softcap, csv_path, json_path, plot_
             raise click.ClickException(f"--plot {plot_path}: cannot write it ({exc.strerror or exc}); "
                                        "choose another path") from None
     if old is not None:
-        timings = (old[0].get("timing", benching.IN_TURNS), info.get("timing", benching.IN_TURNS))
+        timings = (benching.timing_of(old[0]), benching.timing_of(info))
         if timings[0] != timings[1]:
             click.echo(f"note: {compare_path} was timed {timings[0]}, this run {timings[1]}: in turns the backends "
                        f"share one clock, alone each runs at its own, so the two differ by more than the change",

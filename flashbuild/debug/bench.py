@@ -39,7 +39,7 @@ from .bench_problems import (BACKENDS, BWD_FLOP_FACTOR, DEFAULT_REPS, DEFAULT_SE
                              visible_pairs)
 from .bench_results import (PLOT_SUFFIXES, REQUIRED, RESULT_DIRECTIONS, Change, Result, backend_order,  # noqa: F401
                             compare, compare_table, load_results, plot, plot_format_problem, result, results_csv,
-                            results_json, table, _cell)
+                            results_json, table, _cell, _shown)
 
 # ---------------------------------------------------------------- measuring (GPU)
 
@@ -72,6 +72,15 @@ IN_TURNS = "in turns"
 def timing_name(alone: float) -> str:
     """How a run was timed, as its --json records it ("timing"; a file without it was timed in turns)."""
     return f"alone, {ALONE_ROUNDS} windows of {alone:g} s" if alone else IN_TURNS
+
+
+def timing_of(info: dict) -> str:
+    """How the run a --json file holds was timed, fit to print: its "timing" as bench writes it (a file without
+    one was timed in turns); any other value shown quoted and cut short (the file is the user's, not ours)."""
+    value = info.get("timing", IN_TURNS)
+    if isinstance(value, str) and len(value) <= 60 and value.isprintable():
+        return value
+    return f"an unknown way ({_shown(value)})"
 
 
 def time_alone(runs: dict[str, Callable[[int], Any]], n_sets: int, seconds: float,

@@ -118,7 +118,9 @@ def load_extension(path: Path, module_name: str, *, fresh: bool = True) -> Modul
         raise ImportError(f"{path} is another build of {module_name}, and this process already loaded {other} "
                           f"under that name: a tree's package imports its extension by name once per process and "
                           f"registers its ops then, so one process holds one build of it. Load this build in a new "
-                          f"process, or build one slice that holds what both selections hold")
+                          f"process (`flashbuild run --source TREE --profile NAME SELECTION -- python3 ...` runs one "
+                          f"with that slice on its import path), or build one slice that holds what both selections "
+                          f"hold")
     import torch  # noqa: F401  (loads libc10/libtorch, which the extension needs)
 
     if seen is None:

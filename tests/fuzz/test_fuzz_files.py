@@ -238,7 +238,7 @@ ROW = {"variant": "fwd_hdim64_fp16_sm80", "direction": "fwd", "hdim": 64, "dtype
        "seqlen": 1024, "batch": 16, "nheads": 32, "backend": "flashbuild", "ms": 1.5, "tflops": 91.6, "reps": 10,
        "note": "", "window_left": -1, "window_right": -1, "softcap": 0.0}
 RESULTS = {"format": "flashbuild-bench", "version": 1, "command": "flashbuild bench", "device": "H200",
-           "results": [ROW, {**ROW, "backend": "sdpa-flash", "ms": 2.0}]}
+           "timing": "alone, 3 windows of 1 s", "results": [ROW, {**ROW, "backend": "sdpa-flash", "ms": 2.0}]}
 
 
 @settings(max_examples=examples(60))
@@ -258,3 +258,5 @@ def test_bench_results_are_read_or_refused(content):
             assert "\x1b" not in bench.table(results)
             bench.results_csv(results)
             bench.compare(results, results)
+            timing = bench.timing_of(info)  # --compare prints it
+            assert timing.isprintable() and len(timing) <= 80, timing
