@@ -3,7 +3,8 @@
 # KV-cache tests' selection, decode_table.py's), the one-launch GPU tests (every merge tail, elected-merge among them,
 # against the three-kernel path bit for bit and the fp32 reference), then decode_table.py with the elected and the
 # lane tails as columns beside the default, graph-replayed and eager, SDPA's flash and cuDNN beside. Carry `.whl`. From
-# the repo root after the wheel line:
+# the repo root of a checkout of 9cfe77a (the form's commit: main no longer has the elected-merge path) after the wheel
+# line:
 #   OUT=$OUT [BATCH=1,8] [CACHE=4096,16384,65536] [HDIM=64,128] [REPS=15] [TESTS=1] bash benchmarks/decode_elected_merge/run.sh
 . "$(dirname "$0")/../study_start.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1

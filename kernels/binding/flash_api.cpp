@@ -212,8 +212,8 @@ IndexRecord index_record(int device, bool allocate) {
 // one after the other, while a buffer is no other graph's, stream's or forked branch's.
 // Made eagerly: cleared by a memset ordered on the call's stream. Made inside a capture: a memset there would
 // be captured, not run, so it runs on a stream of our own, whose end the host waits for once (the capture's
-// stream is not synchronised). A capture's buffer (32 KB: kSplitCounterRows query blocks, two counts each) lives as
-// long as the process.
+// stream is not synchronised). A capture's buffer (16 KB) lives as long as the process.
+constexpr int kSplitCounterSlots = 4096;
 
 struct SplitCounterKey {
   int device;
@@ -236,7 +236,7 @@ unsigned* split_counters(int device, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(split_counters_mutex);
   unsigned*& buffer = split_counter_buffers[key];
   if (buffer != nullptr) return buffer;
-  constexpr size_t bytes = 2 * kSplitCounterRows * sizeof(unsigned);
+  constexpr size_t bytes = kSplitCounterSlots * sizeof(unsigned);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // cudaMalloc is not allowed in a global capture
   C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   void* memory = nullptr;
@@ -1063,7 +1063,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     // split count left to it: it picks the pairs' own).
     p.pair_heads = path.pairs && pack && num_splits == 0;
     const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
-    if (p.num_splits > 1 && query_blocks <= kSplitCounterRows) p.split_counters = split_counters(q.get_device(), stream);
+    if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
   }
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif

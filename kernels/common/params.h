@@ -95,10 +95,6 @@ struct CacheIndexCheck {
   bool at_read;
 };
 
-// The query blocks a launch's split_counters count (FwdParams): the binding's buffer holds 2 x kSplitCounterRows words;
-// a call with more query blocks merges in the combine kernel.
-constexpr int kSplitCounterRows = 4096;
-
 // Forward attention over (batch, seqlen, nheads, head_dim) tensors whose last dimension is
 // contiguous and whose rows are 16-byte vectors (vector_addressable). Strides are in elements. `head_dim` equals the kernel's head dim: the binding pads
 // smaller head dims up to the kernel size before launching.
@@ -155,8 +151,6 @@ struct FwdParams {
   // The Hopper split-KV's fused combine (set: no combine kernel): one arrival counter per query block of
   // a (batch, head), zero before the launch; the CTA whose split arrives last at a block merges its rows
   // and sets the counter back to zero, so the memory is zero for the next launch (and graph replay).
-  // kSplitCounterRows of them, then as many again for the elected tail's second count (SplitMerge::kElected,
-  // hopper/fwd_epilogue.h: combine_elected), which the merging CTA sets back to zero too.
   unsigned* split_counters;
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
   // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kCluster unless asked). Zero, as a zeroed FwdParams has it, is kSerial.

@@ -250,7 +250,7 @@ struct FwdEpilogue {
   CUTE_DEVICE static bool combine_if_last(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
                                           int thread_idx) {
     barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);  // every consumer's partial stores are issued
-    const bool lanes = p.split_merge != SplitMerge::kSerial;  // kLanes (the launches turn kCluster, kElected into it)
+    const bool lanes = p.split_merge == SplitMerge::kLanes;
     bool last = false;
     if (thread_idx == 0) {
       unsigned* counter = p.split_counters + (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
@@ -274,14 +274,6 @@ struct FwdEpilogue {
       }
     }
     if (!barrier_or(FwdBarrier::kSplitArrived, kNumMmaThreads, last)) { return false; }
-    merge_rows(p, tile, seq, thread_idx, lanes);
-    return true;
-  }
-
-  // The merge of a query block's rows from every split's partials into O and the LSE, one warp a row: combine_row_lanes
-  // (lanes) or combine_row. The caller has made the other splits' partials visible to every consumer thread.
-  CUTE_DEVICE static void merge_rows(FwdParams const& p, TileCoord tile, SeqRange const& seq, int thread_idx,
-                                     bool lanes) {
     const int skip = kBottomAligned ? seq.q_skip : 0;
     const int first = max(tile.m_block * kBlockM - skip, 0);
     const int end = min((tile.m_block + 1) * kBlockM - skip, p.seqlen_q);
@@ -303,54 +295,6 @@ struct FwdEpilogue {
         combine_row<kHeadDim, Element>(p, row0 + row, lane, tile.splits);
       }
     }
-  }
-
-  // The elected tail (SplitMerge::kElected, the decode tile's): kLanes' merge, by a CTA chosen before its splits
-  // finish. Each split's CTA counts itself at the first count (split_counters[block], atom.inc wrapping at the
-  // splits: back to zero at the last) once its last block's scores are in, before that block's P V, the normalisation
-  // and its stores (elect_arrive below, whose answer comes back while they run); the last to count is elected, and
-  // every other split of the block is by then resident and past its last score: it stores its partials and counts
-  // them done at the second count (split_counters[kSplitCounterRows + block]) with a release, waiting on nothing.
-  // The elected CTA stores its own partials, waits (one thread, acquire loads) for the other splits' done count, sets
-  // it back to zero, and merges. So the last CTA to finish (most often the elected: it was the last to reach its last
-  // block) merges after one round trip through L2 for the count instead of two (kLanes: its stores fenced, then the
-  // acquire-release count), and no CTA waits for a CTA that has not started. kLanes' merge, the same bits.
-  // elected: thread 0's answer from elect_arrive (other threads' values are ignored). Returns whether this CTA merged.
-  CUTE_DEVICE static unsigned* done_counter(FwdParams const& p, TileCoord tile, int num_m_blocks) {
-    return p.split_counters + kSplitCounterRows +
-           (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
-  }
-  // Thread 0 of the consumers, once this split's last block's scores are in: the first count. The returned value
-  // is read in combine_elected, after the block's last product and stores, so the round trip runs under them.
-  CUTE_DEVICE static unsigned elect_arrive(FwdParams const& p, TileCoord tile, int num_m_blocks) {
-    unsigned* counter = p.split_counters + (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
-    unsigned old;  // relaxed: this count orders no data (the second count does)
-    asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;\n"
-                 : "=r"(old) : "l"(counter), "r"(unsigned(tile.splits - 1)) : "memory");
-    return old;
-  }
-  CUTE_DEVICE static bool combine_elected(FwdParams const& p, TileCoord tile, SeqRange const& seq, int num_m_blocks,
-                                          int thread_idx, unsigned elect_old) {
-    const bool elected = barrier_or(FwdBarrier::kSplitArrived, kNumMmaThreads,
-                                    thread_idx == 0 && elect_old == unsigned(tile.splits - 1));
-    unsigned* done = done_counter(p, tile, num_m_blocks);
-    if (!elected) {
-      // Release, cumulative: the barrier ordered the CTA's partial stores before this count (as kLanes' count).
-      if (thread_idx == 0) { asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(done) : "memory"); }
-      return false;
-    }
-    if (thread_idx == 0) {
-      const unsigned others = unsigned(tile.splits - 1);
-      unsigned seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(done) : "memory");
-      } while (seen != others);
-      // Zero for the next launch: every other split has counted (none counts again in this launch).
-      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(done), "r"(0u) : "memory");
-    }
-    // Thread 0's acquire handed on to the other warps (as kLanes' barrier after its count).
-    barrier_sync(FwdBarrier::kSplitArrived, kNumMmaThreads);
-    merge_rows(p, tile, seq, thread_idx, true);
     return true;
   }
 

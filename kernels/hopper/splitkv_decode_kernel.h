@@ -249,15 +249,6 @@ struct DecodeTile {
       exchange_sync();
     };
 
-    // The elected tail (SplitMerge::kElected, FwdEpilogue::combine_elected): thread 0 counts this split once its last
-    // block's V stage is in; the answer is read after the stores.
-    // (a paired call has one split: launch_decode_pairs)
-    const bool elect = kIsSplitKV<kFeatures> && !kPaired && p.split_merge == SplitMerge::kElected &&
-                       tile.splits > 1 && p.split_counters != nullptr;
-    unsigned elect_old = 0;
-    auto elect_arrive = [&] {
-      if (elect && thread_idx == 0) { elect_old = Epilogue::elect_arrive(p, tile, num_m_blocks); }
-    };
     if (k.n_block_max > k.n_block_min) {
       float col_scale[kCols];
       int n_block = k.n_block_max - 1;
@@ -294,13 +285,11 @@ struct DecodeTile {
       }
       q_done();  // every S^T of this tile is computed
       pipe_v.consumer_wait(read_v);
-      elect_arrive();  // after the last V stage's wait: what is left is the same work in every split
       wgmma<0, false>(mma_ot, tOtV(_, _, _, read_v.index()), tOtP(_, _, _, buf), tOt, false);
       timeline.last_block();
       release(storage.pipeline_v, read_v);
       ++read_v;
     } else {  // no key visible: O = 0, LSE = +inf
-      elect_arrive();
       q_done();
     }
 
@@ -322,7 +311,7 @@ struct DecodeTile {
     exchange_sync();
     if constexpr (kIsSplitKV<kFeatures>) { dependent_launch_tile_done(p.dependent_launch); }
     timeline.record(kTimelineStore);
-    store(p, storage, tile, seq, num_m_blocks, thread_idx, tOt, lse, merge_phase, timeline, elect, elect_old);
+    store(p, storage, tile, seq, num_m_blocks, thread_idx, tOt, lse, merge_phase, timeline);
   }
 
   // The cluster merge's slot s, value v of this thread (DecodeTileTraits::merge: [slot][value][thread]).
@@ -431,12 +420,11 @@ struct DecodeTile {
   // combine_if_last), or with one split O in the element type and the LSE. A thread's column c, head-dim rows
   // lane / 4 + {0, 8} of its warp's 16 in each 64: lanes of a column write 8 consecutive values.
   // With the cluster merge (the launch clustered the call's splits, p.split_merge == kCluster) a split after the
-  // first hands its values to split 0's CTA, which merges them and stores O and the LSE as one split would. elect,
-  // elect_old: the elected tail's (tile's elect_arrive), else combine_if_last's.
+  // first hands its values to split 0's CTA, which merges them and stores O and the LSE as one split would.
   template <class FragO>
   CUTE_DEVICE static void store(FwdParams const& p, SharedStorage& storage, TileCoord tile, SeqRange const& seq,
                                 int num_m_blocks, int thread_idx, FragO& tOt, float (&lse)[kCols],
-                                uint32_t& merge_phase, Timeline& timeline, bool elect, unsigned elect_old) {
+                                uint32_t& merge_phase, Timeline& timeline) {
     typename Traits::TiledMmaOt mma_ot;
     Tensor cOt = mma_ot.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(select<0, 1>(typename Traits::TileShapeOt{})));
@@ -497,9 +485,7 @@ struct DecodeTile {
         }
       }
     }
-    if (split && elect) {
-      timeline.merged(Epilogue::combine_elected(p, tile, seq, num_m_blocks, thread_idx, elect_old));
-    } else if (split && p.split_counters) {
+    if (split && p.split_counters) {
       timeline.merged(Epilogue::combine_if_last(p, tile, seq, num_m_blocks, thread_idx));
     }
   }

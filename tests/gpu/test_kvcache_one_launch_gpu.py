@@ -4,8 +4,7 @@ where it reads it (no check kernel: CacheIndexCheck::at_read, kernels/common/par
 of a query block finishes last merges the splits (no combine kernel: FwdEpilogue::combine_if_last,
 kernels/hopper/fwd_epilogue.h), counting arrivals in a buffer the kernel leaves zero for the next launch.
 
-Checked here: the outputs of the merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge, lane-merge, elected-merge and
-cluster-merge,
+Checked here: the outputs of the merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge, lane-merge and cluster-merge,
 SplitMerge in kernels/common/params.h) equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the
 check, attention and combine kernels) and meet the fp32 reference, over split counts 2-16, 40 and 128 (more than a
 warp's 32 lanes: the lane tail's later chunks) and auto, packed and unpacked query rows, causal rows, several
@@ -39,9 +38,8 @@ PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 # the one-launch path's merge tails: cluster-merge (the default) clusters the decode tile's splits up to the CTAs its
 # merge slots hold (2 at head dim 64, 4 at 128) and merges through L2 (lane-merge's tail) above; serial-merge and
-# lane-merge always merge through L2, and so does elected-merge (by a CTA elected before its last block, which waits for
-# the other splits' partials: the clustered tiles' test below runs it where the CTAs outnumber the slots)
-MERGES = ["serial-merge", "lane-merge", "elected-merge", "cluster-merge"]
+# lane-merge always merge through L2
+MERGES = ["serial-merge", "lane-merge", "cluster-merge"]
 PLAIN = "no-pdl"  # the default path launched without the programmatic dependent launch
 DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one: the default (pdl-early) spelled out, and a late release
 
@@ -202,9 +200,7 @@ def test_replays_equal_eager_calls(m, monkeypatch, paged, merge, splits):
 @pytest.mark.parametrize("head_dim,splits", [(64, 2), (128, 2), (128, 3), (128, 4)])
 def test_cluster_merge_with_many_tiles_a_cta(m, monkeypatch, head_dim, splits):
     """More clustered tiles than the GPU's slots for them (batch 48 x 8 K/V heads x splits: 3-6 times the 264 on an
-    H200), so the clusters run in waves; rows of different lengths (empty splits, an empty row) among them. Equal bit
-    for bit to the L2 tails (the elected one's merger waits for CTAs of its row, and here some of the grid's CTAs are
-    not resident yet) and to the three-kernel path, eager and replayed."""
+    H200), so the clusters run in waves; rows of different lengths (empty splits, an empty row) among them. Equal bit for bit to the L2 tail and to the three-kernel path, eager and replayed."""
     torch.manual_seed(11 + head_dim + splits)
     batch, nheads, nheads_k, capacity = 48, 32, 8, 1024
     q = randn(batch, 1, nheads, head_dim)
@@ -217,10 +213,10 @@ def test_cluster_merge_with_many_tiles_a_cta(m, monkeypatch, head_dim, splits):
                                          return_softmax_lse=True)
 
     got = {}
-    for path in ("cluster-merge", "lane-merge", "elected-merge", "previous"):
+    for path in ("cluster-merge", "lane-merge", "previous"):
         monkeypatch.setenv(PATH_VAR, path)
         got[path] = [t.clone() for t in call()]
-    for path in ("lane-merge", "elected-merge", "previous"):
+    for path in ("lane-merge", "previous"):
         assert torch.equal(got["cluster-merge"][0], got[path][0]), f"out differs from {path}"
         assert torch.equal(got["cluster-merge"][1], got[path][1]), f"lse differs from {path}"
     monkeypatch.delenv(PATH_VAR)
@@ -282,7 +278,7 @@ def test_bad_indices_are_the_named_error_and_the_next_call_is_right(m):
 
 
 def test_more_query_blocks_than_counters_merge_in_the_combine_kernel(m, monkeypatch):
-    """1100 rows x 4 K/V heads = 4400 query blocks, over the 4096 counters (common/params.h, kSplitCounterRows): through
+    """1100 rows x 4 K/V heads = 4400 query blocks, over the 4096 counters (flash_api.cpp, kSplitCounterSlots): through
     L2 (lane-merge) the splits merge in the combine kernel; by default the decode tile's two splits merge in their
     cluster, which needs no counter, and no combine kernel runs after it (it once did, over partials no split wrote)."""
     torch.manual_seed(5)
@@ -306,7 +302,7 @@ def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
     message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
-               r"elected-merge, cluster-merge, no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs")
+               r"cluster-merge, no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
