@@ -6,17 +6,27 @@
 #   OUT=$OUT [HDIMS="64 128"] [LIMIT=420] bash benchmarks/bwd_ncu_fa3/run.sh
 # STALLS=1 profiles the warp stall reasons instead (average warps stalled per issue, by reason), and SOURCE="128" adds,
 # for those head dims, each SASS instruction's executed count and stall samples (ncu's source page, CSV).
+# DIRECTION=fwd profiles the main forward kernels instead (ours of both causal modes, FA3's fwd slice), CAUSAL="on off"
+# (default on; the backward one of on / off) the causal modes, SEQLEN (default 4096) the length; files then carry the
+# mode (ncu-WHO-HDIM-on.txt), but for the backward's causal default, whose names stay as before.
 . "$(dirname "$0")/../study_start.sh"
 set -uo pipefail
 mkdir -p "$OUT"; LIMIT=${LIMIT:-420}; HDIMS=${HDIMS:-"64 128"}
+DIRECTION=${DIRECTION:-bwd}; CAUSAL=${CAUSAL:-on}; SEQLEN=${SEQLEN:-4096}
+case "$DIRECTION" in bwd) OURS_K="regex:hopper::bwd_kernel<"; FA3_K="regex:FlashAttnBwdSm90"; DIRS=fwd,bwd; OURS_C=on ;;
+  fwd) OURS_K="regex:hopper::fwd_kernel<"; FA3_K="regex:FlashAttnFwdSm90"; DIRS=fwd; OURS_C=both ;;
+  *) echo "DIRECTION=$DIRECTION: bwd or fwd"; exit 2 ;; esac
+if [ "$DIRECTION" = bwd ]; then  # drive.py loads the backward of one causal mode: build that one
+  case "$CAUSAL" in on|off) OURS_C=$CAUSAL ;; *) echo "CAUSAL=$CAUSAL: the backward takes one mode, on or off"; exit 2 ;; esac
+fi
 t0=$(date +%s); left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
 TREE=/tmp/fa3/flash-attention-0251105a
 mkdir -p /tmp/fa3; [ -d "$TREE" ] || tar -C /tmp/fa3 -xzf .device/fa3/flash-attention-0251105a-hopper-cutlass-7127592.tar.gz
 H=$(echo $HDIMS | tr ' ' ',')
 ( timeout $(( LIMIT - 150 )) python3 -m flashbuild build --source "$TREE" --profile flash-attn-3 --hdim "$H" --dtype fp16 \
-    --arch native --direction fwd,bwd --features cluster --jobs 10 > "$OUT/build-fa3.txt" 2>&1 ) &
-( timeout $(( LIMIT - 150 )) python3 -m flashbuild build --hdim "$H" --dtype fp16 --arch native --direction fwd,bwd \
-    --causal on --features none --jobs 6 > "$OUT/build-ours.txt" 2>&1 ) &
+    --arch native --direction $DIRS --features cluster --jobs 10 > "$OUT/build-fa3.txt" 2>&1 ) &
+( timeout $(( LIMIT - 150 )) python3 -m flashbuild build --hdim "$H" --dtype fp16 --arch native --direction $DIRS \
+    --causal $OURS_C --features none --jobs 6 > "$OUT/build-ours.txt" 2>&1 ) &
 wait; echo "== builds at $(( $(date +%s) - t0 )) s"; tail -qn 1 "$OUT"/build-*.txt
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
           --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
@@ -24,19 +34,23 @@ SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section Mem
 [ "${STALLS:-0}" = 1 ] && SECTIONS=(--section WarpStateStats --section InstructionStats
   --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed_op_.*\.sum")
 for h in $HDIMS; do
-  for who in ours fa3; do
-    [ "$(left)" -gt 25 ] || { echo "== $who $h: no time left"; continue; }
-    name=$([ $who = ours ] && echo "regex:hopper::bwd_kernel<" || echo "regex:FlashAttnBwdSm90")
-    timeout $(( $(left) - 5 )) ncu --clock-control none --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
-      "${SECTIONS[@]}" python3 benchmarks/bwd_ncu_fa3/drive.py --who $who --hdim $h --build-hdims "$H" --causal \
-      > "$OUT/ncu-$who-$h.txt" 2>&1
-    echo "== $who hdim $h rc $? at $(( $(date +%s) - t0 )) s"
-    if [[ " ${SOURCE:-} " == *" $h "* ]] && [ "$(left)" -gt 25 ]; then
+  for causal in $CAUSAL; do
+    flag=$([ "$causal" = on ] && echo --causal || true)
+    sfx=$([ "$DIRECTION" = bwd ] && [ "$CAUSAL" = on ] && echo "" || echo "-$causal")
+    drive=(python3 benchmarks/bwd_ncu_fa3/drive.py --hdim $h --build-hdims "$H" --direction $DIRECTION --seqlen $SEQLEN $flag)
+    for who in ours fa3; do
+      [ "$(left)" -gt 25 ] || { echo "== $who $h $causal: no time left"; continue; }
+      name=$([ $who = ours ] && echo "$OURS_K" || echo "$FA3_K")
       timeout $(( $(left) - 5 )) ncu --clock-control none --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
-        --section SourceCounters --page source --csv --print-source sass python3 benchmarks/bwd_ncu_fa3/drive.py \
-        --who $who --hdim $h --build-hdims "$H" --causal > "$OUT/source-$who-$h.csv" 2>&1
-      echo "== source $who hdim $h rc $? at $(( $(date +%s) - t0 )) s"; gzip -f "$OUT/source-$who-$h.csv"
-    fi
+        "${SECTIONS[@]}" "${drive[@]}" --who $who > "$OUT/ncu-$who-$h$sfx.txt" 2>&1
+      echo "== $who hdim $h causal $causal rc $? at $(( $(date +%s) - t0 )) s"
+      if [[ " ${SOURCE:-} " == *" $h "* ]] && [ "$(left)" -gt 25 ]; then
+        timeout $(( $(left) - 5 )) ncu --clock-control none --kernel-name-base demangled -k "$name" --launch-skip 1 --launch-count 1 \
+          --section SourceCounters --page source --csv --print-source sass "${drive[@]}" --who $who \
+          > "$OUT/source-$who-$h$sfx.csv" 2>&1
+        echo "== source $who hdim $h causal $causal rc $? at $(( $(date +%s) - t0 )) s"; gzip -f "$OUT/source-$who-$h$sfx.csv"
+      fi
+    done
   done
 done
 for f in "$OUT"/ncu-*.txt; do
