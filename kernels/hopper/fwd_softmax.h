@@ -8,6 +8,22 @@
 
 namespace flashbuild::hopper {
 
+// Study knobs (nvcc -D..., A/B runs; 1, the default, is the single chain): a row's max over the step's columns in
+// FLASHBUILD_HOPPER_FWD_MAX_CHAINS independent chains (column c in chain c % N, the chains' maxima then combined:
+// the same value, max being exact), its sum of exponentials in FLASHBUILD_HOPPER_FWD_SUM_CHAINS (a different order of
+// additions: other bits). Dependent FMNMX / FADD chains as long as the step's columns sit between the row's scores
+// and its exponentials, and between the exponentials and the row's sum.
+#ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
+constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
+#else
+constexpr int kMaxChains = 1;
+#endif
+#ifdef FLASHBUILD_HOPPER_FWD_SUM_CHAINS
+constexpr int kSumChains = FLASHBUILD_HOPPER_FWD_SUM_CHAINS;
+#else
+constexpr int kSumChains = 1;
+#endif
+
 template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];  // raw scores (before scale_log2); -inf while a row has seen no key
@@ -34,19 +50,35 @@ struct OnlineSoftmax {
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
       float m = row_max[r];
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(s); ++c) { m = fmaxf(m, s(r, c)); }
+      if constexpr (kMaxChains == 1) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) { m = fmaxf(m, s(r, c)); }
+      } else {
+        float chain[kMaxChains];
+        CUTE_UNROLL
+        for (int j = 0; j < kMaxChains; ++j) { chain[j] = m; }
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(s); ++c) { chain[c % kMaxChains] = fmaxf(chain[c % kMaxChains], s(r, c)); }
+        m = chain[0];
+        CUTE_UNROLL
+        for (int j = 1; j < kMaxChains; ++j) { m = fmaxf(m, chain[j]); }
+      }
       m = quad_max(m);
       // The old max in log2 units, -inf while the row has seen no key (not max_scaled's 0).
       const float old_scaled = row_max[r] * scale_log2;
       row_max[r] = m;
       const float new_scaled = max_scaled(r);
-      float sum = 0.f;
+      float sums[kSumChains];
+      CUTE_UNROLL
+      for (int j = 0; j < kSumChains; ++j) { sums[j] = 0.f; }
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
         s(r, c) = exp2_ftz(fmaf(s(r, c), scale_log2, -new_scaled));
-        sum += s(r, c);
+        sums[c % kSumChains] += s(r, c);
       }
+      float sum = sums[0];
+      CUTE_UNROLL
+      for (int j = 1; j < kSumChains; ++j) { sum += sums[j]; }
       if constexpr (kFirst) {
         row_scale[r] = 1.f;
         row_sum[r] = sum;
