@@ -40,7 +40,9 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   ov      the softmax under the own P V (kOverlapSoftmax) in every kernel: hdim 64's 3-warpgroup tile (../fwd_causal_176/)
 #   c176    every kernel on 128 x 176 tiles, the causal one too (fwd_tile's sweep override): ../fwd_causal_176/
 #   uq1     the defaults and kUniformQ in every kernel (hdim 192 and 256: the R2UR of their steps, README's last section)
-#   max4, sum4, ms4: the row max (same bits) / the row sum (other bits) / both in 4 independent chains (fwd_softmax.h)
+#   max4, sum4, ms4: the row max (same bits) / the row sum (other bits) / both in 4 independent chains (call h200-6, at
+#           810e4f9: the sum's knob is gone since; max4 became hdim 128's causal default, FwdMainloop::kMaxChains)
+#   max1, max2, max8: every kernel's row max in 1 (the single chain of before), 2 or 8 chains
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
             f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
@@ -62,8 +64,9 @@ ARMS = {
     "ov": ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=1"],
     "uq1": ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1"],
     "max4": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"],
-    "sum4": ["-DFLASHBUILD_HOPPER_FWD_SUM_CHAINS=4"],
-    "ms4": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4", "-DFLASHBUILD_HOPPER_FWD_SUM_CHAINS=4"],
+    "max1": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1"],
+    "max2": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=2"],
+    "max8": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=8"],
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"

@@ -141,6 +141,20 @@ struct FwdMainloop {
                                      (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
 
+  // kMaxChains (OnlineSoftmax, fwd_softmax.h): each row's max over a step's scores in that many independent FMNMX
+  // chains instead of one, the same values (bit-identical outputs). In turns on the H200 (benchmarks/fwd_sass_fa3,
+  // call h200-6, hdim 128, 4 chains against 1, fp16 / bf16): causal 1.013 / 1.015x at 4k, 1.018 / 1.017x at 16k;
+  // non-causal (the overlapped steps, kOverlapSoftmax) 0.964 / 0.965x at 4k, 0.977 / 0.976x at 16k. So 4 in the
+  // causal kernels where measured (below), 1 elsewhere.
+  // nvcc -DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=N sets it for every kernel of a build (A/B runs).
+#ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
+  static constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
+#else
+  static constexpr int kMaxChains =
+      kIsCausal && kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures> ? 4 : 1;
+#endif
+  static_assert(kMaxChains >= 1, "at least one chain");
+
   // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued
   // after it, outside the turn. O's rescale and P's conversion, which the source puts before the turn,
   // ptxas sinks between the two products (after the turn's BAR.SYNC, up to their first reader), so the

@@ -8,23 +8,10 @@
 
 namespace flashbuild::hopper {
 
-// Study knobs (nvcc -D..., A/B runs; 1, the default, is the single chain): a row's max over the step's columns in
-// FLASHBUILD_HOPPER_FWD_MAX_CHAINS independent chains (column c in chain c % N, the chains' maxima then combined:
-// the same value, max being exact), its sum of exponentials in FLASHBUILD_HOPPER_FWD_SUM_CHAINS (a different order of
-// additions: other bits). Dependent FMNMX / FADD chains as long as the step's columns sit between the row's scores
-// and its exponentials, and between the exponentials and the row's sum.
-#ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
-constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
-#else
-constexpr int kMaxChains = 1;
-#endif
-#ifdef FLASHBUILD_HOPPER_FWD_SUM_CHAINS
-constexpr int kSumChains = FLASHBUILD_HOPPER_FWD_SUM_CHAINS;
-#else
-constexpr int kSumChains = 1;
-#endif
-
-template <int kRows>
+// kMaxChains: a row's max over the step's columns taken in that many independent chains (column c in chain
+// c % kMaxChains, the chains' maxima then combined): the same value (max is exact), a shorter dependent FMNMX chain
+// between a row's scores and its exponentials. The mainloop picks it per kernel (FwdMainloop::kMaxChains).
+template <int kRows, int kMaxChains = 1>
 struct OnlineSoftmax {
   float row_max[kRows];  // raw scores (before scale_log2); -inf while a row has seen no key
   float row_sum[kRows];  // this thread's share of sum(exp2(s * scale_log2 - max * scale_log2))
@@ -68,17 +55,12 @@ struct OnlineSoftmax {
       const float old_scaled = row_max[r] * scale_log2;
       row_max[r] = m;
       const float new_scaled = max_scaled(r);
-      float sums[kSumChains];
-      CUTE_UNROLL
-      for (int j = 0; j < kSumChains; ++j) { sums[j] = 0.f; }
+      float sum = 0.f;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
         s(r, c) = exp2_ftz(fmaf(s(r, c), scale_log2, -new_scaled));
-        sums[c % kSumChains] += s(r, c);
+        sum += s(r, c);
       }
-      float sum = sums[0];
-      CUTE_UNROLL
-      for (int j = 1; j < kSumChains; ++j) { sum += sums[j]; }
       if constexpr (kFirst) {
         row_scale[r] = 1.f;
         row_sum[r] = sum;
