@@ -143,9 +143,10 @@ struct FwdMainloop {
 
   // kMaxChains (OnlineSoftmax, fwd_softmax.h): each row's max over a step's scores in that many independent FMNMX
   // chains instead of one, the same values (bit-identical outputs). In turns on the H200 (benchmarks/fwd_sass_fa3,
-  // call h200-6, hdim 128, 4 chains against 1, fp16 / bf16): causal 1.013 / 1.015x at 4k, 1.018 / 1.017x at 16k;
-  // non-causal (the overlapped steps, kOverlapSoftmax) 0.964 / 0.965x at 4k, 0.977 / 0.976x at 16k. So 4 in the
-  // causal kernels where measured (below), 1 elsewhere.
+  // calls h200-6 and h200-7, 4 chains against 1, fp16 / bf16): hdim 128 causal 1.013 / 1.015x at 4k, 1.018 / 1.017x
+  // at 16k (h200-6), 1.005-1.012x at 1k-16k (h200-7; 2 chains less at 16k, 8 lose); hdim 128 non-causal (the
+  // overlapped steps, kOverlapSoftmax) 0.964-0.977x; hdim 256 causal 0.983-0.987x from 4k; hdim 64 causal 1.013x at 1k
+  // but 0.992-0.995x at 16k. So 4 in hdim 128's plain causal kernels, 1 elsewhere (96 and 192 not timed).
   // nvcc -DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=N sets it for every kernel of a build (A/B runs).
 #ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
   static constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
