@@ -146,13 +146,17 @@ struct FwdMainloop {
   // calls h200-6 and h200-7, 4 chains against 1, fp16 / bf16): hdim 128 causal 1.013 / 1.015x at 4k, 1.018 / 1.017x
   // at 16k (h200-6), 1.005-1.012x at 1k-16k (h200-7; 2 chains less at 16k, 8 lose); hdim 128 non-causal (the
   // overlapped steps, kOverlapSoftmax) 0.964-0.977x; hdim 256 causal 0.983-0.987x from 4k; hdim 64 causal 1.013x at 1k
-  // but 0.992-0.995x at 16k. So 4 in hdim 128's plain causal kernels, 1 elsewhere (96 and 192 not timed).
+  // but 0.992-0.995x at 16k; h200-8: hdim 96 causal 1.022-1.032x at 1k-16k, 192 causal 0.993-0.996x at 1k and
+  // 1.001-1.015x from 4k, hdim 128 non-causal with 2 chains 0.966-0.978x. So 4 in the plain causal kernels of hdim 96
+  // and 128, 1 elsewhere.
   // nvcc -DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=N sets it for every kernel of a build (A/B runs).
 #ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
   static constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
 #else
   static constexpr int kMaxChains =
-      kIsCausal && kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures> ? 4 : 1;
+      kIsCausal && (kHeadDim == 96 || kHeadDim == 128) && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>
+          ? 4
+          : 1;
 #endif
   static_assert(kMaxChains >= 1, "at least one chain");
 
