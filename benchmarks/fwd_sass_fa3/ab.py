@@ -43,6 +43,7 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   max4, sum4, ms4: the row max (same bits) / the row sum (other bits) / both in 4 independent chains (call h200-6, at
 #           810e4f9: the sum's knob is gone since; max4 became hdim 128's causal default, FwdMainloop::kMaxChains)
 #   max1, max2, max8: every kernel's row max in 1 (the single chain of before), 2 or 8 chains
+#   nov4    every kernel's softmax after its own P V (no kOverlapSoftmax) and its row max in 4 chains
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
             f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
@@ -67,6 +68,7 @@ ARMS = {
     "max1": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1"],
     "max2": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=2"],
     "max8": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=8"],
+    "nov4": ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0", "-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"],
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"

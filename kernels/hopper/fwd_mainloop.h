@@ -147,8 +147,9 @@ struct FwdMainloop {
   // at 16k (h200-6), 1.005-1.012x at 1k-16k (h200-7; 2 chains less at 16k, 8 lose); hdim 128 non-causal (the
   // overlapped steps, kOverlapSoftmax) 0.964-0.977x; hdim 256 causal 0.983-0.987x from 4k; hdim 64 causal 1.013x at 1k
   // but 0.992-0.995x at 16k; h200-8: hdim 96 causal 1.022-1.032x at 1k-16k, 192 causal 0.993-0.996x at 1k and
-  // 1.001-1.015x from 4k, hdim 128 non-causal with 2 chains 0.966-0.978x. So 4 in the plain causal kernels of hdim 96
-  // and 128, 1 elsewhere.
+  // 1.001-1.015x from 4k, hdim 128 non-causal with 2 chains 0.966-0.978x; h200-9, non-causal with 4 chains: hdim 96
+  // 1.001-1.004x, 64 0.955-0.972x. So 4 in the plain causal kernels of hdim 96 and 128, 1 elsewhere
+  // (tests/test_compile_fwd_max_chains.py holds hdim 128's).
   // nvcc -DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=N sets it for every kernel of a build (A/B runs).
 #ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
   static constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
