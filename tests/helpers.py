@@ -251,6 +251,21 @@ requires_nvcc = pytest.mark.skipif(env.find_nvcc() is None,
                                    reason="nvcc not found (CUDA_HOME, PATH, /usr/local/cuda, nvidia-cuda-nvcc wheel)")
 
 
+def compile_kernel_object(cache: Path, args: list[str], variant: str) -> tuple[Path, str]:
+    """`python3 -m flashbuild ARGS --compile-only` (real nvcc, no GPU) into a cache of its own; returns the object of
+    `variant`'s TU (e.g. fwd_hdim128_fp16_causal_sm90_kernel) and the build's output (ptxas' warnings among it)."""
+    import os
+    import sys
+
+    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
+    environ.pop("FLASHBUILD_ROOT", None)
+    done = subprocess.run([sys.executable, "-m", "flashbuild", *args, "--compile-only"], capture_output=True,
+                          text=True, env=environ, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    return build_dir / "obj" / f"{variant}.o", done.stdout + done.stderr
+
+
 def run_host_program(tmp_path: Path, source: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     """Compile `source` (a .cu of host code against kernels/ and the CUTLASS headers) with nvcc for the host and run
     it on the CPU; skips without the CUTLASS headers, fails on a compile error. tests/host/ holds such walks."""

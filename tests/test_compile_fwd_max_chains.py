@@ -7,34 +7,23 @@ C7514)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from helpers import REPO, requires_nvcc
+from helpers import compile_kernel_object, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
+KERNEL = "fwd_hdim128_fp16_causal_sm90_kernel"
+
 
 def build_causal_kernel(tmp_path, name: str, defines: list[str]):
-    cache = tmp_path / name
-    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
-    environ.pop("FLASHBUILD_ROOT", None)
     args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--compile-only", "--jobs", "1", "--verbose",
-            *(f"--nvcc-flag={d}" for d in defines)]
-    result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
-                            cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "C7514" not in result.stdout + result.stderr, "ptxas serialized the wgmmas"
-    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+            "--no-local", "--no-softcap", "--jobs", "1", "--verbose", *(f"--nvcc-flag={d}" for d in defines)]
+    obj, output = compile_kernel_object(tmp_path / name, args, KERNEL)
+    assert "C7514" not in output, "ptxas serialized the wgmmas"
     from flashbuild.debug import inspection
 
-    kernel = "fwd_hdim128_fp16_causal_sm90_kernel"
-    obj = build_dir / "obj" / f"{kernel}.o"
-    (main,) = [r for r in inspection.inspect_object(kernel, obj) if "fwd_kernel" in r.kernel]
+    (main,) = [r for r in inspection.inspect_object(KERNEL, obj) if "fwd_kernel" in r.kernel]
     assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
     return inspection.sass_text(obj)
 

@@ -9,14 +9,11 @@ kEarlyQDone (off by default: sQ released in the last step, a branch around a bar
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO, requires_nvcc
+from helpers import compile_kernel_object, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -31,21 +28,13 @@ GROUPS = 4
     ["-DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1"],
 ], ids=["default", "no-skip-idle-block", "early-q-done"])
 def test_skipping_idle_warpgroups_first_qk_compiles_without_spills_or_serialized_wgmma(tmp_path, defines):
-    cache = tmp_path / "cache"
-    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
-    environ.pop("FLASHBUILD_ROOT", None)
     args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--compile-only", "--jobs", "1", "--verbose",
-            *(f"--nvcc-flag={d}" for d in defines)]
-    result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
-                            cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "C7514" not in result.stdout + result.stderr, "ptxas serialized the wgmmas"
-    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+            "--no-local", "--no-softcap", "--jobs", "1", "--verbose", *(f"--nvcc-flag={d}" for d in defines)]
+    name = "fwd_hdim64_fp16_causal_sm90_kernel"
+    obj, output = compile_kernel_object(tmp_path / "cache", args, name)
+    assert "C7514" not in output, "ptxas serialized the wgmmas"
     from flashbuild.debug import inspection
 
-    name = "fwd_hdim64_fp16_causal_sm90_kernel"
-    obj = build_dir / "obj" / f"{name}.o"
     (main,) = [r for r in inspection.inspect_object(name, obj) if "fwd_kernel" in r.kernel]
     assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
     sass = inspection.sass_text(obj)
