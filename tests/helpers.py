@@ -3,8 +3,10 @@ build pipeline can be tested end to end), the in-process CLI, the nvcc skip mark
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -254,9 +256,6 @@ requires_nvcc = pytest.mark.skipif(env.find_nvcc() is None,
 def compile_kernel_object(cache: Path, args: list[str], variant: str) -> tuple[Path, str]:
     """`python3 -m flashbuild ARGS --compile-only` (real nvcc, no GPU) into a cache of its own; returns the object of
     `variant`'s TU (e.g. fwd_hdim128_fp16_causal_sm90_kernel) and the build's output (ptxas' warnings among it)."""
-    import os
-    import sys
-
     environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
     environ.pop("FLASHBUILD_ROOT", None)
     done = subprocess.run([sys.executable, "-m", "flashbuild", *args, "--compile-only"], capture_output=True,
