@@ -6,7 +6,8 @@
 #   OUT=$OUT BUDGET=300 bash benchmarks/fwd_sass_fa3/run.sh [ab.py options]
 if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-OUT=${OUT:-/tmp/fwd_sass_fa3_out}; W=/tmp/fwd_sass_fa3_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-300}
+# The work folder starts empty: a second run in one call would otherwise list the first one's test logs as its own.
+OUT=${OUT:-/tmp/fwd_sass_fa3_out}; W=/tmp/fwd_sass_fa3_work; rm -rf "$W"; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-300}
 t0=$(date +%s); at() { echo "at $(( $(date +%s) - t0 )) s"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader | tee "$W/gpu.txt"
 S="--arch sm90 --direction fwd --no-local --no-softcap"
