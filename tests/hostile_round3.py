@@ -253,7 +253,8 @@ def matrix_case(id: str, content: str, expect: str = "error", must: tuple[str, .
 
 
 def both_cleans(tmp: Path) -> None:
-    """Two `flashbuild clean --all` at once over three entries (their races end in FileNotFoundError)."""
+    """Two `flashbuild clean --all` at once over three entries (their races end in FileNotFoundError, or in
+    FileExistsError from filelock's mkdir of the lock's directory: pipeline/cache.py, remove_build)."""
     for n in range(3):
         cache_entry(name=f"{KEY}{n}")(tmp)
 

@@ -480,6 +480,38 @@ def test_clean_removes_named_builds_or_all(cache):
     assert not b.exists() and not c.exists()
 
 
+def test_clean_racing_another_clean_that_renames_the_entry_away(cache, monkeypatch):
+    """filelock makes the lock's directory (mkdir with exist_ok): when another `clean` renames the entry away between
+    that mkdir and its is_dir check, the mkdir fails as if a file stood there (FileExistsError; once in CI, two
+    `clean --all` at once). The entry is gone: not an error. A file standing where the build dir was is refused by
+    name instead."""
+    import contextlib
+    import errno
+    import shutil
+
+    from flashbuild.pipeline import cache as cache_module
+
+    entry = fake_cached_build(cache, "k-aaaaaaaa", extension=False)
+
+    @contextlib.contextmanager
+    def raced(path):
+        shutil.rmtree(path)  # the other clean's rename and removal
+        raise FileExistsError(errno.EEXIST, "File exists", str(path))
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(cache_module, "build_lock", raced)
+    result = run_cli("clean", "--all")
+    assert result.exit_code == 0, result.output
+    assert not entry.exists()
+
+    monkeypatch.undo()
+    other = cache / "k-bbbbbbbb"
+    other.write_text("not a dir")
+    with pytest.raises(BuildError, match="a file stands where the dir was"):
+        cache_module.remove_build(cache_module.CachedBuild("k-bbbbbbbb", other, 0, 0, False), root=cache)
+    assert other.is_file()
+
+
 def test_doctor_reports_each_tool_and_fails_without_nvcc(monkeypatch, cache):
     ok = run_cli("doctor")
     for name in ("nvcc", "CUTLASS", "kernels", "ninja", "host c++", "torch", "GPU", "cache"):

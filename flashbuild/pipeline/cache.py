@@ -389,6 +389,13 @@ def remove_build(build: CachedBuild, root: Path | None = None) -> None:
             _discard(path, root)
     except FileNotFoundError:  # another `clean` removed it first
         return
+    except FileExistsError:
+        # filelock makes the lock's directory (mkdir, exist_ok): a concurrent `clean` renaming the entry away between
+        # that mkdir and its is_dir check makes it fail as if a file stood there
+        if not os.path.lexists(path):
+            return
+        raise BuildError(f"refusing to remove {path}: it is not a build dir (a file stands where the dir was); "
+                         f"remove it by hand: rm {shlex.quote(str(path))}") from None
 
 
 def _discard(path: Path, root: Path) -> None:
