@@ -16,6 +16,9 @@ DIRECTION=${DIRECTION:-bwd}; CAUSAL=${CAUSAL:-on}; SEQLEN=${SEQLEN:-4096}
 case "$DIRECTION" in bwd) OURS_K="regex:hopper::bwd_kernel<"; FA3_K="regex:FlashAttnBwdSm90"; DIRS=fwd,bwd; OURS_C=on ;;
   fwd) OURS_K="regex:hopper::fwd_kernel<"; FA3_K="regex:FlashAttnFwdSm90"; DIRS=fwd; OURS_C=both ;;
   *) echo "DIRECTION=$DIRECTION: bwd or fwd"; exit 2 ;; esac
+for causal in $CAUSAL; do
+  case "$causal" in on|off) ;; *) echo "CAUSAL=$CAUSAL: give on, off or both (\"on off\")"; exit 2 ;; esac
+done
 if [ "$DIRECTION" = bwd ]; then  # drive.py loads the backward of one causal mode: build that one
   case "$CAUSAL" in on|off) OURS_C=$CAUSAL ;; *) echo "CAUSAL=$CAUSAL: the backward takes one mode, on or off"; exit 2 ;; esac
 fi
