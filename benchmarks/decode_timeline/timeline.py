@@ -65,7 +65,7 @@ def decode_records(flat: list[int], calls: int) -> list[list[dict]]:
                          "store": w[STORE], "end": w[END], "sm": where & 0xFFFFFFFF, "tiles": (where >> 32) & 0xFFFF,
                          "merged": bool((where >> 48) & 1), "batch": tile & 0xFFFF, "head": (tile >> 16) & 0xFFFF,
                          "split": (tile >> 32) & 0xFFFF, "splits": (tile >> 48) & 0xFFFF,
-                         "clocks": w[8:12], "marks": w[12:16]})
+                         "clocks": w[8:12]})
         out.append(ctas)
     return out
 

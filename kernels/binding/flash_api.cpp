@@ -225,50 +225,35 @@ struct SplitCounterKey {
 };
 
 std::mutex split_counters_mutex;
-std::map<SplitCounterKey, void*> split_counter_buffers, flag_accum_buffers;
+std::map<SplitCounterKey, unsigned*> split_counter_buffers;
 
-// The buffer of `buffers` for the call's (device, stream, capture), made on first use with every byte `fill`
-// (made as the comment above says).
-void* stream_buffer(std::map<SplitCounterKey, void*>& buffers, int device, cudaStream_t stream, size_t bytes,
-                    int fill) {
+unsigned* split_counters(int device, cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long capture = 0;
   C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &capture));
   const bool capturing = status == cudaStreamCaptureStatusActive;
   const SplitCounterKey key{device, stream, capturing ? capture : 0};
   std::lock_guard<std::mutex> lock(split_counters_mutex);
-  void*& buffer = buffers[key];
+  unsigned*& buffer = split_counter_buffers[key];
   if (buffer != nullptr) return buffer;
+  constexpr size_t bytes = kSplitCounterSlots * sizeof(unsigned);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;  // cudaMalloc is not allowed in a global capture
   C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   void* memory = nullptr;
   cudaError_t err = cudaMalloc(&memory, bytes);
   if (err == cudaSuccess && !capturing) {
-    err = cudaMemsetAsync(memory, fill, bytes, stream);
+    err = cudaMemsetAsync(memory, 0, bytes, stream);
   } else if (err == cudaSuccess) {
     cudaStream_t own = nullptr;
     err = cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking);
-    if (err == cudaSuccess) err = cudaMemsetAsync(memory, fill, bytes, own);
+    if (err == cudaSuccess) err = cudaMemsetAsync(memory, 0, bytes, own);
     if (err == cudaSuccess) err = cudaStreamSynchronize(own);
     if (own != nullptr) cudaStreamDestroy(own);
   }
   C10_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   C10_CUDA_CHECK(err);
-  buffer = memory;
+  buffer = static_cast<unsigned*>(memory);
   return buffer;
-}
-
-unsigned* split_counters(int device, cudaStream_t stream) {
-  return static_cast<unsigned*>(
-      stream_buffer(split_counter_buffers, device, stream, kSplitCounterSlots * sizeof(unsigned), 0));
-}
-
-// The flagged partials' buffer (FwdParams::flag_accum, SplitMerge::kFlags): kFlagAccumFloats words of kFlagSentinel
-// (every byte 0xff), which each launch leaves as it found them; kept and shared as the counters (a capture's: 1 MiB).
-float* flag_accum(int device, cudaStream_t stream) {
-  static_assert(kFlagSentinel == 0xffffffffu, "the memset's bytes make the sentinel");
-  return static_cast<float*>(
-      stream_buffer(flag_accum_buffers, device, stream, size_t(kFlagAccumFloats) * sizeof(float), 0xff));
 }
 
 // The record as a 4-int CUDA tensor (mapped host memory), for reports made with torch ops.
@@ -1078,15 +1063,7 @@ std::vector<at::Tensor> mha_fwd_kvcache(const at::Tensor& q_in, const at::Tensor
     // split count left to it: it picks the pairs' own).
     p.pair_heads = path.pairs && pack && num_splits == 0;
     const int64_t query_blocks = int64_t(batch) * p.nheads * ((p.seqlen_q + kSplitKVBlockM - 1) / kSplitKVBlockM);
-    if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) {
-      p.split_counters = split_counters(q.get_device(), stream);
-      // The flagged tail's buffer where it is asked and the call's partials fit (the launch decides whether it
-      // merges that way: hopper/splitkv_decode_launch.h).
-      const int64_t partial_floats = int64_t(p.num_splits) * batch * p.nheads * p.seqlen_q * (c.hdim + 1);
-      if (p.split_merge == SplitMerge::kFlags && partial_floats <= kFlagAccumFloats) {
-        p.flag_accum = flag_accum(q.get_device(), stream);
-      }
-    }
+    if (p.num_splits > 1 && query_blocks <= kSplitCounterSlots) p.split_counters = split_counters(q.get_device(), stream);
   }
   FLASHBUILD_DISPATCH(c, run_splitkv<kArch, kHeadDim, kDType, kIsCausal, kFeatures>(p, stream));
 #endif

@@ -72,13 +72,6 @@ inline void check_tile_count(const char* entry, int64_t m_blocks, int64_t nheads
 // SplitMerge and DependentLaunch, how a Hopper split-KV call merges its splits and launches, are declared in
 // common/splitkv_path.h with FLASHBUILD_SPLITKV_PATH, which picks them.
 
-// The flagged partials (SplitMerge::kFlags, FwdParams::flag_accum): a word not yet stored holds kFlagSentinel, a NaN
-// no arithmetic makes (the GPU's NaN results are 0x7fffffff); a split storing a partial whose bits are the sentinel
-// stores 0x7fffffff instead, a NaN all the same (flag_word). A call whose partials need more than kFlagAccumFloats
-// merges as kLanes.
-constexpr unsigned kFlagSentinel = 0xffffffffu;
-constexpr int64_t kFlagAccumFloats = int64_t(1) << 18;  // 1 MiB a stream
-
 // A KV-cache call's index tensors as the caller gave them (null: not given), read by the check kernel
 // alone (common/cache_index_check.h). Its ranges: cache_seqlens 0..capacity - seqlen_knew,
 // cache_batch_idx 0..num_cache_rows - 1, cache_leftpad 0..capacity, block_table 0..num_cache_rows - 1
@@ -159,11 +152,6 @@ struct FwdParams {
   // a (batch, head), zero before the launch; the CTA whose split arrives last at a block merges its rows
   // and sets the counter back to zero, so the memory is zero for the next launch (and graph replay).
   unsigned* split_counters;
-  // The flagged partials' buffer (SplitMerge::kFlags): room for kFlagAccumFloats floats, each kFlagSentinel's bits
-  // until a split stores a partial there and again once the merging CTA has read it, so it serves the next launch (and
-  // graph replay) as it found it. One per stream (and capture) as split_counters, from the binding; null: not offered
-  // (the launch then merges as kLanes would, through o_accum). The launch lays o_accum and lse_accum over it.
-  float* flag_accum;
   // Which tail merges them (hopper/fwd_epilogue.h, combine_if_last): both give the same bits; the binding picks
   // (FLASHBUILD_SPLITKV_PATH, docs/serving.md: kCluster unless asked). Zero, as a zeroed FwdParams has it, is kSerial.
   SplitMerge split_merge;

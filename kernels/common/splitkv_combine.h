@@ -18,41 +18,6 @@ namespace flashbuild {
 
 constexpr int kCombineRowsPerBlock = 4;  // one warp per output row
 
-// The flagged partials' words (SplitMerge::kFlags, common/params.h: kFlagSentinel; the decode tile's merge,
-// hopper/splitkv_decode_kernel.h). A split stores flag_word(v), never the sentinel; the merging CTA reads the words
-// from L2 (flag_load: relaxed at device scope, as the stores come from other SMs with no fence) until none is the
-// sentinel, and sets each back (flag_reset).
-__device__ __forceinline__ float flag_word(float v) {
-  return __float_as_uint(v) == kFlagSentinel ? __uint_as_float(0x7fffffffu) : v;
-}
-__device__ __forceinline__ bool flag_unset(float v) { return __float_as_uint(v) == kFlagSentinel; }
-__device__ __forceinline__ float flag_load(const float* at) {
-  float v;
-  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];\n" : "=f"(v) : "l"(at));
-  return v;
-}
-__device__ __forceinline__ void flag_reset(const float* at) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(at), "r"(kFlagSentinel) : "memory");
-}
-// A merging CTA's wait for flagged words: every split it waits for was resident when it was elected, so the words
-// come within microseconds. One that never comes (a split that stored no partial for a row the merge reads: a defect,
-// not an input) traps after 2 s instead of hanging the GPU.
-struct FlagWait {
-  uint64_t start = 0;
-  __device__ __forceinline__ static uint64_t now() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-  }
-  __device__ __forceinline__ void tick() {
-    if (start == 0) {
-      start = now();
-    } else if (now() - start > 2000000000ull) {
-      __trap();
-    }
-  }
-};
-
 // Row idx = (batch, head, row) of the (batch, nheads, seqlen_q) rows, by the 32 lanes of a warp, from its first
 // num_splits slots (the fused combine's tile.splits, SplitTileScheduler: the call's num_splits). The partials
 // are read through L2 (ld.global.cg): in the fused combine other CTAs of the same launch wrote them.

@@ -18,12 +18,8 @@ namespace flashbuild {
 // count; the splits' LSEs one per lane, the partials loaded in groups). Both give the same bits. kCluster: the decode
 // tile's splits as the CTAs of one thread block cluster, split 0's merging the others' through distributed shared
 // memory (hopper/splitkv_cluster_merge.h), where the launch can cluster the call (hopper/splitkv_decode_launch.h);
-// elsewhere kLanes. The same bits again. kFlags (the decode tile's, where the launch does not cluster the splits and
-// the binding gives it FwdParams::flag_accum; kLanes elsewhere): the partials are their own arrival flags, words of a
-// buffer that holds kFlagSentinel until a split stores them; a CTA elected before its last block polls them and merges
-// with kLanes' code, then sets them back (hopper/fwd_epilogue.h, combine_flagged). No split fences or counts its
-// stores. The same bits.
-enum class SplitMerge : int { kSerial = 0, kLanes = 1, kCluster = 2, kFlags = 3 };
+// elsewhere kLanes. The same bits again.
+enum class SplitMerge : int { kSerial = 0, kLanes = 1, kCluster = 2 };
 
 // Whether the Hopper split-KV is a programmatic dependent launch (hopper/splitkv_dependent_launch.h), and when its
 // CTAs let the stream's next kernel launch: kEarly once past their wait at the start, kLate once a CTA's last tile
@@ -40,7 +36,6 @@ enum class DependentLaunch : int { kNone = 0, kEarly = 1, kLate = 2 };
 // - "previous": as before the one-launch path (the check kernel, the attention kernel, the combine kernel, ordinary
 //   launches);
 // - "serial-merge", "lane-merge": one launch with the first or the second merge tail through L2 instead of the cluster;
-// - "flag-merge": the cluster where it holds the splits, else the flagged partials' tail (kFlags) instead of kLanes;
 // - "no-pdl", "pdl-late": the default launched plainly, or releasing the next launch once its tiles are computed;
 // - "cluster-merge", "pdl-early": the default spelled out;
 // - "fresh-descriptors": the default with its TMA descriptors built for the call (hopper/splitkv_descriptors.h: an
@@ -69,8 +64,6 @@ inline SplitKVPath splitkv_path() {
     path.merge = SplitMerge::kSerial;
   } else if (std::strcmp(v, "lane-merge") == 0) {
     path.merge = SplitMerge::kLanes;
-  } else if (std::strcmp(v, "flag-merge") == 0) {
-    path.merge = SplitMerge::kFlags;
   } else if (std::strcmp(v, "no-pdl") == 0) {
     path.dependent_launch = DependentLaunch::kNone;
   } else if (std::strcmp(v, "pdl-late") == 0) {
@@ -81,8 +74,8 @@ inline SplitKVPath splitkv_path() {
     path.pairs = false;
   } else {
     throw std::runtime_error("flashbuild: FLASHBUILD_SPLITKV_PATH='" + shown_env_value(v) +
-                             "' is not a split-KV path; it takes previous, serial-merge, lane-merge, flag-merge, "
-                             "cluster-merge, no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs (or unset it for the default)");
+                             "' is not a split-KV path; it takes previous, serial-merge, lane-merge, cluster-merge, "
+                             "no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs (or unset it for the default)");
   }
   return path;
 }

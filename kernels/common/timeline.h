@@ -42,7 +42,6 @@ enum TimelineSlot : int {
   kTimelineWhere = 6,       // smid | tiles << 32 | merged << 48 (merged: this CTA merged its tile's splits)
   kTimelineTile = 7,        // the first tile: batch | head << 16 | split << 32 | splits << 48
   kTimelineClocks = 8,      // 8-11: %clock64 at entry, first stage, last block, end (one SM's cycles)
-  kTimelineMarks = 12,      // 12-15: %clock64 at a merge's steps (mark: the decode tile's flagged merge, its first row)
   kTimelineWords = 16,
 };
 
@@ -96,10 +95,6 @@ struct Timeline {
   }
   CUTE_DEVICE void last_block() const {
     if (rec) { rec[kTimelineLastBlock] = timeline_now(), rec[kTimelineClocks + 2] = timeline_clock(); }
-  }
-  // Step i (0-3) of a merge: the clock into slot kTimelineMarks + i.
-  CUTE_DEVICE void mark(int i) const {
-    if (rec) { rec[kTimelineMarks + i] = timeline_clock(); }
   }
   // Whether this CTA merged a tile's splits (FwdEpilogue::combine_if_last's answer, which the call evaluates anyway).
   CUTE_DEVICE void merged(bool last) { did_merge |= last; }
@@ -204,7 +199,6 @@ struct Timeline {
   CUTE_DEVICE void record(int) const {}
   CUTE_DEVICE void first_stage(int, int, int, int) const {}
   CUTE_DEVICE void last_block() const {}
-  CUTE_DEVICE void mark(int) const {}
   CUTE_DEVICE void merged(bool) const {}
   CUTE_DEVICE void end() const {}
 };

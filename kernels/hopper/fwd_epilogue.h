@@ -298,23 +298,6 @@ struct FwdEpilogue {
     return true;
   }
 
-  // The flagged tail's election (SplitMerge::kFlags, the decode tile's: hopper/splitkv_decode_kernel.h, DecodeTile::
-  // elect and merge_flagged). Each split's CTA counts itself once its producer has issued the tile's last K/V load
-  // (atom.inc wrapping at the splits, so the last count sets the counter back to zero), and the answer comes back
-  // while its consumers finish. The last to count is elected: every other split of the block has counted, so it is
-  // resident and waits on nothing (no deadlock, also where the CTAs outnumber the slots). A split stores its partials
-  // as flagged words (flag_word: never the sentinel) with no fence and no count, and is done; the elected CTA stores
-  // its own the same way, then merges, reading each word until it is stored, and sets the words back to the sentinel.
-  // So the merge's last wait is the last partial's way into L2 and the merger's loads, where kLanes' last CTA waits for
-  // its fence, then its count, then its loads. combine_row_lanes' arithmetic, the same bits.
-  CUTE_DEVICE static unsigned elect_arrive(FwdParams const& p, TileCoord tile, int num_m_blocks) {
-    unsigned* counter = p.split_counters + (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
-    unsigned old;  // relaxed: the count orders no data (the flagged words are their own signal)
-    asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;\n"
-                 : "=r"(old) : "l"(counter), "r"(unsigned(tile.splits - 1)) : "memory");
-    return old;
-  }
-
   // Before the CTA exits: its last store must have read sO.
   CUTE_DEVICE static void drain(int thread_idx) {
     if constexpr (Traits::kStoreOTma) {

@@ -13,8 +13,6 @@
 // first P V reads them; K rows there give scores the mask sets to -inf.
 #pragma once
 
-#include <algorithm>  // std::min
-
 #include "common/timeline.h"  // a study build's CTA timeline; nothing without its define
 #include "hopper/fwd_kernel.h"  // FwdKernel::sequence, FwdMainloop (the producer), FwdEpilogue (the merge)
 #include "hopper/splitkv_cluster_merge.h"  // the cluster merge's hand-over (SplitMerge::kCluster)
@@ -42,8 +40,6 @@ struct DecodeTile {
   static constexpr int kRow0 = kRowBlock * kRowsQ;
   // The column exchange's barrier: one of the ping-pong turns', which a one-warpgroup kernel never takes.
   static constexpr FwdBarrier kExchange = FwdBarrier::kWarpgroupTurn0;
-  // The flagged tail's hand-over of the election (elect below): another turn's barrier.
-  static constexpr FwdBarrier kElected = static_cast<FwdBarrier>(static_cast<int>(FwdBarrier::kWarpgroupTurn0) + 1);
   // Two K/V heads a CTA (kPairedHeads, splitkv_decode_traits.h): the head-dim-128 tile over a head-dim-64 call.
   static constexpr bool kPaired = kIsPaired<kFeatures>;
   static constexpr int kPairedHalf = kHeadDim / 2;  // the call's head dim
@@ -420,179 +416,15 @@ struct DecodeTile {
     }
   }
 
-  // The flagged tail (SplitMerge::kFlags, FwdEpilogue::elect_arrive, merge_flagged below) for this tile: the launch chose it (it offers
-  // it with counters and the flag buffer only) and the tile has splits. (A paired call has one split.)
-  CUTE_DEVICE static bool flagged(FwdParams const& p, TileCoord tile) {
-    return kIsSplitKV<kFeatures> && !kPaired && p.split_merge == SplitMerge::kFlags && tile.splits > 1;
-  }
-  // The flagged tail's election, by the producer's leader once the tile's last K/V load is issued (while the
-  // consumers still have a few blocks to go, so the answer is in before they store): FwdEpilogue::elect_arrive's count,
-  // into storage for the consumers, who wait for it at kElected. The last split to count merges. One tile a CTA
-  // (decode_grid), so one hand-over a launch. The producer's warp, converged.
-  CUTE_DEVICE static void elect(FwdParams const& p, SharedStorage& storage, TileCoord tile, int num_m_blocks,
-                                bool leader) {
-    if (!flagged(p, tile)) { return; }
-    if (leader) { storage.elect_count = Epilogue::elect_arrive(p, tile, num_m_blocks); }
-    __syncwarp();
-    barrier_arrive(kElected, kThreads + cutlass::NumThreadsPerWarp);  // the leader's store first (bar.arrive orders it)
-  }
-
-  // The flagged tail's merge, in the elected CTA once its own partials are stored: each warp a row of the tile's
-  // query block (as FwdEpilogue::merge_rows), combine_row_lanes' arithmetic in its order (the same bits), its code
-  // rolled up. The partials of kStageSplits splits at a time come into shared memory by cp.async (16-byte pieces, L2
-  // only: no stale L1 line), into the K ring, which no load fills any more (one tile a CTA, every stage consumed);
-  // a piece that holds the sentinel is copied again until it is stored, an LSE read again. Then every word read is
-  // set back to the sentinel.
-  static constexpr int kStagePieces = kHeadDim / 4;  // 16-byte pieces of a partial row
-  static constexpr int kStageSplits = std::min<int>(32, int(sizeof(decltype(SharedStorage::k))) / (kWarps * kHeadDim * 4));
-  static_assert(kStageSplits >= 1, "the K ring holds a partial row a warp");
-  CUTE_DEVICE static void stage_piece(float* to, const float* from) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(cute::cast_smem_ptr_to_uint(to)), "l"(from)
-                 : "memory");
-  }
-  CUTE_DEVICE static void stage_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-  CUTE_DEVICE static void merge_flagged(FwdParams const& p, SharedStorage& storage, TileCoord tile,
-                                        SeqRange const& seq, int thread_idx, Timeline& timeline) {
-    timeline.mark(0);  // the study build's (common/timeline.h): the merge's start, then its first row's steps
-    const int skip = kIsCausal ? seq.q_skip : 0;
-    const int first_row = max(tile.m_block * kSplitKVBlockM - skip, 0);
-    const int end_row = min((tile.m_block + 1) * kSplitKVBlockM - skip, p.seqlen_q);
-    const int64_t row0 = (int64_t(tile.batch) * p.nheads + tile.head) * p.seqlen_q;
-    const int64_t rows = int64_t(p.batch) * p.nheads * p.seqlen_q;  // one split's rows in lse_accum
-    const int warp = thread_idx / cutlass::NumThreadsPerWarp, lane = thread_idx % cutlass::NumThreadsPerWarp;
-    Element* o = static_cast<Element*>(p.o) + tile.batch * p.o_batch_stride + tile.head * p.o_head_stride;
-    float* lse = p.lse + tile.batch * p.lse_batch_stride + tile.head * p.lse_head_stride;
-    float* stage = reinterpret_cast<float*>(storage.k.data()) + warp * kStageSplits * kHeadDim;
-    for (int row = first_row + warp; row < end_row; row += kWarps) {
-      merge_row_flagged(tile.splits, p.lse_accum + row0 + row, p.o_accum + (row0 + row) * kHeadDim, rows,
-                        o + row * p.o_row_stride, lse + row, lane, stage, timeline);
-    }
-  }
-  // One row (combine_row_lanes' arguments) by one warp, through its stage of kStageSplits partial rows. The first
-  // stage's copies go out with the LSEs' loads (the partials do not depend on them): one wait on L2 for both at up to
-  // kStageSplits splits. The sums' loops add in split order, unrolled so that the shuffles and shared loads run ahead
-  // of the dependent adds.
-  CUTE_DEVICE static void merge_row_flagged(int num_splits, const float* lse_row, const float* o_row,
-                                            int64_t split_stride, Element* o, float* lse, int lane, float* stage,
-                                            Timeline& timeline) {
-    constexpr int kLaneCols = kHeadDim / 32;  // a lane's adjacent columns, as combine_row_lanes
-    constexpr unsigned kAll = 0xffffffffu;
-    const int64_t o_split_stride = split_stride * kHeadDim;
-    FlagWait wait;
-    // The stage of splits first .. first + count - 1 (count <= kStageSplits): piece i of it, lane i % 32's.
-    auto piece_from = [&](int first, int i) {
-      return o_row + (first + i / kStagePieces) * o_split_stride + (i % kStagePieces) * 4;
-    };
-    auto stage_count = [&](int chunk, int first) { return min(kStageSplits, min(chunk + 32, num_splits) - first); };
-    auto stage_issue = [&](int first, int count) {
-#pragma unroll 4
-      for (int i = lane; i < count * kStagePieces; i += 32) { stage_piece(stage + i * 4, piece_from(first, i)); }
-    };
-    // Lane l: the LSE of split chunk + l, read until stored.
-    auto lse_load = [&](int chunk) {
-      return chunk + lane < num_splits ? flag_load(lse_row + (chunk + lane) * split_stride) : -INFINITY;
-    };
-    auto lse_of = [&](int chunk) {
-      float v = lse_load(chunk);
-      while (flag_unset(v)) {
-        wait.tick();
-        v = lse_load(chunk);
-      }
-      return v;
-    };
-    stage_issue(0, stage_count(0, 0));
-    const float lse0 = lse_of(0);
-    float lse_max = lse0;
-#pragma unroll 1
-    for (int chunk = 32; chunk < num_splits; chunk += 32) { lse_max = fmaxf(lse_max, lse_of(chunk)); }
-    CUTE_UNROLL
-    for (int offset = 16; offset > 0; offset /= 2) { lse_max = fmaxf(lse_max, __shfl_xor_sync(kAll, lse_max, offset)); }
-    float sum = 0.f;
-    if (lse_max != -INFINITY) {
-#pragma unroll 1
-      for (int chunk = 0; chunk < num_splits; chunk += 32) {
-        const float term = __expf((chunk == 0 ? lse0 : lse_of(chunk)) - lse_max);
-        const int count = min(32, num_splits - chunk);
-#pragma unroll 8
-        for (int j = 0; j < count; ++j) { sum += __shfl_sync(kAll, term, j); }
-      }
-    }
-    const float lse_total = sum == 0.f ? INFINITY : lse_max + __logf(sum);  // +inf: the row saw no key
-    timeline.mark(1);
-
-    // The partials, staged whether or not they are used: every word must be seen stored before it is set back.
-    float out[kLaneCols] = {};
-#pragma unroll 1
-    for (int chunk = 0; chunk < num_splits; chunk += 32) {
-      const float weight = sum != 0.f ? __expf((chunk == 0 ? lse0 : lse_of(chunk)) - lse_total) : 0.f;
-#pragma unroll 1
-      for (int first = chunk; first < chunk + 32 && first < num_splits; first += kStageSplits) {
-        const int count = stage_count(chunk, first);
-        if (first != 0) { stage_issue(first, count); }  // the first stage's went out with the LSEs
-        stage_wait();
-        for (bool again = true; again;) {  // this lane's pieces, until none holds the sentinel
-          again = false;
-#pragma unroll 4
-          for (int i = lane; i < count * kStagePieces; i += 32) {
-            const float4 v = *reinterpret_cast<const float4*>(stage + i * 4);
-            if (flag_unset(v.x) || flag_unset(v.y) || flag_unset(v.z) || flag_unset(v.w)) {
-              stage_piece(stage + i * 4, piece_from(first, i));
-              again = true;
-            }
-          }
-          if (again) {
-            wait.tick();
-            stage_wait();
-          }
-        }
-        __syncwarp();
-        timeline.mark(2);
-        if (sum != 0.f) {
-#pragma unroll 8
-          for (int j = 0; j < count; ++j) {
-            const float w = __shfl_sync(kAll, weight, first - chunk + j);
-            CUTE_UNROLL
-            for (int c = 0; c < kLaneCols; ++c) { out[c] += w * stage[j * kHeadDim + lane * kLaneCols + c]; }
-          }
-        }
-#pragma unroll 4
-        for (int i = lane; i < count * kStagePieces; i += 32) {  // back to the sentinel (each piece seen stored)
-          asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"l"(piece_from(first, i)),
-                       "r"(kFlagSentinel) : "memory");
-        }
-        __syncwarp();  // the stage read by every lane before the next splits overwrite it
-      }
-    }
-    timeline.mark(3);
-    if constexpr (kLaneCols == 1 || kLaneCols == 2 || kLaneCols == 4) {
-      struct alignas(kLaneCols * sizeof(Element)) Cols { Element v[kLaneCols]; };
-      Cols cols;
-      CUTE_UNROLL
-      for (int c = 0; c < kLaneCols; ++c) { cols.v[c] = Element(out[c]); }
-      *reinterpret_cast<Cols*>(o + lane * kLaneCols) = cols;
-    } else {
-      CUTE_UNROLL
-      for (int c = 0; c < kLaneCols; ++c) { o[lane * kLaneCols + c] = Element(out[c]); }
-    }
-    if (lane == 0) { *lse = lse_total; }
-#pragma unroll 1
-    for (int chunk = 0; chunk < num_splits; chunk += 32) {
-      if (chunk + lane < num_splits) { flag_reset(lse_row + (chunk + lane) * split_stride); }
-    }
-  }
-
   // O and the LSE from registers: a split's fp32 partial and the merge (as the 64-row tile's store_split and
   // combine_if_last), or with one split O in the element type and the LSE. A thread's column c, head-dim rows
   // lane / 4 + {0, 8} of its warp's 16 in each 64: lanes of a column write 8 consecutive values.
   // With the cluster merge (the launch clustered the call's splits, p.split_merge == kCluster) a split after the
   // first hands its values to split 0's CTA, which merges them and stores O and the LSE as one split would.
-  // With the flagged tail (flagged()) the partials are stored as flagged words, and the CTA the producer's count
-  // elected merges them (merge_flagged); else combine_if_last's count decides.
   template <class FragO>
   CUTE_DEVICE static void store(FwdParams const& p, SharedStorage& storage, TileCoord tile, SeqRange const& seq,
                                 int num_m_blocks, int thread_idx, FragO& tOt, float (&lse)[kCols],
                                 uint32_t& merge_phase, Timeline& timeline) {
-    const bool flagged = DecodeTile::flagged(p, tile);
     typename Traits::TiledMmaOt mma_ot;
     Tensor cOt = mma_ot.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(select<0, 1>(typename Traits::TileShapeOt{})));
@@ -621,22 +453,12 @@ struct DecodeTile {
         }
         const int64_t at = slice + row - skip;
         float* o = p.o_accum + at * kHeadDim;
-        const float split_lse = lse[c] == INFINITY ? -INFINITY : lse[c];
-        if (flagged) {  // never the sentinel (flag_word): the merging CTA reads a word until it is stored
+        CUTE_UNROLL
+        for (int i = 0; i < kMO; ++i) {
           CUTE_UNROLL
-          for (int i = 0; i < kMO; ++i) {
-            CUTE_UNROLL
-            for (int v1 = 0; v1 < 2; ++v1) { o[get<0>(cOt(value(c, v1, i)))] = flag_word(tOt(value(c, v1, i))); }
-          }
-          if (lse_thread) { p.lse_accum[at] = flag_word(split_lse); }
-        } else {
-          CUTE_UNROLL
-          for (int i = 0; i < kMO; ++i) {
-            CUTE_UNROLL
-            for (int v1 = 0; v1 < 2; ++v1) { o[get<0>(cOt(value(c, v1, i)))] = tOt(value(c, v1, i)); }
-          }
-          if (lse_thread) { p.lse_accum[at] = split_lse; }
+          for (int v1 = 0; v1 < 2; ++v1) { o[get<0>(cOt(value(c, v1, i)))] = tOt(value(c, v1, i)); }
         }
+        if (lse_thread) { p.lse_accum[at] = lse[c] == INFINITY ? -INFINITY : lse[c]; }
       } else {
         Element* o = Epilogue::sequence_o(p, tile, seq) + int64_t(row) * p.o_row_stride;
         if constexpr (kPaired) {  // the row's head's 64 rows of O^T (head-dim group i of 64: the pair's head i)
@@ -663,12 +485,7 @@ struct DecodeTile {
         }
       }
     }
-    if (split && flagged) {
-      barrier_sync(kElected, kThreads + cutlass::NumThreadsPerWarp);  // the producer's count is in storage
-      const bool elected = storage.elect_count == unsigned(tile.splits - 1);
-      if (elected) { merge_flagged(p, storage, tile, seq, thread_idx, timeline); }
-      timeline.merged(elected);
-    } else if (split && p.split_counters) {
+    if (split && p.split_counters) {
       timeline.merged(Epilogue::combine_if_last(p, tile, seq, num_m_blocks, thread_idx));
     }
   }
@@ -735,7 +552,6 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
           if (!seq.has_rows(tile.m_block, Base::kBlockM)) { continue; }
           Producer::template load<decltype(paged)::value>(params.mainloop, p, storage, pipe_k, pipe_v, write, tile, seq,
                                                           first, leader, o_phase);
-          Tile::elect(p, storage, tile, scheduler.num_m_blocks, leader);
           first = false;
         }
         if (!first) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }

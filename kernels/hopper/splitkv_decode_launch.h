@@ -50,25 +50,10 @@ bool launch_decode_tile(const FwdParams& params, cudaStream_t stream) {
   // The cluster merge (SplitMerge::kCluster) where the merge slots hold the call's other splits: one cluster of
   // num_splits CTAs per row: CTA blockIdx.x runs tile blockIdx.x (decode_grid), whose split is blockIdx.x % num_splits,
   // the cluster's rank. Else the merge through L2 (kLanes).
-  // The flagged tail (SplitMerge::kFlags) asked: the cluster where it holds the splits too, else the flagged partials
-  // where the binding offered their buffer (and the counters, which elect the merging CTA) and the call's partials fit
-  // it, laid over it; else kLanes.
   const int splits = params.num_splits;
-  const bool clusterable = params.split_merge == SplitMerge::kCluster || params.split_merge == SplitMerge::kFlags;
-  const bool cluster = clusterable && splits > 1 && splits <= Decode::kClusterMaxSplits;
+  const bool cluster = params.split_merge == SplitMerge::kCluster && splits > 1 && splits <= Decode::kClusterMaxSplits;
   FwdParams kernel_params = params;
-  if (clusterable && !cluster) {
-    const int64_t rows = int64_t(splits) * params.batch * params.nheads * params.seqlen_q;
-    const bool flagged = params.split_merge == SplitMerge::kFlags && params.flag_accum != nullptr &&
-                         params.split_counters != nullptr && splits > 1 && rows * (kHeadDim + 1) <= kFlagAccumFloats;
-    kernel_params.split_merge = flagged ? SplitMerge::kFlags : SplitMerge::kLanes;
-    if (flagged) {
-      kernel_params.o_accum = params.flag_accum;
-      kernel_params.lse_accum = params.flag_accum + rows * kHeadDim;
-    }
-  } else if (params.split_merge == SplitMerge::kFlags) {
-    kernel_params.split_merge = SplitMerge::kCluster;  // the cluster holds the splits (or one split: no merge)
-  }
+  if (params.split_merge == SplitMerge::kCluster && !cluster) { kernel_params.split_merge = SplitMerge::kLanes; }
   const int slots = sm_count() * Traits::kCtasPerSm;
   check_tile_count("the Hopper split-KV", (int64_t(params.seqlen_q) + Traits::kBlockM - 1) / Traits::kBlockM,
                    params.nheads, params.batch, params.num_splits, kDecodeTileRoom);
@@ -101,8 +86,7 @@ template <int kHeadDim, bool kIsCausal, int kFeatures>
 inline constexpr bool kPairsVariant = kHeadDim == 64 && !kIsCausal && (kFeatures & kAllFeatures) == 0;
 
 inline bool pairs_serve(const FwdParams& p) {
-  return p.pair_heads && p.head_dim == 64 && p.knew == nullptr &&
-         (p.split_merge == SplitMerge::kCluster || p.split_merge == SplitMerge::kFlags) &&
+  return p.pair_heads && p.head_dim == 64 && p.knew == nullptr && p.split_merge == SplitMerge::kCluster &&
          !p.cu_seqlens_q && !p.cu_seqlens_k && p.nheads == p.nheads_k && p.nheads_k % 2 == 0 &&
          p.seqlen_q >= 1 && 2 * p.seqlen_q <= kDecodeTileRows && p.k_head_stride == p.head_dim &&
          p.v_head_stride == p.head_dim && p.q_head_stride == p.seqlen_q * p.q_row_stride &&

@@ -105,7 +105,6 @@ struct DecodeTileTraits {
     typename PipelineKV::SharedStorage pipeline_v;
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType q_full;
     alignas(8) cutlass::arch::ClusterBarrier::ValueType o_read;  // named for the producer; unused (no kOAliasesV)
-    unsigned elect_count;  // the flagged tail's: the producer's count (DecodeTile::elect)
   };
   // The cluster merge (SplitMerge::kCluster, splitkv_cluster_merge.h): what a thread of a split's CTA hands split 0's,
   // its O^T values then its columns' LSEs, as [value][thread] floats (a warp's 128 bytes together), one slot per

@@ -76,8 +76,7 @@ void run_splitkv(const FwdParams& params, cudaStream_t stream) {
       merged = hopper::launch_decode_tile<kHeadDim, kDType, kIsCausal, kFeatures | hopper::kSplitKVKernel>(params,
                                                                                                          stream);
     }
-  } else if (params.split_merge == SplitMerge::kCluster || params.split_merge == SplitMerge::kFlags) {
-    // the 64-row tile merges through L2 (kLanes): the cluster and the flagged tail are the decode tile's
+  } else if (params.split_merge == SplitMerge::kCluster) {  // the 64-row tile merges through L2 (kLanes)
     FwdParams lanes = params;
     lanes.split_merge = SplitMerge::kLanes;
     hopper::launch_fwd<Traits, kIsCausal, kFeatures | hopper::kSplitKVKernel>(lanes, stream);

@@ -28,7 +28,7 @@ int main() {
   return 0;
 }
 '''
-# previous, merge (kSerial 0, kLanes 1, kCluster 2, kFlags 3), dependent launch (kNone 0, kEarly 1, kLate 2), descriptors kept,
+# previous, merge (kSerial 0, kLanes 1, kCluster 2), dependent launch (kNone 0, kEarly 1, kLate 2), descriptors kept,
 # pairs: what each name changes from the default, and nothing else.
 DEFAULT = (0, 2, 1, 1, 1)
 PATHS = {
@@ -37,7 +37,6 @@ PATHS = {
     "previous": (1, 0, 0, 1, 1),
     "serial-merge": (0, 0, 1, 1, 1),
     "lane-merge": (0, 1, 1, 1, 1),
-    "flag-merge": (0, 3, 1, 1, 1),
     "no-pdl": (0, 2, 0, 1, 1),
     "pdl-late": (0, 2, 2, 1, 1),
     "fresh-descriptors": (0, 2, 1, 0, 1),

@@ -4,8 +4,8 @@ where it reads it (no check kernel: CacheIndexCheck::at_read, kernels/common/par
 of a query block finishes last merges the splits (no combine kernel: FwdEpilogue::combine_if_last,
 kernels/hopper/fwd_epilogue.h), counting arrivals in a buffer the kernel leaves zero for the next launch.
 
-Checked here: the outputs of the merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge, lane-merge, flag-merge and
-cluster-merge, SplitMerge in kernels/common/splitkv_path.h) equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the
+Checked here: the outputs of the merge tails (FLASHBUILD_SPLITKV_PATH=serial-merge, lane-merge and cluster-merge,
+SplitMerge in kernels/common/params.h) equal the previous path's bit for bit (FLASHBUILD_SPLITKV_PATH=previous: the
 check, attention and combine kernels) and meet the fp32 reference, over split counts 2-16, 40 and 128 (more than a
 warp's 32 lanes: the lane tail's later chunks) and auto, packed and unpacked query rows, causal rows, several
 query blocks a head, paged caches, empty splits and empty rows; a profile counts one kernel; graph replays with
@@ -38,9 +38,8 @@ PAGE = 128
 PATH_VAR = "FLASHBUILD_SPLITKV_PATH"
 # the one-launch path's merge tails: cluster-merge (the default) clusters the decode tile's splits up to the CTAs its
 # merge slots hold (2 at head dim 64, 4 at 128) and merges through L2 (lane-merge's tail) above; serial-merge and
-# lane-merge always merge through L2; flag-merge clusters as the default does and above merges the flagged partials
-# (a CTA elected before its last block waits for the other splits' partials, words that hold a sentinel until stored)
-MERGES = ["serial-merge", "lane-merge", "flag-merge", "cluster-merge"]
+# lane-merge always merge through L2
+MERGES = ["serial-merge", "lane-merge", "cluster-merge"]
 PLAIN = "no-pdl"  # the default path launched without the programmatic dependent launch
 DEPENDENT = ["pdl-early", "pdl-late"]  # ... and as one: the default (pdl-early) spelled out, and a late release
 
@@ -231,68 +230,6 @@ def test_cluster_merge_with_many_tiles_a_cta(m, monkeypatch, head_dim, splits):
     m.check_errors()
 
 
-@pytest.mark.parametrize("head_dim,splits,batch", [(64, 3, 40), (64, 16, 4), (128, 5, 8)])
-def test_flagged_tail_with_more_tiles_than_slots(m, monkeypatch, head_dim, splits, batch):
-    """The flagged tail where the grid's CTAs outnumber the slots (64 / 3 / 40: 960 tiles against the H200's 264), so
-    an elected CTA waits only for CTAs that have counted (resident): no deadlock; rows of different lengths (empty
-    splits, an empty row). Bit for bit the lane tail's and the three-kernel path's, eager and in replays, again and
-    again on the same flag buffer (each launch must leave it as it found it)."""
-    torch.manual_seed(17 + head_dim + splits)
-    nheads, nheads_k, capacity = 32, 8, 1024
-    q = randn(batch, 1, nheads, head_dim)
-    k_cache, v_cache = randn(batch, capacity, nheads_k, head_dim), randn(batch, capacity, nheads_k, head_dim)
-    lens = torch.randint(1, capacity + 1, (batch,), device="cuda", dtype=torch.int32)
-    lens[0], lens[1], lens[2 % batch] = 0, 1, capacity
-
-    def call():
-        return m.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, num_splits=splits,
-                                         return_softmax_lse=True)
-
-    for _ in range(3):
-        got = {}
-        for path in ("flag-merge", "lane-merge", "previous"):
-            monkeypatch.setenv(PATH_VAR, path)
-            got[path] = [t.clone() for t in call()]
-        for path in ("lane-merge", "previous"):
-            assert torch.equal(got["flag-merge"][0], got[path][0]), f"out differs from {path}"
-            assert torch.equal(got["flag-merge"][1], got[path][1]), f"lse differs from {path}"
-        lens.copy_(torch.randint(0, capacity + 1, (batch,), device="cuda", dtype=torch.int32))
-    monkeypatch.setenv(PATH_VAR, "flag-merge")
-    graph, (out, lse) = captured(call)
-    for replay in range(4):
-        q.copy_(randn(*q.shape))
-        lens.copy_(torch.randint(0, capacity + 1, (batch,), device="cuda", dtype=torch.int32))
-        graph.replay()
-        graph.replay()
-        eager_out, eager_lse = call()
-        assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), f"replay {replay}: differs from eager"
-    check_reference(q, k_cache, v_cache, out, lse, cache_seqlens=lens)
-    m.check_errors()
-
-
-def test_flagged_tail_with_nan_inputs_finishes(m, monkeypatch):
-    """NaN in the inputs makes NaN partials; no partial can be the flag buffer's sentinel, so the merging CTA does not
-    wait for ever: the call ends, with the NaNs where the lane tail puts them, and the call after it is right."""
-    torch.manual_seed(23)
-    q, k, v = randn(1, 1, 32, 64), randn(1, 16384, 8, 64), randn(1, 16384, 8, 64)
-    lens = ints([16000])
-    k[0, 5000, 3] = float("nan")  # one K/V head's split: its rows' partials NaN
-    q[0, 0, 0, 7] = float("nan")  # one query head: NaN in every split
-    got = {}
-    for path in ("flag-merge", "lane-merge"):
-        monkeypatch.setenv(PATH_VAR, path)
-        got[path] = m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, num_splits=16)
-    torch.cuda.synchronize()
-    assert torch.equal(got["flag-merge"].isnan(), got["lane-merge"].isnan())
-    assert got["flag-merge"].isnan().any() and not got["flag-merge"].isnan().all()
-    fine = ~got["lane-merge"].isnan()
-    assert torch.equal(got["flag-merge"][fine], got["lane-merge"][fine])
-    k[0, 5000, 3], q[0, 0, 0, 7] = 0.5, 0.5
-    out, lse = m.flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, num_splits=16, return_softmax_lse=True)
-    check_reference(q, k, v, out, lse, cache_seqlens=lens)
-    m.check_errors()
-
-
 def test_calls_on_two_streams_at_once(m):
     torch.manual_seed(3)
     d, capacity, calls = 64, 8192, 16
@@ -365,7 +302,7 @@ def test_an_unknown_path_is_a_named_error(m, monkeypatch):
     q, k, v = randn(1, 1, 8, 64), randn(1, 256, 8, 64), randn(1, 256, 8, 64)
     monkeypatch.setenv(PATH_VAR, "lanes")
     message = (r"FLASHBUILD_SPLITKV_PATH='lanes' is not a split-KV path; it takes previous, serial-merge, lane-merge, "
-               r"flag-merge, cluster-merge, no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs")
+               r"cluster-merge, no-pdl, pdl-early, pdl-late, fresh-descriptors or no-pairs")
     with pytest.raises(RuntimeError, match=message):
         m.flash_attn_with_kvcache(q, k, v, num_splits=2)
     monkeypatch.setenv(PATH_VAR, "")  # empty: the default
