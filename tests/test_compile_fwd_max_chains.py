@@ -1,9 +1,11 @@
 """kMaxChains (kernels/hopper/fwd_mainloop.h, OnlineSoftmax in fwd_softmax.h): each row's max over a step's scores in 4
 independent FMNMX chains in the plain causal forward of hdim 96 and 128 (benchmarks/fwd_sass_fa3, calls h200-6 to
-h200-8: bit-identical, 1.005-1.032x in turns), one chain elsewhere. Real nvcc, no GPU, the default hdim-128 causal
-kernel beside the same kernel built with one chain (-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1): the default holds the chains'
-combining FMNMX (more of them than one chain has), and neither spills, uses the stack or serializes its wgmmas (ptxas
-C7514)."""
+h200-8: bit-identical, 1.005-1.032x in turns) and, with its softmax after its own P V, in hdim 128's 128-key non-causal
+kernel (FwdMainloop::kKeys128Plain: calls h200-9 and h200-10, 1.003-1.016x), one chain elsewhere. Real nvcc, no GPU:
+the default hdim-128 causal kernel beside the same kernel built with one chain (-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1):
+the default holds the chains' combining FMNMX (more of them than one chain has), and neither spills, uses the stack or
+serializes its wgmmas (ptxas C7514); the default non-causal 128-key kernel is instruction for instruction the measured
+arm's (nov4: no overlap, 4 chains, for a whole build), and its 176-key kernel is not (it keeps the overlap)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ from helpers import compile_kernel_object, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
+import re
+
 KERNEL = "fwd_hdim128_fp16_causal_sm90_kernel"
+NOV4 = ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0", "-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"]  # benchmarks/fwd_sass_fa3/ab.py's
 
 
 def build_causal_kernel(tmp_path, name: str, defines: list[str]):
@@ -33,3 +38,26 @@ def test_the_causal_forward_takes_its_row_max_in_chains(tmp_path):
     one = build_causal_kernel(tmp_path, "one", ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1"])
     assert chains.count("FMNMX") > one.count("FMNMX"), (chains.count("FMNMX"), one.count("FMNMX"))
     assert chains.count("MUFU.EX2") == one.count("MUFU.EX2"), "the same exponentials either way"
+
+
+def instructions(sass: str) -> list[str]:
+    """The SASS's instructions with their addresses, immediates and encodings left out."""
+    lines = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", sass, flags=re.M)
+    return [re.sub(r"0x[0-9a-f]+", "IMM", line) for line in lines]
+
+
+def test_the_non_causal_128_key_kernel_is_the_measured_arm(tmp_path):
+    args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",
+            "--no-local", "--no-softcap", "--jobs", "2"]
+    from flashbuild.debug import inspection
+
+    def objects(name, defines):
+        built = [*args, *(f"--nvcc-flag={d}" for d in defines)]
+        keys128, _ = compile_kernel_object(tmp_path / name, built, "fwd_hdim128_fp16_sm90_kernel_keys128")
+        wide = keys128.parent / "fwd_hdim128_fp16_sm90_kernel.o"
+        return instructions(inspection.sass_text(keys128)), instructions(inspection.sass_text(wide))
+
+    default_128, default_176 = objects("default", [])
+    arm_128, arm_176 = objects("nov4", NOV4)
+    assert default_128 == arm_128, "the default 128-key kernel differs from the nov4 arm's"
+    assert default_176 != arm_176, "the 176-key kernel should keep the overlapped softmax and one chain"

@@ -67,10 +67,18 @@ struct FwdMainloop {
   // (benchmarks/fwd_softmax_overlap) and with the masked steps peeled (0.95-0.98x the peeled loop without
   // it at hdim 128 and 192, benchmarks/fwd_causal_fa3); local-window kernels were not measured. A sweep's
   // define (nvcc -DFLASHBUILD_HOPPER_FWD_OVERLAP=1) forces it.
+  // kKeys128Plain: hdim 128's plain non-causal 128-key kernel (kKeys128Kernel: the keys below wide_keys_from and
+  // paged caches), which runs its softmax after its own P V and its row max in 4 chains (kMaxChains below): in turns
+  // on the H200 (benchmarks/fwd_sass_fa3, calls h200-9 and h200-10, arm nov4 against the defaults), 1.003-1.016x at
+  // 1k-4k in every round, fp16 and bf16, bit-identical; the 176-key kernel from 8k lost 1.5 % that way (h200-9), and
+  // hdim 192 non-causal 3-5 % (h200-10), so they keep the overlap.
+  static constexpr bool kKeys128Plain = kHeadDim == 128 && !kIsCausal && (kFeatures & kKeys128Kernel) != 0 &&
+                                        (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #ifdef FLASHBUILD_HOPPER_FWD_OVERLAP
   static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax;
 #else
-  static constexpr bool kOverlapSoftmax = Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures>;
+  static constexpr bool kOverlapSoftmax =
+      Traits::kOverlapSoftmax && !kIsCausal && !kHasLocal<kFeatures> && !kKeys128Plain;
 #endif
 
   // Three choices from the SASS beside FA3's hdim-128 forward (benchmarks/fwd_sass_fa3: two H200 calls, in turns,
@@ -148,14 +156,16 @@ struct FwdMainloop {
   // overlapped steps, kOverlapSoftmax) 0.964-0.977x; hdim 256 causal 0.983-0.987x from 4k; hdim 64 causal 1.013x at 1k
   // but 0.992-0.995x at 16k; h200-8: hdim 96 causal 1.022-1.032x at 1k-16k, 192 causal 0.993-0.996x at 1k and
   // 1.001-1.015x from 4k, hdim 128 non-causal with 2 chains 0.966-0.978x; h200-9, non-causal with 4 chains: hdim 96
-  // 1.001-1.004x, 64 0.955-0.972x. So 4 in the plain causal kernels of hdim 96 and 128, 1 elsewhere
-  // (tests/test_compile_fwd_max_chains.py holds hdim 128's).
+  // 1.001-1.004x, 64 0.955-0.972x. So 4 in the plain causal kernels of hdim 96 and 128 and in hdim 128's 128-key
+  // kernel without the overlap (kKeys128Plain above), 1 elsewhere (tests/test_compile_fwd_max_chains.py holds hdim
+  // 128's).
   // nvcc -DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=N sets it for every kernel of a build (A/B runs).
 #ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
   static constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
 #else
   static constexpr int kMaxChains =
-      kIsCausal && (kHeadDim == 96 || kHeadDim == 128) && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>
+      (kIsCausal && (kHeadDim == 96 || kHeadDim == 128) && (kFeatures & kAllFeatures) == 0 &&
+       !kIsSplitKV<kFeatures>) || kKeys128Plain
           ? 4
           : 1;
 #endif
