@@ -6,6 +6,8 @@
 # the repo root of a checkout of 9cfe77a (the form's commit: main no longer has the elected-merge path) after the wheel
 # line:
 #   OUT=$OUT [BATCH=1,8] [CACHE=4096,16384,65536] [HDIM=64,128] [REPS=15] [TESTS=1] bash benchmarks/decode_elected_merge/run.sh
+# (PATHS, decode_table.py's --paths, the tails beside the default: elected-merge,lane-merge unless set;
+# ../decode_flag_merge/run.sh runs this script with its own.)
 . "$(dirname "$0")/../study_start.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -m flashbuild --hdim 64,128 --dtype fp16 --arch native --direction splitkv --causal both --jobs 8 \
@@ -19,6 +21,6 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "== tests rc $? $(at)"; tail -n 6 "$OUT/tests.txt" | cut -c1-240
 fi
 timeout 300 python3 benchmarks/decode/decode_table.py --hdim "${HDIM:-64,128}" --batch "${BATCH:-1,8}" \
-  --cache "${CACHE:-4096,16384,65536}" --reps "${REPS:-15}" --paths elected-merge,lane-merge --skip-no-idx \
+  --cache "${CACHE:-4096,16384,65536}" --reps "${REPS:-15}" --paths "${PATHS:-elected-merge,lane-merge}" --skip-no-idx \
   --json "$OUT/table.json" > "$OUT/table.txt" 2>&1
 echo "== table rc $? $(at)"; tail -n 40 "$OUT/table.txt" | cut -c1-260
