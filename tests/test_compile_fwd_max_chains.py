@@ -9,13 +9,13 @@ arm's (nov4: no overlap, 4 chains, for a whole build), and its 176-key kernel is
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from helpers import compile_kernel_object, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
-
-import re
 
 KERNEL = "fwd_hdim128_fp16_causal_sm90_kernel"
 NOV4 = ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0", "-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"]  # benchmarks/fwd_sass_fa3/ab.py's
