@@ -541,6 +541,8 @@ ROUND3 = [
     link_case("dev-zero", None, more=(lambda tmp: os.unlink(tmp / "art" / "manifest.json"),
                                       symlink("art/manifest.json", "/dev/zero"))),
     link_case("shard-index-text", lambda m: m["shard"].update(index="1"), must=("'shard'",)),
+    Case("shard-build-lock-dir", "shard", (*build(), "--shard", "1/1", "--artifact-dir", f"{TMP}/art"), setup=lock_dir,
+         must_name=("is damaged", "flashbuild clean"), input="--shard 1/1 over a build dir whose .lock is a directory"),
     # ---- matrices
     matrix_case("shards-billion", SOME_MATRIX + "shards = 1000000000\n", must=("matrix.shards",)),
     matrix_case("shards-257", SOME_MATRIX + "shards = 257\n", must=("matrix.shards",)),

@@ -212,15 +212,20 @@ def test_link_refuses_a_machine_whose_tree_differs(tmp_path, fake_cuda, fake_roo
     assert "this machine does not fit the shards: tree_digest is" in result.stderr
 
 
-def test_linked_shards_equal_a_one_machine_build(tmp_path, fake_cuda, monkeypatch):
-    """With a CUDA torch (stood in for: the link spec and the host compiler are the stand-in nvcc),
-    the link runs the same binding and link commands over the same objects as a one-machine build."""
+def cuda_torch_standin(tmp_path: Path, fake_cuda: Path, monkeypatch) -> None:
+    """A CUDA torch, stood in for: the link spec and the host compiler are the stand-in nvcc."""
     api = tmp_path / "flash_api.cpp"
     api.write_text("// the binding\n")
     monkeypatch.setattr(builder, "why_no_link", lambda options: "--compile-only" if options.compile_only else "")
     monkeypatch.setattr(builder, "torch_link_spec", lambda plan: graph.LinkSpec(
         module_name=plan.module_name, cxx=fake_cuda / "bin" / "nvcc", cxx_std="c++20", include_dirs=(),
         defines=("-DTORCH_EXTENSION_NAME=" + plan.module_name,), torch_lib=Path("/torch/lib"), api_sources=(api,)))
+
+
+def test_linked_shards_equal_a_one_machine_build(tmp_path, fake_cuda, monkeypatch):
+    """With a CUDA torch (cuda_torch_standin), the link runs the same binding and link commands over the same objects
+    as a one-machine build."""
+    cuda_torch_standin(tmp_path, fake_cuda, monkeypatch)
     artifacts = build_shards(tmp_path, 4)
     log = tmp_path / "nvcc.log"
     log.unlink()
@@ -326,3 +331,22 @@ def test_real_nvcc_shards_of_the_synthetic_kernel_fit(tmp_path, fake_root, cache
     assert sorted(names) == ["fwd_hdim64_fp16_sm80", "fwd_hdim64_fp16_sm90", "fwd_hdim64_fp16_sm90_kernel"]
     linked = run_cli("link", *map(str, artifacts))
     assert f"they fit, but cannot link the extension: torch {CPU_TORCH} has no CUDA" in linked.stderr
+
+
+@pytest.mark.parametrize("step", ["shard", "link"])
+def test_a_damaged_build_dir_is_a_clear_error_for_shards_and_link(tmp_path, fake_cuda, cache, monkeypatch, step):
+    """A shard or a link whose build dir was damaged (its lock file a directory: a dir where a file belongs) is the
+    build's named error with the command that removes it, as a one-machine build's is, not a traceback."""
+    cuda_torch_standin(tmp_path, fake_cuda, monkeypatch)  # so that the link gets as far as the build dir
+    artifacts = build_shards(tmp_path, 2)
+    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+    lock = build_dir / ".lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    if step == "shard":
+        result = run_cli(*SELECTION, "--shard", "1/2", "--artifact-dir", str(tmp_path / "again"))
+    else:
+        result = run_cli("link", *map(str, artifacts))
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit), result.output
+    assert f"build dir {build_dir} is damaged" in result.output and "flashbuild clean" in result.output, result.output

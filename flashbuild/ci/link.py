@@ -310,7 +310,7 @@ def link(paths: list[Path], *, build_dir: Path | None = None, jobs: int | None =
                          f"`{link_command([a.path for a in ordered], build_dir)}`")
     builder.prepare(plan)
     spec = builder.torch_link_spec(plan)
-    with builder.build_lock(plan.build_dir):
+    with builder.damaged_build_dir(plan), builder.build_lock(plan.build_dir):
         objects = _place_objects(plan, ordered)
         with cache.private_umask():
             render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,

@@ -209,7 +209,7 @@ def build_shard(plan: Plan, shard: ShardSpec, *, costs: str | None, artifact_dir
     builder.log(describe_split(result, shard))
     mine = shard_plan(plan, result.shards[shard.index - 1])
     builder.prepare(mine)
-    with builder.build_lock(mine.build_dir):
+    with builder.damaged_build_dir(mine), builder.build_lock(mine.build_dir):
         with cache.private_umask():
             render.render_build(plan.selection, plan.gen_dir, build_key=plan.key, profile=plan.profile,
                                 context=builder.tree_context(plan))
