@@ -5,8 +5,8 @@ limit reasons through NVML (nvidia-smi's lines if pynvml is missing) every 10 ms
 around the window's calls, the mean SM clock and power of its samples (the first 0.25 s left out), TFLOPS per GHz
 (the work a clock tick does, which the clock leaves out) and joules a call. Issue 46's shape: 16k tokens, model dim
 2048 (heads 2048 / hdim, rounded down), fp16, two input sets rotated (each larger than twice the L2), random normal
-inputs. --direction bwd times mha_bwd instead, on each arm's own forward's out and lse (written 2026-11-30, not yet
-run). Arms (--arms):
+inputs. --direction bwd times mha_bwd instead, on each arm's own forward's out and lse (first run in h200-8).
+Arms (--arms):
   ours           this tree's forward (its causal calls with FLASHBUILD_HOPPER_FWD_PAIRS unset: the tree's default)
   ours@SETTING   the same build, its causal calls with FLASHBUILD_HOPPER_FWD_PAIRS=SETTING (kernels/hopper/fwd_pairs.h)
   ours-pairs     ours@all:2: pairs of query blocks at every length, two rounds left to the tail (h200-3, h200-4: the

@@ -4,7 +4,7 @@
 # locked them at base). One nvidia-h200 call from the repo root after the wheel line, carrying .whl and .device/fa3:
 #   OUT=$OUT [ARMS=ours,fa3] [ARMS2=] [HDIMS=128,256] [CAUSAL=off,on] [SEQLENS=16384] [TURN_REPS=0] [ROUNDS=3] \
 #     [SECONDS_EACH=1.5] [DIRECTION=fwd] [NCU=0] [TESTS=0] [LIMIT=420] bash benchmarks/fwd_clock_power/run.sh
-# DIRECTION=bwd times mha_bwd instead (builds of both directions; written 2026-11-30, not yet run).
+# DIRECTION=bwd times mha_bwd instead (builds of both directions; h200-8: DIRECTION=bwd HDIMS=128 ARMS=ours,fa3).
 # TESTS=1: then the causal forward's correctness on this tree: tests/gpu/test_fwd_causal_pairs_gpu.py (every
 # FLASHBUILD_HOPPER_FWD_PAIRS setting) and `flashbuild test` of the forward, causal, HDIMS, fp16 and bf16.
 # ARMS2: a second probe's arms, in a process of its own (one FA3 build a process: fa3-nocluster goes there).
