@@ -46,8 +46,7 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   nov4    every kernel's softmax after its own P V (no kOverlapSoftmax) and its row max in 4 chains
 #   t192, t176: every kernel on 192 x 192 / 192 x 176 tiles with 3 stages (fwd_tile's sweep override; for hdim 64, whose
 #           default is 192 x 128 with 4 stages: FA3's non-causal hdim-64 tile is 192 x 192): ../fwd_tile_hdim64_wide/
-#   e2, e4, e8, e4d4: every 2nd / 4th / 8th column's exponential on the FMA pipe (a degree-3 polynomial; e4d4 degree 4),
-#           the others on MUFU (OnlineSoftmax's kExpOnFma): ../fwd_exp_on_fma/
+#   (e2, e4, e8, e4d4: a share of the exponentials on the FMA pipe; in 8742183 only, with the form: ../fwd_exp_on_fma/)
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
             f"-DFLASHBUILD_HOPPER_FWD_LEAD_WAITS={lead}"]
@@ -76,10 +75,6 @@ ARMS = {
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
     "t192": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=192", "-DFLASHBUILD_HOPPER_STAGES=3"],
     "t176": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=3"],
-    "e2": ["-DFLASHBUILD_HOPPER_FWD_EXP_ON_FMA=2"],
-    "e4": ["-DFLASHBUILD_HOPPER_FWD_EXP_ON_FMA=4"],
-    "e8": ["-DFLASHBUILD_HOPPER_FWD_EXP_ON_FMA=8"],
-    "e4d4": ["-DFLASHBUILD_HOPPER_FWD_EXP_ON_FMA=4", "-DFLASHBUILD_HOPPER_FWD_EXP_DEGREE=4"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"

@@ -25,31 +25,6 @@ CUTE_DEVICE float exp2_ftz(float x) {
   return y;
 }
 
-// 2^x for the softmax's exponents (x <= 0) on the FMA pipe, not the SFU: a study form (hopper/fwd_softmax.h,
-// kExpOnFma) that moves a share of the exponentials off MUFU, whose 16 results a clock an SM are as many as hdim 64's
-// tensor cores need a clock. x = j + f with j = round(x) (the low mantissa bits of x + 1.5 * 2^23) and f in
-// [-0.5, 0.5]; 2^f by a polynomial fitted here for relative error (degree 3: 1.0e-4, degree 4: 2.9e-6; an fp16 P
-// rounds by up to 4.9e-4); times 2^j, a float built from j's bits. x is first raised to -126 (NaN kept: max.NaN), so
-// a masked score (-inf) gives 2^-126 where MUFU gives 0, which no fp16 or bf16 P and no fp32 row sum can tell apart
-// from 0 beside the row's maximum (2^0), and a NaN score stays NaN.
-template <int kDegree>
-CUTE_DEVICE float exp2_on_fma(float x) {
-  static_assert(kDegree == 3 || kDegree == 4, "degree 3 or 4");
-  asm("max.NaN.f32 %0, %0, 0fC2FC0000;" : "+f"(x));  // -126
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
-  const float t = x + kRound;
-  const float f = x - (t - kRound);
-  float q;
-  if constexpr (kDegree == 3) {
-    q = fmaf(fmaf(0.05500869f, f, 0.24221063f), f, 0.69328290f);
-  } else {
-    q = fmaf(fmaf(fmaf(0.009582830f, f, 0.055906400f), f, 0.24024099f), f, 0.69312418f);
-  }
-  // 2^j: j's bits shifted into the exponent field over 1.0's (t's other bits shift out: 1.5 * 2^23's low 9 are 0).
-  const float scale = __uint_as_float((__float_as_uint(t) << 23) + 0x3f800000u);
-  return fmaf(q * f, scale, scale);
-}
-
 // Element-wise conversion of a register fragment into another of the same size (e.g. fp32
 // accumulators into fp16 operand registers laid out otherwise), vectorised.
 template <class SrcEngine, class SrcLayout, class DstEngine, class DstLayout>

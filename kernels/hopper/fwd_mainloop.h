@@ -171,20 +171,6 @@ struct FwdMainloop {
 #endif
   static_assert(kMaxChains >= 1, "at least one chain");
 
-  // A study form (OnlineSoftmax's kExpOnFma): every Nth column's exponential on the FMA pipe, by a polynomial of
-  // degree D. Off by default; nvcc -DFLASHBUILD_HOPPER_FWD_EXP_ON_FMA=N [-DFLASHBUILD_HOPPER_FWD_EXP_DEGREE=D] for
-  // every kernel of a build (benchmarks/fwd_exp_on_fma/).
-#ifdef FLASHBUILD_HOPPER_FWD_EXP_ON_FMA
-  static constexpr int kExpOnFma = FLASHBUILD_HOPPER_FWD_EXP_ON_FMA;
-#else
-  static constexpr int kExpOnFma = 0;
-#endif
-#ifdef FLASHBUILD_HOPPER_FWD_EXP_DEGREE
-  static constexpr int kExpDegree = FLASHBUILD_HOPPER_FWD_EXP_DEGREE;
-#else
-  static constexpr int kExpDegree = 3;
-#endif
-
   // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued
   // after it, outside the turn. O's rescale and P's conversion, which the source puts before the turn,
   // ptxas sinks between the two products (after the turn's BAR.SYNC, up to their first reader), so the

@@ -11,9 +11,7 @@ namespace flashbuild::hopper {
 // kMaxChains: a row's max over the step's columns taken in that many independent chains (column c in chain
 // c % kMaxChains, the chains' maxima then combined): the same value (max is exact), a shorter dependent FMNMX chain
 // between a row's scores and its exponentials. The mainloop picks it per kernel (FwdMainloop::kMaxChains).
-// kExpOnFma (a study form, 0 = off): every kExpOnFma-th column's exponential taken by exp2_on_fma (common/numeric.h)
-// with a polynomial of degree kExpDegree, the others on the SFU. Other bits than the SFU's.
-template <int kRows, int kMaxChains = 1, int kExpOnFma = 0, int kExpDegree = 3>
+template <int kRows, int kMaxChains = 1>
 struct OnlineSoftmax {
   float row_max[kRows];  // raw scores (before scale_log2); -inf while a row has seen no key
   float row_sum[kRows];  // this thread's share of sum(exp2(s * scale_log2 - max * scale_log2))
@@ -60,12 +58,7 @@ struct OnlineSoftmax {
       float sum = 0.f;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
-        const float x = fmaf(s(r, c), scale_log2, -new_scaled);
-        if constexpr (kExpOnFma > 0) {
-          s(r, c) = c % kExpOnFma == kExpOnFma - 1 ? exp2_on_fma<kExpDegree>(x) : exp2_ftz(x);
-        } else {
-          s(r, c) = exp2_ftz(x);
-        }
+        s(r, c) = exp2_ftz(fmaf(s(r, c), scale_log2, -new_scaled));
         sum += s(r, c);
       }
       if constexpr (kFirst) {
