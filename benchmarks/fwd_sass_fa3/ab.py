@@ -46,8 +46,7 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   nov4    every kernel's softmax after its own P V (no kOverlapSoftmax) and its row max in 4 chains
 #   t192, t176: every kernel on 192 x 192 / 192 x 176 tiles with 3 stages (fwd_tile's sweep override; for hdim 64, whose
 #           default is 192 x 128 with 4 stages: FA3's non-causal hdim-64 tile is 192 x 192): ../fwd_tile_hdim64_wide/
-#   ps128, ps192: P through shared memory (FwdTraits::kPSmem, FA3's form for its 192 x 192 hdim-64 tile) on the
-#           default tile / on 192 x 192 with 2 stages: ../fwd_tile_hdim64_wide/
+#   (ps128, ps192: P through shared memory, on the default tile / on 192 x 192; in 3bcdf53 only: ../fwd_tile_hdim64_wide/)
 #   (e2, e4, e8, e4d4: a share of the exponentials on the FMA pipe; in 8742183 only, with the form: ../fwd_exp_on_fma/)
 def _flags(uq, edge, lead):
     return [f"-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q={uq}", f"-DFLASHBUILD_HOPPER_FWD_EDGE_TURNS={edge}",
@@ -77,9 +76,6 @@ ARMS = {
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
     "t192": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=192", "-DFLASHBUILD_HOPPER_STAGES=3"],
     "t176": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=3"],
-    "ps128": ["-DFLASHBUILD_HOPPER_FWD_P_SMEM=1"],
-    "ps192": ["-DFLASHBUILD_HOPPER_FWD_P_SMEM=1", "-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=192",
-              "-DFLASHBUILD_HOPPER_STAGES=2"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"

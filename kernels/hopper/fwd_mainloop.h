@@ -399,21 +399,6 @@ struct FwdMainloop {
         k_major_slices<kRowsPerWarpgroup>(sQ, kUniformQ ? warpgroup : int(get<1>(thr_vmnk))));
     Tensor tSrK = Traits::TiledMmaQK::make_fragment_B(k_major_slices<kBlockN>(sK, get<2>(thr_vmnk)));
     Tensor tOrV = Traits::TiledMmaPV::make_fragment_B(mn_major_slices<kHeadDim>(sVt, _0{}));  // (MMA, MMA_N, MMA_K, stage)
-    // Traits::kPSmem: this warpgroup's rows of sP as the A operand of O += P V, and each thread's stmatrix address.
-    auto sP = [&] {
-      if constexpr (Traits::kPSmem) {
-        return make_tensor(make_smem_ptr(storage.p.data()), typename Traits::SmemLayoutP{});
-      } else {
-        return 0;
-      }
-    }();
-    auto tOrPs = [&] {
-      if constexpr (Traits::kPSmem) {
-        return Traits::TiledMmaPV::make_fragment_A(k_major_slices<kRowsPerWarpgroup>(sP, warpgroup));
-      } else {
-        return 0;
-      }
-    }();
 
     Tensor tSrS = make_tensor<float>(AccumulatorShapeS{});
     Tensor tSrS_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
@@ -462,24 +447,7 @@ struct FwdMainloop {
       mask_step(masked, [&] { return k.mask.needs_mask(tile.m_block, n_block, kBlockM, kBlockN); },
                 [&] { apply_mask(n_block); });
     };
-    // Probabilities to the element type, into P's registers (or, kPSmem, into this warp's 16 rows of sP: each warp's
-    // part of O += P V reads only its own rows, so a fence for the async proxy and the warp's convergence suffice).
-    auto to_p = [&]() {
-      if constexpr (Traits::kPSmem) {
-        stmatrix_accumulator(stmatrix_rows<kNumMmaThreads>(sP, thread_idx), convert_type<Element>(tSrS));
-        cutlass::arch::fence_view_async_shared();
-        __syncwarp();
-      } else {
-        convert_into(tSrS, tOrP);
-      }
-    };
-    auto issue_pv = [&](int stage) {
-      if constexpr (Traits::kPSmem) {
-        wgmma<-1, false>(mma_pv, tOrPs, tOrV(_, _, _, stage), tOrO, false);
-      } else {
-        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, stage), tOrO, false);
-      }
-    };
+    auto to_p = [&]() { convert_into(tSrS, tOrP); };  // probabilities to the element type, into P's registers
     auto wait_turn = [&]() {
       if constexpr (Traits::kPingpong) { barrier_sync(warpgroup_turn(warpgroup), 2 * kWarpgroupThreads); }
     };
@@ -599,7 +567,7 @@ struct FwdMainloop {
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
         if constexpr (kPassAfterQK) { pass_turn(); }
         step_wait(pipe_v, read_v);
-        issue_pv(read_v.index());
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         if constexpr (!kPassAfterQK) { pass_turn(); }
         pv_in_flight = true;
         warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
@@ -623,7 +591,7 @@ struct FwdMainloop {
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
         step_wait(pipe_v, read_v);
-        issue_pv(read_v.index());
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         warpgroup_wait<1>();  // S is ready; P V may still run
         pipe_k.consumer_release(read_k);
@@ -645,7 +613,7 @@ struct FwdMainloop {
     // The last key block's P V.
     pipe_v.consumer_wait(read_v);
     wait_edge_turn();
-    issue_pv(read_v.index());
+    wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
     pass_edge_turn();
     warpgroup_wait<0>();
     pipe_v.consumer_release(read_v);

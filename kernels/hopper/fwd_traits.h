@@ -2,8 +2,6 @@
 // forward kernel: one producer warpgroup (TMA loads) and kBlockM / 64 consumer warpgroups (wgmma).
 #pragma once
 
-#include <type_traits>  // std::conditional_t
-
 #include "hopper/gmma_extra.h"
 #include "hopper/sm90.h"
 
@@ -173,28 +171,12 @@ struct FwdTraits {
   using WarpgroupLayout = Layout<Shape<Int<kNumMmaWarpgroups>, _1, _1>>;
   // S = Q K^T: both operands from shared memory, K-major (head_dim contiguous).
   using TiledMmaQK = decltype(make_tiled_mma(qk_mma_op<Element, kBlockN, kHeadDim>(), WarpgroupLayout{}));
-  // kPSmem, a study form (benchmarks/fwd_tile_hdim64_wide/, FA3's `MmaPV_is_RS` false): P through shared memory,
-  // each warp stmatrix-ing its 16 rows of P into sP and O += P V reading them (SS), so that S's registers hold the
-  // next block's scores while P needs none. Off by default; nvcc -DFLASHBUILD_HOPPER_FWD_P_SMEM=1 for a whole build.
-#ifdef FLASHBUILD_HOPPER_FWD_P_SMEM
-  static constexpr bool kPSmem = FLASHBUILD_HOPPER_FWD_P_SMEM != 0;
-#else
-  static constexpr bool kPSmem = false;
-#endif
   // O += P V: P from registers (the softmax output never leaves them), V from shared memory read
   // MN-major (V's rows are keys, so head_dim, the N of this product, is the contiguous one).
-  using TiledMmaPV = std::conditional_t<
-      kPSmem,
-      decltype(make_tiled_mma(
-          GMMA::ss_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockN>>,
-                               GMMA::Major::K, GMMA::Major::MN>(),
-          WarpgroupLayout{})),
-      decltype(make_tiled_mma(
-          GMMA::rs_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockN>>,
-                               GMMA::Major::K, GMMA::Major::MN>(),
-          WarpgroupLayout{}))>;
-  // kPSmem: P as (block_m, block_n), keys contiguous, the A operand of O += P V (as sQ is of S = Q K^T).
-  using SmemLayoutP = decltype(tile_to_shape(k_major_smem_atom<Element, kBlockN>(), Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<Int<kRowsPerWarpgroup>, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      WarpgroupLayout{}));
 
   using SmemAtom = decltype(k_major_smem_atom<Element, kHeadDim>());
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
@@ -233,7 +215,7 @@ struct FwdTraits {
 
   // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes, and the
   // wgmma descriptors and TMA boxes assume each buffer starts at a pattern boundary.
-  struct SharedStoragePlain {
+  struct SharedStorage {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutK>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutV>> v;
@@ -247,11 +229,6 @@ struct FwdTraits {
 
     CUTE_DEVICE Element* o() { return kOAliasesV ? v.data() : o_own.data(); }
   };
-  // kPSmem: sP after the rest (the other buffers keep their offsets; without kPSmem the struct is the plain one).
-  struct SharedStorageWithP : SharedStoragePlain {
-    alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutP>> p;
-  };
-  using SharedStorage = std::conditional_t<kPSmem, SharedStorageWithP, SharedStoragePlain>;
   static constexpr int kSmemBytes = int(sizeof(SharedStorage));
   static_assert(kSmemBytes <= kMaxSmemBytes, "forward tile exceeds sm90's shared memory");
   static_assert(kCtasPerSm == 1 || kCtasPerSm * (kSmemBytes + 1024) <= 228 * 1024,
