@@ -90,12 +90,16 @@ struct FwdMainloop {
   // where FA3's loop has none (its mainloop shuffles the index, as cutlass::canonical_warp_group_idx does).
   // 19 instructions fewer a step (causal unmasked 485 -> 466; FA3 455-469) but within the noise of the
   // clock: 0.995-1.008x per row, 1.001-1.006x at 1k-4k and 0.996-1.002x at causal 16k over the two calls.
-  // On at hdim 128's plain kernels, the ones measured (not the split-KV kernel's, nor local or softcap ones).
+  // hdim 64's three-warpgroup tile (call h200-11, arm uq1): 8-9 instructions fewer a step (causal unmasked
+  // 453 -> 444, plain 435 -> 427; FA3's 192 x 128 step 417), 1.005-1.016x in every row (fp16 and bf16, causal
+  // or not, 1k-16k, 7 rounds), bit-identical.
+  // On at hdim 64's and 128's plain kernels, the ones measured (not the split-KV kernel's, nor local or softcap
+  // ones; hdim 32, which takes hdim 64's tile, not measured).
 #ifdef FLASHBUILD_HOPPER_FWD_UNIFORM_Q
   static constexpr bool kUniformQ = FLASHBUILD_HOPPER_FWD_UNIFORM_Q != 0;
 #else
   static constexpr bool kUniformQ =
-      kHeadDim == 128 && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+      (kHeadDim == 64 || kHeadDim == 128) && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
   // kEdgeTurns (ping-pong tiles): a tile's first Q K^T and last P V each take a turn, as the steps' products do;
   // FA3 issues them without one. kLeadWaits: inside the steps only the first consumer warpgroup waits on the
