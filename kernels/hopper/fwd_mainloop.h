@@ -54,12 +54,14 @@ struct FwdMainloop {
   // on the stack there). In turns on the H200 against the one loop (benchmarks/fwd_causal_fa3), causal
   // fp16 1k / 4k / 16k: hdim 128 1.038 / 1.047 / 1.046x, 192 1.028 / 1.064 / 1.071x (bf16 1.028-1.076x),
   // 96 1.003 / 1.015 / 1.015x, 256 1.006 / 1.008 / 1.011x; hdim 64's 192-row tiles 0.988 / 1.007 / 1.014x
-  // (bf16 the same), so not there (its 1k row is the one furthest behind cuDNN; hdim 32 takes that tile too).
+  // (bf16 the same), so not there then. Again on the tree with kUniformQ at hdim 64 (benchmarks/fwd_sass_fa3, call
+  // h200-12, 7 rounds, fp16 | bf16): 1.000 | 1.002 at 1k, 1.004 | 1.004 at 2k, 1.007 | 1.005 at 4k, 1.011 | 1.010 at
+  // 8k, 1.006 | 1.004 at 16k, bit-identical: so at hdim 64 too (hdim 32, which takes its tile, not measured).
   // nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 (or 1) sets it for every causal tile of a whole build, for A/B runs.
 #if defined(FLASHBUILD_HOPPER_FWD_PEEL)
   static constexpr bool kPeelTile = FLASHBUILD_HOPPER_FWD_PEEL != 0;
 #else
-  static constexpr bool kPeelTile = kNumMmaWarpgroups == 2;
+  static constexpr bool kPeelTile = kNumMmaWarpgroups == 2 || kHeadDim == 64;
 #endif
   static constexpr bool kPeelMasked = kPeelTile && kIsCausal && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
   // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels where it
