@@ -45,7 +45,7 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   max1, max2, max8: every kernel's row max in 1 (the single chain of before), 2 or 8 chains
 #   nov4    every kernel's softmax after its own P V (no kOverlapSoftmax) and its row max in 4 chains
 #   peel    every causal tile's masked steps peeled into a loop of their own (FwdMainloop::kPeelTile; off at hdim 64)
-#   clamp   the exponents' offset of a keyless row by one FMNMX, not an -inf test and a select (OnlineSoftmax's kClampMax)
+#   (clamp: a keyless row's exponent offset by one FMNMX, not an -inf test and a select; in 89465b0 only, call h200-13)
 #   t192, t176: every kernel on 192 x 192 / 192 x 176 tiles with 3 stages (fwd_tile's sweep override; for hdim 64, whose
 #           default is 192 x 128 with 4 stages: FA3's non-causal hdim-64 tile is 192 x 192): ../fwd_tile_hdim64_wide/
 #   (ps128, ps192: P through shared memory, on the default tile / on 192 x 192; in 3bcdf53 only: ../fwd_tile_hdim64_wide/)
@@ -77,7 +77,6 @@ ARMS = {
     "nov4": ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0", "-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"],
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
     "peel": ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"],
-    "clamp": ["-DFLASHBUILD_HOPPER_FWD_CLAMP_MAX=1"],
     "t192": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=192", "-DFLASHBUILD_HOPPER_STAGES=3"],
     "t176": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=3"],
 }

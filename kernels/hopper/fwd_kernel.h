@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
       const TileCoord tile = scheduler.decode(t);
       const SeqRange seq = Kernel::sequence(p, tile.batch);
       if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }
-      OnlineSoftmax<2, Mainloop::kMaxChains, Mainloop::kClampMax> softmax(score.scale_log2);
+      OnlineSoftmax<2, Mainloop::kMaxChains> softmax(score.scale_log2);
       // sQ is free for the next tile's Q as soon as the last S is computed.
       Mainloop::mma(
           p, storage, pipe_k, pipe_v, read_k, read_v, q_phase, tile, seq, thread_idx, mma_warpgroup, tOrO, softmax,

@@ -176,12 +176,6 @@ struct FwdMainloop {
           : 1;
 #endif
   static_assert(kMaxChains >= 1, "at least one chain");
-  // kClampMax (OnlineSoftmax): a study switch, off by default; nvcc -DFLASHBUILD_HOPPER_FWD_CLAMP_MAX=1 for a build.
-#ifdef FLASHBUILD_HOPPER_FWD_CLAMP_MAX
-  static constexpr bool kClampMax = FLASHBUILD_HOPPER_FWD_CLAMP_MAX != 0;
-#else
-  static constexpr bool kClampMax = false;
-#endif
 
   // kPassAfterQK, the overlapped (non-causal) steps only: the turn passed once Q K^T is issued, P V issued
   // after it, outside the turn. O's rescale and P's conversion, which the source puts before the turn,

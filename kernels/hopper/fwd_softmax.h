@@ -4,8 +4,6 @@
 // quad exchange per step).
 #pragma once
 
-#include <cfloat>  // FLT_MAX
-
 #include "hopper/accumulator.h"
 
 namespace flashbuild::hopper {
@@ -13,10 +11,7 @@ namespace flashbuild::hopper {
 // kMaxChains: a row's max over the step's columns taken in that many independent chains (column c in chain
 // c % kMaxChains, the chains' maxima then combined): the same value (max is exact), a shorter dependent FMNMX chain
 // between a row's scores and its exponentials. The mainloop picks it per kernel (FwdMainloop::kMaxChains).
-// kClampMax: the exponents' offset of a row that has seen no key taken as max(row max x scale, -FLT_MAX) (one FMNMX)
-// rather than tested for -inf and selected as 0 (FSETP and FSEL). Either way its scores (-inf) give exp2(-inf) = 0
-// and its old max's weight exp2(-inf) = 0: the same values, bit for bit.
-template <int kRows, int kMaxChains = 1, bool kClampMax = false>
+template <int kRows, int kMaxChains = 1>
 struct OnlineSoftmax {
   float row_max[kRows];  // raw scores (before scale_log2); -inf while a row has seen no key
   float row_sum[kRows];  // this thread's share of sum(exp2(s * scale_log2 - max * scale_log2))
@@ -59,7 +54,7 @@ struct OnlineSoftmax {
       // The old max in log2 units, -inf while the row has seen no key (not max_scaled's 0).
       const float old_scaled = row_max[r] * scale_log2;
       row_max[r] = m;
-      const float new_scaled = kClampMax ? fmaxf(m * scale_log2, -FLT_MAX) : max_scaled(r);
+      const float new_scaled = max_scaled(r);
       float sum = 0.f;
       CUTE_UNROLL
       for (int c = 0; c < size<1>(s); ++c) {
