@@ -1,7 +1,8 @@
 """ours / FA3 and ours / cuDNN per forward variant and seqlen of one `flashbuild bench --peer-source` run (the
 bench.json ../fa3_slice/peer.sh writes), with both TFLOPS; the rows issue 46's acceptance names are marked.
+A bench's log (its `VARIANT seqlen S BACKEND:  TFLOPS (ms)` lines, the .txt peer.sh keeps) gives the same table.
 
-    python3 benchmarks/fwd_tile_turnover/peer_rows.py bench.json
+    python3 benchmarks/fwd_tile_turnover/peer_rows.py bench.json|bench.txt
 """
 import sys
 
@@ -10,9 +11,14 @@ if sys.argv[1:] in (["-h"], ["--help"]) or len(sys.argv) != 2:  # usage without 
     sys.exit(0)
 import json  # noqa: E402
 import pathlib  # noqa: E402
+import re  # noqa: E402
 
-tf = {(x["variant"], x["seqlen"], x["backend"]): x["tflops"]
-      for x in json.loads(pathlib.Path(sys.argv[1]).read_text())["results"]}
+source = pathlib.Path(sys.argv[1])
+if source.suffix == ".txt":
+    tf = {(m[1], int(m[2]), m[3]): float(m[4]) for m in
+          re.finditer(r"^\s+(\S+) seqlen (\d+) (\S+):\s+([0-9.]+) \(", source.read_text(), flags=re.M)}
+else:
+    tf = {(x["variant"], x["seqlen"], x["backend"]): x["tflops"] for x in json.loads(source.read_text())["results"]}
 print(f"{'variant':<28} {'seqlen':>6} {'ours/FA3':>9} {'ours/cuDNN':>10} {'ours TF':>8} {'FA3 TF':>8}")
 for (variant, seqlen, backend), ours in sorted(tf.items()):
     if backend != "flashbuild":

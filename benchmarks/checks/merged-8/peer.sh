@@ -54,5 +54,8 @@ for dtype in ${DTYPES//,/ }; do
 done
 if [ -n "${suite:-}" ]; then wait "$suite"; echo "== suite"; tail -30 "$OUT/suite.txt"; fi
 echo "== host"; cat "$OUT/host.txt"
-# The logs in one archive: a call brings back only so many files (call 1 lost its suite's log that way).
-(cd "$OUT" && tar -czf logs.tgz build-*.txt peer-*.txt suite* 2>/dev/null && rm -rf build-*.txt peer-*.txt suite*)
+# The logs and results in one archive: a call brings back at most 8 files (call 1 lost its suite's log that way).
+# Only the names that exist: a glob that matches nothing (suite* without SUITE=1) made tar fail and left them all
+# loose, and the call lost the fp16 json and both ratio tables (checks/merged-14). The ratio tables stay out too.
+(cd "$OUT" && shopt -s nullglob && logs=(build-*.txt peer-*.txt peer-*.json suite*) &&
+  tar -czf logs.tgz "${logs[@]}" && rm -rf "${logs[@]}")
