@@ -95,13 +95,17 @@ struct FwdMainloop {
   // hdim 64's three-warpgroup tile (call h200-11, arm uq1): 8-9 instructions fewer a step (causal unmasked
   // 453 -> 444, plain 435 -> 427; FA3's 192 x 128 step 417), 1.005-1.016x in every row (fp16 and bf16, causal
   // or not, 1k-16k, 7 rounds), bit-identical.
-  // On at hdim 64's and 128's plain kernels, the ones measured (not the split-KV kernel's, nor local or softcap
-  // ones; hdim 32, which takes hdim 64's tile, not measured).
+  // hdim 96 and 192 (call h200-14, 5 rounds, bit-identical): hdim 96 causal 1.011-1.026x, non-causal 0.977-0.989x;
+  // hdim 192 non-causal 1.005-1.012x, causal 0.977-1.023x round by round (no sign); hdim 256 lost 1.3-1.5 % at 16k
+  // causal (call h200-5). On in the plain kernels measured faster: hdim 64 and 128, hdim 96 causal, hdim 192
+  // non-causal (not the split-KV kernel's, nor local or softcap ones; hdim 32, which takes hdim 64's tile, not
+  // measured).
 #ifdef FLASHBUILD_HOPPER_FWD_UNIFORM_Q
   static constexpr bool kUniformQ = FLASHBUILD_HOPPER_FWD_UNIFORM_Q != 0;
 #else
   static constexpr bool kUniformQ =
-      (kHeadDim == 64 || kHeadDim == 128) && (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+      (kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 96 && kIsCausal) || (kHeadDim == 192 && !kIsCausal)) &&
+      (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
   // kEdgeTurns (ping-pong tiles): a tile's first Q K^T and last P V each take a turn, as the steps' products do;
   // FA3 issues them without one. kLeadWaits: inside the steps only the first consumer warpgroup waits on the
