@@ -15,39 +15,33 @@ from test_compile_fwd_max_chains import instructions
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
-KERNEL = "fwd_hdim64_fp16_causal_sm90_kernel"
-ARM = ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1", "-DFLASHBUILD_HOPPER_FWD_PEEL=1"]  # ab.py's uq1, then peel on it
+UQ1 = ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1"]  # benchmarks/fwd_sass_fa3/ab.py's arm uq1
+PEEL = ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"]  # its arm peel
 
 
-def causal_kernel_sass(tmp_path, name: str, defines: list[str]) -> str:
-    args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--jobs", "1", *(f"--nvcc-flag={d}" for d in defines)]
-    obj, _ = compile_kernel_object(tmp_path / name, args, KERNEL)
+def kernel_sass(tmp_path, build: str, hdim: int, causal: bool, defines: list[str]) -> list[str]:
+    """The main kernel of the plain fp16 forward of hdim (causal or not), built with defines: its instructions. It
+    must neither spill nor use the stack."""
+    name = f"fwd_hdim{hdim}_fp16{'_causal' if causal else ''}_sm90_kernel"
+    args = ["--hdim", str(hdim), "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal",
+            "on" if causal else "off", "--no-local", "--no-softcap", "--jobs", "1",
+            *(f"--nvcc-flag={d}" for d in defines)]
+    obj, _ = compile_kernel_object(tmp_path / build, args, name)
     from flashbuild.debug import inspection
 
-    (main,) = [r for r in inspection.inspect_object(KERNEL, obj) if "fwd_kernel" in r.kernel]
+    (main,) = [r for r in inspection.inspect_object(name, obj) if "fwd_kernel" in r.kernel]
     assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
-    return inspection.sass_text(obj)
+    return instructions(inspection.sass_text(obj))
 
 
 def test_the_hdim64_forward_is_the_measured_arms(tmp_path):
-    default = instructions(causal_kernel_sass(tmp_path, "default", []))
-    arm = instructions(causal_kernel_sass(tmp_path, "uq1-peel", ARM))
-    assert default == arm, "the default hdim-64 causal kernel differs from the measured arms' (uq1, peel)"
+    """h200-11 timed uq1, then h200-12 peel on top of it."""
+    default = kernel_sass(tmp_path, "default", 64, True, [])
+    assert default == kernel_sass(tmp_path, "uq1-peel", 64, True, UQ1 + PEEL), "not the measured arms' (uq1, peel)"
 
 
-@pytest.mark.parametrize("hdim, causal", [(96, "on"), (192, "off")])
+@pytest.mark.parametrize("hdim, causal", [(96, True), (192, False)])
 def test_the_hdim96_causal_and_hdim192_plain_kernels_take_uniform_q(tmp_path, hdim, causal):
-    """kUniformQ where call h200-14 measured it faster (hdim 96 causal, hdim 192 non-causal): the default kernel is
-    the uq1 arm's, instruction for instruction."""
-    from flashbuild.debug import inspection
-
-    name = f"fwd_hdim{hdim}_fp16{'_causal' if causal == 'on' else ''}_sm90_kernel"
-
-    def sass(build, defines):
-        args = ["--hdim", str(hdim), "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", causal,
-                "--no-local", "--no-softcap", "--jobs", "1", *(f"--nvcc-flag={d}" for d in defines)]
-        obj, _ = compile_kernel_object(tmp_path / build, args, name)
-        return instructions(inspection.sass_text(obj))
-
-    assert sass("default", []) == sass("uq1", ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1"]), f"{name} is not the uq1 arm's"
+    """kUniformQ where call h200-14 measured it faster (hdim 96 causal, hdim 192 non-causal)."""
+    default = kernel_sass(tmp_path, "default", hdim, causal, [])
+    assert default == kernel_sass(tmp_path, "uq1", hdim, causal, UQ1), "not the uq1 arm's"
