@@ -4,6 +4,7 @@ build pipeline can be tested end to end), the in-process CLI, the nvcc skip mark
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -263,6 +264,13 @@ def compile_kernel_object(cache: Path, args: list[str], variant: str) -> tuple[P
     assert done.returncode == 0, done.stderr[-3000:]
     (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
     return build_dir / "obj" / f"{variant}.o", done.stdout + done.stderr
+
+
+def sass_instructions(sass: str) -> list[str]:
+    """The instructions of `cuobjdump -sass` text with their addresses, immediates and encodings left out: two builds'
+    kernels compare equal when ptxas emitted the same code."""
+    lines = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", sass, flags=re.M)
+    return [re.sub(r"0x[0-9a-f]+", "IMM", line) for line in lines]
 
 
 def run_host_program(tmp_path: Path, source: Path, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc
-from test_compile_fwd_max_chains import instructions
+from helpers import compile_kernel_object, requires_nvcc, sass_instructions
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -31,7 +30,7 @@ def kernel_sass(tmp_path, build: str, hdim: int, causal: bool, defines: list[str
 
     (main,) = [r for r in inspection.inspect_object(name, obj) if "fwd_kernel" in r.kernel]
     assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
-    return instructions(inspection.sass_text(obj))
+    return sass_instructions(inspection.sass_text(obj))
 
 
 def test_the_hdim64_forward_is_the_measured_arms(tmp_path):

@@ -9,11 +9,9 @@ arm's (nov4: no overlap, 4 chains, for a whole build), and its 176-key kernel is
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc
+from helpers import compile_kernel_object, requires_nvcc, sass_instructions
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -40,12 +38,6 @@ def test_the_causal_forward_takes_its_row_max_in_chains(tmp_path):
     assert chains.count("MUFU.EX2") == one.count("MUFU.EX2"), "the same exponentials either way"
 
 
-def instructions(sass: str) -> list[str]:
-    """The SASS's instructions with their addresses, immediates and encodings left out."""
-    lines = re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", sass, flags=re.M)
-    return [re.sub(r"0x[0-9a-f]+", "IMM", line) for line in lines]
-
-
 def test_the_non_causal_128_key_kernel_is_the_measured_arm(tmp_path):
     args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",
             "--no-local", "--no-softcap", "--jobs", "2"]
@@ -55,7 +47,7 @@ def test_the_non_causal_128_key_kernel_is_the_measured_arm(tmp_path):
         built = [*args, *(f"--nvcc-flag={d}" for d in defines)]
         keys128, _ = compile_kernel_object(tmp_path / name, built, "fwd_hdim128_fp16_sm90_kernel_keys128")
         wide = keys128.parent / "fwd_hdim128_fp16_sm90_kernel.o"
-        return instructions(inspection.sass_text(keys128)), instructions(inspection.sass_text(wide))
+        return sass_instructions(inspection.sass_text(keys128)), sass_instructions(inspection.sass_text(wide))
 
     default_128, default_176 = objects("default", [])
     arm_128, arm_176 = objects("nov4", NOV4)
