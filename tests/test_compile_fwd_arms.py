@@ -2,9 +2,9 @@
 kUniformQ, Q's wgmma descriptors from the warp-uniform warpgroup index (arm uq1), in the plain kernels of hdim 64
 (h200-11: 1.005-1.016x in turns), hdim 96 causal and hdim 192 non-causal (h200-14: 1.011-1.026x, 1.005-1.012x); and
 kPeelTile at hdim 64, the causal kernel's masked steps in a loop of their own (h200-12, arm peel on top of uq1:
-1.000-1.011x); all bit-identical. Real nvcc, no GPU: each default kernel is instruction for instruction the measured
-arm's (the arm's defines for a whole build), and the hdim-64 one neither spills nor uses the stack. Each fails
-without its default."""
+1.000-1.011x); both at hdim 32, which takes hdim 64's tile (h200-15, arm uqp: 1.001-1.031x); all bit-identical.
+Real nvcc, no GPU: each default kernel is instruction for instruction the measured arm's (the arm's defines for a
+whole build), and neither spills nor uses the stack. Each fails without its default."""
 
 from __future__ import annotations
 
@@ -44,3 +44,10 @@ def test_the_hdim96_causal_and_hdim192_plain_kernels_take_uniform_q(tmp_path, hd
     """kUniformQ where call h200-14 measured it faster (hdim 96 causal, hdim 192 non-causal)."""
     default = kernel_sass(tmp_path, "default", hdim, causal, [])
     assert default == kernel_sass(tmp_path, "uq1", hdim, causal, UQ1), "not the uq1 arm's"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_hdim32_forward_is_the_measured_arms(tmp_path, causal):
+    """h200-15 timed uqp (uq1 and peel together) at hdim 32, causal or not."""
+    default = kernel_sass(tmp_path, "default", 32, causal, [])
+    assert default == kernel_sass(tmp_path, "uqp", 32, causal, UQ1 + PEEL), "not the measured arm's (uqp)"

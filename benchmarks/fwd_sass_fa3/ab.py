@@ -48,6 +48,9 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #   (clamp: a keyless row's exponent offset by one FMNMX, not an -inf test and a select; in 89465b0 only, call h200-13)
 #   t192, t176: every kernel on 192 x 192 / 192 x 176 tiles with 3 stages (fwd_tile's sweep override; for hdim 64, whose
 #           default is 192 x 128 with 4 stages: FA3's non-causal hdim-64 tile is 192 x 192): ../fwd_tile_hdim64_wide/
+#   w192    every kernel on 128 x 192 tiles with 3 stages, two consumer warpgroups (fwd_tile's sweep override; at hdim
+#           64: 386 instructions a step per 128 keys against the default's 427, README "hdim 64 on 128 x 192")
+#   uqp     kUniformQ and the peeled masked steps in every kernel (for hdim 32, which takes hdim 64's tile and neither)
 #   (ps128, ps192: P through shared memory, on the default tile / on 192 x 192; in 3bcdf53 only: ../fwd_tile_hdim64_wide/)
 #   (e2, e4, e8, e4d4: a share of the exponentials on the FMA pipe; in 8742183 only, with the form: ../fwd_exp_on_fma/)
 def _flags(uq, edge, lead):
@@ -79,6 +82,8 @@ ARMS = {
     "peel": ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"],
     "t192": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=192", "-DFLASHBUILD_HOPPER_STAGES=3"],
     "t176": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=3"],
+    "w192": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=192", "-DFLASHBUILD_HOPPER_STAGES=3"],
+    "uqp": ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1", "-DFLASHBUILD_HOPPER_FWD_PEEL=1"],
 }
 DEFAULT_ARMS = "base,new,lead,edge"
 CUDNN = "cudnn"

@@ -56,12 +56,13 @@ struct FwdMainloop {
   // 96 1.003 / 1.015 / 1.015x, 256 1.006 / 1.008 / 1.011x; hdim 64's 192-row tiles 0.988 / 1.007 / 1.014x
   // (bf16 the same), so not there then. Again on the tree with kUniformQ at hdim 64 (benchmarks/fwd_sass_fa3, call
   // h200-12, 7 rounds, fp16 | bf16): 1.000 | 1.002 at 1k, 1.004 | 1.004 at 2k, 1.007 | 1.005 at 4k, 1.011 | 1.010 at
-  // 8k, 1.006 | 1.004 at 16k, bit-identical: so at hdim 64 too (hdim 32, which takes its tile, not measured).
+  // 8k, 1.006 | 1.004 at 16k, bit-identical: so at hdim 64 too. hdim 32 (hdim 64's tile) with kUniformQ below, arm
+  // uqp of call h200-15: see kUniformQ.
   // nvcc -DFLASHBUILD_HOPPER_FWD_PEEL=0 (or 1) sets it for every causal tile of a whole build, for A/B runs.
 #if defined(FLASHBUILD_HOPPER_FWD_PEEL)
   static constexpr bool kPeelTile = FLASHBUILD_HOPPER_FWD_PEEL != 0;
 #else
-  static constexpr bool kPeelTile = kNumMmaWarpgroups == 2 || kHeadDim == 64;
+  static constexpr bool kPeelTile = kNumMmaWarpgroups == 2 || kHeadDim <= 64;
 #endif
   static constexpr bool kPeelMasked = kPeelTile && kIsCausal && !kHasLocal<kFeatures> && !kIsSplitKV<kFeatures>;
   // The softmax under this warpgroup's own P V (fwd_traits.h): the tiles' choice, in the kernels where it
@@ -97,14 +98,16 @@ struct FwdMainloop {
   // or not, 1k-16k, 7 rounds), bit-identical.
   // hdim 96 and 192 (call h200-14, 5 rounds, bit-identical): hdim 96 causal 1.011-1.026x, non-causal 0.977-0.989x;
   // hdim 192 non-causal 1.005-1.012x, causal 0.977-1.023x round by round (no sign); hdim 256 lost 1.3-1.5 % at 16k
-  // causal (call h200-5). On in the plain kernels measured faster: hdim 64 and 128, hdim 96 causal, hdim 192
-  // non-causal (not the split-KV kernel's, nor local or softcap ones; hdim 32, which takes hdim 64's tile, not
-  // measured).
+  // causal (call h200-5). hdim 32 on hdim 64's tile, with its causal steps peeled (kPeelTile), against neither (call
+  // h200-15, arm uqp, 5 rounds, bit-identical: every round won): non-causal 1.015-1.018x at 1k, 1.006-1.007x at 4k,
+  // 1.001-1.008x at 16k; causal 1.029-1.031x at 1k, 1.020-1.025x at 4k and 16k (fp16 and bf16).
+  // On in the plain kernels measured faster: hdim 32, 64 and 128, hdim 96 causal, hdim 192 non-causal (not the
+  // split-KV kernel's, nor local or softcap ones).
 #ifdef FLASHBUILD_HOPPER_FWD_UNIFORM_Q
   static constexpr bool kUniformQ = FLASHBUILD_HOPPER_FWD_UNIFORM_Q != 0;
 #else
   static constexpr bool kUniformQ =
-      (kHeadDim == 64 || kHeadDim == 128 || (kHeadDim == 96 && kIsCausal) || (kHeadDim == 192 && !kIsCausal)) &&
+      (kHeadDim <= 64 || kHeadDim == 128 || (kHeadDim == 96 && kIsCausal) || (kHeadDim == 192 && !kIsCausal)) &&
       (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
 #endif
   // kEdgeTurns (ping-pong tiles): a tile's first Q K^T and last P V each take a turn, as the steps' products do;
