@@ -81,8 +81,12 @@ constexpr BwdTile bwd_tile(int head_dim) {
   // (H200, fp16, 1k-16k, causal or not); at hdim 64 together with the copies first (kTmaFirst) 1.041-1.069x from
   // 4k but 1.005 at 16k non-causal, 1.05 at 1k (4 bytes spilled: the barrier id). The copies first alone:
   // 0.99-1.03 at hdim 64/128, 0.985-0.989 at hdim 256 from 4k; three Q/dO stages at hdim 128: 0.93-1.02
-  // (benchmarks/hopper_bwd_hand_off/README.md). hdim 96 (the same split, not timed) keeps the shared hand-off.
-  const bool tma_first = head_dim == 64;
+  // (benchmarks/hopper_bwd_hand_off/README.md). hdim 96 (the same split), each warpgroup's dQ handed on alone against the
+  // shared hand-off, in turns on the H200: 1.019-1.029x at 1k, 1.027-1.035x at 4k, 1.035-1.054x at 16k (fp16 and bf16,
+  // causal or not, every round above 1.01; deterministic gradients bitwise equal); with the copies first too 1.031-1.038x
+  // at 1k but 1.026-1.031x at 4k and 1.031-1.051x at 16k, so the halves alone (benchmarks/hopper_bwd_untimed/, h200-1).
+  // hdim 192's halves (its kHeadDim split, the 48 KB dQ buffer) ran 0.998-1.005x: not taken.
+  bool tma_first = head_dim == 64;
   const int stages = kBwdStages;
 #if !defined(FLASHBUILD_HOPPER_BWD_HDIM256_DQ) || FLASHBUILD_HOPPER_BWD_HDIM256_DQ
   // hdim 256's dQ through the writer warp's bulk reductions, each warpgroup's half in turn through one 32 KB buffer,
@@ -90,10 +94,18 @@ constexpr BwdTile bwd_tile(int head_dim) {
   // 1.009-1.024x at 4k, 0.999-1.009x at 1k, fp16 and bf16, causal or not; deterministic gradients bitwise equal
   // (benchmarks/hopper_bwd_hdim256_dq/, h200-1). nvcc -DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=0 keeps the atomics.
   constexpr DqOrder kHdim256 = DqOrder::kFragmentBulk;
-  const bool dq_halves = head_dim == 64 || head_dim == 128 || head_dim == 256;
+  bool dq_halves = head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
 #else
   constexpr DqOrder kHdim256 = kBySplit[1];
-  const bool dq_halves = head_dim == 64 || head_dim == 128;
+  bool dq_halves = head_dim == 64 || head_dim == 96 || head_dim == 128;
+#endif
+  // For A/B runs of one head dim's build (benchmarks/hopper_bwd_untimed): each sets its field for every head dim of the
+  // build (nvcc -DFLASHBUILD_HOPPER_BWD_DQ_HALVES=0 or 1, -DFLASHBUILD_HOPPER_BWD_TMA_FIRST=0 or 1).
+#ifdef FLASHBUILD_HOPPER_BWD_DQ_HALVES
+  dq_halves = FLASHBUILD_HOPPER_BWD_DQ_HALVES != 0;
+#endif
+#ifdef FLASHBUILD_HOPPER_BWD_TMA_FIRST
+  tma_first = FLASHBUILD_HOPPER_BWD_TMA_FIRST != 0;
 #endif
 #if defined(FLASHBUILD_HOPPER_BWD_BLOCK_M) && defined(FLASHBUILD_HOPPER_BWD_BLOCK_N)
   return {FLASHBUILD_HOPPER_BWD_BLOCK_M, FLASHBUILD_HOPPER_BWD_BLOCK_N, kBySplit[head_dim > 128], dq_first, ds_first,
