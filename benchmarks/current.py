@@ -24,10 +24,10 @@ from flashbuild.debug.bench import load_results  # noqa: E402
 # (direction, run's bench JSON relative to benchmarks/, what the run was): the latest run of each direction
 # on the current kernels.
 RUNS = (
-    ("fwd", "fwd_causal_align/results/h200-headline-2/h200-fwd-headline.bench.json",
-     "the forward at every head dim, H200, 2026-11-26 (main at f4b2f27), 30 reps"),
-    ("bwd", "hopper_bwd/results/dq-first-3/bench.json",
-     "the Hopper backward at every head dim it serves, H200, 2026-11-26 (main at e55e355), 15 reps"),
+    ("fwd", "checks/merged-15/results/headline/bench-fwd.json",
+     "the forward at every head dim, H200, 2026-11-30 (main at 8f8e4b3 with hdim 96's backward dQ halves), 30 reps"),
+    ("bwd", "checks/merged-15/results/headline/bench-bwd.json",
+     "the Hopper backward at every head dim it serves, H200, 2026-11-30 (the same tree and call), 15 reps"),
 )
 SEQLENS = (1024, 4096, 16384)
 BEGIN, END = "<!-- current.py: begin (generated: python3 benchmarks/current.py --write) -->", "<!-- current.py: end -->"
