@@ -8,10 +8,7 @@ field for every head dim of the build, so a build holds one head dim):
           (hdim 64 and 128's default: 1.025-1.069x at hdim 128, ../hopper_bwd_hand_off/)
   tmaf    -DFLASHBUILD_HOPPER_BWD_TMA_FIRST=1: the producer's Q / dO copies before its LSE / dsum loads (hdim 64's)
   ht      both
-  ml      -DFLASHBUILD_HOPPER_BWD_MASK_LATE=1: a masked step's P^T and dS^T computed as an unmasked step's, then the
-          masked values of both set to 0 (kMaskLate, bwd_mainloop.h): the step has no branch before dS^T
-  s2ml    ml with FA3's shuffled LSE / dsum (-DFLASHBUILD_HOPPER_BWD_STATS=2; hdim 64 non-causal's default, 0.957-0.983x
-          causal with the mask first: ../hopper_bwd_uniform/)
+  (ml, s2ml: the mask after the softmax gradient, without / with the shuffled stats; in a36ca51 only, README h200-2)
 Environment: HDIMS (one head dim, default 96), ARMS (comma list, base first; default base,halves,tmaf,ht). Rows: fp16
 and bf16, causal or not, 1k / 4k / 16k (1k first; a cut budget loses 16k bf16 last); --plan smoke: one row.
 
@@ -36,8 +33,6 @@ FLAGS = {
     "halves": [f"{ab.D}DQ_HALVES=1"],
     "tmaf": [f"{ab.D}TMA_FIRST=1"],
     "ht": [f"{ab.D}DQ_HALVES=1", f"{ab.D}TMA_FIRST=1"],
-    "ml": [f"{ab.D}MASK_LATE=1"],
-    "s2ml": [f"{ab.D}STATS=2", f"{ab.D}MASK_LATE=1"],
 }
 ARMS = os.environ.get("ARMS", "base,halves,tmaf,ht").split(",")
 HDIMS = [int(h) for h in os.environ.get("HDIMS", "96").split(",")]

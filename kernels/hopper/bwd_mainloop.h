@@ -95,14 +95,6 @@ struct BwdMainloop {
 #endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
-  // kMaskLate (kKeys; study: benchmarks/hopper_bwd_untimed): a masked step takes P^T and dS^T as an unmasked one does and
-  // then sets the masked values of both to 0, so the step's code up to dS^T carries no branch (P^T = 0 and
-  // dS^T = P^T * (dP^T - dsum) = 0 there either way, for finite dP^T). nvcc -DFLASHBUILD_HOPPER_BWD_MASK_LATE=1.
-#if defined(FLASHBUILD_HOPPER_BWD_MASK_LATE)
-  static constexpr bool kMaskLate = FLASHBUILD_HOPPER_BWD_MASK_LATE != 0 && !Traits::kSplitHeadDim;  // kKeys steps
-#else
-  static constexpr bool kMaskLate = false;
-#endif
   using RowStats = BwdRowStats<kBlockM, AccumulatorShape<Traits::kSdPAtomN>>;  // bwd_row_stats.h
   static_assert(!kStatsShuffled || RowStats::kShuffledPerLane * 8 == RowStats::kRowsPerThread,
                 "8 lanes share a thread's rows");
@@ -252,19 +244,6 @@ struct BwdMainloop {
   }
   template <class FragS, class Coords>
   CUTE_DEVICE static void mask_tile(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrS) {
-    for_masked(qs, m_block, n_block, cS, tSrS, [&](int i) { tSrS(i) = -INFINITY; });
-  }
-  // kMaskLate: P^T and dS^T to 0 where the mask hides the key.
-  template <class FragS, class Coords, class Masked>
-  CUTE_DEVICE static void zero_masked(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS& tSrP,
-                                      FragS& tdPrdS, Masked) {
-    mask_step(Masked{}, [&] { return qs.mask.needs_mask(m_block, n_block, kBlockM, kBlockN); }, [&] {
-      for_masked(qs, m_block, n_block, cS, tSrP, [&](int i) { tSrP(i) = 0.f, tdPrdS(i) = 0.f; });
-    });
-  }
-  template <class FragS, class Coords, class F>
-  CUTE_DEVICE static void for_masked(Queries const& qs, int m_block, int n_block, Coords const& cS, FragS const& tSrS,
-                                     F&& f) {
     CUTE_UNROLL
     for (int i = 0; i < size(tSrS); ++i) {
       const int key = n_block * kBlockN + get<0>(cS(i));
@@ -272,7 +251,7 @@ struct BwdMainloop {
       bool masked = key >= qs.seq.seqlen_k;
       if constexpr (Mask::kHasRightEdge) { masked |= key > qs.mask.last_key(row); }
       if constexpr (kHasLocal<kFeatures>) { masked |= key < qs.mask.first_key(row); }
-      if (masked) { f(i); }
+      if (masked) { tSrS(i) = -INFINITY; }
     }
   }
 
@@ -281,7 +260,7 @@ struct BwdMainloop {
   template <class FragS, class Coords, class Masked, class Lse>
   CUTE_DEVICE static void probabilities(BwdParams const& p, Queries const& qs, int m_block, int n_block,
                                         Lse const& lse_log2, Coords const& cS, FragS& tSrS, Masked masked) {
-    if constexpr (!kMaskLate) { mask_scores(qs, m_block, n_block, cS, tSrS, masked); }
+    mask_scores(qs, m_block, n_block, cS, tSrS, masked);
     const float scale_log2 = p.softmax_scale_log2;
     if constexpr (RowStats::template kIsShuffled<Lse>) {
       RowStats::for_each_row(lse_log2, [&](float lse, int i) { tSrS(i) = exp2_ftz(fmaf(tSrS(i), scale_log2, -lse)); });
@@ -542,7 +521,6 @@ struct BwdMainloop {
         } else {
           softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);  // waits for dP^T
         }
-        if constexpr (kMaskLate) { zero_masked(qs, m_block, n_block, cS, tSrS, tdPrdP, masked); }
       }
       convert_into(tSrS, rP);
       convert_into(tdPrdP, rdS);
