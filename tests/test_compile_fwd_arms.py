@@ -2,7 +2,8 @@
 kUniformQ, Q's wgmma descriptors from the warp-uniform warpgroup index (arm uq1), in the plain kernels of hdim 64
 (h200-11: 1.005-1.016x in turns), hdim 96 causal and hdim 192 non-causal (h200-14: 1.011-1.026x, 1.005-1.012x); and
 kPeelTile at hdim 64, the causal kernel's masked steps in a loop of their own (h200-12, arm peel on top of uq1:
-1.000-1.011x); both at hdim 32, which takes hdim 64's tile (h200-15, arm uqp: 1.001-1.031x); all bit-identical.
+1.000-1.011x); both at hdim 32, which takes hdim 64's tile (h200-15, arm uqp: 1.001-1.031x), with its rows' max in
+2 chains (causal) or 4 (h200-16: 1.006-1.044x); all bit-identical.
 Real nvcc, no GPU: each default kernel is instruction for instruction the measured arm's (the arm's defines for a
 whole build), and neither spills nor uses the stack. Each fails without its default."""
 
@@ -48,6 +49,8 @@ def test_the_hdim96_causal_and_hdim192_plain_kernels_take_uniform_q(tmp_path, hd
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_the_hdim32_forward_is_the_measured_arms(tmp_path, causal):
-    """h200-15 timed uqp (uq1 and peel together) at hdim 32, causal or not."""
+    """h200-15 timed uqp (uq1 and peel together) at hdim 32, causal or not; h200-16 on top of it each row's max in 2
+    chains (arm max2, the causal kernel's) and in 4 (max4, the non-causal one's)."""
+    chains = [f"-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS={2 if causal else 4}"]
     default = kernel_sass(tmp_path, "default", 32, causal, [])
-    assert default == kernel_sass(tmp_path, "uqp", 32, causal, UQ1 + PEEL), "not the measured arm's (uqp)"
+    assert default == kernel_sass(tmp_path, "arm", 32, causal, UQ1 + PEEL + chains), "not the measured arms'"

@@ -169,18 +169,22 @@ struct FwdMainloop {
   // overlapped steps, kOverlapSoftmax) 0.964-0.977x; hdim 256 causal 0.983-0.987x from 4k; hdim 64 causal 1.013x at 1k
   // but 0.992-0.995x at 16k; h200-8: hdim 96 causal 1.022-1.032x at 1k-16k, 192 causal 0.993-0.996x at 1k and
   // 1.001-1.015x from 4k, hdim 128 non-causal with 2 chains 0.966-0.978x; h200-9, non-causal with 4 chains: hdim 96
-  // 1.001-1.004x, 64 0.955-0.972x. So 4 in the plain causal kernels of hdim 96 and 128 and in hdim 128's 128-key
-  // kernel without the overlap (kKeys128Plain above), 1 elsewhere (tests/test_compile_fwd_max_chains.py holds hdim
-  // 128's).
+  // 1.001-1.004x, 64 0.955-0.972x; h200-16, hdim 32 (hdim 64's tile, with kUniformQ and the peel; every round won,
+  // bit-identical), 4 / 2 chains: non-causal 1.006-1.008 / 1.007-1.009x at 1k, 1.031-1.033 / 1.028-1.032x at 4k,
+  // 1.040-1.044 / 1.034-1.041x at 16k; causal 1.006-1.011 / 1.021-1.024x at 1k, 1.024-1.026 / 1.027-1.029x at 4k,
+  // 1.027-1.031 / 1.029-1.033x at 16k (and hdim 96 non-causal again 1.001-1.003x). So 4 in the plain causal kernels of
+  // hdim 96 and 128, in hdim 128's 128-key kernel without the overlap (kKeys128Plain above) and in hdim 32's plain
+  // non-causal kernel, 2 in hdim 32's plain causal kernel, 1 elsewhere (tests/test_compile_fwd_max_chains.py holds
+  // hdim 128's, tests/test_compile_fwd_arms.py hdim 32's).
   // nvcc -DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=N sets it for every kernel of a build (A/B runs).
 #ifdef FLASHBUILD_HOPPER_FWD_MAX_CHAINS
   static constexpr int kMaxChains = FLASHBUILD_HOPPER_FWD_MAX_CHAINS;
 #else
-  static constexpr int kMaxChains =
-      (kIsCausal && (kHeadDim == 96 || kHeadDim == 128) && (kFeatures & kAllFeatures) == 0 &&
-       !kIsSplitKV<kFeatures>) || kKeys128Plain
-          ? 4
-          : 1;
+  static constexpr bool kPlainKernel = (kFeatures & kAllFeatures) == 0 && !kIsSplitKV<kFeatures>;
+  static constexpr int kMaxChains = (kIsCausal && (kHeadDim == 96 || kHeadDim == 128) && kPlainKernel) || kKeys128Plain
+                                        ? 4
+                                    : kHeadDim == 32 && kPlainKernel ? (kIsCausal ? 2 : 4)
+                                                                     : 1;
 #endif
   static_assert(kMaxChains >= 1, "at least one chain");
 
