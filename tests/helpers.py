@@ -266,6 +266,22 @@ def compile_kernel_object(cache: Path, args: list[str], variant: str) -> tuple[P
     return build_dir / "obj" / f"{variant}.o", done.stdout + done.stderr
 
 
+def main_kernel_sass(cache: Path, direction: str, hdim: int, causal: bool, defines: list[str]) -> list[str]:
+    """The Hopper main kernel of the plain fp16 `direction` (fwd or bwd) of hdim, causal or not, built with `defines`
+    for the whole build (real nvcc, `cache` its own): its instructions (sass_instructions). It must neither spill nor
+    use the stack."""
+    name = f"{direction}_hdim{hdim}_fp16{'_causal' if causal else ''}_sm90_kernel"
+    args = ["--hdim", str(hdim), "--dtype", "fp16", "--arch", "sm90", "--direction", direction, "--causal",
+            "on" if causal else "off", "--no-local", "--no-softcap", "--jobs", "1",
+            *(f"--nvcc-flag={d}" for d in defines)]
+    obj, _ = compile_kernel_object(cache, args, name)
+    from flashbuild.debug import inspection
+
+    (main,) = [r for r in inspection.inspect_object(name, obj) if f"{direction}_kernel" in r.kernel]
+    assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
+    return sass_instructions(inspection.sass_text(obj))
+
+
 def sass_instructions(sass: str) -> list[str]:
     """The instructions of `cuobjdump -sass` text with their addresses, immediates and encodings left out: two builds'
     kernels compare equal when ptxas emitted the same code."""

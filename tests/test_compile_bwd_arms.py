@@ -8,26 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc, sass_instructions
+from helpers import main_kernel_sass, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
 HALVES = ["-DFLASHBUILD_HOPPER_BWD_DQ_HALVES=1"]  # benchmarks/hopper_bwd_untimed/ab.py's arm halves
 
 
-def kernel_sass(tmp_path, build: str, hdim: int, defines: list[str]) -> list[str]:
-    """The main kernel of the causal fp16 backward of hdim, built with defines: its instructions."""
-    name = f"bwd_hdim{hdim}_fp16_causal_sm90_kernel"
-    args = ["--hdim", str(hdim), "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--jobs", "1", *(f"--nvcc-flag={d}" for d in defines)]
-    obj, _ = compile_kernel_object(tmp_path / build, args, name)
-    from flashbuild.debug import inspection
-
-    (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
-    assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
-    return sass_instructions(inspection.sass_text(obj))
-
-
 def test_the_hdim96_backward_hands_on_dq_by_halves(tmp_path):
-    default = kernel_sass(tmp_path, "default", 96, [])
-    assert default == kernel_sass(tmp_path, "halves", 96, HALVES), "not the measured arm's (halves)"
+    default = main_kernel_sass(tmp_path / "default", "bwd", 96, True, [])
+    assert default == main_kernel_sass(tmp_path / "halves", "bwd", 96, True, HALVES), "not the measured arm's (halves)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc, sass_instructions
+from helpers import main_kernel_sass, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -20,18 +20,8 @@ PEEL = ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"]  # its arm peel
 
 
 def kernel_sass(tmp_path, build: str, hdim: int, causal: bool, defines: list[str]) -> list[str]:
-    """The main kernel of the plain fp16 forward of hdim (causal or not), built with defines: its instructions. It
-    must neither spill nor use the stack."""
-    name = f"fwd_hdim{hdim}_fp16{'_causal' if causal else ''}_sm90_kernel"
-    args = ["--hdim", str(hdim), "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal",
-            "on" if causal else "off", "--no-local", "--no-softcap", "--jobs", "1",
-            *(f"--nvcc-flag={d}" for d in defines)]
-    obj, _ = compile_kernel_object(tmp_path / build, args, name)
-    from flashbuild.debug import inspection
-
-    (main,) = [r for r in inspection.inspect_object(name, obj) if "fwd_kernel" in r.kernel]
-    assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.stack_bytes == 0, main
-    return sass_instructions(inspection.sass_text(obj))
+    """The main kernel of the plain fp16 forward of hdim (causal or not), built with defines: its instructions."""
+    return main_kernel_sass(tmp_path / build, "fwd", hdim, causal, defines)
 
 
 def test_the_hdim64_forward_is_the_measured_arms(tmp_path):
