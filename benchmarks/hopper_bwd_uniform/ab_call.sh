@@ -5,7 +5,7 @@
 # Logs and results.tgz under $OUT, the table last. A study's run.sh calls it; from the tree's root on the GPU host:
 #   OUT=$OUT [BUDGET=300] bash benchmarks/hopper_bwd_uniform/ab_call.sh STUDY "ARM ..." JOBS [ab.py options]
 if [ "$1" = -h ] || [ "$1" = --help ]; then sed -n 2,6p "$0" | cut -c3-; exit 0; fi
-STUDY=$1 ARMS=$2 JOBS=$3; shift 3
+STUDY=$1 TESTED=$2 JOBS=$3; shift 3  # TESTED, not ARMS: a study's ab.py may read ARMS from the environment
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 HERE=benchmarks/$STUDY
 OUT=${OUT:-/tmp/${STUDY}_out}; W=/tmp/${STUDY}_work; mkdir -p "$OUT" "$W"; BUDGET=${BUDGET:-300}
@@ -22,7 +22,7 @@ wait; echo "== builds $(at)"
 for f in "$W"/build-*.txt; do
   echo "$(basename "$f" .txt): $(grep -E '^compiled|rror|^== rc' "$f" | head -3 | tr '\n' ' ')"
 done
-for arm in $ARMS; do
+for arm in $TESTED; do
   read -r name args < <(grep "^${arm}0 " "$W/builds.txt")
   fb 90 "test-$name" test $args $S --shapes full
   echo "test-$name: $(grep -E 'passed, [0-9]+ failed' "$W/test-$name.txt" | tail -1) $(tail -1 "$W/test-$name.txt")"

@@ -86,7 +86,9 @@ constexpr BwdTile bwd_tile(int head_dim) {
   // causal or not, every round above 1.01; deterministic gradients bitwise equal); with the copies first too 1.031-1.038x
   // at 1k but 1.026-1.031x at 4k and 1.031-1.051x at 16k, so the halves alone (benchmarks/hopper_bwd_untimed/, h200-1).
   // hdim 192's halves (its kHeadDim split, the 48 KB dQ buffer) ran 0.998-1.005x: not taken.
-  bool tma_first = head_dim == 64;
+  // hdim 128, the copies first on top of its halves (benchmarks/hopper_bwd_untimed/, h200-3): 1.011-1.013x at 1k,
+  // 1.004x at 4k, 1.004-1.006x at 16k, fp16 and bf16, causal or not (36 of 36 rounds at 1.000 or above).
+  bool tma_first = head_dim == 64 || head_dim == 128;
   const int stages = kBwdStages;
 #if !defined(FLASHBUILD_HOPPER_BWD_HDIM256_DQ) || FLASHBUILD_HOPPER_BWD_HDIM256_DQ
   // hdim 256's dQ through the writer warp's bulk reductions, each warpgroup's half in turn through one 32 KB buffer,
