@@ -12,6 +12,9 @@ Arms (--arms):
   ours-pairs     ours@all:2: pairs of query blocks at every length, two rounds left to the tail (h200-3, h200-4: the
                  default was `short` then, so `ours` was short there)
   ours-pairs4    ours@all:4
+  ours-nomc      the same build with FLASHBUILD_HOPPER_FWD_KV_MULTICAST=off: its calls on one CTA a K/V box
+                 (kernels/hopper/fwd_kv_multicast.h; ../fwd_kv_multicast/)
+  ours-base      a build with -DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0: the kernels without K/V multicast
   fa3            FA3's forward with its cluster kernels (the bench's build)
   fa3-nocluster  FA3's forward built without them (its non-causal hdim >= 128 calls run the 1-CTA kernel)
   sdpa-cudnn      PyTorch SDPA's cuDNN backend on the same inputs, transposed to its layout (--direction fwd; added
@@ -145,12 +148,19 @@ def main() -> None:
               "fa3": lambda: drive.fa3(args.tree, args.hdims, direction),
               "fa3-nocluster": lambda: drive.fa3(args.tree, args.hdims, direction, features="none")}
     builds["sdpa-cudnn"] = lambda: _SdpaCudnn()
+    builds["ours-base"] = lambda: flashbuild.load(hdim=args.hdims, dtype="fp16", arch="native", direction=direction,
+                                                  causal="both", features=[],
+                                                  nvcc_flags=["-DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0"])
     if bwd and "sdpa-cudnn" in arms:
         sys.exit("probe.py: the sdpa-cudnn arm times the forward alone (--direction fwd)")
     aliases = {"ours-pairs": "ours@all:2", "ours-pairs4": "ours@all:4"}
-    env = {arm: aliases.get(arm, arm).partition("@")[2] or None for arm in arms}
+    # The environment each arm's calls run with (the same build as ours).
+    env = {arm: ({"FLASHBUILD_HOPPER_FWD_PAIRS": aliases.get(arm, arm).partition("@")[2]}
+                 if arm.startswith("ours@") or arm in aliases else {}) for arm in arms}
+    if "ours-nomc" in arms:
+        env["ours-nomc"] = {"FLASHBUILD_HOPPER_FWD_KV_MULTICAST": "off"}
     for arm in arms:
-        if arm.startswith("ours@") or arm in aliases:
+        if arm.startswith("ours@") or arm in aliases or arm == "ours-nomc":
             builds[arm] = builds["ours"]
     unknown = [a for a in arms if a not in builds]
     if unknown:
@@ -169,15 +179,15 @@ def main() -> None:
     def call(who, x, causal):
         """One forward call on x["qkv"], or with --direction bwd one mha_bwd with x["dout"] and the arm's own out
         and lse (x[who]); the output, or dQ."""
-        if env[who]:
-            os.environ["FLASHBUILD_HOPPER_FWD_PAIRS"] = env[who]
+        os.environ.update(env[who])
         try:
             if bwd:
                 o = exts[who].mha_bwd(x["dout"], *x["qkv"], *x[who], causal=causal)
             else:
                 o = exts[who].flash_attn_func(*x["qkv"], causal=causal)
         finally:
-            os.environ.pop("FLASHBUILD_HOPPER_FWD_PAIRS", None)
+            for name in env[who]:
+                os.environ.pop(name, None)
         return o[0] if isinstance(o, (tuple, list)) else o
 
     for seqlen, hdim, causal in cases:

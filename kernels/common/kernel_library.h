@@ -58,15 +58,7 @@ class KernelHandle {
   template <class Params>
   void launch(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream, const Params& params,
               bool programmatic = false, int cluster = 1) const {
-    int device = 0;
-    check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
-    // The limit holds per device: raised on a device's first launch. Every launch of a handle asks for
-    // the same size (its kernel's traits'), so two threads racing here both set that one value.
-    if (device >= kMaxDevices || smem_limit_[device].load(std::memory_order_acquire) < smem_bytes) {
-      check(cudaFuncSetAttribute(func_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), nullptr,
-            "cudaFuncSetAttribute");
-      if (device < kMaxDevices) { smem_limit_[device].store(smem_bytes, std::memory_order_release); }
-    }
+    raise_smem_limit(smem_bytes);
     void* args[] = {const_cast<Params*>(&params)};
     if (!programmatic && cluster <= 1) {
       check(cudaLaunchKernel(func_, grid, block, args, size_t(smem_bytes), stream), nullptr, "cudaLaunchKernel");
@@ -88,8 +80,47 @@ class KernelHandle {
     check(cudaLaunchKernelExC(&config, func_, args), nullptr, "cudaLaunchKernelExC");
   }
 
+  // How many clusters of `cluster` CTAs along x, each of `block` threads and `smem_bytes` of dynamic shared memory,
+  // the current device holds at once (cudaOccupancyMaxActiveClusters): a persistent grid of clusters must not exceed
+  // it. Asked once a device (a handle's launches all ask with the same sizes). 0 where the runtime cannot tell: the
+  // caller then launches without clusters (the same results, hopper/fwd_launch.h).
+  int max_active_clusters(dim3 block, int smem_bytes, int cluster) const {
+    int device = 0;
+    check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
+    if (device < kMaxDevices) {
+      const int known = clusters_[device].load(std::memory_order_acquire);
+      if (known != 0) { return known > 0 ? known : 0; }
+    }
+    raise_smem_limit(smem_bytes);
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim = {unsigned(cluster), 1, 1};
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(cluster)), config.blockDim = block, config.dynamicSmemBytes = size_t(smem_bytes);
+    config.attrs = &attribute, config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, func_, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // not a launch error: the call runs without clusters
+      clusters = 0;
+    }
+    if (device < kMaxDevices) { clusters_[device].store(clusters > 0 ? clusters : -1, std::memory_order_release); }
+    return clusters;
+  }
+
  private:
   static constexpr int kMaxDevices = 64;  // beyond: the attribute is set at every launch
+
+  // The limit holds per device: raised on a device's first launch. Every launch of a handle asks for
+  // the same size (its kernel's traits'), so two threads racing here both set that one value.
+  void raise_smem_limit(int smem_bytes) const {
+    int device = 0;
+    check(cudaGetDevice(&device), nullptr, "cudaGetDevice");
+    if (device >= kMaxDevices || smem_limit_[device].load(std::memory_order_acquire) < smem_bytes) {
+      check(cudaFuncSetAttribute(func_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes), nullptr,
+            "cudaFuncSetAttribute");
+      if (device < kMaxDevices) { smem_limit_[device].store(smem_bytes, std::memory_order_release); }
+    }
+  }
 
   explicit KernelHandle(const void* func) : func_(func) {}
 
@@ -104,6 +135,7 @@ class KernelHandle {
 
   const void* func_;
   mutable std::atomic<int> smem_limit_[kMaxDevices] = {};
+  mutable std::atomic<int> clusters_[kMaxDevices] = {};  // max_active_clusters: 0 not asked yet, -1 none
 };
 
 }  // namespace flashbuild

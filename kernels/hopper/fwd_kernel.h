@@ -68,15 +68,26 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1..: consumers
+  // K/V multicast (fwd_params.h, kMulticastKV): the launch runs this kernel in clusters of two CTAs or of one.
+  constexpr bool kMulticast = Mainloop::kMulticast;
+  const int cluster_ctas = kMulticast ? int(cute::cluster_shape().x) : 1;
+  const typename Mainloop::KVShare share{cluster_ctas, !kMulticast || cute::block_rank_in_cluster() == 0};
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop::prefetch_descriptors(params.mainloop);
     Epilogue::prefetch_descriptors(params.epilogue);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.q_full, 1);
     if constexpr (Traits::kOAliasesV) { cutlass::arch::ClusterBarrier::init(&storage.o_read, kNumMmaThreads); }
+    if constexpr (kMulticast) {  // one arrival each, from the second CTA's producer (FwdMainloop::load)
+      for (int i = 0; i < Traits::kStages; ++i) {
+        cutlass::arch::ClusterBarrier::init(&storage.peer_k[i], 1);
+        cutlass::arch::ClusterBarrier::init(&storage.peer_v[i], 1);
+      }
+    }
   }
 
   // Both rings: one producer arrival (with the transaction bytes) fills a stage; every consumer
-  // thread's release empties it. Warp 0 initialises the barriers.
+  // thread's release empties it. Warp 0 initialises the barriers. (In a cluster of two, a stage's bytes land in both
+  // rings from the first CTA's copies: FwdMainloop::load.)
   typename PipelineKV::Params pipe_params;
   pipe_params.transaction_bytes = Traits::kKVTileBytes;
   pipe_params.role = warpgroup == 0 ? PipelineKV::ThreadCategory::Producer : PipelineKV::ThreadCategory::Consumer;
@@ -84,7 +95,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
   pipe_params.num_consumers = kNumMmaThreads;
   PipelineKV pipe_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
   PipelineKV pipe_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
-  __syncthreads();  // barriers initialised and visible before anyone waits on them
+  // Barriers initialised and visible before anyone waits on them; in a cluster, before the other CTA's copies and
+  // arrivals reach them.
+  if (kMulticast && cluster_ctas > 1) {
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
   // The split-KV launch may start while the previous kernel drains: nothing global before this.
   if constexpr (kIsSplitKV<kFeatures>) { dependent_launch_start(p.dependent_launch); }
 
@@ -106,7 +124,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
           const SeqRange seq = Kernel::sequence(p, tile.batch);
           if (!seq.has_rows(tile.m_block, Traits::kBlockM)) { continue; }  // the consumers skip it too
           Mainloop::template load<decltype(paged)::value>(params.mainloop, p, storage, pipe_k, pipe_v, write, tile,
-                                                          seq, first, leader, o_phase);
+                                                          seq, first, leader, o_phase, share);
           first = false;
         }
         // Match the consumers' release of the last tile's sQ (every tile's is waited on once).
@@ -171,6 +189,12 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
       tile_done();
     }
     Epilogue::drain(thread_idx);
+  }
+  // In a cluster, neither CTA leaves while the other may still arrive on its barriers or copy into its rings: every
+  // thread of both meets here. (The cluster's size read again rather than held across the tiles.)
+  if (kMulticast && cute::cluster_shape().x > 1) {
+    cute::cluster_arrive();
+    cute::cluster_wait();
   }
 #else
   // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.

@@ -18,6 +18,7 @@
 // kernel through FwdKernelEntry, which <variant>_kernel.cu compiles device-only.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "common/launch.h"  // check_head_dim, sm_count
+#include "hopper/fwd_kv_multicast.h"  // fwd_kv_multicast: FLASHBUILD_HOPPER_FWD_KV_MULTICAST
 #include "hopper/fwd_pairs.h"  // fwd_pairs: FLASHBUILD_HOPPER_FWD_PAIRS
 #include "hopper/fwd_params.h"  // the descriptors and parameters; not the kernel (fwd_kernel.h)
 #include "hopper/fwd_wide_keys.h"  // wide_keys_from: FLASHBUILD_HOPPER_FWD_WIDE_FROM
@@ -84,11 +86,24 @@ void launch_fwd(const FwdParams& params, cudaStream_t stream) {
                   KernelParams::Scheduler::make({params.seqlen_q, Traits::kBlockM, params.nheads, params.batch,
                                                  params.num_splits, slots, setting.max_blocks,
                                                  setting.tail(m_blocks)})};
-  const dim3 grid(kp.scheduler.grid_size(slots));
+  dim3 grid(kp.scheduler.grid_size(slots));
+  // K/V multicast (fwd_params.h, kMulticastKV) in clusters of two CTAs: the non-causal deal gives CTAs 2c and 2c + 1
+  // query blocks of one (batch, head) in every round when a head's query blocks are even and the grid is (the tile
+  // count then is too, so both CTAs take as many tiles). Dense and unpaged calls: a packed batch's tiles may have no
+  // rows (one CTA of a pair would skip a tile the other runs), and a paged cache is read a box a page. The grid is
+  // persistent, so it must be resident at once: at most the clusters the device holds together.
+  const KernelHandle& kernel = FwdKernelEntry<Traits, kIsCausal, kFeatures>::get();
+  int cluster = 1;
+  if constexpr (kMulticastKV<Traits, kIsCausal, kFeatures>) {
+    if (fwd_kv_multicast() && m_blocks % 2 == 0 && !params.cu_seqlens_q && !params.block_table) {
+      const int resident = 2 * kernel.max_active_clusters(Traits::kNThreads, Traits::kSmemBytes, 2);
+      const unsigned even = std::min(grid.x, unsigned(resident)) & ~1u;
+      if (even >= 2) { grid.x = even, cluster = 2; }
+    }
+  }
   // The split-KV kernel may be a programmatic dependent launch (hopper/splitkv_dependent_launch.h).
   const bool programmatic = kIsSplitKV<kFeatures> && params.dependent_launch != DependentLaunch::kNone;
-  FwdKernelEntry<Traits, kIsCausal, kFeatures>::get().launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp,
-                                                             programmatic);
+  kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp, programmatic, cluster);
 }
 
 // A variant with wide tiles (kWideKeys: the plain non-causal hdim-128 forward) has two kernels: the wide one, and

@@ -308,13 +308,22 @@ struct FwdMainloop {
     }
   }
 
+  // K/V multicast (fwd_params.h, kMulticastKV): the launch decides per call whether this kernel runs in clusters of two.
+  static constexpr bool kMulticast = kMulticastKV<Traits, kIsCausal, kFeatures>;
+  // A producer's share of the K/V boxes: the CTAs of its cluster (1, or 2 with kMulticast), and whether it issues the
+  // boxes (multicast into every CTA of the cluster when there are two) or only arms its own barriers (the second CTA).
+  struct KVShare {
+    int ctas = 1;
+    bool issues = true;
+  };
+
   // ---------------------------------------------------------------------------------------------
   // Producer: called by the whole producer warp; `leader` (one lane) issues the copies.
   // o_phase: the parity of the o_read barrier's next phase (Traits::kOAliasesV), kept across tiles.
   template <bool kPaged, class Storage>
   CUTE_DEVICE static void load(Params const& mp, FwdParams const& p, Storage& storage, PipelineKV& pipe_k,
                                PipelineKV& pipe_v, PipelineState& write, TileCoord tile, SeqRange const& seq,
-                               bool first_tile, bool leader, uint32_t& o_phase) {
+                               bool first_tile, bool leader, uint32_t& o_phase, KVShare share = {}) {
     const Keys k = keys(p, seq, tile);
     const int head_k = tile.head / (p.nheads / p.nheads_k);
 
@@ -326,21 +335,43 @@ struct FwdMainloop {
     Tensor sK = make_tensor(make_smem_ptr(storage.k.data()), SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(storage.v.data()), SmemLayoutV{});
 
-    auto load_k = [&](int n_block) {
-      pipe_k.producer_acquire(write);
-      if (leader) {
-        const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-        tma_load_box<kBlockN>(mp.tma_k.with(*pipe_k.producer_get_barrier(write)), mK, box.row, head_k, box.batch,
-                              sK(_, _, write.index()));
+    // With two CTAs (kMulticast, share.ctas 2) the first one's producer issues each box once, into both CTAs' rings;
+    // the second one's acquires the same stages and arms its own barrier with the whole box's bytes, which the
+    // multicast completes. The consumers release a stage to their own CTA alone, as in a launch without a cluster;
+    // the second producer, once its consumers released a stage, tells the first one by an arrival on the first CTA's
+    // `peer` barrier of that stage, which the first waits on (the parity of the stage's round) before its copies land
+    // in the second CTA's ring. So the consumers' code is the same in both launches.
+    auto acquire = [&](PipelineKV& pipe, auto peer_of) {
+      pipe.producer_acquire(write);
+      if constexpr (kMulticast) {
+        if (share.ctas > 1) {
+          uint64_t* peer = peer_of(storage) + write.index();
+          if (share.issues) {
+            cluster_wait_acquire(peer, write.phase() ^ 1);
+          } else if (leader) {
+            cluster_arrive_release(peer, 0);
+          }
+        }
       }
     };
-    auto load_v = [&](int n_block) {
-      pipe_v.producer_acquire(write);
-      if (leader) {
-        const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-        tma_load_box<kBlockN>(mp.tma_v.with(*pipe_v.producer_get_barrier(write)), mV, box.row, head_k, box.batch,
-                              sV(_, _, write.index()));
+    auto issue = [&](auto const& tma, uint64_t& bar, auto const& mKV, auto const& sKV, int n_block) {
+      const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
+      if constexpr (kMulticast) {
+        if (share.ctas > 1) {
+          tma_load_box<kBlockN>(tma_multicast(tma, bar, uint16_t((1u << share.ctas) - 1)), mKV, box.row, head_k,
+                                box.batch, sKV);
+          return;
+        }
       }
+      tma_load_box<kBlockN>(tma.with(bar), mKV, box.row, head_k, box.batch, sKV);
+    };
+    auto load_k = [&](int n_block) {
+      acquire(pipe_k, [](auto& st) { return st.peer_k; });
+      if (leader && share.issues) { issue(mp.tma_k, *pipe_k.producer_get_barrier(write), mK, sK(_, _, write.index()), n_block); }
+    };
+    auto load_v = [&](int n_block) {
+      acquire(pipe_v, [](auto& st) { return st.peer_v; });
+      if (leader && share.issues) { issue(mp.tma_v, *pipe_v.producer_get_barrier(write), mV, sV(_, _, write.index()), n_block); }
     };
 
     const bool has_keys = k.n_block_max > k.n_block_min;
@@ -355,7 +386,9 @@ struct FwdMainloop {
     }
     // sO in V's ring: the previous tile's O must have left it (every consumer released it, the
     // store's read included) before a V lands there. Every tile but the first waits, keys or not, so
-    // the consumers are never two releases ahead of this wait's parity.
+    // the consumers are never two releases ahead of this wait's parity. (Not in a kernel that runs in clusters:
+    // kMulticastKV.)
+    static_assert(!(Traits::kOAliasesV && kMulticast), "K/V multicast with sO in V's ring: not measured to pay");
     if constexpr (Traits::kOAliasesV) {
       if (!first_tile) {
         cutlass::arch::ClusterBarrier::wait(&storage.o_read, o_phase);
@@ -387,6 +420,19 @@ struct FwdMainloop {
     clear_rows<cutlass::NumThreadsPerWarp>(sV, first_row, thread_idx % cutlass::NumThreadsPerWarp, stage);
     cutlass::arch::fence_view_async_shared();
     __syncwarp();
+  }
+
+  // A consumer thread's release of a K or V stage. kMulticast kernels arrive on their own CTA's barrier:
+  // PipelineTmaAsync's consumer_release, built for a cluster of one CTA, arrives through mapa on the barrier of the
+  // cluster's first CTA, so in a cluster of two the second CTA's releases would land in the first one's (the first
+  // clustered call hung so). The kernels that never run in a cluster keep it (the same SASS as before).
+  template <class PipeStorage>
+  CUTE_DEVICE static void release(PipelineKV& pipe, PipeStorage& pipe_storage, PipelineState const& state) {
+    if constexpr (kMulticast) {
+      pipe_storage.empty_barrier_[state.index()].arrive();
+    } else {
+      pipe.consumer_release(state);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -506,11 +552,11 @@ struct FwdMainloop {
         pipe_k.consumer_wait(read_k);
         if constexpr (!kSkipTurnLate) { wait_turn(), pass_turn(); }
         started();  // again below: the kernel's release of sO is made once (o_owed)
-        pipe_k.consumer_release(read_k);
+        release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         // Waited on before the release: a release ahead of the stage's fill would count towards its previous use.
         pipe_v.consumer_wait(read_v);
-        pipe_v.consumer_release(read_v);
+        release(pipe_v, storage.pipeline_v, read_v);
         ++read_v;
         --n_block;
         zero_first_v = false;  // v_rows_valid is the skipped block's; the other warpgroups clear its rows
@@ -532,7 +578,7 @@ struct FwdMainloop {
     pass_edge_turn();
     started();
     warpgroup_wait<0>();
-    pipe_k.consumer_release(read_k);
+    release(pipe_k, storage.pipeline_k, read_k);
     ++read_k;
     scores(n_block, MaskByBlock{});
     softmax.template step<true>(tSrS_rc, row_scale);
@@ -574,7 +620,7 @@ struct FwdMainloop {
       walk([&](int block, auto masked) {
         warpgroup_wait<0>();  // the last P V is done: O may be rescaled and P overwritten
         if (pv_in_flight) {
-          pipe_v.consumer_release(read_v);
+          release(pipe_v, storage.pipeline_v, read_v);
           ++read_v;
         }
         Softmax::rescale(tOrO_rc, row_scale);
@@ -588,7 +634,7 @@ struct FwdMainloop {
         if constexpr (!kPassAfterQK) { pass_turn(); }
         pv_in_flight = true;
         warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
-        pipe_k.consumer_release(read_k);
+        release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
@@ -596,7 +642,7 @@ struct FwdMainloop {
       q_done();  // every S of this tile is computed (the last one waited on above)
       warpgroup_wait<0>();
       if (pv_in_flight) {
-        pipe_v.consumer_release(read_v);
+        release(pipe_v, storage.pipeline_v, read_v);
         ++read_v;
       }
       Softmax::rescale(tOrO_rc, row_scale);
@@ -611,7 +657,7 @@ struct FwdMainloop {
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         warpgroup_wait<1>();  // S is ready; P V may still run
-        pipe_k.consumer_release(read_k);
+        release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         if constexpr (kEarlyQDone) {
           if (block == k.n_block_min) { q_done(); }  // the tile's last S is computed
@@ -619,7 +665,7 @@ struct FwdMainloop {
         scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
         warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
-        pipe_v.consumer_release(read_v);
+        release(pipe_v, storage.pipeline_v, read_v);
         ++read_v;
         Softmax::rescale(tOrO_rc, row_scale);
         to_p();
@@ -633,7 +679,7 @@ struct FwdMainloop {
     wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
     pass_edge_turn();
     warpgroup_wait<0>();
-    pipe_v.consumer_release(read_v);
+    release(pipe_v, storage.pipeline_v, read_v);
     ++read_v;
   }
 };

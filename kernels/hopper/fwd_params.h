@@ -127,6 +127,31 @@ struct FwdKernelParams {
 // KernelTu "kernel_keys128", whose rule is kWideKeys's) and its own entry type beside the main kernel's.
 constexpr int kKeys128Kernel = 1 << 9;
 
+// Whether a kernel can run in clusters of two CTAs that share each K and V box (K/V multicast): CTAs 2c and 2c + 1
+// of the non-causal persistent deal take query blocks m and m + 1 of one (batch, head) when a head's query blocks are
+// even (tile_scheduler.h), so they read the same keys in the same order. The first CTA's producer issues each box
+// once, multicast into both CTAs' rings; the second CTA's producer arms its own barriers and tells the first when its
+// consumers have released a stage (fwd_mainloop.h, load). The same bytes reach both SMs at half the L2 reads, and the
+// card, which runs these calls at its power limit, turns the saved energy into clock (FA3's cluster kernels gained
+// 2.6 % at hdim 128 and 1.3 % at 256 alone that way, benchmarks/fwd_clock_power/). The launch decides per call
+// (fwd_launch.h): a call whose query blocks are odd, packed (cu_seqlens) or paged runs one CTA a box on the same
+// kernel (FLASHBUILD_HOPPER_FWD_KV_MULTICAST=off: every call). Measured on the H200, alone at the card's own clocks
+// and in turns (benchmarks/fwd_kv_multicast/, fp16, non-causal): in the kernels whose O goes out through V's ring
+// (kOAliasesV: hdim 128's 176-key tiles, 192, 256), where the first CTA's V then waits on both CTAs' stores of O each
+// tile, 1.9 % faster to 4.1 % slower alone and 1.2-8.9 % slower in turns than one CTA a box (h200-1); in hdim 128's
+// 128-key kernel (an O buffer of its own) 1.017-1.027x the tree before alone at 1k-4k, 1.005-1.012x in turns, the
+// work a clock tick level (h200-2). So the plain non-causal kernels with an O buffer of their own alone.
+// nvcc -DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0 builds every kernel without it (the tree before, for A/B runs: the
+// same instructions, the 128-key kernel's registers allocated otherwise).
+#if defined(FLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS)
+inline constexpr bool kMulticastKernels = FLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS != 0;
+#else
+inline constexpr bool kMulticastKernels = true;
+#endif
+template <class Traits, bool kIsCausal, int kFeatures>
+inline constexpr bool kMulticastKV = kMulticastKernels && !kIsCausal && (kFeatures & kAllFeatures) == 0 &&
+                                     !kIsSplitKV<kFeatures> && Traits::kHeadDim >= 128 && !Traits::kOAliasesV;
+
 // Whether the main kernel of a variant takes wide_keys tiles (fwd_traits.h, fwd_tile): the plain (no local
 // window, no softcap) non-causal variant, where no mask cuts a key block but the sequence's end, and only at a
 // head dim whose wide tile differs.

@@ -226,6 +226,10 @@ struct FwdTraits {
     // kOAliasesV: every consumer thread arrives once per tile when it is done with sO (the store
     // thread once the TMA store has read it); the producer waits on it before a tile's first V.
     alignas(8) cutlass::arch::ClusterBarrier::ValueType o_read;
+    // K/V multicast in a cluster of two CTAs (fwd_params.h, kMulticastKV): the first CTA's, on which the second CTA's
+    // producer arrives once its own consumers released a K or a V stage (FwdMainloop::load).
+    alignas(8) cutlass::arch::ClusterBarrier::ValueType peer_k[kStages];
+    alignas(8) cutlass::arch::ClusterBarrier::ValueType peer_v[kStages];
 
     CUTE_DEVICE Element* o() { return kOAliasesV ? v.data() : o_own.data(); }
   };

@@ -16,6 +16,8 @@
 #include <cute/arch/cluster_sm90.hpp>  // set_block_rank (mapa)
 #include <cute/config.hpp>
 
+#include "hopper/utils.h"  // cluster_arrive_release, cluster_wait_acquire
+
 #include <cstdint>
 
 namespace flashbuild::hopper {
@@ -32,30 +34,5 @@ CUTE_DEVICE void cluster_send(float const* local, float value, uint64_t const* b
 #endif
 }
 
-// One arrival on the barrier at `barrier`'s offset in CTA `rank`, releasing this thread's earlier reads and writes
-// at cluster scope (cutlass::arch::ClusterBarrier::arrive's remote form has the default .cta scope).
-CUTE_DEVICE void cluster_arrive_release(uint64_t const* barrier, int rank) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  const uint32_t bar = cute::set_block_rank(cute::cast_smem_ptr_to_uint(barrier), uint32_t(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-
-// Wait for the phase of parity `phase` of a barrier of this CTA that other CTAs of the cluster arrive on, acquiring
-// what they released at cluster scope.
-CUTE_DEVICE void cluster_wait_acquire(uint64_t const* barrier, uint32_t phase) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  const uint32_t bar = cute::cast_smem_ptr_to_uint(barrier);
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait;\n"
-      "}\n" ::"r"(bar),
-      "r"(phase)
-      : "memory");
-#endif
-}
 
 }  // namespace flashbuild::hopper

@@ -2,6 +2,7 @@
 // operands and issuing its products, storing an accumulator with stmatrix, clearing rows.
 #pragma once
 
+#include <cute/arch/cluster_sm90.hpp>  // set_block_rank (mapa)
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -67,6 +68,43 @@ CUTE_DEVICE void tma_load_box(Tma const& tma, GmemCoords const& g, int row0, int
     Tensor dst = make_tensor(smem.data() + smem.layout()(0, i * kCols), Box{});
     copy(tma, src, dst);
   }
+}
+
+// One arrival on the barrier at `barrier`'s offset in CTA `rank`, releasing this thread's earlier reads and writes
+// at cluster scope (cutlass::arch::ClusterBarrier::arrive's remote form has the default .cta scope).
+CUTE_DEVICE void cluster_arrive_release(uint64_t const* barrier, int rank) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const uint32_t bar = cute::set_block_rank(cute::cast_smem_ptr_to_uint(barrier), uint32_t(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+// Wait for the phase of parity `phase` of a barrier of this CTA that other CTAs of the cluster arrive on, acquiring
+// what they released at cluster scope.
+CUTE_DEVICE void cluster_wait_acquire(uint64_t const* barrier, uint32_t phase) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const uint32_t bar = cute::cast_smem_ptr_to_uint(barrier);
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait;\n"
+      "}\n" ::"r"(bar),
+      "r"(phase)
+      : "memory");
+#endif
+}
+
+// The multicast form of one of our TMA loads (make_tma_copy(SM90_TMA_LOAD{}, ...)), for tma_load_box: the same
+// descriptor, each box landing at the same shared-memory offset in every CTA of the cluster that `mask` names and
+// completing its bytes on each one's barrier at `bar`'s offset (cp.async.bulk.tensor .multicast::cluster).
+template <class NumBits, class Aux, class T, class LayoutTV, class Tiler>
+CUTE_DEVICE auto tma_multicast(TiledCopy<Copy_Atom<Copy_Traits<SM90_TMA_LOAD, NumBits, Aux>, T>, LayoutTV, Tiler> const& tma,
+                               uint64_t& bar, uint16_t mask) {
+  using Multicast = Copy_Traits<SM90_TMA_LOAD_MULTICAST_OP, NumBits>;
+  return Copy_Atom<Multicast, T>{
+      Multicast(tma.get_tma_descriptor(), &bar, mask, uint64_t(TMA::CacheHintSm90::EVICT_NORMAL))};
 }
 
 // The same loads with the box given as its own (kRows, head_dim) coordinates (a local_tile of g):
