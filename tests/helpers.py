@@ -361,6 +361,16 @@ def make_fake_cuda(base: Path) -> Path:
     return home
 
 
+def expect_env_error(monkeypatch, env: str, value: str, call, *phrases: str) -> None:
+    """With `env` set to `value` (a setting the launcher reads at every launch), `call` raises an error that names the
+    variable and holds each of `phrases` (what the settings are): never a traceback of ours, never a silent default."""
+    monkeypatch.setenv(env, value)
+    with pytest.raises(Exception, match=env) as error:
+        call()
+    for phrase in phrases:
+        assert phrase in str(error.value), (phrase, str(error.value))
+
+
 def check_close(label, got, ref, low, kind="grad", eps=None):
     """The correctness rule (docs/correctness.md) for one GPU tensor against its fp32 reference `ref`:
     flashbuild's own comparator (flashbuild.debug.checking.compare), so GPU tests and `flashbuild test`
