@@ -8,7 +8,12 @@ instructions that matter to the forward's main loop (HGMMA split into SS, Q K^T,
 waits; MUFU.EX2; named barriers; mbarrier waits and arrivals; FSEL, the mask), and its timeline: the
 events in address order, runs of one kind collapsed, plain ALU work counted between them.
 
-    python3 sass_loops.py KERNEL.sass [--function SUBSTRING] [--list] [--timeline]
+    python3 sass_loops.py KERNEL.sass [--function SUBSTRING] [--list] [--timeline] [--stalls]
+
+--stalls adds, per loop, the stall cycles ptxas encoded in the every-iteration body's control words (bits 41-44 of
+each instruction's second 64-bit word: the cycles the warp waits before it issues its next instruction, whatever the
+operands' readiness), in all and by the instruction that carries them: one warp's issue time of a step if nothing
+else held it (a static bound, not a measurement).
 
 In a timeline, [n] counts the plain instructions since the last event printed (those between the
 instructions of one collapsed run, e.g. the eight HGMMA of one product, go into the next bracket).
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 
 _INSN = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _FUNC = re.compile(r"^\s+Function : (\S+)")
+_HI = re.compile(r"^\s+/\* (0x[0-9a-f]{16}) \*/\s*$")  # the line after an instruction: its encoding's second word
 # `BRA P1, 0x...` (a predicate operand, guarded or not) is conditional too: ptxas writes two-predicate branches so.
 _BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\w+)*\s+(!?U?P\w+,\s*)?(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))")
 
@@ -30,6 +36,11 @@ _BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\w+)*\s+(!?U?P\w+,\s*)?(?:`\(\.L_x_\d+
 class Insn:
     addr: int
     text: str
+    ctrl: int = -1  # the second 64-bit word of the encoding (its control bits), -1 where the file has none
+
+    @property
+    def stall(self) -> int:
+        return (self.ctrl >> 41) & 0xF if self.ctrl >= 0 else 0
 
     @property
     def pred(self) -> str:
@@ -53,6 +64,11 @@ def read_functions(path: str) -> dict[str, list[Insn]]:
             m = _INSN.match(line)
             if m and cur is not None:
                 cur.append(Insn(int(m.group(1), 16), m.group(2)))
+                continue
+            m = _HI.match(line)
+            if m and cur and cur[-1].ctrl < 0:
+                last = cur[-1]
+                cur[-1] = Insn(last.addr, last.text, int(m.group(1), 16))
     return funcs
 
 
@@ -243,6 +259,19 @@ def waits(body: list[Insn]) -> str:
             f"and WAIT0 (under the own P V; WAIT0 at the step's top: 0); R2UR {r2ur}")
 
 
+def stalls(body: list[Insn]) -> str:
+    """The encoded stall cycles of a body, in all and by opcode (the opcode's first two parts)."""
+    by: dict[str, list[int]] = {}
+    for x in body:
+        key = ".".join(x.op.split(".")[:2]) if x.op.startswith(("MUFU", "F2FP", "HGMMA", "WARPGROUP")) else x.op.split(".")[0]
+        n = by.setdefault(key, [0, 0])
+        n[0] += 1
+        n[1] += x.stall
+    total = sum(v[1] for v in by.values())
+    top = sorted(by.items(), key=lambda kv: -kv[1][1])[:10]
+    return f"{total} cycles over {len(body)} instructions; " + ", ".join(f"{k} {v[1]}/{v[0]}" for k, v in top)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -250,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--function", default="", help="a substring of the mangled kernel name (default: the first)")
     ap.add_argument("--list", action="store_true", help="list the file's functions and their sizes, then stop")
     ap.add_argument("--timeline", action="store_true", help="print each HGMMA loop's timeline")
+    ap.add_argument("--stalls", action="store_true", help="print each loop's encoded stall cycles (module doc)")
     ap.add_argument("--min-hgmma", type=int, default=1, help="only loops with at least this many HGMMA (default 1)")
     a = ap.parse_args(argv)
     funcs = read_functions(a.sass)
@@ -283,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         ca = counts(always)
         print(f"  every iteration (blocks dominating the back edge): " + ", ".join(f"{k} {v}" for k, v in ca.items()))
         print("  waits: " + waits(always))
+        if a.stalls:
+            print("  stalls, every iteration (cycles/instructions by opcode): " + stalls(always))
         if a.timeline:
             print("  all:   " + timeline(body))
             print("  every: " + timeline(always))
