@@ -50,8 +50,8 @@ SELECTION = dict(hdim="128", dtype="fp16,bf16", causal="both")
 #           default is 192 x 128 with 4 stages: FA3's non-causal hdim-64 tile is 192 x 192): ../fwd_tile_hdim64_wide/
 #   w192    every kernel on 128 x 192 tiles with 3 stages, two consumer warpgroups (fwd_tile's sweep override; at hdim
 #           64: 386 instructions a step per 128 keys against the default's 427, README "hdim 64 on 128 x 192")
-#   ph3, ph5, ph8, ph10: the overlapped kernels' P V in two commit groups, the first 3 / 5 / 8 / 10 of its 16-key
-#           slices and the rest, the first slices' P converted among the exponentials (FwdMainloop::kPVHalves)
+#   (ph3, ph5, ph8, ph10: the overlapped kernels' P V in two commit groups, the first 3 / 5 / 8 / 10 of its 16-key
+#           slices and the rest, the first slices' P converted among the exponentials; in ea6be63 only, call h200-17)
 #   uqp     kUniformQ and the peeled masked steps in every kernel (for hdim 32, which takes hdim 64's tile and neither)
 #   (ps128, ps192: P through shared memory, on the default tile / on 192 x 192; in 3bcdf53 only: ../fwd_tile_hdim64_wide/)
 #   (e2, e4, e8, e4d4: a share of the exponentials on the FMA pipe; in 8742183 only, with the form: ../fwd_exp_on_fma/)
@@ -80,10 +80,6 @@ ARMS = {
     "max2": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=2"],
     "max8": ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=8"],
     "nov4": ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0", "-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"],
-    "ph3": ["-DFLASHBUILD_HOPPER_FWD_PV_HALVES=3"],
-    "ph5": ["-DFLASHBUILD_HOPPER_FWD_PV_HALVES=5"],
-    "ph8": ["-DFLASHBUILD_HOPPER_FWD_PV_HALVES=8"],
-    "ph10": ["-DFLASHBUILD_HOPPER_FWD_PV_HALVES=10"],
     "c176": ["-DFLASHBUILD_HOPPER_BLOCK_M=128", "-DFLASHBUILD_HOPPER_BLOCK_N=176", "-DFLASHBUILD_HOPPER_STAGES=2"],
     "peel": ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"],
     "t192": ["-DFLASHBUILD_HOPPER_BLOCK_M=192", "-DFLASHBUILD_HOPPER_BLOCK_N=192", "-DFLASHBUILD_HOPPER_STAGES=3"],

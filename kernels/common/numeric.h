@@ -38,19 +38,6 @@ CUTE_DEVICE void convert_into(cute::Tensor<SrcEngine, SrcLayout> const& src, cut
       convert(*reinterpret_cast<cutlass::Array<From, kN> const*>(src.data()));
 }
 
-// Values [kBegin, kBegin + kCount) of src, in storage order, into the same values of dst.
-template <int kBegin, int kCount, class SrcEngine, class SrcLayout, class DstEngine, class DstLayout>
-CUTE_DEVICE void convert_range(cute::Tensor<SrcEngine, SrcLayout> const& src, cute::Tensor<DstEngine, DstLayout>& dst) {
-  using From = typename SrcEngine::value_type;
-  using To = typename DstEngine::value_type;
-  static_assert(kBegin >= 0 && kBegin + kCount <= decltype(cute::size(src))::value &&
-                    decltype(cute::size(dst))::value == decltype(cute::size(src))::value,
-                "a range of both fragments");
-  cutlass::NumericArrayConverter<To, From, kCount> convert;
-  *reinterpret_cast<cutlass::Array<To, kCount>*>(dst.data() + kBegin) =
-      convert(*reinterpret_cast<cutlass::Array<From, kCount> const*>(src.data() + kBegin));
-}
-
 // The same into a new fragment of src's layout.
 template <typename To, class Engine, class Layout>
 CUTE_DEVICE auto convert_type(cute::Tensor<Engine, Layout> const& src) {

@@ -203,20 +203,6 @@ struct FwdMainloop {
   static constexpr bool kPassAfterQK = false;
 #endif
 
-  // kPVHalves (study form, off; kOverlapSoftmax steps): P V issued as two commit groups, its first kPVFirstSlices
-  // 16-key slices and the rest. The step then waits on the first alone (wait_group 1) after its softmax and converts
-  // the first slices' probabilities there, among the exponentials, while the rest of P V still runs; only the rest is
-  // converted after the wait on all of P V at the top of the next step.
-  // nvcc -DFLASHBUILD_HOPPER_FWD_PV_HALVES=N: N slices in the first group (at most all but one).
-  static constexpr int kPVSlices = kBlockN / 16;
-#ifdef FLASHBUILD_HOPPER_FWD_PV_HALVES
-  static constexpr bool kPVHalves = FLASHBUILD_HOPPER_FWD_PV_HALVES > 0 && kOverlapSoftmax;
-  static constexpr int kPVFirstSlices = cute::max(1, cute::min(FLASHBUILD_HOPPER_FWD_PV_HALVES, kPVSlices - 1));
-#else
-  static constexpr bool kPVHalves = false;
-  static constexpr int kPVFirstSlices = kPVSlices / 2;
-#endif
-
   // kSkipIdleQK (causal tiles of several consumer warpgroups, no window): a warpgroup whose 64 rows see no key of
   // the tile's first walked block (its last) issues no Q K^T there; the mask sets every score of those rows to
   // -inf all the same (each column is past each row's last key), so the outputs are the same bits. At hdim 64's
@@ -525,10 +511,6 @@ struct FwdMainloop {
                 [&] { apply_mask(n_block); });
     };
     auto to_p = [&]() { convert_into(tSrS, tOrP); };  // probabilities to the element type, into P's registers
-    // kPVHalves: P's first kPVFirstSlices 16-key slices (8 values a slice in storage order), and the rest.
-    constexpr int kFirstValues = kPVFirstSlices * 8;
-    auto to_p_first = [&]() { convert_range<0, kFirstValues>(tSrS, tOrP); };
-    auto to_p_rest = [&]() { convert_range<kFirstValues, decltype(size(tSrS))::value - kFirstValues>(tSrS, tOrP); };
     auto wait_turn = [&]() {
       if constexpr (Traits::kPingpong) { barrier_sync(warpgroup_turn(warpgroup), 2 * kWarpgroupThreads); }
     };
@@ -601,7 +583,6 @@ struct FwdMainloop {
     scores(n_block, MaskByBlock{});
     softmax.template step<true>(tSrS_rc, row_scale);
     if constexpr (!kOverlapSoftmax) { to_p(); }  // with it, at the top of the loop's first step
-    if constexpr (kPVHalves) { to_p_first(); }      // and with kPVHalves only the slices after the first ones there
     // The first P V reads this block's V: clear its rows past the keys first. Here, before the loop,
     // not at that P V inside it, where the dense hdim-64 forward ran 1.8-2.5 % slower than without
     // the clearing (here 0.6-1.8 %; benchmarks/hopper_varlen). The loop's wait on this stage then
@@ -643,38 +624,20 @@ struct FwdMainloop {
           ++read_v;
         }
         Softmax::rescale(tOrO_rc, row_scale);
-        if constexpr (kPVHalves) {
-          to_p_rest();
-        } else {
-          to_p();
-        }
+        to_p();
         step_wait(pipe_k, read_k);
         wait_turn();
         wgmma<-1, false>(mma_qk, tSrQ, tSrK(_, _, _, read_k.index()), tSrS, true);
         if constexpr (kPassAfterQK) { pass_turn(); }
         step_wait(pipe_v, read_v);
-        if constexpr (kPVHalves) {
-          Tensor tOrV_stage = tOrV(_, _, _, read_v.index());
-          wgmma_slices<0, kPVFirstSlices, true>(mma_pv, tOrP, tOrV_stage, tOrO);
-          wgmma_slices<kPVFirstSlices, kPVSlices, true>(mma_pv, tOrP, tOrV_stage, tOrO);
-        } else {
-          wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
-        }
+        wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         if constexpr (!kPassAfterQK) { pass_turn(); }
         pv_in_flight = true;
-        if constexpr (kPVHalves) {
-          warpgroup_wait<2>();  // S is ready; both parts of P V run on under the softmax
-        } else {
-          warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
-        }
+        warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
         release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
-        if constexpr (kPVHalves) {
-          warpgroup_wait<1>();  // P V's first slices are done: their P registers take this step's probabilities
-          to_p_first();
-        }
       });
       q_done();  // every S of this tile is computed (the last one waited on above)
       warpgroup_wait<0>();
@@ -683,11 +646,7 @@ struct FwdMainloop {
         ++read_v;
       }
       Softmax::rescale(tOrO_rc, row_scale);
-      if constexpr (kPVHalves) {
-        to_p_rest();
-      } else {
-        to_p();
-      }
+      to_p();
     } else {
       const bool walks = n_block > k.n_block_min;  // a step at least after the first block (kEarlyQDone)
       walk([&](int block, auto masked) {

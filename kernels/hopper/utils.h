@@ -49,22 +49,6 @@ CUTE_DEVICE void wgmma(TiledMma& mma, FragA const& a, FragB const& b, FragC& c, 
   if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
 }
 
-// K slices [kBegin, kEnd) of one product, accumulated into c, as one commit group (no wait): a product issued in
-// parts that the caller waits on apart (kPVHalves, fwd_mainloop.h).
-template <int kBegin, int kEnd, bool kARegs, class TiledMma, class FragA, class FragB, class FragC>
-CUTE_DEVICE void wgmma_slices(TiledMma& mma, FragA const& a, FragB const& b, FragC& c) {
-  static_assert(0 <= kBegin && kBegin < kEnd && kEnd <= decltype(size<2>(a))::value, "a range of the K slices");
-  if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  mma.accumulate_ = GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int k = kBegin; k < kEnd; ++k) { cute::gemm(mma, a(_, _, k), b(_, _, k), c); }
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(c);
-  if constexpr (kARegs) { warpgroup_fence_operand(const_cast<FragA&>(a)); }
-}
-
 // The TMA loads of a (kRows, head_dim) box, rows [row0, row0 + kRows) of (head, batch) of the global
 // coordinates g (seqlen, head_dim, heads, batch), into the (kRows, head_dim) buffer `smem`. One
 // instruction moves kRows x kCols (the swizzle atom's width); what it reads of its source and
