@@ -15,11 +15,6 @@ Arms (--arms):
   ours-nomc      the same build with FLASHBUILD_HOPPER_FWD_KV_MULTICAST=off: its calls on one CTA a K/V box
                  (kernels/hopper/fwd_kv_multicast.h; ../fwd_kv_multicast/)
   ours-base      a build with -DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0: the kernels without K/V multicast
-  ours-relay     a build with -DFLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT=0: the second CTA's releases through its producer
-  ours-relayplain  the same with -DFLASHBUILD_HOPPER_FWD_MULTICAST_RELAY_PLAIN=1: the relay's arrival without a
-                 cluster-scope release
-  ours-konly     a build with -DFLASHBUILD_HOPPER_FWD_MULTICAST_K_ONLY=1: the kernels with sO in V's ring clustered too,
-                 K multicast and V loaded by each CTA
   fa3            FA3's forward with its cluster kernels (the bench's build)
   fa3-nocluster  FA3's forward built without them (its non-causal hdim >= 128 calls run the 1-CTA kernel)
   sdpa-cudnn      PyTorch SDPA's cuDNN backend on the same inputs, transposed to its layout (--direction fwd; added
@@ -156,13 +151,6 @@ def main() -> None:
     builds["ours-base"] = lambda: flashbuild.load(hdim=args.hdims, dtype="fp16", arch="native", direction=direction,
                                                   causal="both", features=[],
                                                   nvcc_flags=["-DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0"])
-    study = {"ours-relay": ["-DFLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT=0"],
-             "ours-relayplain": ["-DFLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT=0", "-DFLASHBUILD_HOPPER_FWD_MULTICAST_RELAY_PLAIN=1"],
-             "ours-konly": ["-DFLASHBUILD_HOPPER_FWD_MULTICAST_K_ONLY=1"]}
-    for name, flags in study.items():
-        builds[name] = (lambda flags: lambda: flashbuild.load(hdim=args.hdims, dtype="fp16", arch="native",
-                                                              direction=direction, causal="both", features=[],
-                                                              nvcc_flags=flags))(flags)
     if bwd and "sdpa-cudnn" in arms:
         sys.exit("probe.py: the sdpa-cudnn arm times the forward alone (--direction fwd)")
     aliases = {"ours-pairs": "ours@all:2", "ours-pairs4": "ours@all:4"}

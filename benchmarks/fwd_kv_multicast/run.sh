@@ -25,17 +25,6 @@ PROBE_HDIMS=${PROBE_HDIMS:-$HDIMS}; ARMS=${ARMS:-ours,ours-nomc}
 build probe --hdim "$PROBE_HDIMS" --dtype fp16 --arch native --direction fwd --causal both --features none --jobs 5 &
 [[ ",$ARMS," == *,ours-base,* ]] && build base --hdim "$PROBE_HDIMS" --dtype fp16 --arch native --direction fwd \
   --causal both --features none --nvcc-flag=-DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0 --jobs 3 &
-# Study arms of ../fwd_clock_power/probe.py: each its build (the probe's selection with the arm's defines).
-for arm in relay relayplain konly; do
-  [[ ",$ARMS," == *,ours-$arm,* ]] || continue
-  case $arm in
-    relay) flags=(--nvcc-flag=-DFLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT=0) ;;
-    relayplain) flags=(--nvcc-flag=-DFLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT=0 --nvcc-flag=-DFLASHBUILD_HOPPER_FWD_MULTICAST_RELAY_PLAIN=1) ;;
-    konly) flags=(--nvcc-flag=-DFLASHBUILD_HOPPER_FWD_MULTICAST_K_ONLY=1) ;;
-  esac
-  build "$arm" --hdim "$PROBE_HDIMS" --dtype fp16 --arch native --direction fwd --causal both --features none \
-    "${flags[@]}" --jobs 3 &
-done
 [ "${TESTS:-1}" = 1 ] && build wide --hdim 128 --dtype fp16,bf16 --arch sm90 --direction fwd,splitkv --causal both \
   --features none --jobs 5 &
 wait; echo "== builds $(at): $(for f in "$OUT"/build-*.txt; do echo -n "$(basename "$f" .txt) $(tail -1 "$f"); "; done)"

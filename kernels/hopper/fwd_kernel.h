@@ -77,11 +77,10 @@ __global__ void __launch_bounds__(Traits::kNThreads, Traits::kCtasPerSm)
     Epilogue::prefetch_descriptors(params.epilogue);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.q_full, 1);
     if constexpr (Traits::kOAliasesV) { cutlass::arch::ClusterBarrier::init(&storage.o_read, kNumMmaThreads); }
-    if constexpr (kMulticast) {  // from the second CTA: its producer, or with kMulticastDirect each consumer warpgroup
-      constexpr int kPeerArrivals = kMulticastDirect ? Traits::kNumMmaWarpgroups : 1;
+    if constexpr (kMulticast) {  // one arrival each, from the second CTA's producer (FwdMainloop::load)
       for (int i = 0; i < Traits::kStages; ++i) {
-        cutlass::arch::ClusterBarrier::init(&storage.peer_k[i], kPeerArrivals);
-        cutlass::arch::ClusterBarrier::init(&storage.peer_v[i], kPeerArrivals);
+        cutlass::arch::ClusterBarrier::init(&storage.peer_k[i], 1);
+        cutlass::arch::ClusterBarrier::init(&storage.peer_v[i], 1);
       }
     }
   }

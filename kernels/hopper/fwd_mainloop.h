@@ -310,7 +310,6 @@ struct FwdMainloop {
 
   // K/V multicast (fwd_params.h, kMulticastKV): the launch decides per call whether this kernel runs in clusters of two.
   static constexpr bool kMulticast = kMulticastKV<Traits, kIsCausal, kFeatures>;
-  static constexpr bool kMulticastV = kMulticast && !Traits::kOAliasesV;  // else K alone (kMulticastKOnlyKernels)
   // A producer's share of the K/V boxes: the CTAs of its cluster (1, or 2 with kMulticast), and whether it issues the
   // boxes (multicast into every CTA of the cluster when there are two) or only arms its own barriers (the second CTA).
   struct KVShare {
@@ -342,31 +341,22 @@ struct FwdMainloop {
     // the second producer, once its consumers released a stage, tells the first one by an arrival on the first CTA's
     // `peer` barrier of that stage, which the first waits on (the parity of the stage's round) before its copies land
     // in the second CTA's ring. So the consumers' code is the same in both launches.
-    // With kMulticastDirect the second CTA's consumers arrive on the peer barrier themselves, a use after each release:
-    // its phase u completes once they released the stage's use u, which the first CTA's use u + 1 waits for (its
-    // first use of a stage waits for nothing).
-    auto acquire = [&](PipelineKV& pipe, auto peer_of, auto multicast) {
+    auto acquire = [&](PipelineKV& pipe, auto peer_of) {
       pipe.producer_acquire(write);
-      if constexpr (decltype(multicast)::value) {
+      if constexpr (kMulticast) {
         if (share.ctas > 1) {
           uint64_t* peer = peer_of(storage) + write.index();
-          if constexpr (kMulticastDirect) {
-            if (share.issues && write.count() >= uint32_t(Traits::kStages)) { cluster_wait_acquire(peer, write.phase()); }
-          } else if (share.issues) {
+          if (share.issues) {
             cluster_wait_acquire(peer, write.phase() ^ 1);
           } else if (leader) {
-            if constexpr (kMulticastRelayPlain) {
-              cluster_arrive(peer, 0);
-            } else {
-              cluster_arrive_release(peer, 0);
-            }
+            cluster_arrive_release(peer, 0);
           }
         }
       }
     };
-    auto issue = [&](auto const& tma, uint64_t& bar, auto const& mKV, auto const& sKV, int n_block, auto multicast) {
+    auto issue = [&](auto const& tma, uint64_t& bar, auto const& mKV, auto const& sKV, int n_block) {
       const KeyBox box = key_box<kPaged>(p, seq, tile.batch, n_block);
-      if constexpr (decltype(multicast)::value) {
+      if constexpr (kMulticast) {
         if (share.ctas > 1) {
           tma_load_box<kBlockN>(tma_multicast(tma, bar, uint16_t((1u << share.ctas) - 1)), mKV, box.row, head_k,
                                 box.batch, sKV);
@@ -376,18 +366,12 @@ struct FwdMainloop {
       tma_load_box<kBlockN>(tma.with(bar), mKV, box.row, head_k, box.batch, sKV);
     };
     auto load_k = [&](int n_block) {
-      acquire(pipe_k, [](auto& st) { return st.peer_k; }, cute::bool_constant<kMulticast>{});
-      if (leader && share.issues) {
-        issue(mp.tma_k, *pipe_k.producer_get_barrier(write), mK, sK(_, _, write.index()), n_block,
-              cute::bool_constant<kMulticast>{});
-      }
+      acquire(pipe_k, [](auto& st) { return st.peer_k; });
+      if (leader && share.issues) { issue(mp.tma_k, *pipe_k.producer_get_barrier(write), mK, sK(_, _, write.index()), n_block); }
     };
     auto load_v = [&](int n_block) {
-      acquire(pipe_v, [](auto& st) { return st.peer_v; }, cute::bool_constant<kMulticastV>{});
-      if (leader && (share.issues || !kMulticastV)) {
-        issue(mp.tma_v, *pipe_v.producer_get_barrier(write), mV, sV(_, _, write.index()), n_block,
-              cute::bool_constant<kMulticastV>{});
-      }
+      acquire(pipe_v, [](auto& st) { return st.peer_v; });
+      if (leader && share.issues) { issue(mp.tma_v, *pipe_v.producer_get_barrier(write), mV, sV(_, _, write.index()), n_block); }
     };
 
     const bool has_keys = k.n_block_max > k.n_block_min;
@@ -404,7 +388,7 @@ struct FwdMainloop {
     // store's read included) before a V lands there. Every tile but the first waits, keys or not, so
     // the consumers are never two releases ahead of this wait's parity. (Not in a kernel that runs in clusters:
     // kMulticastKV.)
-    static_assert(!(Traits::kOAliasesV && kMulticastV), "V multicast with sO in V's ring: not measured to pay");
+    static_assert(!(Traits::kOAliasesV && kMulticast), "K/V multicast with sO in V's ring: not measured to pay");
     if constexpr (Traits::kOAliasesV) {
       if (!first_tile) {
         cutlass::arch::ClusterBarrier::wait(&storage.o_read, o_phase);
@@ -442,16 +426,10 @@ struct FwdMainloop {
   // PipelineTmaAsync's consumer_release, built for a cluster of one CTA, arrives through mapa on the barrier of the
   // cluster's first CTA, so in a cluster of two the second CTA's releases would land in the first one's (the first
   // clustered call hung so). The kernels that never run in a cluster keep it (the same SASS as before).
-  // With kMulticastDirect, `peer` (the second CTA's one thread a warpgroup, for a multicast ring) also arrives on
-  // the first CTA's peer barrier of the stage (FwdMainloop::load).
   template <class PipeStorage>
-  CUTE_DEVICE static void release(PipelineKV& pipe, PipeStorage& pipe_storage, PipelineState const& state,
-                                  uint64_t const* peer = nullptr) {
+  CUTE_DEVICE static void release(PipelineKV& pipe, PipeStorage& pipe_storage, PipelineState const& state) {
     if constexpr (kMulticast) {
       pipe_storage.empty_barrier_[state.index()].arrive();
-      if constexpr (kMulticastDirect) {
-        if (peer != nullptr) { cluster_arrive(peer + state.index(), 0); }
-      }
     } else {
       pipe.consumer_release(state);
     }
@@ -553,17 +531,6 @@ struct FwdMainloop {
       if (!kLeadWaits || warpgroup == 0) { pipe.consumer_wait(read); }
     };
 
-    // kMulticastDirect: the second CTA of a cluster releases its multicast stages to the first one too, one thread a
-    // warpgroup (release).
-    uint64_t const* peer_k = nullptr;
-    uint64_t const* peer_v = nullptr;
-    if constexpr (kMulticast && kMulticastDirect) {
-      if (cute::cluster_shape().x > 1 && cute::block_rank_in_cluster() == 1 && thread_idx % kWarpgroupThreads == 0) {
-        peer_k = storage.peer_k;
-        if constexpr (kMulticastV) { peer_v = storage.peer_v; }
-      }
-    }
-
     clear(tOrO);
     cutlass::arch::ClusterTransactionBarrier::wait(&storage.q_full, q_phase);
     q_phase ^= 1;
@@ -585,11 +552,11 @@ struct FwdMainloop {
         pipe_k.consumer_wait(read_k);
         if constexpr (!kSkipTurnLate) { wait_turn(), pass_turn(); }
         started();  // again below: the kernel's release of sO is made once (o_owed)
-        release(pipe_k, storage.pipeline_k, read_k, peer_k);
+        release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         // Waited on before the release: a release ahead of the stage's fill would count towards its previous use.
         pipe_v.consumer_wait(read_v);
-        release(pipe_v, storage.pipeline_v, read_v, peer_v);
+        release(pipe_v, storage.pipeline_v, read_v);
         ++read_v;
         --n_block;
         zero_first_v = false;  // v_rows_valid is the skipped block's; the other warpgroups clear its rows
@@ -611,7 +578,7 @@ struct FwdMainloop {
     pass_edge_turn();
     started();
     warpgroup_wait<0>();
-    release(pipe_k, storage.pipeline_k, read_k, peer_k);
+    release(pipe_k, storage.pipeline_k, read_k);
     ++read_k;
     scores(n_block, MaskByBlock{});
     softmax.template step<true>(tSrS_rc, row_scale);
@@ -653,7 +620,7 @@ struct FwdMainloop {
       walk([&](int block, auto masked) {
         warpgroup_wait<0>();  // the last P V is done: O may be rescaled and P overwritten
         if (pv_in_flight) {
-          release(pipe_v, storage.pipeline_v, read_v, peer_v);
+          release(pipe_v, storage.pipeline_v, read_v);
           ++read_v;
         }
         Softmax::rescale(tOrO_rc, row_scale);
@@ -667,7 +634,7 @@ struct FwdMainloop {
         if constexpr (!kPassAfterQK) { pass_turn(); }
         pv_in_flight = true;
         warpgroup_wait<1>();  // S is ready; P V runs on under the softmax
-        release(pipe_k, storage.pipeline_k, read_k, peer_k);
+        release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
@@ -675,7 +642,7 @@ struct FwdMainloop {
       q_done();  // every S of this tile is computed (the last one waited on above)
       warpgroup_wait<0>();
       if (pv_in_flight) {
-        release(pipe_v, storage.pipeline_v, read_v, peer_v);
+        release(pipe_v, storage.pipeline_v, read_v);
         ++read_v;
       }
       Softmax::rescale(tOrO_rc, row_scale);
@@ -690,7 +657,7 @@ struct FwdMainloop {
         wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
         pass_turn();
         warpgroup_wait<1>();  // S is ready; P V may still run
-        release(pipe_k, storage.pipeline_k, read_k, peer_k);
+        release(pipe_k, storage.pipeline_k, read_k);
         ++read_k;
         if constexpr (kEarlyQDone) {
           if (block == k.n_block_min) { q_done(); }  // the tile's last S is computed
@@ -698,7 +665,7 @@ struct FwdMainloop {
         scores(block, masked);
         softmax.template step<false>(tSrS_rc, row_scale);
         warpgroup_wait<0>();  // P V done: O may be rescaled and P overwritten
-        release(pipe_v, storage.pipeline_v, read_v, peer_v);
+        release(pipe_v, storage.pipeline_v, read_v);
         ++read_v;
         Softmax::rescale(tOrO_rc, row_scale);
         to_p();
@@ -712,7 +679,7 @@ struct FwdMainloop {
     wgmma<-1, true>(mma_pv, tOrP, tOrV(_, _, _, read_v.index()), tOrO, false);
     pass_edge_turn();
     warpgroup_wait<0>();
-    release(pipe_v, storage.pipeline_v, read_v, peer_v);
+    release(pipe_v, storage.pipeline_v, read_v);
     ++read_v;
   }
 };

@@ -148,31 +148,9 @@ inline constexpr bool kMulticastKernels = FLASHBUILD_HOPPER_FWD_MULTICAST_KERNEL
 #else
 inline constexpr bool kMulticastKernels = true;
 #endif
-// Study forms (off): -DFLASHBUILD_HOPPER_FWD_MULTICAST_K_ONLY=1 also clusters the kernels with sO in V's ring, K
-// multicast and V loaded by each CTA (no wait on the other CTA's O); -DFLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT=1: the
-// second CTA's consumers release a multicast stage to the first CTA themselves (one arrival a warpgroup on its peer
-// barrier), not through their producer (FwdMainloop::load, release).
-#if defined(FLASHBUILD_HOPPER_FWD_MULTICAST_K_ONLY)
-inline constexpr bool kMulticastKOnlyKernels = FLASHBUILD_HOPPER_FWD_MULTICAST_K_ONLY != 0;
-#else
-inline constexpr bool kMulticastKOnlyKernels = false;
-#endif
-#if defined(FLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT)
-inline constexpr bool kMulticastDirect = FLASHBUILD_HOPPER_FWD_MULTICAST_DIRECT != 0;
-#else
-inline constexpr bool kMulticastDirect = false;
-#endif
-// -DFLASHBUILD_HOPPER_FWD_MULTICAST_RELAY_PLAIN=1: the relay's arrival (kMulticastDirect off) without the cluster-scope
-// release (utils.h, cluster_arrive).
-#if defined(FLASHBUILD_HOPPER_FWD_MULTICAST_RELAY_PLAIN)
-inline constexpr bool kMulticastRelayPlain = FLASHBUILD_HOPPER_FWD_MULTICAST_RELAY_PLAIN != 0;
-#else
-inline constexpr bool kMulticastRelayPlain = false;
-#endif
 template <class Traits, bool kIsCausal, int kFeatures>
 inline constexpr bool kMulticastKV = kMulticastKernels && !kIsCausal && (kFeatures & kAllFeatures) == 0 &&
-                                     !kIsSplitKV<kFeatures> && Traits::kHeadDim >= 128 &&
-                                     (!Traits::kOAliasesV || kMulticastKOnlyKernels);
+                                     !kIsSplitKV<kFeatures> && Traits::kHeadDim >= 128 && !Traits::kOAliasesV;
 
 // Whether the main kernel of a variant takes wide_keys tiles (fwd_traits.h, fwd_tile): the plain (no local
 // window, no softcap) non-causal variant, where no mask cuts a key block but the sequence's end, and only at a

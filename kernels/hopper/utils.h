@@ -79,16 +79,6 @@ CUTE_DEVICE void cluster_arrive_release(uint64_t const* barrier, int rank) {
 #endif
 }
 
-// The same arrival with the default semantics (release at .cta scope), as cutlass::arch::ClusterBarrier::arrive's
-// remote form: no fence at cluster scope (`.release.cluster` costs a MEMBAR.ALL.GPU before the arrival). For a stage
-// whose readers are wgmmas already waited on, which need no ordering of this thread's memory operations.
-CUTE_DEVICE void cluster_arrive(uint64_t const* barrier, int rank) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  const uint32_t bar = cute::set_block_rank(cute::cast_smem_ptr_to_uint(barrier), uint32_t(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-
 // Wait for the phase of parity `phase` of a barrier of this CTA that other CTAs of the cluster arrive on, acquiring
 // what they released at cluster scope.
 CUTE_DEVICE void cluster_wait_acquire(uint64_t const* barrier, uint32_t phase) {
