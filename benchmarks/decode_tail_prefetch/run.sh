@@ -4,7 +4,7 @@
 # default, one nvidia-h200 call: the builds at once, the one-launch and KV-cache GPU tests on the R=2 build
 # (FLASHBUILD_TEST_NVCC_FLAGS), then decode_table.py with each study build as its `ours study` column, graph-replayed
 # and eager, every call on another copy of the cache. Carry `.whl`. From the repo root after the wheel line (at the
-# commit that has the study form):
+# commit that has the study form, 33bd4cd):
 #   OUT=$OUT [REPS=15] [TAILS="2 4"] [BATCH=1,8] [CACHE=16384,65536] bash benchmarks/decode_tail_prefetch/run.sh
 . "$(dirname "$0")/../study_start.sh"
 grep -q FLASHBUILD_SPLITKV_TAIL_PREFETCH kernels/hopper/*.h ||

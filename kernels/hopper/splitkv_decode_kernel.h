@@ -492,53 +492,6 @@ struct DecodeTile {
 };
 
 // The kernel: FwdKernel's (fwd_kernel.h) producer and set-up, the decode tile's consumer.
-// Study form (off): -DFLASHBUILD_SPLITKV_TAIL_PREFETCH=R. The CTAs of a row's splits end their main loops over a
-// spread of several microseconds (benchmarks/decode_timeline/: 26.1-30.6 us at hdim 64, batch 1, 64k keys), so the
-// HBM serves fewer and fewer streams while the last ones finish. Here a producer done issuing its own tile's loads,
-// while no split of the row has yet counted itself done (the fused combine's counter still 0, so its CTA is among
-// the first), asks L2 for the last R key blocks of every other split of the row (the blocks each walks last; K and
-// V boxes, cp.async.bulk.prefetch.tensor through the same descriptors). A prefetch writes nothing; the outputs
-// stay the same bits. Dense caches with the fused combine only.
-#ifndef FLASHBUILD_SPLITKV_TAIL_PREFETCH
-#define FLASHBUILD_SPLITKV_TAIL_PREFETCH 0
-#endif
-template <class Producer, class Params>
-CUTE_DEVICE void prefetch_split_tails(Params const& params, TileCoord const& tile, SeqRange const& seq,
-                                      int num_m_blocks) {
-  constexpr int kTail = FLASHBUILD_SPLITKV_TAIL_PREFETCH;
-  if constexpr (kTail > 0) {
-    FwdParams const& p = params.fwd;
-    if (tile.splits <= 1 || p.block_table || !p.split_counters) { return; }
-    unsigned const* counter =
-        p.split_counters + (int64_t(tile.batch) * p.nheads + tile.head) * num_m_blocks + tile.m_block;
-    unsigned done;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(done) : "l"(counter) : "memory");
-    if (done != 0) { return; }
-    constexpr int kHeadDim = Producer::kHeadDim, kBlockN = Producer::kBlockN;
-    const int head_k = tile.head / (p.nheads / p.nheads_k);
-    auto const& mp = params.mainloop;
-    auto mK = mp.tma_k.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    auto mV = mp.tma_v.get_tma_tensor(make_shape(p.seqlen_k, int32_t(kHeadDim), p.nheads_k, p.batch));
-    for (int split = 0; split < tile.splits; ++split) {
-      if (split == tile.split) { continue; }
-      TileCoord other = tile;
-      other.split = split;
-      const typename Producer::Keys k = Producer::keys(p, seq, other);
-      const int end = min(k.n_block_max, k.n_block_min + kTail);
-      for (int n = k.n_block_min; n < end; ++n) {
-        const auto box = Producer::template key_box<false>(p, seq, tile.batch, n);
-        constexpr int kCols = decltype(mp.tma_k)::NumValSrc / kBlockN;
-        using Box = Layout<Int<decltype(mp.tma_k)::NumValSrc>>;
-        CUTE_UNROLL
-        for (int i = 0; i < kHeadDim / kCols; ++i) {
-          cute::prefetch(mp.tma_k, make_tensor(make_inttuple_iter(mK(box.row, i * kCols, head_k, box.batch)), Box{}));
-          cute::prefetch(mp.tma_v, make_tensor(make_inttuple_iter(mV(box.row, i * kCols, head_k, box.batch)), Box{}));
-        }
-      }
-    }
-  }
-}
-
 template <class Base, bool kIsCausal, int kFeatures, int kRowsQ>
 __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
     splitkv_decode_kernel(CUTE_GRID_CONSTANT typename FwdKernel<Base, kIsCausal, kFeatures>::Params const params) {
@@ -599,7 +552,6 @@ __global__ void __launch_bounds__(Base::kNThreads, Base::kCtasPerSm)
           if (!seq.has_rows(tile.m_block, Base::kBlockM)) { continue; }
           Producer::template load<decltype(paged)::value>(params.mainloop, p, storage, pipe_k, pipe_v, write, tile, seq,
                                                           first, leader, o_phase);
-          if (!decltype(paged)::value && leader) { prefetch_split_tails<Producer>(params, tile, seq, scheduler.num_m_blocks); }
           first = false;
         }
         if (!first) { barrier_sync(FwdBarrier::kQueryEmpty, kNumMmaThreads + cutlass::NumThreadsPerWarp); }
