@@ -245,6 +245,18 @@ def make_root(base: Path, launch_header: str = FAKE_LAUNCH_H, bwd_launch_header:
     return root
 
 
+def load_script(path: Path, name: str):
+    """A study script (benchmarks/...) imported as module `name`, registered in sys.modules first (its
+    dataclasses look their module up there)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_cli(*args: str):
     """Invoke the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
     return CliRunner().invoke(cli, list(args))

@@ -6,25 +6,15 @@ the pairs bound) fails here before it misleads an A/B."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, load_script
 
 STUDY = REPO / "benchmarks" / "fwd_short_hdim64"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("fwd_short_hdim64_count", STUDY / "count.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-count = _load()
+count = load_script(STUDY / "count.py", "fwd_short_hdim64_count")
 
 
 def _brute(seqlen, block_m, block_n):
@@ -78,9 +68,7 @@ def test_the_busiest_cta_matches_the_other_mirror_of_the_deal(seqlen, balance):
 def test_the_fit_holds_the_rows_the_readme_quotes(monkeypatch):
     # fit.py imports count.py by name, as it runs from its own folder
     monkeypatch.syspath_prepend(str(STUDY))
-    spec = importlib.util.spec_from_file_location("fwd_short_hdim64_fit", STUDY / "fit.py")
-    fit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit)
+    fit = load_script(STUDY / "fit.py", "fwd_short_hdim64_fit")
     times = fit.measured()
     consts = {b: fit.fit(times[b], *tile) for b, tile in fit.TILE.items()}
     assert all(v >= 0 for k in consts.values() for v in k)

@@ -2,18 +2,11 @@
 second encoding word (bits 41-44), per instruction and summed over a loop's every-iteration body."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from helpers import REPO
+from helpers import REPO, load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("sass_loops", REPO / "benchmarks" / "fwd_sass_fa3" / "sass_loops.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["sass_loops"] = mod  # its dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "benchmarks" / "fwd_sass_fa3" / "sass_loops.py", "sass_loops")
 
 
 def _line(addr: int, text: str, stall: int) -> str:
