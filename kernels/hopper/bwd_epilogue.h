@@ -62,10 +62,19 @@ struct BwdEpilogue {
   // reduction into dq_accum, the consumers' atomics and the writer warp's bulk reductions, sits behind a test that is
   // false at run time (seqlen_q < 0) and that the compiler cannot fold: the dQ product, its hand-off and barriers stay,
   // the reductions' memory traffic goes. Without the define the test is the constant true.
-#if defined(FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ) && FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ
+  // =2: only the CTAs of even blockIdx.x reduce (half the traffic); =3: the writer warp's bulk reductions issued twice
+  // (twice the traffic; dQ comes out doubled). Both timing only, as =1.
+#if defined(FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ) && FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ == 1
   CUTE_DEVICE static bool dq_reduces(SeqRange const& seq) { return seq.seqlen_q < 0; }
+#elif defined(FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ) && FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ == 2
+  CUTE_DEVICE static bool dq_reduces(SeqRange const& seq) { return seq.seqlen_q < 0 || (blockIdx.x & 1) == 0; }
 #else
   CUTE_DEVICE static constexpr bool dq_reduces(SeqRange const&) { return true; }
+#endif
+#if defined(FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ) && FLASHBUILD_HOPPER_BWD_PROBE_NO_DQ == 3
+  static constexpr int kDqProbeCopies = 2;
+#else
+  static constexpr int kDqProbeCopies = 1;
 #endif
   CUTE_DEVICE static int dq_empty_barrier(int half) {
     return static_cast<int>(half ? BwdBarrier::kdQEmpty1 : BwdBarrier::kdQEmpty);
@@ -158,7 +167,10 @@ struct BwdEpilogue {
           cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
           if (leader) {
             if (dq_reduces(seq)) {
-              bulk_add_evict_last(dst + h * (kHalfBytes / sizeof(float)), smem + h * kHalfBytes, kHalfBytes);
+              CUTE_UNROLL
+              for (int copy = 0; copy < kDqProbeCopies; ++copy) {
+                bulk_add_evict_last(dst + h * (kHalfBytes / sizeof(float)), smem + h * kHalfBytes, kHalfBytes);
+              }
             }
             cute::tma_store_arrive();
           }
@@ -223,7 +235,10 @@ struct BwdEpilogue {
       cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
       if (leader) {
         if (dq_reduces(seq)) {
-          bulk_add_evict_last(dst + h * (half_bytes / sizeof(float)), smem, half_bytes);
+          CUTE_UNROLL
+          for (int copy = 0; copy < kDqProbeCopies; ++copy) {
+            bulk_add_evict_last(dst + h * (half_bytes / sizeof(float)), smem, half_bytes);
+          }
         }
         cute::tma_store_arrive();
         if (kOrdered && h == kHalves - 1) {
