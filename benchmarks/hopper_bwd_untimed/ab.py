@@ -8,8 +8,7 @@ field for every head dim of the build, so a build holds one head dim):
           (hdim 64 and 128's default: 1.025-1.069x at hdim 128, ../hopper_bwd_hand_off/)
   tmaf    -DFLASHBUILD_HOPPER_BWD_TMA_FIRST=1: the producer's Q / dO copies before its LSE / dsum loads (hdim 64's)
   ht      both
-  noexit  -DFLASHBUILD_HOPPER_BWD_DQ_EXIT_WAIT=0: the dQ writer warp ends without waiting for its last reductions to
-          complete (their reads of sdQ are waited on, as every block's; bwd_epilogue.h, dq_writer)
+  (noexit: the dQ writer ending without its last full wait; in a7c9e74 only, README h200-5)
   (ml, s2ml: the mask after the softmax gradient, without / with the shuffled stats; in a36ca51 only, README h200-2)
 Environment: HDIMS (one head dim, default 96), ARMS (comma list, base first; default base,halves,tmaf,ht). Rows: fp16
 and bf16, causal or not, 1k / 4k / 16k (1k first; a cut budget loses 16k bf16 last); --plan smoke: one row.
@@ -35,7 +34,6 @@ FLAGS = {
     "halves": [f"{ab.D}DQ_HALVES=1"],
     "tmaf": [f"{ab.D}TMA_FIRST=1"],
     "ht": [f"{ab.D}DQ_HALVES=1", f"{ab.D}TMA_FIRST=1"],
-    "noexit": [f"{ab.D}DQ_EXIT_WAIT=0"],
 }
 ARMS = os.environ.get("ARMS", "base,halves,tmaf,ht").split(",")
 HDIMS = [int(h) for h in os.environ.get("HDIMS", "96").split(",")]

@@ -221,13 +221,9 @@ struct BwdEpilogue {
         cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty));
       }
     }
-    // Every block's reductions have read sdQ by now (each path above waits for that before handing sdQ back), and
-    // deterministic mode waited for each block's adds to complete before handing on its turn. What a full wait here
-    // adds is the last reductions' trip to L2 before the warp, and so the CTA, may end: the kernel's completion
-    // covers them anyway. -DFLASHBUILD_HOPPER_BWD_DQ_EXIT_WAIT=0 ends without it (a study: hopper_bwd_untimed/).
-#if !defined(FLASHBUILD_HOPPER_BWD_DQ_EXIT_WAIT) || FLASHBUILD_HOPPER_BWD_DQ_EXIT_WAIT
+    // The last reductions complete before the warp ends. Ending after their reads alone (as each block already waits)
+    // ran 0.998-1.001x at hdim 64, 128 and 256: not on the CTA's critical path (benchmarks/hopper_bwd_untimed/, h200-5).
     if (leader) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }  // the last reduction is done
-#endif
   }
 
   // kDqInTurn's writer for one block: warpgroup 0's half, read from sdQ, then sdQ handed to warpgroup 1, whose half
