@@ -34,6 +34,58 @@ struct BwdKernel {
 // nheads / 2^s, batch) with s = params.section_shift; packed calls: seqlen_k is the longest sequence's,
 // and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
 // live in the kernel parameters (__grid_constant__).
+// A study build's timeline of the backward's CTAs (benchmarks/bwd_timeline/README.md): with -DFLASHBUILD_SPLITKV_TIMELINE=1
+// (the split-KV's recorder, common/timeline.h, named for its first user: its buffer, its environment variable) each
+// CTA writes %globaltimer into its record (kTimelineWords words at its linear index): kEntry by the first consumer
+// thread at the kernel's start, kMmaStart / kMmaEnd around the consumers' main loop (BwdMainloop::mma: the K/V wait,
+// the first Q/dO stage, every step), kDkvEnd after dK / dV are stored, kWriterEnd and kProducerEnd as the dQ writer
+// warp and the producer warp leave; kWhere its SM, kCoords its key block, head, batch and query blocks. Without the
+// define the recorder is empty and compiles to nothing. Beside three of the times, %clock64 (kClocks + slot): cycles
+// that do not depend on the clock the card runs at.
+struct BwdTimeline {
+  enum Slot : int { kEntry = 0, kMmaStart = 1, kMmaEnd = 2, kDkvEnd = 3, kWriterEnd = 4, kProducerEnd = 5, kWhere = 6,
+                    kCoords = 7 };
+  static constexpr int kClocks = 8;  // kClocks + slot: %clock64 beside kMmaStart, kMmaEnd and kDkvEnd (one SM's cycles)
+#if FLASHBUILD_SPLITKV_TIMELINE
+  uint64_t* rec = nullptr;
+  CUTE_DEVICE explicit BwdTimeline(uint64_t* buffer) {
+    if (buffer != nullptr) {
+      const uint64_t cta = blockIdx.x + uint64_t(gridDim.x) * (blockIdx.y + uint64_t(gridDim.y) * blockIdx.z);
+      rec = buffer + cta * kTimelineWords;
+    }
+  }
+  CUTE_DEVICE void record(Slot slot) const {
+    if (rec) {
+      rec[slot] = timeline_now();
+      if (slot == kMmaStart || slot == kMmaEnd || slot == kDkvEnd) { rec[kClocks + slot] = timeline_clock(); }
+    }
+  }
+  CUTE_DEVICE void where(int n_block, int head, int batch, int blocks) const {
+    if (rec) {
+      uint32_t smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      rec[kWhere] = smid;
+      rec[kCoords] = uint64_t(uint16_t(n_block)) | uint64_t(uint16_t(head)) << 16 | uint64_t(uint16_t(batch)) << 32 |
+                     uint64_t(uint16_t(blocks)) << 48;
+    }
+  }
+#else
+  CUTE_DEVICE explicit BwdTimeline(std::nullptr_t) {}
+  CUTE_DEVICE void record(Slot) const {}
+  CUTE_DEVICE void where(int, int, int, int) const {}
+#endif
+};
+
+template <class KernelParams>
+CUTE_DEVICE auto bwd_timeline_buffer(KernelParams const& params) {
+#if FLASHBUILD_SPLITKV_TIMELINE
+  return params.timeline;
+#else
+  (void)params;
+  return nullptr;
+#endif
+}
+
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal, kFeatures>::Params const params) {
@@ -45,6 +97,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   extern __shared__ char smem_raw[];
   auto& storage = *reinterpret_cast<typename Kernel::SharedStorage*>(smem_raw);
   BwdParams const& p = params.bwd;
+  const BwdTimeline timeline(bwd_timeline_buffer(params));  // a study build's; empty otherwise
+  if (threadIdx.x == kWarpgroupThreads) { timeline.record(BwdTimeline::kEntry); }
   constexpr int kLptSection = bwd_lpt_section<Traits, kIsCausal, kOrdered>();
   int n_block = Mainloop::template n_block_of<kOrdered>(blockIdx.x, gridDim.x);
   int head = blockIdx.y;
@@ -77,12 +131,16 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (warp_idx == 0) { Mainloop::load(params.mainloop, p, storage, n_block, head, batch); }
+    if (warp_idx == 0) {
+      Mainloop::load(params.mainloop, p, storage, n_block, head, batch);
+      if (threadIdx.x == 0) { timeline.record(BwdTimeline::kProducerEnd); }
+    }
     if constexpr (Traits::kDqBulk) {
       if (warp_idx == 1) {
         const auto qs = Mainloop::queries(p, batch, n_block);
         Epilogue::template dq_writer<kOrdered>(p, storage, qs.seq, Mainloop::blocks(p, qs.seq), n_block, head, batch,
                                                qs.m_block_min, qs.m_block_max);
+        if (threadIdx.x == cutlass::NumThreadsPerWarp) { timeline.record(BwdTimeline::kWriterEnd); }
       }
     }
   } else {
@@ -94,12 +152,18 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     clear(tdKrdK);
     clear(tdVrdV);
     const auto qs = Mainloop::queries(p, batch, n_block);
+    if (thread_idx == 0) {
+      timeline.where(n_block, head, batch, qs.m_block_max - qs.m_block_min);
+      timeline.record(BwdTimeline::kMmaStart);
+    }
     Mainloop::mma(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV,
                   [&, seq = qs.seq, m_block_min = qs.m_block_min](int m_block, auto const& tdQrdQ) {
                     Epilogue::template add_dq<kOrdered>(p, storage, seq, Mainloop::blocks(p, seq), n_block, head,
                                                         batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
                   });
+    if (thread_idx == 0) { timeline.record(BwdTimeline::kMmaEnd); }
     Epilogue::store_dkv(p, storage, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
+    if (thread_idx == 0) { timeline.record(BwdTimeline::kDkvEnd); }
   }
 #else
   // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.

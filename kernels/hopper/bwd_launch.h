@@ -90,6 +90,9 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   }
   const BwdSectionGrid g = bwd_section_grid(n_blocks, params.nheads, params.batch, kp.section_shift);
   const dim3 grid(g.x, g.y, g.z);
+#if FLASHBUILD_SPLITKV_TIMELINE
+  kp.timeline = timeline_launch_buffer(int(grid.x * grid.y * grid.z));  // a study build's (bwd_kernel.h, BwdTimeline)
+#endif
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
   const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, kFeatures, true>::get()
                                                    : BwdKernelEntry<Traits, kIsCausal, kFeatures, false>::get();

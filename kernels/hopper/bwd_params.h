@@ -12,6 +12,7 @@
 
 #include "common/kernel_library.h"
 #include "common/params.h"
+#include "common/timeline.h"  // a study build's CTA records (FLASHBUILD_SPLITKV_TIMELINE); nothing without it
 #include "hopper/bwd_sections.h"  // the grid's sections: extents, a CTA's key block and head
 #include "hopper/bwd_traits.h"
 #include "hopper/tile_scheduler.h"  // view_extents
@@ -67,6 +68,9 @@ struct BwdKernelParams {
   BwdParams bwd;
   typename BwdLoads<Traits>::Params mainloop;
   int section_shift = 0;  // log2 of the heads a causal section interleaves in blockIdx.x (bwd_lpt_section)
+#if FLASHBUILD_SPLITKV_TIMELINE
+  uint64_t* timeline = nullptr;  // a study build's CTA records (bwd_kernel.h, BwdTimeline); the default has no such field
+#endif
 };
 
 // A causal grid (not the deterministic mode's ordered kernel, nor a call with a local window in effect, whose CTAs cost
