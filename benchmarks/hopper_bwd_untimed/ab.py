@@ -9,8 +9,7 @@ field for every head dim of the build, so a build holds one head dim):
   tmaf    -DFLASHBUILD_HOPPER_BWD_TMA_FIRST=1: the producer's Q / dO copies before its LSE / dsum loads (hdim 64's)
   ht      both
   (noexit: the dQ writer ending without its last full wait; in a7c9e74 only, README h200-5)
-  ncs4, ncs16  -DFLASHBUILD_HOPPER_BWD_NC_SECTION=4 / 16: the non-causal grid in sections of 4 / 16 heads, as the
-          causal one (bwd_params.h, bwd_lpt_section; README h200-6 says why); the causal rows are controls
+  (ncs4, ncs16: the non-causal grid in sections of heads; in 5bca4e4 only, README h200-6)
   (ml, s2ml: the mask after the softmax gradient, without / with the shuffled stats; in a36ca51 only, README h200-2)
 Environment: HDIMS (one head dim, default 96), ARMS (comma list, base first; default base,halves,tmaf,ht). Rows: fp16
 and bf16, causal or not, 1k / 4k / 16k (1k first; a cut budget loses 16k bf16 last); --plan smoke: one row.
@@ -36,8 +35,6 @@ FLAGS = {
     "halves": [f"{ab.D}DQ_HALVES=1"],
     "tmaf": [f"{ab.D}TMA_FIRST=1"],
     "ht": [f"{ab.D}DQ_HALVES=1", f"{ab.D}TMA_FIRST=1"],
-    "ncs4": [f"{ab.D}NC_SECTION=4"],
-    "ncs16": [f"{ab.D}NC_SECTION=16"],
 }
 ARMS = os.environ.get("ARMS", "base,halves,tmaf,ht").split(",")
 HDIMS = [int(h) for h in os.environ.get("HDIMS", "96").split(",")]

@@ -88,12 +88,6 @@ struct BwdKernelParams {
 // a build (0: the grid's own order).
 template <class Traits, bool kIsCausal, bool kOrdered>
 constexpr int bwd_lpt_section() {
-#ifdef FLASHBUILD_HOPPER_BWD_NC_SECTION
-  // A study (benchmarks/hopper_bwd_untimed/, h200-6): the non-causal grid in sections too, so that the CTAs running
-  // together walk the query blocks of several heads rather than one head's (each query block's Q / dO loads and dQ
-  // reductions then come from fewer SMs at once).
-  if (!kIsCausal && !kOrdered) { return FLASHBUILD_HOPPER_BWD_NC_SECTION; }
-#endif
   if (!kIsCausal || kOrdered) { return 0; }
 #ifdef FLASHBUILD_HOPPER_BWD_LPT_SECTION
   static_assert(FLASHBUILD_HOPPER_BWD_LPT_SECTION >= 0, "a section is a count of heads, 0 for the grid's own order");
