@@ -10,6 +10,8 @@ field for every head dim of the build, so a build holds one head dim):
   ht      both
   (noexit: the dQ writer ending without its last full wait; in a7c9e74 only, README h200-5)
   (ncs4, ncs16: the non-causal grid in sections of heads; in 5bca4e4 only, README h200-6)
+  dkvvec  -DFLASHBUILD_HOPPER_BWD_DKV_VEC=1: dK / dV staged, then 16-byte shared loads and global stores by every
+          consumer thread (bwd_epilogue.h, kDkvVector; the default at hdim 96-192 and hdim 64 non-causal since h200-8)
   (ml, s2ml: the mask after the softmax gradient, without / with the shuffled stats; in a36ca51 only, README h200-2)
 Environment: HDIMS (one head dim, default 96), ARMS (comma list, base first; default base,halves,tmaf,ht). Rows: fp16
 and bf16, causal or not, 1k / 4k / 16k (1k first; a cut budget loses 16k bf16 last); --plan smoke: one row.
@@ -35,6 +37,7 @@ FLAGS = {
     "halves": [f"{ab.D}DQ_HALVES=1"],
     "tmaf": [f"{ab.D}TMA_FIRST=1"],
     "ht": [f"{ab.D}DQ_HALVES=1", f"{ab.D}TMA_FIRST=1"],
+    "dkvvec": [f"{ab.D}DKV_VEC=1"],
 }
 ARMS = os.environ.get("ARMS", "base,halves,tmaf,ht").split(",")
 HDIMS = [int(h) for h in os.environ.get("HDIMS", "96").split(",")]

@@ -33,7 +33,7 @@ CUTE_DEVICE void atomic_add4(float* dst, float a, float b, float c, float d) {
   asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
 
-template <class Traits>
+template <class Traits, bool kIsCausal = false>
 struct BwdEpilogue {
   using Element = typename Traits::Element;
   using Layout = DqAccumLayout<Traits>;  // bwd_dq_accum.h: where each block and value of dQ lives
@@ -46,10 +46,29 @@ struct BwdEpilogue {
   // 1.003-1.013x; 96 1.012-1.038 / 1.002-1.018x, at 16k causal 1.008x, non-causal 0.992x (a trade, kept); hdim 64
   // 0.926-0.982x: off there. nvcc -DFLASHBUILD_HOPPER_BWD_DKV_TMA=0 or 1 sets it for every head dim of a build (A/B
   // runs).
-#ifdef FLASHBUILD_HOPPER_BWD_DKV_TMA
-  static constexpr bool kStagedDkv = FLASHBUILD_HOPPER_BWD_DKV_TMA != 0;
+  // kDkvVector: dK and dV staged as kStagedDkv stages them, then copied out by every consumer thread as 16-byte shared
+  // loads and 16-byte global stores (a warp's stores whole rows), in place of the bulk copies (one lane a warp issuing
+  // a copy a row) and of the register path's 4-byte stores (a warp's store touching 8 rows). A CTA's timeline on the
+  // H200 (benchmarks/bwd_timeline/): the epilogue 2.7-3.8 µs of every CTA (1.2-1.4 steps at hdim 64 / 128) before;
+  // at hdim 64 1.25-1.41 µs with it. In turns (hopper_bwd_untimed/, h200-7 and h200-8, fp16 and bf16, 1k / 4k / 16k)
+  // against the tree's epilogue: hdim 64 non-causal 1.065-1.071 / 1.019 / 1.001-1.010x, causal 1.076-1.077 / 1.009-1.011
+  // but 0.974-0.983x at 16k (five rounds; the main loop's cycles a step unchanged: not explained), so not causal there;
+  // hdim 96 1.036-1.055 / 1.011-1.023 / 1.004-1.007x, 128 1.027-1.033 / 1.011-1.015 / 1.003-1.005x, 192 1.008-1.011 /
+  // 1.001-1.005 / 1.002-1.008x; hdim 256 0.996-1.009x: not taken. nvcc -DFLASHBUILD_HOPPER_BWD_DKV_VEC=0 or 1 sets it
+  // for every head dim of a build (A/B runs).
+  // (-DFLASHBUILD_HOPPER_BWD_DKV_TMA alone keeps its own study's meaning: the bulk copies or the registers, no vectors.)
+#if defined(FLASHBUILD_HOPPER_BWD_DKV_VEC)
+  static constexpr bool kDkvVector = FLASHBUILD_HOPPER_BWD_DKV_VEC != 0;
+#elif defined(FLASHBUILD_HOPPER_BWD_DKV_TMA)
+  static constexpr bool kDkvVector = false;
 #else
-  static constexpr bool kStagedDkv = kHeadDim >= 96;
+  static constexpr bool kDkvVector =
+      kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 192 || (kHeadDim == 64 && !kIsCausal);
+#endif
+#ifdef FLASHBUILD_HOPPER_BWD_DKV_TMA
+  static constexpr bool kStagedDkv = kDkvVector || FLASHBUILD_HOPPER_BWD_DKV_TMA != 0;
+#else
+  static constexpr bool kStagedDkv = kDkvVector || kHeadDim >= 96;
 #endif
 
   static constexpr int kDqWriterThreads = Traits::kNumMmaThreads + cutlass::NumThreadsPerWarp;
@@ -370,6 +389,28 @@ struct BwdEpilogue {
     cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kBarrier);
     const int64_t offset = int64_t(batch) * p.dk_batch_stride + int64_t(head) * p.dk_head_stride;
     const int rows_left = seq.seqlen_k - n_block * kBlockN;
+    if constexpr (kDkvVector) {
+      // Staging row i < kBlockN: dK's row i, then dV's; chunk c of a row: its bytes [16 c, 16 c + 16). Consecutive
+      // threads take consecutive chunks, so a warp reads and writes whole rows (conflict-free: a quarter warp's
+      // loads are 128 contiguous bytes of one row).
+      constexpr int kChunksRow = kRowBytes / 16;
+      constexpr int kChunks = 2 * kBlockN * kChunksRow;
+      static_assert(kChunks % Traits::kNumMmaThreads == 0, "whole chunks a thread");
+      const int64_t row0 = int64_t(seq.k_row0 + n_block * kBlockN);
+      CUTE_UNROLL
+      for (int i = 0; i < kChunks / Traits::kNumMmaThreads; ++i) {
+        const int id = i * Traits::kNumMmaThreads + thread_idx;
+        const int staged = id / kChunksRow, chunk = id % kChunksRow;
+        const int row = staged % kBlockN;
+        if (row < rows_left) {
+          const uint4 v = *reinterpret_cast<uint4 const*>(stage + staged * kStagePitch + chunk * 16);
+          Element* dst = static_cast<Element*>(staged < kBlockN ? p.dk : p.dv) + offset + (row0 + row) * p.dk_row_stride +
+                         chunk * (16 / int(sizeof(Element)));
+          *reinterpret_cast<uint4*>(dst) = v;
+        }
+      }
+      return;
+    }
     const uint32_t smem = cute::cast_smem_ptr_to_uint(stage);
     // One lane a warp issues its warp's share of the copies: a bulk copy's operands live in uniform registers,
     // so copies of per-thread addresses would be serialised over the warp's lanes anyway.

@@ -24,7 +24,7 @@ namespace flashbuild::hopper {
 template <class Traits, bool kIsCausal, int kFeatures>
 struct BwdKernel {
   using Mainloop = BwdMainloop<Traits, kIsCausal, kFeatures>;
-  using Epilogue = BwdEpilogue<Traits>;
+  using Epilogue = BwdEpilogue<Traits, kIsCausal>;
   using SharedStorage = typename Traits::SharedStorage;
 
   using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
