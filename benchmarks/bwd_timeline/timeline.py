@@ -7,9 +7,9 @@ Usage:
 Loads the backward build with -DFLASHBUILD_SPLITKV_TIMELINE=1 (kernels/hopper/bwd_kernel.h, BwdTimeline: each CTA
 writes %globaltimer at its entry, around its consumers' main loop, after its dK / dV stores, and as its dQ writer warp
 and its producer warp leave, with its SM, key block, head, batch and query-block count) and calls mha_bwd as
-`flashbuild bench` shapes it: 16k tokens (batch = 16384 / seqlen), 2048 / hdim heads, random inputs, O and the LSE of the
-reference forward (as ../hopper_bwd_uniform/ab.py). Each row runs 2 unrecorded calls, then --calls recorded ones back to back. Per call (medians over its CTAs,
-then over the calls, µs):
+`flashbuild bench` shapes it: 16k tokens (batch = 16384 / seqlen), 2048 / hdim heads, random inputs, O and the LSE
+of the reference forward (as ../hopper_bwd_uniform/ab.py). Each row runs 2 unrecorded calls, then --calls recorded
+ones back to back. Per call (medians over its CTAs, then over the calls, µs):
   pre     entry to the consumers' main loop (barrier set-up, register reallocation)
   loop    the main loop, fitted as fixed + per_step x query blocks by least squares over the call's CTAs (causal
           calls give CTAs of many lengths; a non-causal call's CTAs all have one, so its fixed part is not separable

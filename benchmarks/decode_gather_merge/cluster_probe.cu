@@ -34,8 +34,13 @@ int main() {
         std::vector<int> h(128 * 3); cudaMemcpy(h.data(), d, 128 * 3 * 4, cudaMemcpyDeviceToHost);
         std::vector<int> per(200, 0); for (int i = 0; i < 128; ++i) per[h[i * 3]]++;
         int used = 0, mx = 0; for (int c : per) { used += c > 0; mx = std::max(mx, c); }
-        printf("  launch 128 CTAs: %s/%s, SMs used %d, max per SM %d\n", cudaGetErrorString(e), cudaGetErrorString(e2), used, mx);
-        for (int c = 0; c < 128 / cs; ++c) { printf("   cluster %d:", c); for (int i = 0; i < 128; ++i) if (h[i*3+1]==c && i/cs==c) printf(" %d", h[i*3]); printf("\n"); }
+        printf("  launch 128 CTAs: %s/%s, SMs used %d, max per SM %d\n", cudaGetErrorString(e),
+               cudaGetErrorString(e2), used, mx);
+        for (int c = 0; c < 128 / cs; ++c) {
+          printf("   cluster %d:", c);
+          for (int i = 0; i < 128; ++i) if (h[i * 3 + 1] == c && i / cs == c) printf(" %d", h[i * 3]);
+          printf("\n");
+        }
       }
     }
   }

@@ -51,12 +51,12 @@ struct BwdEpilogue {
   // a copy a row) and of the register path's 4-byte stores (a warp's store touching 8 rows). A CTA's timeline on the
   // H200 (benchmarks/bwd_timeline/): the epilogue 2.7-3.8 µs of every CTA (1.2-1.4 steps at hdim 64 / 128) before;
   // at hdim 64 1.25-1.41 µs with it. In turns (hopper_bwd_untimed/, h200-7 and h200-8, fp16 and bf16, 1k / 4k / 16k)
-  // against the tree's epilogue: hdim 64 non-causal 1.065-1.071 / 1.019 / 1.001-1.010x, causal 1.076-1.077 / 1.009-1.011
-  // but 0.974-0.983x at 16k (five rounds; the main loop's cycles a step unchanged: not explained), so not causal there;
-  // hdim 96 1.036-1.055 / 1.011-1.023 / 1.004-1.007x, 128 1.027-1.033 / 1.011-1.015 / 1.003-1.005x, 192 1.008-1.011 /
-  // 1.001-1.005 / 1.002-1.008x; hdim 256 0.996-1.009x: not taken. nvcc -DFLASHBUILD_HOPPER_BWD_DKV_VEC=0 or 1 sets it
-  // for every head dim of a build (A/B runs).
-  // (-DFLASHBUILD_HOPPER_BWD_DKV_TMA alone keeps its own study's meaning: the bulk copies or the registers, no vectors.)
+  // against the tree's epilogue: hdim 64 non-causal 1.065-1.071 / 1.019 / 1.001-1.010x, causal 1.076-1.077 /
+  // 1.009-1.011 but 0.974-0.983x at 16k (five rounds; the main loop's cycles a step unchanged: not explained), so not
+  // causal there; hdim 96 1.036-1.055 / 1.011-1.023 / 1.004-1.007x, 128 1.027-1.033 / 1.011-1.015 / 1.003-1.005x,
+  // 192 1.008-1.011 / 1.001-1.005 / 1.002-1.008x; hdim 256 0.996-1.009x: not taken. nvcc
+  // -DFLASHBUILD_HOPPER_BWD_DKV_VEC=0 or 1 sets it for every head dim of a build (A/B runs); the define
+  // -DFLASHBUILD_HOPPER_BWD_DKV_TMA alone keeps its own study's meaning (the bulk copies or the registers, no vectors).
 #if defined(FLASHBUILD_HOPPER_BWD_DKV_VEC)
   static constexpr bool kDkvVector = FLASHBUILD_HOPPER_BWD_DKV_VEC != 0;
 #elif defined(FLASHBUILD_HOPPER_BWD_DKV_TMA)
@@ -240,8 +240,8 @@ struct BwdEpilogue {
         cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty));
       }
     }
-    // The last reductions complete before the warp ends. Ending after their reads alone (as each block already waits)
-    // ran 0.998-1.001x at hdim 64, 128 and 256: not on the CTA's critical path (benchmarks/hopper_bwd_untimed/, h200-5).
+    // The last reductions complete before the warp ends. Ending after their reads alone (as each block already
+    // waits) ran 0.998-1.001x at hdim 64, 128 and 256: not on the CTA's critical path (hopper_bwd_untimed/, h200-5).
     if (leader) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }  // the last reduction is done
   }
 
@@ -404,8 +404,8 @@ struct BwdEpilogue {
         const int row = staged % kBlockN;
         if (row < rows_left) {
           const uint4 v = *reinterpret_cast<uint4 const*>(stage + staged * kStagePitch + chunk * 16);
-          Element* dst = static_cast<Element*>(staged < kBlockN ? p.dk : p.dv) + offset + (row0 + row) * p.dk_row_stride +
-                         chunk * (16 / int(sizeof(Element)));
+          Element* dst = static_cast<Element*>(staged < kBlockN ? p.dk : p.dv) + offset +
+                         (row0 + row) * p.dk_row_stride + chunk * (16 / int(sizeof(Element)));
           *reinterpret_cast<uint4*>(dst) = v;
         }
       }

@@ -30,18 +30,14 @@ struct BwdKernel {
   using Params = BwdKernelParams<Traits>;  // bwd_params.h: what the host builds
 };
 
-// Grid (ceil(seqlen_k / kBlockN), nheads, batch), or in a causal kernel's sections (key blocks x 2^s,
-// nheads / 2^s, batch) with s = params.section_shift; packed calls: seqlen_k is the longest sequence's,
-// and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
-// live in the kernel parameters (__grid_constant__).
-// A study build's timeline of the backward's CTAs (benchmarks/bwd_timeline/README.md): with -DFLASHBUILD_SPLITKV_TIMELINE=1
-// (the split-KV's recorder, common/timeline.h, named for its first user: its buffer, its environment variable) each
-// CTA writes %globaltimer into its record (kTimelineWords words at its linear index): kEntry by the first consumer
-// thread at the kernel's start, kMmaStart / kMmaEnd around the consumers' main loop (BwdMainloop::mma: the K/V wait,
-// the first Q/dO stage, every step), kDkvEnd after dK / dV are stored, kWriterEnd and kProducerEnd as the dQ writer
-// warp and the producer warp leave; kWhere its SM, kCoords its key block, head, batch and query blocks. Without the
-// define the recorder is empty and compiles to nothing. Beside three of the times, %clock64 (kClocks + slot): cycles
-// that do not depend on the clock the card runs at.
+// A study build's timeline of the backward's CTAs (benchmarks/bwd_timeline/README.md): with
+// -DFLASHBUILD_SPLITKV_TIMELINE=1 (the split-KV's recorder, common/timeline.h, named for its first user: its buffer,
+// its environment variable) each CTA writes %globaltimer into its record (kTimelineWords words at its linear index):
+// kEntry by the first consumer thread at the kernel's start, kMmaStart / kMmaEnd around the consumers' main loop
+// (BwdMainloop::mma: the K/V wait, the first Q/dO stage, every step), kDkvEnd after dK / dV are stored, kWriterEnd and
+// kProducerEnd as the dQ writer warp and the producer warp leave; kWhere its SM, kCoords its key block, head, batch and
+// query blocks. Without the define the recorder is empty and compiles to nothing. Beside three of the times, %clock64
+// (kClocks + slot): cycles that do not depend on the clock the card runs at.
 struct BwdTimeline {
   enum Slot : int { kEntry = 0, kMmaStart = 1, kMmaEnd = 2, kDkvEnd = 3, kWriterEnd = 4, kProducerEnd = 5, kWhere = 6,
                     kCoords = 7 };
@@ -86,6 +82,10 @@ CUTE_DEVICE auto bwd_timeline_buffer(KernelParams const& params) {
 #endif
 }
 
+// Grid (ceil(seqlen_k / kBlockN), nheads, batch), or in a causal kernel's sections (key blocks x 2^s,
+// nheads / 2^s, batch) with s = params.section_shift; packed calls: seqlen_k is the longest sequence's,
+// and a CTA past its sequence's keys has no query blocks (it stores nothing). The TMA descriptors
+// live in the kernel parameters (__grid_constant__).
 template <class Traits, bool kIsCausal, int kFeatures, bool kOrdered>
 __global__ void __launch_bounds__(Traits::kNThreads, 1)
     bwd_kernel(CUTE_GRID_CONSTANT typename BwdKernel<Traits, kIsCausal, kFeatures>::Params const params) {
