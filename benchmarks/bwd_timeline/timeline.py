@@ -85,22 +85,21 @@ def summarize(ctas: list[dict]) -> dict:
     pre = [(c["mma_start"] - c["entry"]) * us for c in ctas]
     loop = [(c["mma_end"] - c["mma_start"]) * us for c in ctas]
     dkv = [(c["dkv_end"] - c["mma_end"]) * us for c in ctas]
-    end = {id(c): max(c["dkv_end"], c["writer_end"], c["producer_end"]) for c in ctas}
-    tail = [(end[id(c)] - c["dkv_end"]) * us for c in ctas]
+    tail = [(c["end"] - c["dkv_end"]) * us for c in ctas]
     gaps = []
     by_sm: dict[int, list[dict]] = {}
     for c in ctas:
         by_sm.setdefault(c["sm"], []).append(c)
     for row in by_sm.values():
         row.sort(key=lambda c: c["entry"])
-        gaps += [(b["entry"] - end[id(a)]) * us for a, b in zip(row, row[1:])]
+        gaps += [(b["entry"] - a["end"]) * us for a, b in zip(row, row[1:])]
     fixed_loop, per_step = fit([c["blocks"] for c in ctas], loop)
     kcyc = [(c["clk_mma_end"] - c["clk_start"]) / 1e3 for c in ctas]  # the main loop in thousands of cycles
     fixed_kcyc, step_kcyc = fit([c["blocks"] for c in ctas], kcyc)
     loop_ghz = statistics.median([(c["clk_mma_end"] - c["clk_start"]) / (c["mma_end"] - c["mma_start"])
                                   for c in ctas if c["mma_end"] > c["mma_start"]])
-    t0, t1 = min(c["entry"] for c in ctas), max(end.values())
-    busy = sum(end[id(c)] - c["entry"] for c in ctas) / (len(by_sm) * (t1 - t0))
+    t0, t1 = min(c["entry"] for c in ctas), max(c["end"] for c in ctas)
+    busy = sum(c["end"] - c["entry"] for c in ctas) / (len(by_sm) * (t1 - t0))
     med = statistics.median
     return {"ctas": len(ctas), "sms": len(by_sm), "span_us": (t1 - t0) * us, "busy": busy,
             "blocks_median": med([c["blocks"] for c in ctas]), "pre": med(pre), "loop": med(loop),
@@ -123,7 +122,8 @@ def decode(flat: list[int], call: int) -> list[dict]:
                     "clk_dkv_end": w[CLOCKS + DKV_END],
                     "writer_end": w[WRITER_END], "producer_end": w[PRODUCER_END], "sm": w[WHERE] & 0xffffffff,
                     "n_block": coords & 0xffff, "head": (coords >> 16) & 0xffff, "batch": (coords >> 32) & 0xffff,
-                    "blocks": (coords >> 48) & 0xffff})
+                    "blocks": (coords >> 48) & 0xffff,
+                    "end": max(w[DKV_END], w[WRITER_END], w[PRODUCER_END])})  # the CTA's last warp's end
     return out
 
 
