@@ -4,8 +4,9 @@ the default non-causal hdim-64/128 build every main kernel of hdim 128 (the dete
 in shared memory between its two staging barriers (named barrier 6, bwd_traits.h: 0xe after CUTLASS's 8 reserved
 ones) and stores them as 16-byte global stores only (STG.E.128: 2 x 128 rows x 256 bytes over 256 threads, 16 a
 thread; no bulk copy, no narrower store), with 168 registers and no spill; hdim 64's non-causal kernel likewise (8 a
-thread), where its causal kernel keeps the register stores (the vector form lost at 16k there). The whole build
-(launch TUs too) compiles."""
+thread). hdim 64's causal kernel copies out in a rolled loop (kDkvVectorRolled: unrolled, ptxas scheduled that
+kernel's step otherwise and it ran slower, benchmarks/hopper_bwd_bench_turns/): one 16-byte store in the SASS, the
+same two barriers. The whole build (launch TUs too) compiles."""
 
 from __future__ import annotations
 
@@ -56,6 +57,20 @@ def test_hdim64_and_128_store_dk_dv_staged_as_16_byte_stores(tmp_path):
         stores = [op for op in ops if op.startswith("STG")]
         assert stores and all(op.split()[0].endswith(".128") for op in stores), (name, sorted(set(stores)))
         assert len(stores) == per_thread, (name, len(stores))
+        assert not [op for op in ops if op.startswith("UBLKCP")], (name, "a bulk copy is left")
+        staged = [op for op in ops if op.startswith("BAR.SYNC") and re.search(r"\s0xe\b", op)]
+        assert len(staged) == 2, (name, staged)
+
+
+def test_hdim64_causal_copies_out_in_a_rolled_loop(tmp_path):
+    build_dir = build(tmp_path, "64", causal="on")
+    for name in ("bwd_hdim64_fp16_causal_sm90_kernel", "bwd_hdim64_fp16_causal_sm90_kernel_ordered"):
+        main, ops = main_kernel(build_dir, name)
+        assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
+        assert main.registers <= 168, main
+        stores = [op for op in ops if op.startswith("STG")]
+        assert stores and all(op.split()[0].endswith(".128") for op in stores), (name, sorted(set(stores)))
+        assert len(stores) == 1, (name, "the copy-out is unrolled", len(stores))
         assert not [op for op in ops if op.startswith("UBLKCP")], (name, "a bulk copy is left")
         staged = [op for op in ops if op.startswith("BAR.SYNC") and re.search(r"\s0xe\b", op)]
         assert len(staged) == 2, (name, staged)

@@ -9,9 +9,8 @@
 //   it cannot deadlock). With kFragmentBulk only the dQ writer warp waits and hands on; otherwise the
 //   consumers wait at add_dq.
 //   dK (times the softmax scale) and dV at the end, in the input dtype, per query head, as BwdParams asks:
-//   from hdim 96 staged in shared memory and stored by bulk copies, one per key row (kStagedDkv,
-//   stage_dkv); at hdim 64 straight from registers, two columns per store, rows past seqlen_k skipped
-//   (store_dkv).
+//   staged in shared memory (stage_dkv), then copied out in 16-byte pieces by every consumer thread (kDkvVector,
+//   hdim 64-192) or by bulk copies, one per key row (kStagedDkv alone, hdim 256); rows past seqlen_k skipped.
 // The kernels after it (dq = softmax_scale * dq_accum in the input dtype) are bwd_dq_accum.h's: the launch TU
 // compiles them, and this header is the main kernel's alone.
 #pragma once
@@ -52,18 +51,28 @@ struct BwdEpilogue {
   // H200 (benchmarks/bwd_timeline/): the epilogue 2.7-3.8 µs of every CTA (1.2-1.4 steps at hdim 64 / 128) before;
   // at hdim 64 1.25-1.41 µs with it. In turns (hopper_bwd_untimed/, h200-7 and h200-8, fp16 and bf16, 1k / 4k / 16k)
   // against the tree's epilogue: hdim 64 non-causal 1.065-1.071 / 1.019 / 1.001-1.010x, causal 1.076-1.077 /
-  // 1.009-1.011 but 0.974-0.983x at 16k (five rounds; the main loop's cycles a step unchanged: not explained), so not
-  // causal there; hdim 96 1.036-1.055 / 1.011-1.023 / 1.004-1.007x, 128 1.027-1.033 / 1.011-1.015 / 1.003-1.005x,
-  // 192 1.008-1.011 / 1.001-1.005 / 1.002-1.008x; hdim 256 0.996-1.009x: not taken. nvcc
-  // -DFLASHBUILD_HOPPER_BWD_DKV_VEC=0 or 1 sets it for every head dim of a build (A/B runs); the define
+  // 1.009-1.011 but 0.974-0.983x at 16k; hdim 96 1.036-1.055 / 1.011-1.023 / 1.004-1.007x, 128 1.027-1.033 /
+  // 1.011-1.015 / 1.003-1.005x, 192 1.008-1.011 / 1.001-1.005 / 1.002-1.008x; hdim 256 0.996-1.009x: not taken.
+  // hdim 64 causal's 16k loss was ptxas's: with the copy-out unrolled it scheduled that kernel's step otherwise (no
+  // exponential left under dP^T's product, against 6), and its step ran ~2.5 % slower. With the copy-out a rolled loop
+  // (kDkvVectorRolled) the step is the register path's, instruction for instruction, and the kernel ran 1.092 / 1.031
+  // / 1.008x the register path (benchmarks/hopper_bwd_bench_turns/, fp16, 5 rounds in flashbuild bench's protocol).
+  // nvcc -DFLASHBUILD_HOPPER_BWD_DKV_VEC=0 or 1 sets kDkvVector for every head dim of a build and
+  // -DFLASHBUILD_HOPPER_BWD_DKV_VEC_LOOP=0 or 1 kDkvVectorRolled (A/B runs); the define
   // -DFLASHBUILD_HOPPER_BWD_DKV_TMA alone keeps its own study's meaning (the bulk copies or the registers, no vectors).
 #if defined(FLASHBUILD_HOPPER_BWD_DKV_VEC)
   static constexpr bool kDkvVector = FLASHBUILD_HOPPER_BWD_DKV_VEC != 0;
 #elif defined(FLASHBUILD_HOPPER_BWD_DKV_TMA)
   static constexpr bool kDkvVector = false;
 #else
-  static constexpr bool kDkvVector =
-      kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 192 || (kHeadDim == 64 && !kIsCausal);
+  static constexpr bool kDkvVector = kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 192;
+#endif
+  // The copy-out a rolled loop: only where timed (hdim 64 causal). At hdim 64 non-causal and 128 it also moves ptxas's
+  // schedule of the step (cuobjdump -sass), untimed.
+#if defined(FLASHBUILD_HOPPER_BWD_DKV_VEC_LOOP)
+  static constexpr bool kDkvVectorRolled = FLASHBUILD_HOPPER_BWD_DKV_VEC_LOOP != 0;
+#else
+  static constexpr bool kDkvVectorRolled = kHeadDim == 64 && kIsCausal;
 #endif
 #ifdef FLASHBUILD_HOPPER_BWD_DKV_TMA
   static constexpr bool kStagedDkv = kDkvVector || FLASHBUILD_HOPPER_BWD_DKV_TMA != 0;
@@ -397,7 +406,9 @@ struct BwdEpilogue {
       constexpr int kChunks = 2 * kBlockN * kChunksRow;
       static_assert(kChunks % Traits::kNumMmaThreads == 0, "whole chunks a thread");
       const int64_t row0 = int64_t(seq.k_row0 + n_block * kBlockN);
-      CUTE_UNROLL
+      // Rolled or unrolled (kDkvVectorRolled): through ptxas, that choice reaches the main loop's schedule.
+      constexpr int kUnroll = kDkvVectorRolled ? 1 : kChunks / Traits::kNumMmaThreads;
+#pragma unroll kUnroll
       for (int i = 0; i < kChunks / Traits::kNumMmaThreads; ++i) {
         const int id = i * Traits::kNumMmaThreads + thread_idx;
         const int staged = id / kChunksRow, chunk = id % kChunksRow;
