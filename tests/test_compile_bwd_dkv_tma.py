@@ -45,32 +45,31 @@ def main_kernel(build_dir, name):
     return main, [f"{m.group(1)}{m.group(2)}" for m in OPCODE.finditer(inspection.sass_text(obj))]
 
 
+def check_staged_16_byte_stores(build_dir, name, per_thread):
+    """name's main kernel: no spill, at most 168 registers, per_thread 16-byte global stores and no other, no bulk
+    copy, dK / dV staged between the two staging barriers."""
+    main, ops = main_kernel(build_dir, name)
+    assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
+    assert main.registers <= 168, main
+    stores = [op for op in ops if op.startswith("STG")]
+    assert stores and all(op.split()[0].endswith(".128") for op in stores), (name, sorted(set(stores)))
+    assert len(stores) == per_thread, (name, len(stores))
+    assert not [op for op in ops if op.startswith("UBLKCP")], (name, "a bulk copy is left")
+    staged = [op for op in ops if op.startswith("BAR.SYNC") and re.search(r"\s0xe\b", op)]
+    assert len(staged) == 2, (name, staged)
+
+
 def test_hdim64_and_128_store_dk_dv_staged_as_16_byte_stores(tmp_path):
     # The staged store is the epilogue's, the same code whatever the mask: the non-causal kernels and their
     # deterministic twins stand for hdim 128's causal ones (half the compile time of the CI tier).
     build_dir = build(tmp_path, "64,128")
     for name, per_thread in (("bwd_hdim128_fp16_sm90_kernel", 16), ("bwd_hdim128_fp16_sm90_kernel_ordered", 16),
                              ("bwd_hdim64_fp16_sm90_kernel", 8)):
-        main, ops = main_kernel(build_dir, name)
-        assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
-        assert main.registers <= 168, main
-        stores = [op for op in ops if op.startswith("STG")]
-        assert stores and all(op.split()[0].endswith(".128") for op in stores), (name, sorted(set(stores)))
-        assert len(stores) == per_thread, (name, len(stores))
-        assert not [op for op in ops if op.startswith("UBLKCP")], (name, "a bulk copy is left")
-        staged = [op for op in ops if op.startswith("BAR.SYNC") and re.search(r"\s0xe\b", op)]
-        assert len(staged) == 2, (name, staged)
+        check_staged_16_byte_stores(build_dir, name, per_thread)
 
 
 def test_hdim64_causal_copies_out_in_a_rolled_loop(tmp_path):
+    # Rolled: one store in the SASS (unrolled, 8).
     build_dir = build(tmp_path, "64", causal="on")
     for name in ("bwd_hdim64_fp16_causal_sm90_kernel", "bwd_hdim64_fp16_causal_sm90_kernel_ordered"):
-        main, ops = main_kernel(build_dir, name)
-        assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
-        assert main.registers <= 168, main
-        stores = [op for op in ops if op.startswith("STG")]
-        assert stores and all(op.split()[0].endswith(".128") for op in stores), (name, sorted(set(stores)))
-        assert len(stores) == 1, (name, "the copy-out is unrolled", len(stores))
-        assert not [op for op in ops if op.startswith("UBLKCP")], (name, "a bulk copy is left")
-        staged = [op for op in ops if op.startswith("BAR.SYNC") and re.search(r"\s0xe\b", op)]
-        assert len(staged) == 2, (name, staged)
+        check_staged_16_byte_stores(build_dir, name, 1)

@@ -2,7 +2,8 @@
 # The GPU tests that the Hopper backward's head dims 96/192/256 and its packed calls touch, on the final
 # tree, one device call (2026-11-26): the main job's build and `flashbuild test --shapes full`, then
 # tests/gpu/{test_api,test_features,test_hostile_inputs,test_hopper_bwd,test_hopper_varlen}_gpu.py.
-# TESTS (a list of test files) replaces that list. Logs under $OUT, a summary last.   bash benchmarks/checks/verify_bwd.sh
+# TESTS (a list of test files) replaces that list. Logs under $OUT, a summary last.
+#   [TESTS="tests/gpu/..."] bash benchmarks/checks/verify_bwd.sh
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD PYTHONDONTWRITEBYTECODE=1
 OUT=${OUT:-/tmp/verify_bwd}; mkdir -p "$OUT"

@@ -55,8 +55,8 @@ struct BwdEpilogue {
   // 1.011-1.015 / 1.003-1.005x, 192 1.008-1.011 / 1.001-1.005 / 1.002-1.008x; hdim 256 0.996-1.009x: not taken.
   // hdim 64 causal's 16k loss was ptxas's: with the copy-out unrolled it scheduled that kernel's step otherwise (no
   // exponential left under dP^T's product, against 6), and its step ran ~2.5 % slower. With the copy-out a rolled loop
-  // (kDkvVectorRolled) the step is the register path's, instruction for instruction, and the kernel ran 1.092 / 1.031
-  // / 1.008x the register path (benchmarks/hopper_bwd_bench_turns/, fp16, 5 rounds in flashbuild bench's protocol).
+  // (kDkvVectorRolled) the step is the register path's less one spill reload, and the kernel ran 1.092 / 1.031 /
+  // 1.008x the register path (benchmarks/hopper_bwd_bench_turns/, fp16, 5 rounds in flashbuild bench's protocol).
   // nvcc -DFLASHBUILD_HOPPER_BWD_DKV_VEC=0 or 1 sets kDkvVector for every head dim of a build and
   // -DFLASHBUILD_HOPPER_BWD_DKV_VEC_LOOP=0 or 1 kDkvVectorRolled (A/B runs); the define
   // -DFLASHBUILD_HOPPER_BWD_DKV_TMA alone keeps its own study's meaning (the bulk copies or the registers, no vectors).
