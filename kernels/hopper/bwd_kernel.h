@@ -110,7 +110,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
 
   const int warp_idx = cutlass::canonical_warp_idx_sync();
   const int warpgroup = cutlass::canonical_warp_group_idx();  // 0: producer, 1, 2: consumers
-  constexpr bool kMulticast = kMulticastQdO<Traits, kIsCausal, kFeatures>;  // bwd_params.h: the launch decides
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop::prefetch_descriptors(params.mainloop);
     cutlass::arch::ClusterTransactionBarrier::init(&storage.kv_full, 1);
@@ -127,21 +126,8 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
       cutlass::arch::ClusterTransactionBarrier::init(&storage.do_full, 1);
       cutlass::arch::ClusterBarrier::init(&storage.do_empty, Traits::kNumMmaThreads);
     }
-    if constexpr (kMulticast) {  // one arrival each, from the other CTA's producer (bwd_producer.h)
-      CUTE_UNROLL
-      for (int s = 0; s < Traits::kStages; ++s) { cutlass::arch::ClusterBarrier::init(&storage.peer_q[s], 1); }
-      cutlass::arch::ClusterBarrier::init(&storage.peer_do, 1);
-    }
   }
-  // Barriers initialised before anyone waits on them; in a cluster (kMulticastQdO), before the other CTA's copies and
-  // arrivals reach them.
-  const bool clustered = kMulticast && cute::cluster_shape().x > 1;
-  if (clustered) {
-    cute::cluster_arrive_relaxed();
-    cute::cluster_wait();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();  // barriers initialised before anyone waits on them
 
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
@@ -178,12 +164,6 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     if (thread_idx == 0) { timeline.record(BwdTimeline::kMmaEnd); }
     Epilogue::store_dkv(p, storage, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);
     if (thread_idx == 0) { timeline.record(BwdTimeline::kDkvEnd); }
-  }
-  // In a cluster, neither CTA leaves while the other may still arrive on its barriers or copy into its buffers: every
-  // thread of both meets here.
-  if (clustered) {
-    cute::cluster_arrive();
-    cute::cluster_wait();
   }
 #else
   // Built for another target: this kernel needs sm_90a's wgmma, TMA and setmaxnreg.

@@ -96,13 +96,7 @@ void launch_bwd(const BwdParams& params, cudaStream_t stream) {
   // Deterministic mode is an instantiation of its own (bwd_kernel.h says why).
   const KernelHandle& kernel = params.dq_semaphore ? BwdKernelEntry<Traits, kIsCausal, kFeatures, true>::get()
                                                    : BwdKernelEntry<Traits, kIsCausal, kFeatures, false>::get();
-  // Q / dO multicast (bwd_params.h, kMulticastQdO): key blocks 2c and 2c + 1 of a head in one cluster, in dense calls
-  // whose key blocks pair up; deterministic mode keeps one CTA a box.
-  int cluster = 1;
-  if constexpr (kMulticastQdO<Traits, kIsCausal, kFeatures> && kBwdMulticastQdOLaunch) {
-    if (!params.dq_semaphore && !params.cu_seqlens_q && n_blocks % 2 == 0 && int(grid.x) == n_blocks) { cluster = 2; }
-  }
-  kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp, false, cluster);
+  kernel.launch(grid, Traits::kNThreads, Traits::kSmemBytes, stream, kp);
 
   BwdSmallKernels<Traits>::convert_dq(params, stream);
   FLASHBUILD_CUDA_CHECK(cudaGetLastError());

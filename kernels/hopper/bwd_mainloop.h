@@ -170,8 +170,7 @@ struct BwdMainloop {
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, int n_block, int head,
                                int batch) {
     const Queries qs = queries(p, batch, n_block);
-    BwdProducer<Traits>::template load<kMulticastQdO<Traits, kIsCausal, kFeatures>>(
-        mp, p, storage, qs.seq, qs.m_block_min, qs.m_block_max, n_block, head, batch);
+    BwdProducer<Traits>::load(mp, p, storage, qs.seq, qs.m_block_min, qs.m_block_max, n_block, head, batch);
   }
 
   // ---------------------------------------------------------------------------------------------

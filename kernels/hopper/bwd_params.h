@@ -63,28 +63,6 @@ struct BwdLoads {
 };
 
 // The main kernel's one parameter (__grid_constant__: the copy engine reads the descriptors in place).
-// Q / dO multicast in clusters of two CTAs (a study form, off by default: benchmarks/hopper_bwd_qdo_multicast/). In a
-// non-causal call without a window every key block of a head walks the same query blocks in the same order, so CTAs 2c
-// and 2c + 1 (key blocks of one head) read the same Q and dO boxes. In a cluster of two the first CTA's producer issues
-// each Q box once and the second CTA's each dO box, each multicast into both CTAs' stages; a producer tells the other
-// CTA's issuer when its consumers have freed a buffer (bwd_producer.h). Half the L2 reads of Q and dO: the probe
-// (-DFLASHBUILD_HOPPER_BWD_PROBE_QDO=1, half the CTAs without those copies) ran 1.026-1.038x at hdim 256, where they
-// and the dQ reductions hold the L2 at 81 % of its throughput (benchmarks/hopper_bwd_qdo_multicast/). Built for hdim 256's
-// kernel (kDqInTurn: Q on its stages, dO on one of its own); the launch decides per call (bwd_launch.h): dense calls
-// with an even number of key blocks, not deterministic mode, run in clusters. nvcc
-// -DFLASHBUILD_HOPPER_BWD_MULTICAST_QDO=1 compiles it in; =2 compiles it in and never launches a cluster (the A/B's
-// control: the same kernel, one CTA a box).
-#if defined(FLASHBUILD_HOPPER_BWD_MULTICAST_QDO)
-inline constexpr bool kBwdMulticastQdOKernels = FLASHBUILD_HOPPER_BWD_MULTICAST_QDO != 0;
-inline constexpr bool kBwdMulticastQdOLaunch = FLASHBUILD_HOPPER_BWD_MULTICAST_QDO == 1;
-#else
-inline constexpr bool kBwdMulticastQdOKernels = false;
-inline constexpr bool kBwdMulticastQdOLaunch = false;
-#endif
-template <class Traits, bool kIsCausal, int kFeatures>
-inline constexpr bool kMulticastQdO = kBwdMulticastQdOKernels && !kIsCausal && (kFeatures & kAllFeatures) == 0 &&
-                                      Traits::kDqInTurn;
-
 template <class Traits>
 struct BwdKernelParams {
   BwdParams bwd;

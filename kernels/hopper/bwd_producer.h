@@ -24,18 +24,11 @@ struct BwdProducer {
   using TileMD = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using Params = typename BwdLoads<Traits>::Params;
 
-  // Packed calls: the rows of a box past its sequence's end hold the next sequence's rows (finite or
-  // not). P and dS are 0 there, but the rows themselves enter dV, dK and dQ as operands, and 0 * NaN is
-  // NaN: the producer warp clears them before the consumers may read the box. Such a box lands on its
-  // own barrier (`landed`, once per CTA: only a sequence's last block of keys, or of queries, ends
-  // inside the box); the warp waits for it, clears the rows, makes them visible to the tensor cores
-  // and then arrives on the barrier the consumers wait on. Dense calls' boxes past the end are TMA's
-  // zero fill, and the consumers' code is the same for both.
-  // -DFLASHBUILD_HOPPER_BWD_PROBE_QDO, a timing probe (benchmarks/hopper_bwd_qdo_multicast/; the gradients come out wrong):
-  // =1 the CTAs of odd blockIdx.x issue no Q and dO copies (their barriers pass on the arrivals alone, the consumers
-  // read what the stages held), half the L2 reads of Q and dO, what sharing them between two CTAs could save at
-  // most; =2 no CTA issues them. Dense calls only (a packed sequence's last box loads as before). Without the define
-  // the test is the constant true.
+  // -DFLASHBUILD_HOPPER_BWD_PROBE_QDO, a timing probe (benchmarks/hopper_bwd_qdo_multicast/; the gradients come
+  // out wrong): =1 the CTAs of odd blockIdx.x issue no Q and dO copies (their barriers pass on the arrivals alone,
+  // the consumers read what the stages held), half the L2 reads of Q and dO, what sharing them between two CTAs
+  // could save at most; =2 no CTA issues them. Dense calls only (a packed sequence's last box loads as before).
+  // Without the define the test is the constant true.
 #if defined(FLASHBUILD_HOPPER_BWD_PROBE_QDO) && FLASHBUILD_HOPPER_BWD_PROBE_QDO == 1
   CUTE_DEVICE static bool copies_qdo() { return (blockIdx.x & 1) == 0; }
 #elif defined(FLASHBUILD_HOPPER_BWD_PROBE_QDO) && FLASHBUILD_HOPPER_BWD_PROBE_QDO == 2
@@ -44,6 +37,13 @@ struct BwdProducer {
   CUTE_DEVICE static constexpr bool copies_qdo() { return true; }
 #endif
 
+  // Packed calls: the rows of a box past its sequence's end hold the next sequence's rows (finite or
+  // not). P and dS are 0 there, but the rows themselves enter dV, dK and dQ as operands, and 0 * NaN is
+  // NaN: the producer warp clears them before the consumers may read the box. Such a box lands on its
+  // own barrier (`landed`, once per CTA: only a sequence's last block of keys, or of queries, ends
+  // inside the box); the warp waits for it, clears the rows, makes them visible to the tensor cores
+  // and then arrives on the barrier the consumers wait on. Dense calls' boxes past the end are TMA's
+  // zero fill, and the consumers' code is the same for both.
   template <class Barrier, class SmemA, class SmemB>
   CUTE_DEVICE static void clear_landed(Barrier* landed, int phase, SmemA sA, SmemB sB, int rows, int lane) {
     cutlass::arch::ClusterTransactionBarrier::wait(landed, phase);
@@ -53,24 +53,12 @@ struct BwdProducer {
     __syncwarp();
   }
 
-  // kMulticastQdO (bwd_params.h) in a cluster of two: this CTA's rank and whether the launch made the cluster.
-  struct QdOShare {
-    bool pair = false;
-    int rank = 0;
-  };
-
   // The whole producer warp; lane 0 issues the copies and arms the barriers. The query blocks [m_block_min,
-  // m_block_max) are those that see key block n_block (BwdMainloop::queries). kMulticast: the kernel may run in
-  // clusters of two that share each Q and dO box (bwd_params.h, kMulticastQdO; the launch decides).
-  template <bool kMulticast, class Storage>
+  // m_block_max) are those that see key block n_block (BwdMainloop::queries).
+  template <class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, SeqRange const& seq,
                                int m_block_min, int m_block_max, int n_block, int head, int batch) {
     if (m_block_max <= m_block_min) { return; }
-    QdOShare share;
-    if constexpr (kMulticast) {
-      static_assert(Traits::kDqInTurn, "Q / dO multicast is built for kDqInTurn's stages (load_q_then_do)");
-      share = {cute::cluster_shape().x > 1, int(cute::block_rank_in_cluster())};
-    }
     const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
     const bool leader = lane == 0;
     const int head_k = head / (p.nheads / p.nheads_k);
@@ -112,7 +100,7 @@ struct BwdProducer {
         cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[iter % kStages], ((iter / kStages) & 1) ^ 1);
         const int q_rows = seq.seqlen_q - m_block * kBlockM;
         const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
-        load_q_then_do(mp, p, storage, gQ, gdO, sQ, sdO, stats, m_block, iter, q_rows, landed, lane, share);
+        load_q_then_do(mp, p, storage, gQ, gdO, sQ, sdO, stats, m_block, iter, q_rows, landed, lane);
       }
     } else {
       CUTE_NO_UNROLL
@@ -163,15 +151,10 @@ struct BwdProducer {
   // lane arrives, lane 0 with Q's bytes), then, once the consumers' dV products have read the previous block's dO, its
   // dO on the dO stage's own barrier. A box that ends past its packed sequence loads both onto qdo_landed after that
   // wait (the sequence's last block), and both barriers pass once the rows are cleared.
-  // share.pair (kMulticastQdO in a cluster of two): the first CTA issues Q, the second dO, each box multicast into both
-  // CTAs' buffers, and each CTA's lane 0 arms its own barrier with the box's bytes, which the multicast completes. The
-  // consumers release a buffer to their own CTA alone; the other CTA's producer, once its own buffer is free, arrives
-  // on the issuer's peer barrier (release at cluster scope), which the issuer waits on (acquire) before its copy can
-  // land in both CTAs. (The launch makes clusters of dense calls only: no box lands on qdo_landed.)
   template <class Storage, class GQ, class GdO, class SQ, class SdO>
   CUTE_DEVICE static void load_q_then_do(Params const& mp, BwdParams const& p, Storage& storage, GQ const& gQ,
                                          GdO const& gdO, SQ& sQ, SdO& sdO, int64_t stats, int m_block, int iter,
-                                         int q_rows, bool landed, int lane, QdOShare share = {}) {
+                                         int q_rows, bool landed, int lane) {
     const int stage = iter % kStages;
     const bool leader = lane == 0;
     CUTE_UNROLL
@@ -191,36 +174,6 @@ struct BwdProducer {
       clear_landed(&storage.qdo_landed, 0, sQ(_, _, stage), sdO(_, _, 0), q_rows, lane);
       cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
       if (leader) { cutlass::arch::ClusterBarrier::arrive(&storage.do_full); }
-      return;
-    }
-    if (share.pair) {  // the caller waited for this CTA's Q stage
-      if (share.rank == 0) {
-        cluster_wait_acquire(&storage.peer_q[stage], uint32_t((iter / kStages) & 1));  // the other CTA's stage too
-      } else if (leader) {
-        cluster_arrive_release(&storage.peer_q[stage], 0);
-      }
-      if (leader) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.qdo_full[stage], Traits::kTileBytes);
-        if (share.rank == 0) {
-          tma_load_tile<kBlockM>(tma_multicast(mp.tma_q, storage.qdo_full[stage], uint16_t(3)), gQ(_, _, m_block),
-                                 sQ(_, _, stage));
-        }
-      } else {
-        cutlass::arch::ClusterBarrier::arrive(&storage.qdo_full[stage]);
-      }
-      cutlass::arch::ClusterBarrier::wait(&storage.do_empty, (iter & 1) ^ 1);
-      if (share.rank == 1) {
-        cluster_wait_acquire(&storage.peer_do, uint32_t(iter & 1));
-      } else if (leader) {
-        cluster_arrive_release(&storage.peer_do, 1);
-      }
-      if (leader) {
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&storage.do_full, Traits::kTileBytes);
-        if (share.rank == 1) {
-          tma_load_tile<kBlockM>(tma_multicast(mp.tma_do, storage.do_full, uint16_t(3)), gdO(_, _, m_block),
-                                 sdO(_, _, 0));
-        }
-      }
       return;
     }
     const bool copies = copies_qdo();

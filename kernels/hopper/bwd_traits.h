@@ -287,10 +287,6 @@ struct BwdTraits {
     // kDqInTurn: the one dO stage's own pair (qdo_full / qdo_empty then hold Q and the rows' LSE and dsum alone).
     alignas(8) cutlass::arch::ClusterTransactionBarrier::ValueType do_full;
     alignas(8) cutlass::arch::ClusterBarrier::ValueType do_empty;
-    // Q / dO multicast in a cluster of two (bwd_params.h, kMulticastQdO): the issuing CTA's, on which the other CTA's
-    // producer arrives once its consumers have freed that Q stage / the dO stage (bwd_producer.h).
-    alignas(8) cutlass::arch::ClusterBarrier::ValueType peer_q[kStages];
-    alignas(8) cutlass::arch::ClusterBarrier::ValueType peer_do;
     // kHeadDim's P^T buffers (last, so that kKeys's members keep their offsets).
     alignas(kSplitHeadDim ? 1024 : 16) cute::array_aligned<Element, kSplitHeadDim ? cosize_v<SmemLayoutP> : 8> p;
   };
