@@ -167,25 +167,12 @@ struct BwdEpilogue {
   // turn before the reduction, and hands on once the reduction has completed (not only read sdQ); the
   // proxy fences order the bulk copy's (async proxy) adds with the counter's (generic proxy) acquire
   // and release.
-  // kRotated (kDqInTurn's, BwdMainloop::kRotateWalk; default mode): the consumers' walk starts rot blocks in and wraps
-  // around.
-  template <bool kOrdered, bool kRotated = false, class Storage, class Blocks>
+  template <bool kOrdered, class Storage, class Blocks>
   CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, SeqRange const& seq, Blocks const& blocks,
-                                    int n_block, int head, int batch, int m_block_min, int m_block_max, int rot = 0) {
+                                    int n_block, int head, int batch, int m_block_min, int m_block_max) {
     const bool leader = int(threadIdx.x) % cutlass::NumThreadsPerWarp == 0;
     constexpr uint32_t kBytes = kBlockM * kHeadDim * sizeof(float);
     const uint32_t smem = cute::cast_smem_ptr_to_uint(storage.dq);
-    if constexpr (kRotated) {
-      static_assert(Traits::kDqInTurn && !kOrdered, "the rotated walk: kDqInTurn's default mode");
-      const int steps = m_block_max - m_block_min;
-      for (int iter = 0; iter < steps; ++iter) {
-        const int m_block = m_block_min + (iter + rot < steps ? iter + rot : iter + rot - steps);
-        dq_in_turn<false>(seq, Layout::block(p, seq, head, batch, m_block), smem, nullptr, iter + 1 < steps,
-                          kBytes / kHalves, leader);
-      }
-      if (leader) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }  // the last reduction is done
-      return;
-    }
     for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
       if constexpr (kOrdered) {
         if (leader) {
@@ -195,7 +182,7 @@ struct BwdEpilogue {
       }
       if constexpr (Traits::kDqInTurn) {
         dq_in_turn<kOrdered>(seq, Layout::block(p, seq, head, batch, m_block), smem,
-                             kOrdered ? dq_counter(p, batch, head, m_block) : nullptr, m_block + 1 < m_block_max,
+                             kOrdered ? dq_counter(p, batch, head, m_block) : nullptr, m_block, m_block_max,
                              kBytes / kHalves, leader);
         continue;
       } else if constexpr (Traits::kDqHalves) {
@@ -271,8 +258,8 @@ struct BwdEpilogue {
   // is read next; sdQ goes back to warpgroup 0 for the next block. Deterministic mode: the turn (taken by the caller)
   // is handed on once both reductions have completed.
   template <bool kOrdered>
-  CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, bool more,
-                                     uint32_t half_bytes, bool leader) {
+  CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, int m_block,
+                                     int m_block_max, uint32_t half_bytes, bool leader) {
     CUTE_UNROLL
     for (int h = 0; h < kHalves; ++h) {
       cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
@@ -295,7 +282,7 @@ struct BwdEpilogue {
       __syncwarp();
       if (h + 1 < kHalves) {
         cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h + 1));
-      } else if (more) {  // another block follows
+      } else if (m_block + 1 < m_block_max) {
         cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0));
       }
     }

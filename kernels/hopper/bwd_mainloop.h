@@ -135,48 +135,7 @@ struct BwdMainloop {
     Mask mask;
     int m_block_min;
     int m_block_max;
-    int rot = 0;  // kRotateWalk: the walk starts rot blocks past m_block_min and wraps around
   };
-
-  // kRotateWalk, a study form (off by default; benchmarks/hopper_bwd_qdo_multicast/, "A rotated walk"): in hdim 256's
-  // non-causal kernel (kDqInTurn) key block n of a sequence's N starts its walk over the query blocks n / N of the way
-  // along and wraps around, so that the CTAs running at once add into different query blocks' dq_accum instead of
-  // all into one. Default mode only (the deterministic turns need the common order: the caller leaves rot 0).
-  // nvcc -DFLASHBUILD_HOPPER_BWD_ROTATE=1 compiles it in.
-#if defined(FLASHBUILD_HOPPER_BWD_ROTATE)
-  static constexpr bool kRotateWalk = FLASHBUILD_HOPPER_BWD_ROTATE != 0 && Traits::kDqInTurn && !kIsCausal &&
-                                      (kFeatures & kAllFeatures) == 0;
-#else
-  static constexpr bool kRotateWalk = false;
-#endif
-  // The rotation of key block n_block's walk (kRotateWalk), 0 in deterministic mode.
-  template <bool kOrdered>
-  CUTE_DEVICE static int rotation(Queries const& qs, int n_block) {
-    if constexpr (kRotateWalk && !kOrdered) {
-      const int steps = qs.m_block_max - qs.m_block_min;
-      const int n_blocks = (qs.seq.seqlen_k + kBlockN - 1) / kBlockN;
-      return steps > 0 ? int(int64_t(steps) * n_block / n_blocks) % steps : 0;
-    } else {
-      return 0;
-    }
-  }
-  // The query block of the walk's iter-th step, and the step of a query block (kRotateWalk; the identity else).
-  CUTE_DEVICE static int m_of(Queries const& qs, int iter) {
-    if constexpr (kRotateWalk) {
-      const int steps = qs.m_block_max - qs.m_block_min;
-      return qs.m_block_min + (iter + qs.rot < steps ? iter + qs.rot : iter + qs.rot - steps);
-    } else {
-      return qs.m_block_min + iter;
-    }
-  }
-  CUTE_DEVICE static int iter_of(Queries const& qs, int m_block) {
-    if constexpr (kRotateWalk) {
-      const int i = m_block - qs.m_block_min - qs.rot;
-      return i < 0 ? i + (qs.m_block_max - qs.m_block_min) : i;
-    } else {
-      return m_block - qs.m_block_min;
-    }
-  }
   CUTE_DEVICE static Queries queries(BwdParams const& p, int batch, int n_block) {
     const SeqRange seq = SeqRange::of(p, batch);
     Queries q{seq, make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
@@ -207,13 +166,11 @@ struct BwdMainloop {
   }
 
   // The producer warp's loop (bwd_producer.h): K and V, then each query block's Q, dO, LSE and dsum.
-  template <bool kOrdered = false, class Storage>
+  template <class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, int n_block, int head,
                                int batch) {
-    Queries qs = queries(p, batch, n_block);
-    qs.rot = rotation<kOrdered>(qs, n_block);
-    BwdProducer<Traits>::template load<kRotateWalk>(mp, p, storage, qs.seq, qs.m_block_min, qs.m_block_max, n_block,
-                                                    head, batch, qs.rot);
+    const Queries qs = queries(p, batch, n_block);
+    BwdProducer<Traits>::load(mp, p, storage, qs.seq, qs.m_block_min, qs.m_block_max, n_block, head, batch);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -270,9 +227,6 @@ struct BwdMainloop {
       }
       CUTE_NO_UNROLL
       for (; m_block < qs.m_block_max; ++m_block) { step(m_block, std::false_type{}); }
-    } else if constexpr (kRotateWalk) {
-      CUTE_NO_UNROLL
-      for (int iter = 0; iter < qs.m_block_max - qs.m_block_min; ++iter) { step(m_of(qs, iter), MaskByBlock{}); }
     } else {
       CUTE_NO_UNROLL
       for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { step(m_block, MaskByBlock{}); }
@@ -413,7 +367,7 @@ struct BwdMainloop {
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     walk(qs, n_block, [&](int m_block, auto masked) {
-      const int iter = iter_of(qs, m_block);
+      const int iter = m_block - qs.m_block_min;
       const int stage = iter % kStages;
       const int buffer = iter & 1;
       const int do_stage = Traits::kDqInTurn ? 0 : stage;  // dO's stage: Q's, or kDqInTurn's one

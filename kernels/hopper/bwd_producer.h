@@ -55,10 +55,9 @@ struct BwdProducer {
 
   // The whole producer warp; lane 0 issues the copies and arms the barriers. The query blocks [m_block_min,
   // m_block_max) are those that see key block n_block (BwdMainloop::queries).
-  // kRotated (BwdMainloop::kRotateWalk): the walk starts rot blocks past m_block_min and wraps around.
-  template <bool kRotated = false, class Storage>
+  template <class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, SeqRange const& seq,
-                               int m_block_min, int m_block_max, int n_block, int head, int batch, int rot = 0) {
+                               int m_block_min, int m_block_max, int n_block, int head, int batch) {
     if (m_block_max <= m_block_min) { return; }
     const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
     const bool leader = lane == 0;
@@ -95,18 +94,6 @@ struct BwdProducer {
     // LSE and dsum: (batch, heads, seqlen_q), or (heads, total_q) packed (lse_batch_stride 0).
     const int64_t stats = int64_t(batch) * p.lse_batch_stride + seq.q_row0 + int64_t(head) * p.lse_head_stride;
     if constexpr (Traits::kDqInTurn) {
-      if constexpr (kRotated) {
-        const int steps = m_block_max - m_block_min;
-        CUTE_NO_UNROLL
-        for (int iter = 0; iter < steps; ++iter) {
-          const int m_block = m_block_min + (iter + rot < steps ? iter + rot : iter + rot - steps);
-          cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[iter % kStages], ((iter / kStages) & 1) ^ 1);
-          const int q_rows = seq.seqlen_q - m_block * kBlockM;
-          load_q_then_do(mp, p, storage, gQ, gdO, sQ, sdO, stats, m_block, iter, q_rows,
-                         p.cu_seqlens_q && q_rows < kBlockM, lane);
-        }
-        return;
-      }
       CUTE_NO_UNROLL
       for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
         const int iter = m_block - m_block_min;
