@@ -17,11 +17,14 @@ HALVES = ["-DFLASHBUILD_HOPPER_BWD_DQ_HALVES=1"]  # benchmarks/hopper_bwd_untime
 TMA_FIRST = ["-DFLASHBUILD_HOPPER_BWD_TMA_FIRST=1"]  # its arm tmaf
 
 
-def test_the_hdim96_backward_hands_on_dq_by_halves(tmp_path):
-    default = main_kernel_sass(tmp_path / "default", "bwd", 96, True, [])
-    assert default == main_kernel_sass(tmp_path / "halves", "bwd", 96, True, HALVES), "not the measured arm's (halves)"
+DEFAULTS = "96,128"  # the default kernels from one build, test_compile_bwd_peel.py's
 
 
-def test_the_hdim128_backward_issues_its_copies_first(tmp_path):
-    default = main_kernel_sass(tmp_path / "default", "bwd", 128, True, [])
-    assert default == main_kernel_sass(tmp_path / "tmaf", "bwd", 128, True, TMA_FIRST), "not the measured arm's (tmaf)"
+def test_the_hdim96_backward_hands_on_dq_by_halves():
+    default = main_kernel_sass("bwd", 96, True, [], hdims=DEFAULTS)
+    assert default == main_kernel_sass("bwd", 96, True, HALVES), "not the measured arm's (halves)"
+
+
+def test_the_hdim128_backward_issues_its_copies_first():
+    default = main_kernel_sass("bwd", 128, True, [], hdims=DEFAULTS)
+    assert default == main_kernel_sass("bwd", 128, True, TMA_FIRST), "not the measured arm's (tmaf)"

@@ -1,45 +1,53 @@
-"""hdim 256's dQ through the writer warp, the default since benchmarks/hopper_bwd_hdim256_dq/ (kernels/hopper/
-bwd_traits.h, kDqInTurn; nvcc -DFLASHBUILD_HOPPER_BWD_HDIM256_DQ=0 keeps the consumers' atomics), real nvcc, no GPU:
-the default hdim-256 build compiles (launch TU and its dQ conversion too), and its main kernel and deterministic twin
-hold no atomic into dq_accum (no float REDG: the atomics' form has 16 REDG.E.ADD.F32x4), the writer warp's bulk
-reductions (UBLKRED), 168 registers and no spill, and ptxas warned of no serialised wgmma (C7514)."""
+"""hdim 256's dQ (kernels/hopper/bwd_traits.h, kDqInTurn; bwd_epilogue.h, kDqHybrid), real nvcc, no GPU: the default
+hdim-256 build compiles (launch TU and its dQ conversion too). Its deterministic twin hands both halves of each block's
+dQ to the writer warp (benchmarks/hopper_bwd_hdim256_dq/): bulk reductions (UBLKRED), no atomic into dq_accum (no float
+REDG). Its main kernel hands warpgroup 0's half to the writer and adds warpgroup 1's from registers
+(benchmarks/hopper_bwd_dq_hybrid/): both the bulk reductions and the 16 REDG.E.ADD.F32x4 of one warpgroup's 64 x 128
+floats, 16 STS.128 into sdQ. Both: 168 registers, no spill, and ptxas warned of no serialised wgmma (C7514); and the
+step loads its rows' LSE into registers before the wait for S^T, their dsum before the wait for dP^T (4 LDS.64 each,
+BwdMainloop::kStatsHeadDimRegisters; read after the waits, none would come before the first)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO, requires_nvcc
+from helpers import plain_selection, requires_nvcc, shared_build
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
 OPCODE = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)(.*?);", re.M)
 
 
-def test_hdim256_default_hands_dq_to_the_writer_warp_without_spills(tmp_path):
+def lse_and_dsum_loads(ops: list[str]) -> tuple[int, int]:
+    """In the consumers' loop (first HGMMA to last): LDS before its first wait for S^T (gsb0, 0x1), and between that
+    and its first wait for every product (0x0)."""
+    first = next(i for i, op in enumerate(ops) if op.startswith("HGMMA"))
+    step = ops[first:max(i for i, op in enumerate(ops) if op.startswith("HGMMA")) + 1]
+    wait_s = next(i for i, op in enumerate(step) if re.match(r"WARPGROUP\.DEPBAR\.LE\s+gsb0, 0x1", op))
+    wait_all = next(i for i, op in enumerate(step) if re.match(r"WARPGROUP\.DEPBAR\.LE\s+gsb0, 0x0", op))
+    return (sum(op.startswith("LDS") for op in step[:wait_s]),
+            sum(op.startswith("LDS") for op in step[wait_s:wait_all]))
+
+
+def test_hdim256_hands_dq_to_the_writer_warp_and_warpgroup_1_adds_its_half_without_spills():
     from flashbuild.debug import inspection
 
-    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(tmp_path / "cache")}
-    environ.pop("FLASHBUILD_ROOT", None)
-    args = ["--hdim", "256", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "off",
-            "--no-local", "--no-softcap", "--compile-only",
-            "--jobs", "1"]
-    result = subprocess.run([sys.executable, "-m", "flashbuild", "build", *args], capture_output=True, text=True,
-                            env=environ, cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "C7514" not in result.stdout + result.stderr, "ptxas serialised a wgmma"
-    (build_dir,) = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    build_dir, output = shared_build(plain_selection("bwd", 256, "off"))
+    assert "C7514" not in output, "ptxas serialised a wgmma"
+    float_atomics = {}
     for part in ("kernel", "kernel_ordered"):
         name = f"bwd_hdim256_fp16_sm90_{part}"
         obj = build_dir / "obj" / f"{name}.o"
         (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
         assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
         assert main.registers <= 168, main
-        ops = [m.group(1) for m in OPCODE.finditer(inspection.sass_text(obj))]
+        ops = [m.group(1) + m.group(2) for m in OPCODE.finditer(inspection.sass_text(obj))]
+        assert sum(op.startswith("UBLKRED") for op in ops) >= 1, name  # the writer's bulk reductions
+        assert lse_and_dsum_loads(ops) == (4, 4), (name, lse_and_dsum_loads(ops))
+        assert sum(op.split()[0] == "STS.128" for op in ops) == 16, name  # a consumer's half into sdQ
         # The deterministic twin keeps one REDG.E.ADD.S32 (the writer's turn counter, release_turn): no float ones.
-        assert not [op for op in ops if op.startswith("REDG") and "F32" in op], (name, "an atomic into dq_accum is left")
-        assert sum(op.startswith("UBLKRED") for op in ops) >= 2, name  # each half's bulk reduction
+        float_atomics[part] = [op.split()[0] for op in ops if op.startswith("REDG") and "F32" in op]
+    assert float_atomics["kernel_ordered"] == [], "an atomic into dq_accum in deterministic mode"
+    assert float_atomics["kernel"] == ["REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU"] * 16, float_atomics["kernel"]

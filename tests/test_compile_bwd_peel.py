@@ -7,30 +7,19 @@ twin (deterministic mode)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO, requires_nvcc
+from helpers import plain_selection, requires_nvcc, shared_build
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
 GROUPS_PER_STEP = 5  # S^T, dP^T, dV, dK and dQ: one wgmma group each (mma_keys)
 
 
-def test_the_causal_hdim96_backward_peels_its_masked_steps_without_spilling(tmp_path):
-    cache = tmp_path / "cache"
-    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
-    environ.pop("FLASHBUILD_ROOT", None)
-    args = ["--hdim", "96,128", "--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--compile-only", "--jobs", "2"]
-    result = subprocess.run([sys.executable, "-m", "flashbuild", *args], capture_output=True, text=True, env=environ,
-                            cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
+def test_the_causal_hdim96_backward_peels_its_masked_steps_without_spilling():
+    build_dir, _ = shared_build(plain_selection("bwd", "96,128", "on"))  # test_compile_bwd_arms.py's defaults too
     from flashbuild.debug import inspection
 
     copies = {}

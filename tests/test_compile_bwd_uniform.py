@@ -10,14 +10,11 @@ GPU:
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from helpers import REPO, requires_nvcc
+from helpers import plain_selection, requires_nvcc, shared_build
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -40,17 +37,9 @@ def loads_around_waits(ops: list[str]) -> tuple[int, int]:
     return count(0, wait_s), count(wait_s, wait_all)
 
 
-def build(tmp_path, *args):
-    cache = tmp_path / "cache"
-    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
-    environ.pop("FLASHBUILD_ROOT", None)
-    common = ["--dtype", "fp16", "--arch", "sm90", "--direction", "bwd", "--no-local", "--no-softcap", "--compile-only",
-              "--jobs", "2"]
-    result = subprocess.run([sys.executable, "-m", "flashbuild", *args, *common], capture_output=True, text=True,
-                            env=environ, cwd=REPO)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
-    return build_dir
+def build(hdim, causal, *defines):
+    """The shared build (helpers.shared_build); hdim 64's is test_compile_bwd_dkv_tma.py's too."""
+    return shared_build(plain_selection("bwd", hdim, causal, defines))[0]
 
 
 def main_kernel(build_dir, name):
@@ -61,8 +50,8 @@ def main_kernel(build_dir, name):
     return main, step_ops(inspection.sass_text(obj))
 
 
-def test_the_hdim64_non_causal_step_shuffles_its_row_stats_and_the_causal_one_reads_shared_memory(tmp_path):
-    build_dir = build(tmp_path, "--hdim", "64", "--causal", "both")
+def test_the_hdim64_non_causal_step_shuffles_its_row_stats_and_the_causal_one_reads_shared_memory():
+    build_dir = build(64, "both")
     for part in ("kernel", "kernel_ordered"):
         main, ops = main_kernel(build_dir, f"bwd_hdim64_fp16_sm90_{part}")
         assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
@@ -73,9 +62,8 @@ def test_the_hdim64_non_causal_step_shuffles_its_row_stats_and_the_causal_one_re
     assert all(op.startswith("LDS.64") for op in ops if op.startswith("LDS")) and "SHFL.IDX" not in " ".join(ops)
 
 
-def test_the_study_forms_build_uniform_descriptors_and_registers_for_the_stats(tmp_path):
-    build_dir = build(tmp_path, "--hdim", "128", "--causal", "off", "--nvcc-flag=-DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1",
-                      "--nvcc-flag=-DFLASHBUILD_HOPPER_BWD_STATS=1")
+def test_the_study_forms_build_uniform_descriptors_and_registers_for_the_stats():
+    build_dir = build(128, "off", "-DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1", "-DFLASHBUILD_HOPPER_BWD_STATS=1")
     main, ops = main_kernel(build_dir, "bwd_hdim128_fp16_sm90_kernel")
     assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
     assert not [op for op in ops if op.startswith("R2UR")]

@@ -19,28 +19,28 @@ UQ1 = ["-DFLASHBUILD_HOPPER_FWD_UNIFORM_Q=1"]  # benchmarks/fwd_sass_fa3/ab.py's
 PEEL = ["-DFLASHBUILD_HOPPER_FWD_PEEL=1"]  # its arm peel
 
 
-def kernel_sass(tmp_path, build: str, hdim: int, causal: bool, defines: list[str]) -> list[str]:
+def kernel_sass(hdim: int, causal: bool, defines: list[str]) -> list[str]:
     """The main kernel of the plain fp16 forward of hdim (causal or not), built with defines: its instructions."""
-    return main_kernel_sass(tmp_path / build, "fwd", hdim, causal, defines)
+    return main_kernel_sass("fwd", hdim, causal, defines)
 
 
-def test_the_hdim64_forward_is_the_measured_arms(tmp_path):
+def test_the_hdim64_forward_is_the_measured_arms():
     """h200-11 timed uq1, then h200-12 peel on top of it."""
-    default = kernel_sass(tmp_path, "default", 64, True, [])
-    assert default == kernel_sass(tmp_path, "uq1-peel", 64, True, UQ1 + PEEL), "not the measured arms' (uq1, peel)"
+    default = kernel_sass(64, True, [])
+    assert default == kernel_sass(64, True, UQ1 + PEEL), "not the measured arms' (uq1, peel)"
 
 
 @pytest.mark.parametrize("hdim, causal", [(96, True), (192, False)])
-def test_the_hdim96_causal_and_hdim192_plain_kernels_take_uniform_q(tmp_path, hdim, causal):
+def test_the_hdim96_causal_and_hdim192_plain_kernels_take_uniform_q(hdim, causal):
     """kUniformQ where call h200-14 measured it faster (hdim 96 causal, hdim 192 non-causal)."""
-    default = kernel_sass(tmp_path, "default", hdim, causal, [])
-    assert default == kernel_sass(tmp_path, "uq1", hdim, causal, UQ1), "not the uq1 arm's"
+    default = kernel_sass(hdim, causal, [])
+    assert default == kernel_sass(hdim, causal, UQ1), "not the uq1 arm's"
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_the_hdim32_forward_is_the_measured_arms(tmp_path, causal):
+def test_the_hdim32_forward_is_the_measured_arms(causal):
     """h200-15 timed uqp (uq1 and peel together) at hdim 32, causal or not; h200-16 on top of it each row's max in 2
     chains (arm max2, the causal kernel's) and in 4 (max4, the non-causal one's)."""
     chains = [f"-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS={2 if causal else 4}"]
-    default = kernel_sass(tmp_path, "default", 32, causal, [])
-    assert default == kernel_sass(tmp_path, "arm", 32, causal, UQ1 + PEEL + chains), "not the measured arms'"
+    default = kernel_sass(32, causal, [])
+    assert default == kernel_sass(32, causal, UQ1 + PEEL + chains), "not the measured arms'"

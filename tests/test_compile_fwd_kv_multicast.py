@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc, sass_instructions
+from helpers import compile_kernel_object, plain_selection, requires_nvcc, sass_instructions
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
-ARGS = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off", "--no-local",
-        "--no-softcap", "--jobs", "2"]
 
-
-def kernels(tmp_path, name: str, defines: list[str]) -> dict[str, str]:
+def kernels(defines: list[str]) -> dict[str, str]:
     """The SASS of the 128-key and the 176-key kernel of one build."""
     from flashbuild.debug import inspection
 
-    keys128, _ = compile_kernel_object(tmp_path / name, [*ARGS, *(f"--nvcc-flag={d}" for d in defines)],
+    keys128, _ = compile_kernel_object(plain_selection("fwd", 128, "off", defines),
                                        "fwd_hdim128_fp16_sm90_kernel_keys128")
     out = {}
     for kind, obj in (("keys128", keys128), ("wide", keys128.parent / "fwd_hdim128_fp16_sm90_kernel.o")):
@@ -31,9 +28,9 @@ def kernels(tmp_path, name: str, defines: list[str]) -> dict[str, str]:
     return out
 
 
-def test_only_the_128_key_kernel_multicasts(tmp_path):
-    default = kernels(tmp_path, "default", [])
-    before = kernels(tmp_path, "before", ["-DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0"])
+def test_only_the_128_key_kernel_multicasts():
+    default = kernels([])
+    before = kernels(["-DFLASHBUILD_HOPPER_FWD_MULTICAST_KERNELS=0"])
     assert "UTMALDG.4D.MULTICAST" in default["keys128"], "the 128-key kernel issues no multicast"
     assert "UCGABAR_ARV" in default["keys128"] and "UCGABAR_WAIT" in default["keys128"], "no cluster barrier"
     for name, sass in (("176-key", default["wide"]), ("128-key without multicast", before["keys128"])):

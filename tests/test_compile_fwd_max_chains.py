@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc, sass_instructions
+from helpers import compile_kernel_object, plain_selection, requires_nvcc, sass_instructions
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -19,10 +19,8 @@ KERNEL = "fwd_hdim128_fp16_causal_sm90_kernel"
 NOV4 = ["-DFLASHBUILD_HOPPER_FWD_OVERLAP=0", "-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=4"]  # benchmarks/fwd_sass_fa3/ab.py's
 
 
-def build_causal_kernel(tmp_path, name: str, defines: list[str]):
-    args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--jobs", "1", "--verbose", *(f"--nvcc-flag={d}" for d in defines)]
-    obj, output = compile_kernel_object(tmp_path / name, args, KERNEL)
+def build_causal_kernel(defines: list[str]):
+    obj, output = compile_kernel_object(plain_selection("fwd", 128, "on", defines), KERNEL)
     assert "C7514" not in output, "ptxas serialized the wgmmas"
     from flashbuild.debug import inspection
 
@@ -31,25 +29,23 @@ def build_causal_kernel(tmp_path, name: str, defines: list[str]):
     return inspection.sass_text(obj)
 
 
-def test_the_causal_forward_takes_its_row_max_in_chains(tmp_path):
-    chains = build_causal_kernel(tmp_path, "default", [])
-    one = build_causal_kernel(tmp_path, "one", ["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1"])
+def test_the_causal_forward_takes_its_row_max_in_chains():
+    chains = build_causal_kernel([])
+    one = build_causal_kernel(["-DFLASHBUILD_HOPPER_FWD_MAX_CHAINS=1"])
     assert chains.count("FMNMX") > one.count("FMNMX"), (chains.count("FMNMX"), one.count("FMNMX"))
     assert chains.count("MUFU.EX2") == one.count("MUFU.EX2"), "the same exponentials either way"
 
 
-def test_the_non_causal_128_key_kernel_is_the_measured_arm(tmp_path):
-    args = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "off",
-            "--no-local", "--no-softcap", "--jobs", "2"]
+def test_the_non_causal_128_key_kernel_is_the_measured_arm():
     from flashbuild.debug import inspection
 
-    def objects(name, defines):
-        built = [*args, *(f"--nvcc-flag={d}" for d in defines)]
-        keys128, _ = compile_kernel_object(tmp_path / name, built, "fwd_hdim128_fp16_sm90_kernel_keys128")
+    def objects(defines):
+        keys128, _ = compile_kernel_object(plain_selection("fwd", 128, "off", defines),
+                                           "fwd_hdim128_fp16_sm90_kernel_keys128")
         wide = keys128.parent / "fwd_hdim128_fp16_sm90_kernel.o"
         return sass_instructions(inspection.sass_text(keys128)), sass_instructions(inspection.sass_text(wide))
 
-    default_128, default_176 = objects("default", [])
-    arm_128, arm_176 = objects("nov4", NOV4)
+    default_128, default_176 = objects([])
+    arm_128, arm_176 = objects(NOV4)
     assert default_128 == arm_128, "the default 128-key kernel differs from the nov4 arm's"
     assert default_176 != arm_176, "the 176-key kernel should keep the overlapped softmax and one chain"

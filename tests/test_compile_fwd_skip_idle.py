@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from helpers import compile_kernel_object, requires_nvcc
+from helpers import compile_kernel_object, plain_selection, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -28,11 +28,9 @@ GROUPS = 6
     ["-DFLASHBUILD_HOPPER_FWD_SKIP_IDLE_BLOCK=0"],
     ["-DFLASHBUILD_HOPPER_FWD_EARLY_Q_DONE=1"],
 ], ids=["default", "no-skip-idle-block", "early-q-done"])
-def test_skipping_idle_warpgroups_first_qk_compiles_without_spills_or_serialized_wgmma(tmp_path, defines):
-    args = ["--hdim", "64", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-            "--no-local", "--no-softcap", "--jobs", "1", "--verbose", *(f"--nvcc-flag={d}" for d in defines)]
+def test_skipping_idle_warpgroups_first_qk_compiles_without_spills_or_serialized_wgmma(defines):
     name = "fwd_hdim64_fp16_causal_sm90_kernel"
-    obj, output = compile_kernel_object(tmp_path / "cache", args, name)
+    obj, output = compile_kernel_object(plain_selection("fwd", 64, "on", defines), name)
     assert "C7514" not in output, "ptxas serialized the wgmmas"
     from flashbuild.debug import inspection
 

@@ -7,38 +7,28 @@ or local-memory traffic."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO, requires_nvcc
+from helpers import compile_kernel_object, plain_selection, requires_nvcc
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
-SELECTION = ["--hdim", "128", "--dtype", "fp16", "--arch", "sm90", "--direction", "fwd", "--causal", "on",
-             "--no-local", "--no-softcap", "--compile-only", "--jobs", "2"]
 VARIANT = "fwd_hdim128_fp16_causal_sm90_kernel"
 
 
-def kernel_object(cache: Path, *flags: str) -> Path:
-    environ = {**os.environ, "FLASHBUILD_CACHE_DIR": str(cache)}
-    environ.pop("FLASHBUILD_ROOT", None)
-    done = subprocess.run([sys.executable, "-m", "flashbuild", *SELECTION, *flags], capture_output=True, text=True,
-                          env=environ, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (build_dir,) = [p for p in cache.iterdir() if p.is_dir()]
-    return build_dir / "obj" / f"{VARIANT}.o"
+def kernel_object(*defines: str) -> Path:
+    """The shared build's object (helpers.shared_build; the default's is test_compile_fwd_max_chains.py's too)."""
+    return compile_kernel_object(plain_selection("fwd", 128, "on", defines), VARIANT)[0]
 
 
-def test_causal_hdim128_forward_peels_its_masked_steps_without_a_stack_frame(tmp_path):
+def test_causal_hdim128_forward_peels_its_masked_steps_without_a_stack_frame():
     from flashbuild.debug import inspection
 
-    peeled = kernel_object(tmp_path / "peeled")
-    one_loop = kernel_object(tmp_path / "one", "--nvcc-flag=-DFLASHBUILD_HOPPER_FWD_PEEL=0")
+    peeled = kernel_object()
+    one_loop = kernel_object("-DFLASHBUILD_HOPPER_FWD_PEEL=0")
     counts = {}
     for name, obj in (("peeled", peeled), ("one loop", one_loop)):
         (report,) = [r for r in inspection.inspect_object(VARIANT, obj) if "fwd_kernel" in r.kernel]

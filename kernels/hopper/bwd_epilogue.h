@@ -80,6 +80,22 @@ struct BwdEpilogue {
   static constexpr bool kStagedDkv = kDkvVector || kHeadDim >= 96;
 #endif
 
+  // kDqHybrid (kDqHalves; benchmarks/hopper_bwd_dq_hybrid/): outside deterministic mode only warpgroup 0's half of dQ
+  // goes through sdQ and the writer warp's bulk reduction; warpgroup 1 adds its half from registers
+  // (red.global.add.v4.f32 at the same vectors of dq_accum). At hdim 256 (kDqInTurn) warpgroup 1 then never waits for
+  // the writer to have read warpgroup 0's half. Deterministic mode keeps both halves on the writer (its turns).
+  // On the H200, in turns with both halves on the writer (flashbuild bench's protocol, 1k / 4k / 16k): hdim 256
+  // 1.029-1.034x non-causal and 1.006-1.022x causal in fp16, 1.017-1.036x in bf16 (the consumers' atomics for both
+  // halves: 0.975-1.001x); hdim 64 causal 1.010-1.027x in fp16 and bf16. Not taken: hdim 64 non-causal
+  // (0.992-0.998x from 4k) and hdim 128 (0.952-0.984x). nvcc -DFLASHBUILD_HOPPER_BWD_DQ_HYBRID=0 turns it off, =2
+  // takes it to every kernel with kDqHalves (hdim 64, 96, 128, 256), for A/B runs.
+  static constexpr bool kDqHybridByDefault = Traits::kDqInTurn || (kHeadDim == 64 && kIsCausal);
+#if defined(FLASHBUILD_HOPPER_BWD_DQ_HYBRID)
+  static constexpr bool kDqHybrid = Traits::kDqHalves && (FLASHBUILD_HOPPER_BWD_DQ_HYBRID == 2 ||
+                                                          (FLASHBUILD_HOPPER_BWD_DQ_HYBRID == 1 && kDqHybridByDefault));
+#else
+  static constexpr bool kDqHybrid = Traits::kDqHalves && kDqHybridByDefault;
+#endif
   static constexpr int kDqWriterThreads = Traits::kNumMmaThreads + cutlass::NumThreadsPerWarp;
   // The threads of one dQ hand-off barrier: the writer warp and the consumers whose dQ it takes (kDqHalves:
   // one warpgroup).
@@ -122,6 +138,12 @@ struct BwdEpilogue {
       static_assert(decltype(size(tdQrdQ))::value % 4 == 0, "fragment order moves four floats at a time");
       // kDqHalves: this warpgroup's own pair of barriers with the writer warp.
       const int half = Traits::kDqHalves ? thread_idx / kWarpgroupThreads : 0;
+      if constexpr (kDqHybrid && !kOrdered) {
+        if (half != 0) {  // warpgroup 1's half from registers, at the vectors sdQ's bulk reduction would add
+          add_dq_global(p, seq, head, batch, m_block, thread_idx, tdQrdQ);
+          return;
+        }
+      }
       // kDqInTurn: sdQ holds one half, warpgroup 1's after the writer has read warpgroup 0's (every block, the
       // first too); each half's vectors start at sdQ's start.
       if (!first || (Traits::kDqInTurn && half != 0)) {
@@ -188,10 +210,12 @@ struct BwdEpilogue {
       } else if constexpr (Traits::kDqHalves) {
         // Each warpgroup's half by its own reduction, as soon as that warpgroup has written it; each half
         // handed back once its reduction has read it.
+        // kDqHybrid outside deterministic mode: warpgroup 0's half alone (warpgroup 1 adds its own).
+        constexpr int kTurns = kDqHybrid && !kOrdered ? 1 : kHalves;
         constexpr uint32_t kHalfBytes = kBytes / kHalves;
         float* dst = Layout::block(p, seq, head, batch, m_block);
         CUTE_UNROLL
-        for (int h = 0; h < kHalves; ++h) {
+        for (int h = 0; h < kTurns; ++h) {
           cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
           if (leader) {
             if (dq_reduces(seq)) {
@@ -215,14 +239,18 @@ struct BwdEpilogue {
             for (int h = 0; h < kHalves; ++h) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h)); }
           }
         } else {
-          if (leader) { cute::tma_store_wait<kHalves - 1>(); }  // the first half has been read
+          if (leader) { cute::tma_store_wait<kTurns - 1>(); }  // the first half has been read
           __syncwarp();
           if (m_block + 1 < m_block_max) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0)); }
-          if (leader) { cute::tma_store_wait<0>(); }
-          __syncwarp();
-          if (m_block + 1 < m_block_max) {
-            CUTE_UNROLL
-            for (int h = 1; h < kHalves; ++h) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h)); }
+          if constexpr (kTurns > 1) {
+            if (leader) { cute::tma_store_wait<0>(); }
+            __syncwarp();
+            if (m_block + 1 < m_block_max) {
+              CUTE_UNROLL
+              for (int h = 1; h < kTurns; ++h) {
+                cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h));
+              }
+            }
           }
         }
         continue;
@@ -257,11 +285,13 @@ struct BwdEpilogue {
   // kDqInTurn's writer for one block: warpgroup 0's half, read from sdQ, then sdQ handed to warpgroup 1, whose half
   // is read next; sdQ goes back to warpgroup 0 for the next block. Deterministic mode: the turn (taken by the caller)
   // is handed on once both reductions have completed.
+  // kDqHybrid outside deterministic mode: warpgroup 0's half alone (warpgroup 1 adds its own).
   template <bool kOrdered>
   CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, int m_block,
                                      int m_block_max, uint32_t half_bytes, bool leader) {
+    constexpr int kTurns = kDqHybrid && !kOrdered ? 1 : kHalves;
     CUTE_UNROLL
-    for (int h = 0; h < kHalves; ++h) {
+    for (int h = 0; h < kTurns; ++h) {
       cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));
       if (leader) {
         if (dq_reduces(seq)) {
@@ -271,7 +301,7 @@ struct BwdEpilogue {
           }
         }
         cute::tma_store_arrive();
-        if (kOrdered && h == kHalves - 1) {
+        if (kOrdered && h == kTurns - 1) {
           asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // both halves' adds are done
           asm volatile("fence.proxy.async.global;\n" ::: "memory");
           release_turn(counter);
@@ -280,7 +310,7 @@ struct BwdEpilogue {
         }
       }
       __syncwarp();
-      if (h + 1 < kHalves) {
+      if (h + 1 < kTurns) {
         cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h + 1));
       } else if (m_block + 1 < m_block_max) {
         cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0));

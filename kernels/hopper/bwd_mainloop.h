@@ -93,6 +93,19 @@ struct BwdMainloop {
 #else
   static constexpr int kStatsForm = kHeadDim == 64 && !kIsCausal && kFeatures == 0 ? 2 : 0;
 #endif
+  // kHeadDim (hdim 192, 256): the LSE of the rows a thread's S^T values hold loaded into registers before the wait for
+  // S^T, their dsum before the wait for dP^T (form 1's places), not read from shared memory after each wait. The default
+  // of hdim 256's plain kernels: on the H200, in turns with form 0 (benchmarks/hopper_bwd_dq_hybrid/, h200-4, h200-5),
+  // 1.004-1.020x fp16 and 1.005-1.029x bf16 at 1k-16k, causal or not; 168 registers, no spill. Untimed at hdim 192
+  // and in the feature kernels (those with softcap keep form 0 regardless). nvcc -DFLASHBUILD_HOPPER_BWD_STATS_HD=0
+  // turns it off, =2 takes it to every kHeadDim kernel without softcap, for A/B runs.
+#if defined(FLASHBUILD_HOPPER_BWD_STATS_HD)
+  static constexpr bool kStatsHeadDimRegisters =
+      Traits::kSplitHeadDim && !kHasSoftcap<kFeatures> &&
+      (FLASHBUILD_HOPPER_BWD_STATS_HD == 2 || (FLASHBUILD_HOPPER_BWD_STATS_HD == 1 && kHeadDim == 256 && kFeatures == 0));
+#else
+  static constexpr bool kStatsHeadDimRegisters = Traits::kSplitHeadDim && kHeadDim == 256 && kFeatures == 0;
+#endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
   using RowStats = BwdRowStats<kBlockM, AccumulatorShape<Traits::kSdPAtomN>>;  // bwd_row_stats.h
@@ -380,6 +393,13 @@ struct BwdMainloop {
       wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
       if constexpr (Traits::kDqInTurn) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.do_full, iter & 1); }
       wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_stage), tdPrdP, true);
+      auto lse = [&] {  // kStatsHeadDimRegisters: loaded while the products run
+        if constexpr (kStatsHeadDimRegisters) {
+          return RowStats::registers(storage.lse_log2[stage], cS);
+        } else {
+          return storage.lse_log2[stage];
+        }
+      }();
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
       warpgroup_fence_operand(tSrS);
       // P^T and dS^T into this step's buffers (the other warpgroup may still read the other ones in
@@ -390,9 +410,15 @@ struct BwdMainloop {
                       masked);
         stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
       } else {
-        probabilities(p, qs, m_block, n_block, storage.lse_log2[stage], cS, tSrS, masked);
-        stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
-        softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
+        probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
+        if constexpr (kStatsHeadDimRegisters) {
+          const auto dsum = RowStats::registers(storage.dsum[stage], cS);  // before softmax_grad's wait for dP^T
+          stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
+          softmax_grad(dsum, cS, tSrS, tdPrdP);
+        } else {
+          stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
+          softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
+        }
       }
       stmatrix_accumulator(tdSsdS(_, _, buffer), convert_type<Element>(tdPrdP));
       // Made visible to the tensor cores; then both warpgroups' rows are in.

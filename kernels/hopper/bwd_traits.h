@@ -178,7 +178,8 @@ struct BwdTraits {
   // stage (FlashAttention-3's Stages_dO = 1 at hdim 256) 32 KB are free: sdQ holds one warpgroup's half (64 x 128
   // floats), warpgroup 0's first, then, once the writer warp's bulk reduction has read it, warpgroup 1's. dO then
   // has barriers of its own (BwdMainloop: the next block's dO loads once this one's dV product has read it, while
-  // its Q has a stage ahead as before).
+  // its Q has a stage ahead as before). Outside deterministic mode only warpgroup 0's half goes through sdQ
+  // (BwdEpilogue::kDqHybrid).
   static constexpr bool kDqInTurn = kDqOrder_ == DqOrder::kFragmentBulk && kDqHalves_ && kHeadDim_ == 256;
   static constexpr int kStagesdO = kDqInTurn ? 1 : kStages;
 
