@@ -102,6 +102,10 @@ struct BwdEpilogue {
   static constexpr int kHandOffThreads = (Traits::kDqHalves ? kWarpgroupThreads : Traits::kNumMmaThreads) +
                                          cutlass::NumThreadsPerWarp;
   static constexpr int kHalves = Traits::kDqHalves ? Traits::kNumMmaWarpgroups : 1;
+  // The halves of dQ the writer warp reduces a block: kDqHybrid outside deterministic mode warpgroup 0's alone
+  // (warpgroup 1 adds its own).
+  template <bool kOrdered>
+  static constexpr int kWriterTurns = kDqHybrid && !kOrdered ? 1 : kHalves;
   // -DFLASHBUILD_HOPPER_BWD_PROBE_NO_DQ=1, a timing probe (benchmarks/hopper_bwd_dq_probe/; dQ comes out zero): every
   // reduction into dq_accum, the consumers' atomics and the writer warp's bulk reductions, sits behind a test that is
   // false at run time (seqlen_q < 0) and that the compiler cannot fold: the dQ product, its hand-off and barriers stay,
@@ -210,8 +214,7 @@ struct BwdEpilogue {
       } else if constexpr (Traits::kDqHalves) {
         // Each warpgroup's half by its own reduction, as soon as that warpgroup has written it; each half
         // handed back once its reduction has read it.
-        // kDqHybrid outside deterministic mode: warpgroup 0's half alone (warpgroup 1 adds its own).
-        constexpr int kTurns = kDqHybrid && !kOrdered ? 1 : kHalves;
+        constexpr int kTurns = kWriterTurns<kOrdered>;
         constexpr uint32_t kHalfBytes = kBytes / kHalves;
         float* dst = Layout::block(p, seq, head, batch, m_block);
         CUTE_UNROLL
@@ -285,11 +288,11 @@ struct BwdEpilogue {
   // kDqInTurn's writer for one block: warpgroup 0's half, read from sdQ, then sdQ handed to warpgroup 1, whose half
   // is read next; sdQ goes back to warpgroup 0 for the next block. Deterministic mode: the turn (taken by the caller)
   // is handed on once both reductions have completed.
-  // kDqHybrid outside deterministic mode: warpgroup 0's half alone (warpgroup 1 adds its own).
+  // kDqHybrid outside deterministic mode: warpgroup 0's half alone (kWriterTurns).
   template <bool kOrdered>
   CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, int m_block,
                                      int m_block_max, uint32_t half_bytes, bool leader) {
-    constexpr int kTurns = kDqHybrid && !kOrdered ? 1 : kHalves;
+    constexpr int kTurns = kWriterTurns<kOrdered>;
     CUTE_UNROLL
     for (int h = 0; h < kTurns; ++h) {
       cutlass::arch::NamedBarrier::sync(kHandOffThreads, dq_full_barrier(h));

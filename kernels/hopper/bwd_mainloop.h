@@ -411,14 +411,15 @@ struct BwdMainloop {
         stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
       } else {
         probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
-        if constexpr (kStatsHeadDimRegisters) {
-          const auto dsum = RowStats::registers(storage.dsum[stage], cS);  // before softmax_grad's wait for dP^T
-          stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
-          softmax_grad(dsum, cS, tSrS, tdPrdP);
-        } else {
-          stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
-          softmax_grad(storage.dsum[stage], cS, tSrS, tdPrdP);
-        }
+        auto dsum = [&] {  // kStatsHeadDimRegisters: loaded before softmax_grad's wait for dP^T
+          if constexpr (kStatsHeadDimRegisters) {
+            return RowStats::registers(storage.dsum[stage], cS);
+          } else {
+            return storage.dsum[stage];
+          }
+        }();
+        stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
+        softmax_grad(dsum, cS, tSrS, tdPrdP);
       }
       stmatrix_accumulator(tdSsdS(_, _, buffer), convert_type<Element>(tdPrdP));
       // Made visible to the tensor cores; then both warpgroups' rows are in.
