@@ -3,8 +3,8 @@
 # table uses: each arm built into its own build, then ROUNDS rounds of one `flashbuild bench` a arm (in turns with
 # SDPA's flash and cuDNN inside each run), the arms' order rotated each round. Then bench_turns.py: each arm's median
 # TFLOPS over the rounds against base's, raw and as ours / cuDNN. An arm is NAME or NAME=FLAG[,FLAG...] (nvcc
-# flags). TEST=1 runs `flashbuild test --shapes full` on each arm's build first. From the repo root on the GPU host
-# after the README's wheel line:
+# flags). TEST=1 runs `flashbuild test --shapes full` on each arm's build first (TEST=NAME[,NAME...]: on those arms'
+# only). From the repo root on the GPU host after the README's wheel line:
 #   OUT=$OUT [LIMIT=560] HDIMS=64 CAUSAL=on DTYPES=fp16 ROUNDS=4 ARMS="base vec=-DFLASHBUILD_HOPPER_BWD_DKV_VEC=1" \
 #     bash benchmarks/hopper_bwd_bench_turns/run.sh
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then sed -n 2,9p "$0" | cut -c3-; exit 0; fi
@@ -32,8 +32,9 @@ done
 wait "${pids[@]}"
 echo "== builds"
 for n in "${names[@]}"; do echo "$n: $(grep -E '^compiled' "$OUT/build-$n.txt") $(tail -1 "$OUT/build-$n.txt")"; done
-if [ "${TEST:-0}" = 1 ]; then  # each arm's build checked first: `flashbuild test --shapes full` (the correctness rule)
+if [ "${TEST:-0}" != 0 ]; then  # each arm's build checked first: `flashbuild test --shapes full` (the correctness rule)
   for i in "${!names[@]}"; do
+    [ "$TEST" = 1 ] || [[ ",$TEST," == *",${names[$i]},"* ]] || continue
     timeout $(( $(left) - 30 )) python3 -m flashbuild test "${SEL[@]}" $(nflag "$i") --shapes full \
       > "$OUT/test-${names[$i]}.txt" 2>&1
     echo "== test ${names[$i]}: rc $? $(tail -1 "$OUT/test-${names[$i]}.txt")"
