@@ -5,7 +5,9 @@ REDG). Its main kernel hands warpgroup 0's half to the writer and adds warpgroup
 (benchmarks/hopper_bwd_dq_hybrid/): both the bulk reductions and the 16 REDG.E.ADD.F32x4 of one warpgroup's 64 x 128
 floats, 16 STS.128 into sdQ. Both: 168 registers, no spill, and ptxas warned of no serialised wgmma (C7514); and the
 step loads its rows' LSE into registers before the wait for S^T, their dsum before the wait for dP^T (4 LDS.64 each,
-BwdMainloop::kStatsHeadDimRegisters; read after the waits, none would come before the first)."""
+BwdMainloop::kStatsHeadDimRegisters; read after the waits, none would come before the first). The same two defaults
+elsewhere, as that study's h200-6 timed them: hdim 96's non-causal kernel adds warpgroup 1's half from registers (its
+deterministic twin does not), and hdim 192's plain kernels load LSE and dsum before the waits."""
 
 from __future__ import annotations
 
@@ -51,3 +53,20 @@ def test_hdim256_hands_dq_to_the_writer_warp_and_warpgroup_1_adds_its_half_witho
         float_atomics[part] = [op.split()[0] for op in ops if op.startswith("REDG") and "F32" in op]
     assert float_atomics["kernel_ordered"] == [], "an atomic into dq_accum in deterministic mode"
     assert float_atomics["kernel"] == ["REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU"] * 16, float_atomics["kernel"]
+
+
+def test_hdim96_non_causal_adds_one_half_of_dq_from_registers_and_hdim192_loads_its_row_stats_before_the_waits():
+    from flashbuild.debug import inspection
+
+    build_dir, _ = shared_build(plain_selection("bwd", "96,192", "off"))
+    for hdim, atomics in ((96, {"kernel": 6, "kernel_ordered": 0}), (192, {"kernel": 0, "kernel_ordered": 0})):
+        for part, count in atomics.items():
+            name = f"bwd_hdim{hdim}_fp16_sm90_{part}"
+            obj = build_dir / "obj" / f"{name}.o"
+            (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
+            assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.registers <= 168, main
+            ops = [m.group(1) + m.group(2) for m in OPCODE.finditer(inspection.sass_text(obj))]
+            # hdim 96: warpgroup 1's 24 floats a thread as REDG.E.ADD.F32x4 (kDqHybrid), none in deterministic mode
+            assert sum(op.startswith("REDG") and "F32" in op for op in ops) == count, name
+            if hdim == 192:
+                assert lse_and_dsum_loads(ops) == (4, 4), (name, lse_and_dsum_loads(ops))
