@@ -68,10 +68,14 @@ struct BwdMainloop {
   // integer instructions at hdim 128, 538 -> 474 instructions with the form; 32 and about 45 at hdim 64, 743 ->
   // 698). Fewer instructions, yet slower: on the H200, in turns with the per-thread form, 0.976-0.994x at hdim 128
   // and 0.924-0.991x at hdim 64 (causal 0.924-0.968), fp16 1k-16k (benchmarks/hopper_bwd_uniform/).
-  // nvcc -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1 builds it at hdim 64 and 128, =2 at every kKeys head dim.
+  // nvcc -DFLASHBUILD_HOPPER_BWD_UNIFORM_WG=1 builds it at hdim 64 and 128, =2 at every kKeys head dim, =3 in the
+  // kHeadDim step alone (hdim 192, 256: mma_head_dim), whose descriptors all depend on the warpgroup: at hdim 256 the
+  // step goes from 517 instructions (88 R2UR) to 432, and ran 0.978-0.987x causal, 0.993-1.008x non-causal (the gain
+  // at 16k only), hdim 192 0.999-1.007x (benchmarks/hopper_bwd_uniform/, h200-3): not taken either.
 #if defined(FLASHBUILD_HOPPER_BWD_UNIFORM_WG)
   static constexpr bool kUniformWarpgroups =
-      FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 2 || (FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 1 && kHeadDim != 96);
+      FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 2 || (FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 1 && kHeadDim != 96) ||
+      (FLASHBUILD_HOPPER_BWD_UNIFORM_WG == 3 && Traits::kSplitHeadDim);
 #else
   static constexpr bool kUniformWarpgroups = false;
 #endif
@@ -341,9 +345,9 @@ struct BwdMainloop {
     typename Traits::TiledMmaSdP mma_sdp;
     typename Traits::TiledMmadKV mma_dkv;
     typename Traits::TiledMmadQ mma_dq;
-    const auto vmnk_sdp = mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    const auto vmnk_dkv = mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx);
-    const auto vmnk_dq = mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx);
+    const auto vmnk_sdp = warpgroups_uniform(mma_sdp.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    const auto vmnk_dkv = warpgroups_uniform(mma_dkv.get_thr_layout_vmnk().get_flat_coord(thread_idx));
+    const auto vmnk_dq = warpgroups_uniform(mma_dq.get_thr_layout_vmnk().get_flat_coord(thread_idx));
     const int part = get<2>(vmnk_sdp);  // the warpgroup: its query rows of S^T, its columns of dK, dV
 
     const SmemViews v = smem_views(storage);
