@@ -86,8 +86,8 @@ struct BwdEpilogue {
   // the writer to have read warpgroup 0's half. Deterministic mode keeps both halves on the writer (its turns).
   // On the H200, in turns with both halves on the writer (flashbuild bench's protocol, 1k / 4k / 16k): hdim 256
   // 1.029-1.034x non-causal and 1.006-1.022x causal in fp16, 1.017-1.036x in bf16 (the consumers' atomics for both
-  // halves: 0.975-1.001x); hdim 64 causal 1.010-1.027x in fp16 and bf16; hdim 96 non-causal (h200-6). Not taken:
-  // hdim 64 non-causal (0.992-0.998x from 4k), hdim 96 causal (0.977-0.992x) and hdim 128 (0.952-0.984x).
+  // halves: 0.975-1.001x); hdim 64 causal 1.010-1.027x in fp16 and bf16; hdim 96 non-causal 1.011-1.028x (h200-6).
+  // Not taken: hdim 64 non-causal (0.992-0.998x from 4k), hdim 96 causal (0.977-0.992x) and hdim 128 (0.952-0.984x).
   // nvcc -DFLASHBUILD_HOPPER_BWD_DQ_HYBRID=0 turns it off, =2 takes it to every kernel with kDqHalves (hdim 64, 96,
   // 128, 256), for A/B runs.
   static constexpr bool kDqHybridByDefault =
