@@ -112,6 +112,19 @@ struct BwdMainloop {
 #else
   static constexpr bool kStatsHeadDimRegisters = Traits::kSplitHeadDim && kStatsHeadDimByDefault;
 #endif
+  // kStatsHeadDimRegisters: where the step issues those loads. 0: the LSE once S^T's and dP^T's products are issued,
+  // dsum after the wait for S^T. 1: the LSE before the products are issued; 2: both. ncu's source page of the
+  // hdim-256 kernel at 0 (benchmarks/hopper_bwd_dq_hybrid/, ncu-h200-2) put 8 % of its stall samples on the first
+  // FFMA that reads the LSE (short scoreboard), its loads issued after 31 of the 32 wgmma (a reading: they wait
+  // behind the products' operand reads of shared memory). On the H200, in turns against 0 (h200-7), 2 at hdim 256:
+  // 1.011-1.016x non-causal and 1.005-1.007x causal in fp16, 1.008-1.021x and 1.002-1.008x in bf16 (every round
+  // 1.001 or more); 1: 0.994-1.005x. At hdim 192 (h200-8) 2 ran 0.989-1.003x. So 2 at hdim 256, 0 at 192.
+  // nvcc -DFLASHBUILD_HOPPER_BWD_STATS_EARLY=0|1|2 sets it for every kernel with kStatsHeadDimRegisters (A/B runs).
+#if defined(FLASHBUILD_HOPPER_BWD_STATS_EARLY)
+  static constexpr int kStatsEarly = kStatsHeadDimRegisters ? FLASHBUILD_HOPPER_BWD_STATS_EARLY : 0;
+#else
+  static constexpr int kStatsEarly = kStatsHeadDimRegisters && kHeadDim == 256 ? 2 : 0;
+#endif
   static constexpr bool kStatsInRegisters = kStatsForm == 1;
   static constexpr bool kStatsShuffled = kStatsForm == 2;
   using RowStats = BwdRowStats<kBlockM, AccumulatorShape<Traits::kSdPAtomN>>;  // bwd_row_stats.h
@@ -396,16 +409,28 @@ struct BwdMainloop {
       // the one dO stage holds this block's).
       Tensor tSrS = make_tensor<float>(AccumulatorShapeSdP{});
       Tensor tdPrdP = make_tensor<float>(AccumulatorShapeSdP{});
-      wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
-      if constexpr (Traits::kDqInTurn) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.do_full, iter & 1); }
-      wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_stage), tdPrdP, true);
-      auto lse = [&] {  // kStatsHeadDimRegisters: loaded while the products run
+      auto issue_sdp = [&] {
+        wgmma<-1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS, true);
+        if constexpr (Traits::kDqInTurn) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.do_full, iter & 1); }
+        wgmma<-1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, do_stage), tdPrdP, true);
+      };
+      auto row_stats = [&](float const* stats) {  // kStatsHeadDimRegisters: loaded where it is called
         if constexpr (kStatsHeadDimRegisters) {
-          return RowStats::registers(storage.lse_log2[stage], cS);
+          return RowStats::registers(stats, cS);
         } else {
-          return storage.lse_log2[stage];
+          return stats;
+        }
+      };
+      if constexpr (kStatsEarly == 0) { issue_sdp(); }
+      auto lse = row_stats(storage.lse_log2[stage]);  // kStatsEarly == 0: while the products run
+      [[maybe_unused]] auto dsum_early = [&] {
+        if constexpr (kStatsEarly == 2) {
+          return row_stats(storage.dsum[stage]);
+        } else {
+          return 0;
         }
       }();
+      if constexpr (kStatsEarly != 0) { issue_sdp(); }
       warpgroup_wait<1>();  // S^T is ready; dP^T may still run
       warpgroup_fence_operand(tSrS);
       // P^T and dS^T into this step's buffers (the other warpgroup may still read the other ones in
@@ -417,11 +442,11 @@ struct BwdMainloop {
         stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
       } else {
         probabilities(p, qs, m_block, n_block, lse, cS, tSrS, masked);
-        auto dsum = [&] {  // kStatsHeadDimRegisters: loaded before softmax_grad's wait for dP^T
-          if constexpr (kStatsHeadDimRegisters) {
-            return RowStats::registers(storage.dsum[stage], cS);
+        auto dsum = [&] {  // kStatsHeadDimRegisters: loaded before softmax_grad's wait (kStatsEarly 2: earlier)
+          if constexpr (kStatsEarly == 2) {
+            return dsum_early;
           } else {
-            return storage.dsum[stage];
+            return row_stats(storage.dsum[stage]);
           }
         }();
         stmatrix_accumulator(tPsP(_, _, buffer), convert_type<Element>(tSrS));
