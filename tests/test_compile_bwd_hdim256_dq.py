@@ -41,19 +41,24 @@ def loads_before_the_products(ops: list[str]) -> int:
     return sum(op.startswith("LDS") for op in ops[wait:first])
 
 
-def test_hdim256_hands_dq_to_the_writer_warp_and_warpgroup_1_adds_its_half_without_spills():
+def main_kernel(build_dir, name):
+    """The object's main backward kernel (its report) and its SASS opcodes with their operands."""
     from flashbuild.debug import inspection
 
+    obj = build_dir / "obj" / f"{name}.o"
+    (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
+    return main, [m.group(1) + m.group(2) for m in OPCODE.finditer(inspection.sass_text(obj))]
+
+
+def test_hdim256_hands_dq_to_the_writer_warp_and_warpgroup_1_adds_its_half_without_spills():
     build_dir, output = shared_build(plain_selection("bwd", 256, "off"))
     assert "C7514" not in output, "ptxas serialised a wgmma"
     float_atomics = {}
     for part in ("kernel", "kernel_ordered"):
         name = f"bwd_hdim256_fp16_sm90_{part}"
-        obj = build_dir / "obj" / f"{name}.o"
-        (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
+        main, ops = main_kernel(build_dir, name)
         assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0, main
         assert main.registers <= 168, main
-        ops = [m.group(1) + m.group(2) for m in OPCODE.finditer(inspection.sass_text(obj))]
         assert sum(op.startswith("UBLKRED") for op in ops) >= 1, name  # the writer's bulk reductions
         assert loads_before_the_products(ops) == 8 and lse_and_dsum_loads(ops) == (0, 0), (
             name, loads_before_the_products(ops), lse_and_dsum_loads(ops))
@@ -65,16 +70,12 @@ def test_hdim256_hands_dq_to_the_writer_warp_and_warpgroup_1_adds_its_half_witho
 
 
 def test_hdim96_non_causal_adds_one_half_of_dq_from_registers_and_hdim192_loads_its_row_stats_before_the_waits():
-    from flashbuild.debug import inspection
-
     build_dir, _ = shared_build(plain_selection("bwd", "96,192", "off"))
     for hdim, atomics in ((96, {"kernel": 6, "kernel_ordered": 0}), (192, {"kernel": 0, "kernel_ordered": 0})):
         for part, count in atomics.items():
             name = f"bwd_hdim{hdim}_fp16_sm90_{part}"
-            obj = build_dir / "obj" / f"{name}.o"
-            (main,) = [r for r in inspection.inspect_object(name, obj) if "bwd_kernel" in r.kernel]
+            main, ops = main_kernel(build_dir, name)
             assert main.spill_store_bytes == 0 and main.spill_load_bytes == 0 and main.registers <= 168, main
-            ops = [m.group(1) + m.group(2) for m in OPCODE.finditer(inspection.sass_text(obj))]
             # hdim 96: warpgroup 1's 24 floats a thread as REDG.E.ADD.F32x4 (kDqHybrid), none in deterministic mode
             assert sum(op.startswith("REDG") and "F32" in op for op in ops) == count, name
             if hdim == 192:

@@ -98,12 +98,12 @@ struct BwdMainloop {
   static constexpr int kStatsForm = kHeadDim == 64 && !kIsCausal && kFeatures == 0 ? 2 : 0;
 #endif
   // kHeadDim (hdim 192, 256): the LSE of the rows a thread's S^T values hold loaded into registers before the wait for
-  // S^T, their dsum before the wait for dP^T (form 1's places), not read from shared memory after each wait. The default
-  // of the plain kernels at both head dims: on the H200, in turns with form 0 (benchmarks/hopper_bwd_dq_hybrid/), hdim
-  // 256 1.004-1.020x fp16 and 1.005-1.029x bf16 at 1k-16k, causal or not (h200-4, h200-5; 168 registers, no spill),
-  // hdim 192 1.000-1.005x (h200-6). Untimed in the feature kernels (those with softcap keep form 0 regardless).
-  // nvcc -DFLASHBUILD_HOPPER_BWD_STATS_HD=0 turns it off, =2 takes it to every kHeadDim kernel without softcap, for A/B
-  // runs.
+  // S^T, their dsum before the wait for dP^T (form 1's places; at hdim 256 both before the products, kStatsEarly
+  // below), not read from shared memory after each wait. The default of the plain kernels at both head dims: on the
+  // H200, in turns with form 0 (benchmarks/hopper_bwd_dq_hybrid/), hdim 256 1.004-1.020x fp16 and 1.005-1.029x bf16
+  // at 1k-16k, causal or not (h200-4, h200-5; 168 registers, no spill), hdim 192 1.000-1.005x (h200-6). Untimed in
+  // the feature kernels (those with softcap keep form 0 regardless). nvcc -DFLASHBUILD_HOPPER_BWD_STATS_HD=0 turns it
+  // off, =2 takes it to every kHeadDim kernel without softcap, for A/B runs.
   static constexpr bool kStatsHeadDimByDefault = kFeatures == 0;
 #if defined(FLASHBUILD_HOPPER_BWD_STATS_HD)
   static constexpr bool kStatsHeadDimRegisters =
