@@ -19,6 +19,7 @@
 #include "hopper/accumulator.h"
 #include "hopper/bwd_dq_accum.h"  // DqAccumLayout
 #include "hopper/bwd_traits.h"
+#include "hopper/bwd_walk.h"  // BwdWalk: the dQ writer's order of the query blocks
 #include "hopper/tile_scheduler.h"  // SeqRange
 
 namespace flashbuild::hopper {
@@ -195,13 +196,18 @@ struct BwdEpilogue {
   // turn before the reduction, and hands on once the reduction has completed (not only read sdQ); the
   // proxy fences order the bulk copy's (async proxy) adds with the counter's (generic proxy) acquire
   // and release.
-  template <bool kOrdered, class Storage, class Blocks>
+  // The blocks come in the consumers' walk (kWraps: from walk.m_first, BwdWalk); `slot` counts the steps from
+  // m_block_min, so that slot + 1 < m_block_max says another block follows.
+  template <bool kOrdered, bool kWraps, class Storage, class Blocks>
   CUTE_DEVICE static void dq_writer(BwdParams const& p, Storage& storage, SeqRange const& seq, Blocks const& blocks,
-                                    int n_block, int head, int batch, int m_block_min, int m_block_max) {
+                                    int n_block, int head, int batch, BwdWalk const& walk) {
     const bool leader = int(threadIdx.x) % cutlass::NumThreadsPerWarp == 0;
     constexpr uint32_t kBytes = kBlockM * kHeadDim * sizeof(float);
     const uint32_t smem = cute::cast_smem_ptr_to_uint(storage.dq);
-    for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
+    const int m_block_min = walk.m_block_min;
+    const int m_block_max = walk.m_block_max;
+    for (int slot = m_block_min; slot < m_block_max; ++slot) {
+      const int m_block = kWraps ? walk.at(slot - m_block_min) : slot;
       if constexpr (kOrdered) {
         if (leader) {
           spin_until_turn(dq_counter(p, batch, head, m_block), blocks.turn(n_block, m_block));
@@ -210,7 +216,7 @@ struct BwdEpilogue {
       }
       if constexpr (Traits::kDqInTurn) {
         dq_in_turn<kOrdered>(seq, Layout::block(p, seq, head, batch, m_block), smem,
-                             kOrdered ? dq_counter(p, batch, head, m_block) : nullptr, m_block, m_block_max,
+                             kOrdered ? dq_counter(p, batch, head, m_block) : nullptr, slot, m_block_max,
                              kBytes / kHalves, leader);
         continue;
       } else if constexpr (Traits::kDqHalves) {
@@ -239,18 +245,18 @@ struct BwdEpilogue {
             release_turn(dq_counter(p, batch, head, m_block));
           }
           __syncwarp();
-          if (m_block + 1 < m_block_max) {
+          if (slot + 1 < m_block_max) {
             CUTE_UNROLL
             for (int h = 0; h < kHalves; ++h) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h)); }
           }
         } else {
           if (leader) { cute::tma_store_wait<kTurns - 1>(); }  // the first half has been read
           __syncwarp();
-          if (m_block + 1 < m_block_max) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0)); }
+          if (slot + 1 < m_block_max) { cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0)); }
           if constexpr (kTurns > 1) {
             if (leader) { cute::tma_store_wait<0>(); }
             __syncwarp();
-            if (m_block + 1 < m_block_max) {
+            if (slot + 1 < m_block_max) {
               CUTE_UNROLL
               for (int h = 1; h < kTurns; ++h) {
                 cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h));
@@ -278,7 +284,7 @@ struct BwdEpilogue {
         }
       }
       __syncwarp();
-      if (m_block + 1 < m_block_max) {
+      if (slot + 1 < m_block_max) {
         cutlass::arch::NamedBarrier::arrive(kDqWriterThreads, static_cast<int>(BwdBarrier::kdQEmpty));
       }
     }
@@ -288,11 +294,11 @@ struct BwdEpilogue {
   }
 
   // kDqInTurn's writer for one block: warpgroup 0's half, read from sdQ, then sdQ handed to warpgroup 1, whose half
-  // is read next; sdQ goes back to warpgroup 0 for the next block. Deterministic mode: the turn (taken by the caller)
-  // is handed on once both reductions have completed.
+  // is read next; sdQ goes back to warpgroup 0 when another block follows (dq_writer's `slot`). Deterministic mode:
+  // the turn (taken by the caller) is handed on once both reductions have completed.
   // kDqHybrid outside deterministic mode: warpgroup 0's half alone (kWriterTurns).
   template <bool kOrdered>
-  CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, int m_block,
+  CUTE_DEVICE static void dq_in_turn(SeqRange const& seq, float* dst, uint32_t smem, int* counter, int slot,
                                      int m_block_max, uint32_t half_bytes, bool leader) {
     constexpr int kTurns = kWriterTurns<kOrdered>;
     CUTE_UNROLL
@@ -317,7 +323,7 @@ struct BwdEpilogue {
       __syncwarp();
       if (h + 1 < kTurns) {
         cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(h + 1));
-      } else if (m_block + 1 < m_block_max) {
+      } else if (slot + 1 < m_block_max) {  // another block follows
         cutlass::arch::NamedBarrier::arrive(kHandOffThreads, dq_empty_barrier(0));
       }
     }

@@ -132,14 +132,14 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (warp_idx == 0) {
-      Mainloop::load(params.mainloop, p, storage, n_block, head, batch);
+      Mainloop::template load<kOrdered>(params.mainloop, p, storage, n_block, head, batch);
       if (threadIdx.x == 0) { timeline.record(BwdTimeline::kProducerEnd); }
     }
     if constexpr (Traits::kDqBulk) {
       if (warp_idx == 1) {
-        const auto qs = Mainloop::queries(p, batch, n_block);
-        Epilogue::template dq_writer<kOrdered>(p, storage, qs.seq, Mainloop::blocks(p, qs.seq), n_block, head, batch,
-                                               qs.m_block_min, qs.m_block_max);
+        const auto qs = Mainloop::template queries<kOrdered>(p, batch, n_block);
+        Epilogue::template dq_writer<kOrdered, Mainloop::kStagger>(p, storage, qs.seq, Mainloop::blocks(p, qs.seq),
+                                                                   n_block, head, batch, qs);
         if (threadIdx.x == cutlass::NumThreadsPerWarp) { timeline.record(BwdTimeline::kWriterEnd); }
       }
     }
@@ -151,15 +151,15 @@ __global__ void __launch_bounds__(Traits::kNThreads, 1)
     Tensor tdVrdV = make_tensor<float>(AccumulatorShape<Traits::kDkvAtomN>{});
     clear(tdKrdK);
     clear(tdVrdV);
-    const auto qs = Mainloop::queries(p, batch, n_block);
+    const auto qs = Mainloop::template queries<kOrdered>(p, batch, n_block);
     if (thread_idx == 0) {
       timeline.where(n_block, head, batch, qs.m_block_max - qs.m_block_min);
       timeline.record(BwdTimeline::kMmaStart);
     }
     Mainloop::mma(p, storage, qs, n_block, thread_idx, tdKrdK, tdVrdV,
-                  [&, seq = qs.seq, m_block_min = qs.m_block_min](int m_block, auto const& tdQrdQ) {
+                  [&, seq = qs.seq, m_first = qs.m_first](int m_block, auto const& tdQrdQ) {
                     Epilogue::template add_dq<kOrdered>(p, storage, seq, Mainloop::blocks(p, seq), n_block, head,
-                                                        batch, m_block, m_block == m_block_min, thread_idx, tdQrdQ);
+                                                        batch, m_block, m_block == m_first, thread_idx, tdQrdQ);
                   });
     if (thread_idx == 0) { timeline.record(BwdTimeline::kMmaEnd); }
     Epilogue::store_dkv(p, storage, qs.seq, n_block, head, batch, thread_idx, tdKrdK, tdVrdV);

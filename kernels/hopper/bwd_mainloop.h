@@ -26,6 +26,7 @@
 #include "hopper/bwd_producer.h"  // the producer warp's loads (load)
 #include "hopper/bwd_row_stats.h"  // a step's LSE / dsum in registers (kStatsForm 1, 2)
 #include "hopper/bwd_traits.h"
+#include "hopper/bwd_walk.h"  // BwdWalk: the order of a CTA's query blocks (kStagger)
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"
 
@@ -59,6 +60,22 @@ struct BwdMainloop {
       (FLASHBUILD_HOPPER_BWD_PEEL == 2 || (FLASHBUILD_HOPPER_BWD_PEEL == 1 && kHeadDim == 96));
 #else
   static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
+#endif
+  // kHeadDim kernels without a right mask edge (neither causal nor local): each CTA walks its query blocks from its
+  // own place, key block n of a sequence's N from n / N of the way in, wrapping around (BwdWalk), not all from the
+  // first. A non-causal grid runs a head's key blocks side by side, so in the plain order every CTA adds its dQ into
+  // the same query block at a time; staggered, they add into different ones. (Deterministic mode keeps the plain
+  // order: its turns follow the key blocks'.) On the H200, in turns with the plain order
+  // (benchmarks/hopper_bwd_stagger/, h200-1, fp16 and bf16, every round): hdim 192 1.033-1.042x at 1k, 1.010-1.015x
+  // at 4k and 16k; hdim 256 0.978-0.989x, as hdim 64 and 128 lost with it before (0.962-0.986x, 2026-11-26,
+  // benchmarks/hopper_bwd_split/). So hdim 192 alone. nvcc -DFLASHBUILD_HOPPER_BWD_STAGGER=0 keeps the plain order
+  // everywhere, =2 staggers hdim 256 too (h200-1's arm), for A/B runs.
+#if defined(FLASHBUILD_HOPPER_BWD_STAGGER)
+  static constexpr bool kStagger =
+      Traits::kSplitHeadDim && !Mask::kHasRightEdge &&
+      (FLASHBUILD_HOPPER_BWD_STAGGER == 2 || (FLASHBUILD_HOPPER_BWD_STAGGER == 1 && kHeadDim == 192));
+#else
+  static constexpr bool kStagger = Traits::kSplitHeadDim && !Mask::kHasRightEdge && kHeadDim == 192;
 #endif
   // kKeys, a study form (off by default): each thread's warpgroup coordinates in the products (which keys of K and
   // V, which rows of dS and columns of K^T a warpgroup reads) read from lane 0 of its warp (__shfl_sync, once per
@@ -161,18 +178,19 @@ struct BwdMainloop {
 
   // This CTA's sequence, and the query blocks [m_block_min, m_block_max) that see some key of its
   // block: none when the block starts past the sequence's keys (a packed call's grid covers the
-  // longest sequence).
-  struct Queries {
+  // longest sequence); the walk over them starts at m_first (kStagger outside deterministic mode, kOrdered).
+  struct Queries : BwdWalk {
     SeqRange seq;
     Mask mask;
-    int m_block_min;
-    int m_block_max;
   };
+  template <bool kOrdered>
   CUTE_DEVICE static Queries queries(BwdParams const& p, int batch, int n_block) {
     const SeqRange seq = SeqRange::of(p, batch);
-    Queries q{seq, make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
+    Queries q{{0, 0, 0}, seq, make_mask<kIsCausal, kFeatures>(p, seq.seqlen_q, seq.seqlen_k)};
     q.m_block_min = q.mask.m_block_min(n_block, kBlockM, kBlockN);
     q.m_block_max = n_block * kBlockN < seq.seqlen_k ? q.mask.m_block_max(n_block, kBlockM, kBlockN) : q.m_block_min;
+    q.m_first = q.m_block_min;
+    if constexpr (kStagger && !kOrdered) { q.stagger(n_block, (seq.seqlen_k + kBlockN - 1) / kBlockN); }
     return q;
   }
 
@@ -198,11 +216,11 @@ struct BwdMainloop {
   }
 
   // The producer warp's loop (bwd_producer.h): K and V, then each query block's Q, dO, LSE and dsum.
-  template <class Storage>
+  template <bool kOrdered, class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, int n_block, int head,
                                int batch) {
-    const Queries qs = queries(p, batch, n_block);
-    BwdProducer<Traits>::load(mp, p, storage, qs.seq, qs.m_block_min, qs.m_block_max, n_block, head, batch);
+    const Queries qs = queries<kOrdered>(p, batch, n_block);
+    BwdProducer<Traits>::template load<kStagger>(mp, p, storage, qs.seq, qs, n_block, head, batch);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -246,7 +264,7 @@ struct BwdMainloop {
     }
   }
 
-  // The query blocks of key block n_block in order, each as step(m_block, masked): with kPeelMasked the
+  // The query blocks of key block n_block in the walk's order, each as step(m_block, masked): with kPeelMasked the
   // ones needs_mask holds for (std::true_type: mask every element), then the rest (std::false_type: no
   // mask code); otherwise MaskByBlock for all. Two call sites of `step` per instantiation.
   template <class Step>
@@ -259,6 +277,11 @@ struct BwdMainloop {
       }
       CUTE_NO_UNROLL
       for (; m_block < qs.m_block_max; ++m_block) { step(m_block, std::false_type{}); }
+    } else if constexpr (kStagger) {
+      CUTE_NO_UNROLL
+      for (int iter = 0; iter < qs.m_block_max - qs.m_block_min; ++iter) {
+        step(qs.at(iter), MaskByBlock{});
+      }
     } else {
       CUTE_NO_UNROLL
       for (int m_block = qs.m_block_min; m_block < qs.m_block_max; ++m_block) { step(m_block, MaskByBlock{}); }
@@ -399,7 +422,7 @@ struct BwdMainloop {
     if (qs.m_block_max > qs.m_block_min) { cutlass::arch::ClusterTransactionBarrier::wait(&storage.kv_full, 0); }
     Tensor tdQrdQ = make_tensor<float>(AccumulatorShapedQ{});
     walk(qs, n_block, [&](int m_block, auto masked) {
-      const int iter = m_block - qs.m_block_min;
+      const int iter = qs.template iter_of<kStagger>(m_block);
       const int stage = iter % kStages;
       const int buffer = iter & 1;
       const int do_stage = Traits::kDqInTurn ? 0 : stage;  // dO's stage: Q's, or kDqInTurn's one

@@ -10,6 +10,7 @@
 #include "common/params.h"          // kLog2e
 #include "hopper/bwd_params.h"      // BwdLoads: the TMA descriptors the host builds
 #include "hopper/bwd_traits.h"
+#include "hopper/bwd_walk.h"  // BwdWalk: the order of the query blocks
 #include "hopper/tile_scheduler.h"  // SeqRange, view_extents: where a packed call's sequences lie
 #include "hopper/utils.h"           // tma_load_box, tma_load_tile, clear_rows
 
@@ -54,10 +55,13 @@ struct BwdProducer {
   }
 
   // The whole producer warp; lane 0 issues the copies and arms the barriers. The query blocks [m_block_min,
-  // m_block_max) are those that see key block n_block (BwdMainloop::queries).
-  template <class Storage>
+  // m_block_max) are those that see key block n_block (BwdMainloop::queries), loaded in the walk's order (kWraps:
+  // from walk.m_first, BwdWalk).
+  template <bool kWraps, class Storage>
   CUTE_DEVICE static void load(Params const& mp, BwdParams const& p, Storage& storage, SeqRange const& seq,
-                               int m_block_min, int m_block_max, int n_block, int head, int batch) {
+                               BwdWalk const& walk, int n_block, int head, int batch) {
+    const int m_block_min = walk.m_block_min;
+    const int m_block_max = walk.m_block_max;
     if (m_block_max <= m_block_min) { return; }
     const int lane = int(threadIdx.x) % cutlass::NumThreadsPerWarp;
     const bool leader = lane == 0;
@@ -95,8 +99,9 @@ struct BwdProducer {
     const int64_t stats = int64_t(batch) * p.lse_batch_stride + seq.q_row0 + int64_t(head) * p.lse_head_stride;
     if constexpr (Traits::kDqInTurn) {
       CUTE_NO_UNROLL
-      for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
-        const int iter = m_block - m_block_min;
+      for (int slot = m_block_min; slot < m_block_max; ++slot) {
+        const int iter = slot - m_block_min;
+        const int m_block = kWraps ? walk.at(iter) : slot;
         cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[iter % kStages], ((iter / kStages) & 1) ^ 1);
         const int q_rows = seq.seqlen_q - m_block * kBlockM;
         const bool landed = p.cu_seqlens_q && q_rows < kBlockM;  // see clear_landed
@@ -104,8 +109,9 @@ struct BwdProducer {
       }
     } else {
       CUTE_NO_UNROLL
-      for (int m_block = m_block_min; m_block < m_block_max; ++m_block) {
-        const int iter = m_block - m_block_min;
+      for (int slot = m_block_min; slot < m_block_max; ++slot) {
+        const int iter = slot - m_block_min;
+        const int m_block = kWraps ? walk.at(iter) : slot;
         const int stage = iter % kStages;
         // The consumers released this stage's previous block (a fresh barrier passes parity 1).
         cutlass::arch::ClusterBarrier::wait(&storage.qdo_empty[stage], ((iter / kStages) & 1) ^ 1);
