@@ -345,6 +345,14 @@ def run_host_program(tmp_path: Path, source: Path, timeout: int = 600) -> subpro
     return subprocess.run([str(binary)], capture_output=True, text=True, timeout=timeout)
 
 
+
+def run_host_walk(tmp_path: Path, source: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    """run_host_program for a walk of tests/host/ that prints "<cases> cases, <n> fail" last (check.h): asserts that it
+    ran and that no case failed."""
+    done = run_host_program(tmp_path, source, timeout=timeout)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith(" 0 fail"), (done.stdout[-3000:], done.stderr[-3000:])
+    return done
+
 # A stand-in for nvcc (and the link step): writes the object and its depfile, logs its arguments
 # (FAKE_NVCC_LOG), and with FAKE_NVCC_SLEEP=S runs a child for S seconds first, as nvcc runs cicc, and
 # records "nvcc_pid child_pid" in FAKE_NVCC_PIDS. It lets the build pipeline run end to end with

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, requires_nvcc, run_host_program
+from helpers import REPO, requires_nvcc, run_host_walk
 
 pytestmark = [requires_nvcc, pytest.mark.compile]
 
@@ -19,6 +19,4 @@ SOURCE = REPO / "tests" / "host" / "bwd_sections.cu"
 
 
 def test_sections_give_every_cta_once_longest_first(tmp_path: Path):
-    done = run_host_program(tmp_path, SOURCE, timeout=300)
-    assert done.returncode == 0 and done.stdout.rstrip().endswith(" 0 fail"), (done.stdout[-3000:],
-                                                                               done.stderr[-3000:])
+    run_host_walk(tmp_path, SOURCE, timeout=300)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, requires_nvcc, run_host_program
+from helpers import REPO, requires_nvcc, run_host_walk
 
 SOURCE = REPO / "tests" / "host" / "splitkv_deal_walk.cu"
 # The stream-K deal's switch and names, which no code reads or defines since it was taken out: a decoding call pays no
@@ -33,6 +33,4 @@ def test_the_removed_deal_is_read_and_defined_nowhere():
 @requires_nvcc
 @pytest.mark.compile
 def test_splits_deal_covers_every_tile_once(tmp_path: Path):
-    done = run_host_program(tmp_path, SOURCE)
-    assert done.returncode == 0 and done.stdout.rstrip().endswith(" 0 fail"), (done.stdout[-3000:],
-                                                                               done.stderr[-3000:])
+    run_host_walk(tmp_path, SOURCE)
