@@ -61,19 +61,21 @@ struct BwdMainloop {
 #else
   static constexpr bool kPeelMasked = kIsCausal && !kHasLocal<kFeatures> && kHeadDim == 96;
 #endif
-  // kHeadDim kernels without a right mask edge (neither causal nor local): each CTA walks its query blocks from its
+  // Kernels without a right mask edge (neither causal nor local), kStagger: each CTA walks its query blocks from its
   // own place, key block n of a sequence's N from n / N of the way in, wrapping around (BwdWalk), not all from the
   // first. A non-causal grid runs a head's key blocks side by side, so in the plain order every CTA adds its dQ into
   // the same query block at a time; staggered, they add into different ones. (Deterministic mode keeps the plain
   // order: its turns follow the key blocks'.) On the H200, in turns with the plain order
   // (benchmarks/hopper_bwd_stagger/, h200-1, fp16 and bf16, every round): hdim 192 1.033-1.042x at 1k, 1.010-1.015x
   // at 4k and 16k; hdim 256 0.978-0.989x, as hdim 64 and 128 lost with it before (0.962-0.986x, 2026-11-26,
-  // benchmarks/hopper_bwd_split/). So hdim 192 alone. nvcc -DFLASHBUILD_HOPPER_BWD_STAGGER=0 keeps the plain order
-  // everywhere, =2 staggers hdim 256 too (h200-1's arm), for A/B runs.
+  // benchmarks/hopper_bwd_split/); hdim 96 fp16 1.012-1.022x at 1k, 0.992x at 4k, 1.000x at 16k (h200-3). So hdim
+  // 192 alone. nvcc -DFLASHBUILD_HOPPER_BWD_STAGGER=0 keeps the plain order everywhere, =2 staggers hdim 256 too
+  // (h200-1's arm), =3 every head dim (kKeys too: h200-3's arm), for A/B runs.
 #if defined(FLASHBUILD_HOPPER_BWD_STAGGER)
   static constexpr bool kStagger =
-      Traits::kSplitHeadDim && !Mask::kHasRightEdge &&
-      (FLASHBUILD_HOPPER_BWD_STAGGER == 2 || (FLASHBUILD_HOPPER_BWD_STAGGER == 1 && kHeadDim == 192));
+      !Mask::kHasRightEdge &&
+      (FLASHBUILD_HOPPER_BWD_STAGGER == 3 || (FLASHBUILD_HOPPER_BWD_STAGGER == 2 && Traits::kSplitHeadDim) ||
+       (FLASHBUILD_HOPPER_BWD_STAGGER == 1 && kHeadDim == 192));
 #else
   static constexpr bool kStagger = Traits::kSplitHeadDim && !Mask::kHasRightEdge && kHeadDim == 192;
 #endif
@@ -555,8 +557,9 @@ struct BwdMainloop {
     // body (nvcc 13.0). Since the per-warpgroup dQ hand-off (kDqHalves) the hdim-64 kernels spill the 4 bytes of
     // its barrier id (tests/test_compile.py allows them), but the plain non-causal one with the shuffled stats
     // (kStatsShuffled), which spills none (tests/test_compile_bwd_uniform.py).
+    static_assert(!(kStagger && Traits::kDeferDq), "kDeferDq adds the previous block's dQ at m_block - 1: plain walks");
     auto step = [&](int m_block, auto masked) __attribute__((always_inline)) {
-      const int iter = m_block - qs.m_block_min;
+      const int iter = qs.template iter_of<kStagger>(m_block);
       const int stage = iter % kStages;
       const int buffer = iter & 1;
       cutlass::arch::ClusterTransactionBarrier::wait(&storage.qdo_full[stage], (iter / kStages) & 1);
