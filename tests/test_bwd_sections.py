@@ -19,4 +19,5 @@ SOURCE = REPO / "tests" / "host" / "bwd_sections.cu"
 
 
 def test_sections_give_every_cta_once_longest_first(tmp_path: Path):
-    run_host_walk(tmp_path, SOURCE, timeout=300)
+    summary = run_host_walk(tmp_path, SOURCE, timeout=300)
+    assert summary.endswith(" 0 fail"), summary

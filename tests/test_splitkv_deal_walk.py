@@ -33,4 +33,5 @@ def test_the_removed_deal_is_read_and_defined_nowhere():
 @requires_nvcc
 @pytest.mark.compile
 def test_splits_deal_covers_every_tile_once(tmp_path: Path):
-    run_host_walk(tmp_path, SOURCE)
+    summary = run_host_walk(tmp_path, SOURCE)
+    assert summary.endswith(" 0 fail"), summary
